@@ -1,0 +1,145 @@
+package core
+
+// Command is an output of the core, for the caller to carry out.
+type Command interface {
+	isCommand()
+}
+
+// Portion is one label set and, for time-partitioned tables, one time range
+// of a request, as dispatched to one DAP.
+type Portion struct {
+	ID      uint64
+	Request string
+	Labels  Labels
+	// Start and End are the portion's range (the whole request range for
+	// tables that are not time-partitioned).
+	Start, End int64
+	// Attempt counts the label set's retries: 0 first, then 1, 2, ...
+	Attempt int
+	// PurviewVersion and Vintage are the DAP's, as the RC knew them at
+	// dispatch; the DAP answers RETRY if its own differ.
+	PurviewVersion uint64
+	Vintage        uint64
+}
+
+// Dispatch: send the portion to the DAP. If ViaRC is set the DAP belongs to
+// that peer RC, which relays it (the peer becomes a secondary RC).
+type Dispatch struct {
+	Portion  Portion
+	DAP      string
+	ViaRC    string
+	API      string
+	Table    string
+	Agg      string
+	Deadline int64
+	// Retries is the request's retry count so far (echoed in headers).
+	Retries int
+	// QueuedAt is the age of the queue item the portion came from (the
+	// request's arrival for a first placement); it orders the queue.
+	QueuedAt int64
+}
+
+// AggExpect: every label set of the request has completed; the Agg merges
+// exactly these portions (anything else it holds for the request is from a
+// superseded attempt or a lost DAP, and is discarded) and answers.
+type AggExpect struct {
+	Request  string
+	Agg      string
+	Portions []PortionRef
+}
+
+// PortionRef names a portion expected at the Agg.
+type PortionRef struct {
+	ID      uint64
+	DAP     string
+	Attempt int
+}
+
+// AggFail: a DAP failed its portion; the Agg answers the caller with the
+// DAP's code and message (the request is then "inactive" until AggDone).
+type AggFail struct {
+	Request string
+	Agg     string
+	DAP     string
+	Code    int
+	Message string
+}
+
+// ReplyKind classifies the answers the RC gives itself.
+type ReplyKind int
+
+const (
+	// ReplyTimeout: rc TIMEOUT (45), ac ERR (10), the seed's status message.
+	ReplyTimeout ReplyKind = iota
+	// ReplyNoResources: no DAP has a selected label set, or none serves the table.
+	ReplyNoResources
+	// ReplyMaxRetries: more retries than Config.MaxRetry.
+	ReplyMaxRetries
+	// ReplyBadRequest: the request itself is invalid.
+	ReplyBadRequest
+	// ReplyCancelled: the caller cancelled.
+	ReplyCancelled
+)
+
+func (k ReplyKind) String() string {
+	switch k {
+	case ReplyTimeout:
+		return "timeout"
+	case ReplyNoResources:
+		return "no-resources"
+	case ReplyMaxRetries:
+		return "max-retries"
+	case ReplyBadRequest:
+		return "bad-request"
+	case ReplyCancelled:
+		return "cancelled"
+	}
+	return "unknown"
+}
+
+// Reply: answer the caller directly with an error or a timeout. Text is the
+// ai field of the response header.
+type Reply struct {
+	Request string
+	Kind    ReplyKind
+	Text    string
+	Retries int
+}
+
+// RetryNoted: a label set (or, for SQL, the whole request) is being retried.
+type RetryNoted struct {
+	Request string
+	Labels  Labels
+	// Whole is true when the whole request restarts (SQL rules).
+	Whole   bool
+	Attempt int
+	Reason  string
+}
+
+// PeerStatusQuery: ask a secondary RC for its status block (timeout).
+type QueryPeerStatus struct {
+	RC      string
+	Request string
+}
+
+// ReportPeerStatus: as a secondary, send the status block to the primary.
+type ReportPeerStatus struct {
+	RC      string
+	Request string
+	Block   string
+}
+
+// ForwardCompletion: as a secondary, pass a DAP's completion to the primary.
+type ForwardCompletion struct {
+	RC         string
+	Completion PortionCompleted
+}
+
+func (Dispatch) isCommand()          {}
+func (AggExpect) isCommand()         {}
+func (AggFail) isCommand()           {}
+func (Reply) isCommand()             {}
+func (RetryNoted) isCommand()        {}
+func (QueryPeerStatus) isCommand()   {}
+func (ReportPeerStatus) isCommand()  {}
+func (ForwardCompletion) isCommand() {}

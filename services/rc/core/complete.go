@@ -1,0 +1,170 @@
+package core
+
+import "fmt"
+
+// completed handles a DAP's report on a portion.
+func (c *Core) completed(e PortionCompleted) {
+	r := c.requests[e.Request]
+	var ps *portionState
+	if r != nil {
+		ps = r.portions[e.Portion]
+	}
+	// The slot is freed on the DAP the portion was sent to, whatever the
+	// report claims.
+	dapID := e.DAP
+	if ps != nil {
+		dapID = ps.dap
+	}
+	d := c.fleet.byID[dapID]
+	if d != nil {
+		d.removeRunning(e.Portion)
+		d.lastCompletionAt = c.now
+	}
+	if rr := c.relayed[e.Request]; rr != nil && rr.has(e.Portion) {
+		c.relayCompleted(rr, e)
+		c.expire()
+		if d != nil {
+			c.dequeue(d)
+		}
+		return
+	}
+	if ps == nil || ps.finished || ps.superseded {
+		// A superseded attempt, a lost DAP's late answer, a duplicate or an
+		// ended request: the slot is free, nothing else changes.
+		if ps != nil {
+			ps.finished = true
+		}
+		c.stats.Stale++
+		c.expire()
+		if d != nil {
+			c.dequeue(d)
+		}
+		return
+	}
+	ps.finished = true
+	ls := ps.ls
+	ls.running--
+	switch {
+	case r.Deadline <= c.now:
+		// Too late: the deadline has passed and the request times out
+		// below; the response is named in the timeout message.
+		addr := dapID
+		if d != nil {
+			addr = d.Addr
+		}
+		r.tooLate = append(r.tooLate, addr)
+		if e.Outcome == OutcomeOK {
+			r.tooLateOK = true
+		}
+		c.expire()
+	case r.errored || r.timingOut:
+		c.expire()
+	case e.Outcome == OutcomeOK:
+		ls.done = append(ls.done, ps)
+		c.expire()
+		if c.requests[r.ID] == r && r.complete() {
+			c.aggregate(r)
+		}
+	case e.Outcome == OutcomeRetry:
+		c.expire()
+		c.retry(r, ls, fmt.Sprintf("DAP %s answered RETRY: %s", dapID, e.Message), false)
+	case e.Outcome == OutcomeError:
+		c.expire()
+		if c.requests[r.ID] == r {
+			r.errored = true
+			c.unqueueAll(r)
+			c.emit(AggFail{Request: r.ID, Agg: r.Agg, DAP: dapID, Code: e.Code, Message: e.Message})
+		}
+	case e.Outcome == OutcomeTimeout:
+		// The DAP gave up on the deadline: time the request out now.
+		c.expire()
+		if c.requests[r.ID] == r {
+			c.timeout(r)
+		}
+	}
+	if d != nil {
+		c.dequeue(d)
+	}
+}
+
+// aggregate: every label set is complete; tell the Agg exactly which
+// portions make the answer.
+func (c *Core) aggregate(r *request) {
+	r.aggregating = true
+	var refs []PortionRef
+	for _, ls := range r.sets {
+		for _, ps := range ls.done {
+			refs = append(refs, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
+		}
+	}
+	c.emit(AggExpect{Request: r.ID, Agg: r.Agg, Portions: refs})
+}
+
+// dapLost: a DAP is gone. Its running portions are requeued (the Agg is
+// told the exact portions at the end, so a late partial from the lost DAP
+// is discarded); its groups are re-checked for vintage retries.
+func (c *Core) dapLost(id string) {
+	d := c.fleet.byID[id]
+	if d == nil {
+		c.expire()
+		return
+	}
+	var groups []groupKey
+	for _, t := range d.tables {
+		groups = append(groups, c.fleet.groupOf(d, t))
+	}
+	c.fleet.remove(d)
+	c.stats.DAPsLost++
+	var touched []*request
+	for _, rp := range d.running {
+		if rp.relayed {
+			if rr := c.relayed[rp.request]; rr != nil {
+				c.relayLost(rr, rp.id, d)
+			}
+			continue
+		}
+		r := c.requests[rp.request]
+		if r == nil {
+			continue
+		}
+		ps := r.portions[rp.id]
+		if ps == nil || ps.finished || ps.superseded {
+			continue
+		}
+		ps.finished = true
+		ps.superseded = true
+		if r.errored || r.timingOut || r.aggregating {
+			continue
+		}
+		ps.ls.running--
+		c.enqueue(r, ps.ls, ps.Start, ps.End)
+		touched = append(touched, r)
+	}
+	d.running = nil
+	c.expire()
+	for _, g := range groups {
+		c.groupChanged(g)
+	}
+	for _, r := range touched {
+		if c.requests[r.ID] == r {
+			c.placeRequest(r)
+		}
+	}
+}
+
+// end forgets a request that has been answered.
+func (c *Core) end(r *request) {
+	if c.requests[r.ID] != r {
+		return
+	}
+	c.unqueueAll(r)
+	delete(c.requests, r.ID)
+	c.stats.Ended++
+}
+
+// reply answers the request with an error or timeout from the RC itself.
+func (c *Core) reply(r *request, kind ReplyKind, text string) {
+	c.emit(Reply{Request: r.ID, Kind: kind, Text: text, Retries: r.retries})
+	c.stats.Replies[kind]++
+	c.end(r)
+}

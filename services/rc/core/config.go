@@ -1,0 +1,39 @@
+package core
+
+import "time"
+
+// Config of a core. Zero values take the defaults noted per field, which are
+// the seed's (KXI_SG_MAX_RETRY, KXI_SG_MULTI_RC_TO_MAX_WAIT).
+type Config struct {
+	// Self is this RC's id; DAPs whose RC is Self or empty are ours.
+	Self string
+	// Addr is how this RC is named in timeout messages (rc=...); Self if empty.
+	Addr string
+	// MaxRetry: retries allowed per request before it fails (default 3).
+	MaxRetry int
+	// MultiRCMaxWait: ticks the primary waits for secondaries' status before
+	// composing a timeout message (default 1).
+	MultiRCMaxWait int
+	// TickEvery is the RC timer period (default 10 s, SG_RC_TIMER); the
+	// multi-RC wait lasts MultiRCMaxWait periods.
+	TickEvery time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = c.Self
+	}
+	if c.MaxRetry == 0 {
+		c.MaxRetry = 3
+	}
+	if c.MaxRetry < 0 {
+		c.MaxRetry = 0
+	}
+	if c.TickEvery <= 0 {
+		c.TickEvery = 10 * time.Second
+	}
+	if c.MultiRCMaxWait <= 0 {
+		c.MultiRCMaxWait = 1
+	}
+	return c
+}

@@ -1,0 +1,140 @@
+package core
+
+import (
+	"container/heap"
+	"fmt"
+)
+
+// Core is the RC's scheduler: a synchronous state machine. It is not safe for
+// concurrent use; one goroutine owns it (see doc.go).
+type Core struct {
+	cfg   Config
+	fleet fleet
+
+	requests map[string]*request
+	timers   timerHeap
+
+	groups map[groupKey]*queueGroup
+
+	// relayed holds requests this RC runs as a secondary for a peer primary.
+	relayed map[string]*relayedRequest
+
+	nextPortion uint64
+	nextSeq     uint64
+	now         int64
+	out         []Command
+	scratch     ageHeap
+	stats       Stats
+}
+
+// queueGroup holds the subqueues of one group: unlocked items and items per
+// locked vintage.
+type queueGroup struct {
+	unlocked *subqueue
+	locked   map[uint64]*subqueue
+}
+
+// New returns an empty core.
+func New(cfg Config) *Core {
+	return &Core{
+		cfg:      cfg.withDefaults(),
+		fleet:    newFleet(),
+		requests: map[string]*request{},
+		groups:   map[groupKey]*queueGroup{},
+		relayed:  map[string]*relayedRequest{},
+		now:      MinTS,
+	}
+}
+
+// Step feeds one event and returns the commands to carry out, in order. The
+// returned slice is valid until the next call.
+//
+// Order within a step: the event's facts are applied first (a DAP's new
+// state, a completion recorded), then requests whose deadline has passed are
+// timed out (so a response that arrives at the deadline is reported as too
+// late, not processed), then the event's scheduling work runs.
+func (c *Core) Step(ev Event) []Command {
+	c.out = c.out[:0]
+	if t := ev.at(); t > c.now {
+		c.now = t
+	}
+	switch e := ev.(type) {
+	case DAPRegistered:
+		d := c.applyDAP(e.DAP, false)
+		c.expire()
+		c.afterDAPChange(d)
+	case DAPStatusChanged:
+		d := c.applyDAP(e.DAP, true)
+		c.expire()
+		c.afterDAPChange(d)
+	case DAPVintageChanged:
+		d, ok := c.fleet.byID[e.DAP]
+		if !ok {
+			c.expire()
+			break
+		}
+		c.fleet.setVintage(d, e.Vintage)
+		d.changedAt = c.now
+		c.expire()
+		c.afterDAPChange(d)
+	case DAPLost:
+		c.dapLost(e.DAP)
+	case RequestArrived:
+		c.expire()
+		c.arrive(e.Request)
+	case PortionCompleted:
+		c.completed(e)
+	case AggDone:
+		if r, ok := c.requests[e.Request]; ok {
+			c.end(r)
+		}
+		c.expire()
+	case RequestCancelled:
+		if r, ok := c.requests[e.Request]; ok {
+			c.reply(r, ReplyCancelled, "Request cancelled: "+e.Reason)
+		}
+		c.expire()
+	case Tick:
+		c.expire()
+	case PeerDispatch:
+		c.expire()
+		c.peerDispatch(e)
+	case PeerStatusQuery:
+		c.expire()
+		c.peerStatusQuery(e)
+	case PeerStatusReport:
+		c.expire()
+		c.peerStatusReport(e)
+	case DAPPaused:
+		c.expire()
+		if d, ok := c.fleet.byID[e.DAP]; ok {
+			d.pausedUntil = e.Until
+			if e.Until > c.now {
+				c.schedule(timerEntry{at: e.Until, kind: timerPauseEnd, id: d.ID})
+			}
+			c.afterDAPChange(d)
+		}
+	default:
+		panic(fmt.Sprintf("core: unknown event %T", ev))
+	}
+	c.stats.Events++
+	return c.out
+}
+
+// NextDeadline is the earliest time at which the core must be stepped even
+// if nothing else happens: a request's deadline, the end of the multi-RC
+// timeout wait, a secondary's deadline, the end of a DAP pause. The caller
+// arms a timer for it and feeds a Tick then, so that timeouts are answered
+// on time rather than at the next periodic tick.
+func (c *Core) NextDeadline() (int64, bool) {
+	for c.timers.Len() > 0 {
+		top := c.timers[0]
+		if c.timerValid(top) {
+			return top.at, true
+		}
+		heap.Pop(&c.timers)
+	}
+	return 0, false
+}
+
+func (c *Core) emit(cmd Command) { c.out = append(c.out, cmd) }

@@ -1,0 +1,73 @@
+// Package core is the resource coordinator's scheduler: a synchronous,
+// deterministic state machine with no NATS, no goroutines, no clock and no
+// randomness. It implements the seed's queueing, dequeueing, retries and
+// timeouts (shared/seeds/sg-queueing-retries-timeouts*.txt).
+//
+// A request is cut into label sets (and, for time-partitioned tables, time
+// ranges). Each piece that a feasible DAP can take is dispatched at once;
+// the rest is queued, and dequeued oldest first when a DAP registers,
+// changes status or vintage, or completes a portion. A label set's
+// reference vintage is locked at its first dispatch. RETRY answers and
+// vintage changes retry a whole label set, up to Config.MaxRetry. Deadlines
+// produce the seed's TIMEOUT message, built from the facts the scheduler
+// holds.
+//
+// # The caller's contract
+//
+//  1. Own the Core from one goroutine. Nothing in it is safe for
+//     concurrent use, and nothing in it blocks.
+//  2. Turn every input into an Event carrying the time you observed it
+//     (Unix nanoseconds, non-decreasing; an earlier time is treated as the
+//     latest seen) and pass it to Step.
+//  3. Carry out the returned commands in order before the next Step:
+//     Dispatch (to the DAP, or through ViaRC), AggExpect and AggFail (to
+//     the Agg), Reply (to the caller: rc/ac from the ReplyKind, ai = Text),
+//     QueryPeerStatus, ReportPeerStatus and ForwardCompletion (to peer
+//     RCs); RetryNoted is for logs and metrics. The slice is reused by the
+//     next Step.
+//  4. After each Step, call NextDeadline and arm a timer for it; when it
+//     fires, Step a Tick. This answers timeouts on time instead of on the
+//     next periodic check. Keep a periodic Tick as well (SG_RC_TIMER).
+//  5. Read Stats for metrics whenever you like between Steps.
+//
+// The canonical loop:
+//
+//	for {
+//		var ev core.Event
+//		select {
+//		case <-ctx.Done():
+//			return
+//		case m := <-inbox:
+//			ev = toEvent(m, now())
+//		case <-timer.C:
+//			ev = core.Tick{At: now()}
+//		}
+//		for _, cmd := range c.Step(ev) {
+//			carryOut(cmd)
+//		}
+//		if at, ok := c.NextDeadline(); ok {
+//			timer.Reset(time.Until(time.Unix(0, at)))
+//		}
+//	}
+//
+// # Choices where the seed is silent or contradicts itself
+//
+//   - Retries are counted per request (all label sets together) against
+//     Config.MaxRetry; a lost DAP's portions are requeued without counting
+//     as a retry.
+//   - The vintage retry rule applies to the DAPs that could serve the queued
+//     entry (and, as written, to all the label set's DAPs); see
+//     groupChanged for the reading of the seed's example.
+//   - An unsharded table has no label set; the DAPs that serve it form one
+//     group for the up-to-date check and the vintage lock.
+//   - The status the seed lists as "pending aggregation" (its example says
+//     "pending aggregating") is rendered "pending aggregation".
+//   - Timestamps in messages are RFC 3339 with nanoseconds, UTC, and
+//     -inf/+inf for unbounded ends; lists are [a,b]; labels are {k:v}.
+//   - The multi-RC wait lasts MultiRCMaxWait timer periods (TickEvery) from
+//     the deadline, so a timeout with silent secondaries is answered that
+//     much after the deadline; without secondaries it is answered at it.
+//   - Room left for later: Request.Assembly/Tier (scope), DAPPaused
+//     (rate-limit pauses), RequestCancelled, Stats; queue position and
+//     fairness are to come.
+package core

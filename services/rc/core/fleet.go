@@ -1,0 +1,215 @@
+package core
+
+import "sort"
+
+// dap is the core's view of one DAP.
+type dap struct {
+	DAPInfo
+	key labelKey
+	// running holds the portions this core knows the DAP is executing,
+	// current or superseded attempts alike: they all hold a slot.
+	running []runningPortion
+	// pausedUntil: no dispatch before this time (rate-limit signal).
+	pausedUntil int64
+	// lastCompletionAt is when the DAP last reported a completion; a DAP that
+	// responded at or after a deadline "timed out before we could process
+	// its response".
+	lastCompletionAt int64
+	// changedAt is when the DAP's state last changed (registration, status,
+	// vintage, pause): a DAP that became feasible at or after a deadline
+	// "timed out before we were able to dequeue".
+	changedAt int64
+	// tables are the DAP's tables in sorted order, for deterministic dequeue.
+	tables []string
+}
+
+type runningPortion struct {
+	id      uint64
+	request string
+	key     labelKey
+	attempt int
+	// relayed marks portions run for a peer (this core is secondary).
+	relayed bool
+}
+
+func (d *dap) own(self string) bool { return d.RC == "" || d.RC == self }
+
+func (d *dap) freeSlots() int { return d.Concurrency - len(d.running) }
+
+func (d *dap) removeRunning(id uint64) (runningPortion, bool) {
+	for i, r := range d.running {
+		if r.id == id {
+			d.running = append(d.running[:i], d.running[i+1:]...)
+			return r, true
+		}
+	}
+	return runningPortion{}, false
+}
+
+// runsPreviousAttempt: the seed's "Busy executing a previous version of this
+// request (auto-retry)": the DAP has not reported back from an earlier attempt
+// of this request's label set, so it is not used for the new one.
+func (d *dap) runsPreviousAttempt(request string, key labelKey, attempt int) bool {
+	for _, r := range d.running {
+		if r.request == request && r.key == key && r.attempt < attempt {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *dap) serves(table string) bool {
+	_, ok := d.Tables[table]
+	return ok
+}
+
+// fleet indexes DAPs by id, label set and table.
+type fleet struct {
+	byID    map[string]*dap
+	byLabel map[labelKey][]*dap // sorted by id
+	byTable map[string][]*dap   // sorted by id
+	// kinds is each table's routing kind, as the DAPs serving it declare it.
+	kinds map[string]TableKind
+	// purviewEpoch counts purview changes anywhere in the fleet (SQL restarts).
+	purviewEpoch uint64
+	// topVintage caches maxVintage per group; any change to the fleet's
+	// membership or vintages clears it.
+	topVintage map[groupKey]uint64
+}
+
+func newFleet() fleet {
+	return fleet{
+		byID:    map[string]*dap{},
+		byLabel: map[labelKey][]*dap{},
+		byTable: map[string][]*dap{},
+		kinds:   map[string]TableKind{},
+
+		topVintage: map[groupKey]uint64{},
+	}
+}
+
+func insertSorted(list []*dap, d *dap) []*dap {
+	i := sort.Search(len(list), func(i int) bool { return list[i].ID >= d.ID })
+	list = append(list, nil)
+	copy(list[i+1:], list[i:])
+	list[i] = d
+	return list
+}
+
+func removeSorted(list []*dap, d *dap) []*dap {
+	i := sort.Search(len(list), func(i int) bool { return list[i].ID >= d.ID })
+	if i < len(list) && list[i] == d {
+		list = append(list[:i], list[i+1:]...)
+	}
+	return list
+}
+
+// upsert applies a registration or status update and returns the DAP.
+func (f *fleet) upsert(info DAPInfo, keepVintage bool) *dap {
+	if info.Addr == "" {
+		info.Addr = info.ID
+	}
+	if info.Concurrency <= 0 {
+		info.Concurrency = 1
+	}
+	d, ok := f.byID[info.ID]
+	if ok {
+		if d.Start != info.Start || d.End != info.End || d.PurviewVersion != info.PurviewVersion {
+			f.purviewEpoch++
+		}
+		f.unindex(d)
+		if keepVintage {
+			info.Vintage = d.Vintage
+		}
+		d.DAPInfo = info
+	} else {
+		d = &dap{DAPInfo: info, lastCompletionAt: MinTS, changedAt: MinTS}
+		f.byID[info.ID] = d
+		f.purviewEpoch++
+	}
+	d.Labels = info.Labels.clone()
+	d.key = d.Labels.key()
+	d.tables = d.tables[:0]
+	for t := range info.Tables {
+		d.tables = append(d.tables, t)
+	}
+	sort.Strings(d.tables)
+	f.index(d)
+	return d
+}
+
+func (f *fleet) setVintage(d *dap, v uint64) {
+	d.Vintage = v
+	clear(f.topVintage)
+}
+
+func (f *fleet) index(d *dap) {
+	clear(f.topVintage)
+	f.byLabel[d.key] = insertSorted(f.byLabel[d.key], d)
+	for t, k := range d.Tables {
+		f.byTable[t] = insertSorted(f.byTable[t], d)
+		f.kinds[t] = k
+	}
+}
+
+func (f *fleet) unindex(d *dap) {
+	clear(f.topVintage)
+	f.byLabel[d.key] = removeSorted(f.byLabel[d.key], d)
+	if len(f.byLabel[d.key]) == 0 {
+		delete(f.byLabel, d.key)
+	}
+	for t := range d.Tables {
+		f.byTable[t] = removeSorted(f.byTable[t], d)
+		if len(f.byTable[t]) == 0 {
+			delete(f.byTable, t)
+			delete(f.kinds, t)
+		}
+	}
+}
+
+func (f *fleet) remove(d *dap) {
+	f.unindex(d)
+	delete(f.byID, d.ID)
+	f.purviewEpoch++
+}
+
+// group is the set of DAPs among which a portion's reference vintage is
+// judged: the label set's DAPs, or for an unsharded table every DAP that
+// serves it (such a table has no label set; we treat its servers as one).
+func (f *fleet) group(g groupKey) []*dap {
+	if f.kinds[g.table] == Unsharded {
+		return f.byTable[g.table]
+	}
+	return f.byLabel[g.key]
+}
+
+// maxVintage is the highest vintage in a group: the vintage a DAP must have
+// to be up to date when the request has not locked one yet.
+func (f *fleet) maxVintage(g groupKey) (uint64, bool) {
+	if m, ok := f.topVintage[g]; ok {
+		return m, true
+	}
+	var m uint64
+	ds := f.group(g)
+	for _, d := range ds {
+		m = max(m, d.Vintage)
+	}
+	if len(ds) > 0 {
+		f.topVintage[g] = m
+	}
+	return m, len(ds) > 0
+}
+
+// groupKey names a queue group: a table and a label set ("" for unsharded).
+type groupKey struct {
+	table string
+	key   labelKey
+}
+
+// groupOf is the group a DAP serves for a table.
+func (f *fleet) groupOf(d *dap, table string) groupKey {
+	if f.kinds[table] == Unsharded {
+		return groupKey{table: table}
+	}
+	return groupKey{table: table, key: d.key}
+}

@@ -1,0 +1,135 @@
+package core
+
+import "sort"
+
+// Status of a request at this RC, as the seed's timeout message names it.
+type Status int
+
+const (
+	// StatusAllocating: one or more portions are queued.
+	StatusAllocating Status = iota
+	// StatusExecuting: fully allocated, DAPs of this RC still running.
+	StatusExecuting
+	// StatusPendingAggregation: this RC's DAPs are done, a secondary's are not.
+	StatusPendingAggregation
+	// StatusAggregating: every portion completed; the Agg was told to merge.
+	StatusAggregating
+	// StatusInactive: a DAP failed; the Agg answers with its error.
+	StatusInactive
+	// StatusTimingOut: the deadline passed; waiting for secondaries' status.
+	StatusTimingOut
+)
+
+var statusNames = [...]string{
+	StatusAllocating:         "allocating",
+	StatusExecuting:          "executing",
+	StatusPendingAggregation: "pending aggregation",
+	StatusAggregating:        "aggregating",
+	StatusInactive:           "inactive",
+	StatusTimingOut:          "timing out",
+}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// request is the state of one request this RC coordinates as primary.
+type request struct {
+	Request
+	kind    TableKind
+	arrived int64
+	// firstQueuedDay and purviewEpoch are what SQL retries compare against.
+	firstQueuedDay int64
+	purviewEpoch   uint64
+	retries        int
+	sets           []*labelSet // sorted by label key
+	setByKey       map[labelKey]*labelSet
+	portions       map[uint64]*portionState
+	errored        bool
+	aggregating    bool
+	// queued counts items over all label sets.
+	queued int
+	// secondaries are the peer RCs that run portions of this request, in
+	// order of first use; peerBlocks their status blocks once reported.
+	secondaries []string
+	peerBlocks  map[string]string
+	// timing out: the primary's own block, composed at the deadline, and the
+	// ticks left to wait for secondaries.
+	timingOut bool
+	ownBlock  string
+	waitUntil int64
+	// tooLate lists DAPs whose completion for this request came at or after
+	// the deadline; tooLateOK whether one of them succeeded (its partial is
+	// at the Agg).
+	tooLate   []string
+	tooLateOK bool
+}
+
+// labelSet is a request's state for one label set (one group).
+type labelSet struct {
+	group  groupKey
+	labels Labels
+	// attempt counts retries of this label set; portions of older attempts
+	// are superseded.
+	attempt int
+	// The reference vintage locked at the label set's first dispatch.
+	locked  bool
+	vintage uint64
+	items   []*item
+	// running and done portions of the current attempt.
+	running int
+	done    []*portionState
+}
+
+type portionState struct {
+	Portion
+	ls  *labelSet
+	dap string
+	via string
+	// finished: the DAP reported back (or was lost); superseded: a retry
+	// replaced the portion's attempt.
+	finished   bool
+	superseded bool
+}
+
+func (r *request) status() Status {
+	switch {
+	case r.timingOut:
+		return StatusTimingOut
+	case r.errored:
+		return StatusInactive
+	case r.aggregating:
+		return StatusAggregating
+	case r.queued > 0:
+		return StatusAllocating
+	}
+	return StatusExecuting
+}
+
+func (r *request) addSecondary(rc string) {
+	for _, s := range r.secondaries {
+		if s == rc {
+			return
+		}
+	}
+	r.secondaries = append(r.secondaries, rc)
+}
+
+func (r *request) complete() bool {
+	if r.queued > 0 {
+		return false
+	}
+	for _, ls := range r.sets {
+		if ls.running > 0 || len(ls.items) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func sortLabelSets(sets []*labelSet) {
+	sort.Slice(sets, func(i, j int) bool { return sets[i].group.key < sets[j].group.key })
+}

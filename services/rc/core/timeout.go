@@ -1,0 +1,269 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// timeout handles a request whose deadline has passed. Its own status block
+// is composed now, from the facts at the deadline. Without secondaries the
+// answer goes out at once; with them the primary asks each for its block and
+// waits up to MultiRCMaxWait RC timer periods (seed: unknown status).
+func (c *Core) timeout(r *request) {
+	block, err := c.primaryBlock(r)
+	c.stats.Timeouts++
+	if err != nil {
+		// Seed: on an error composing the message, the ai is the fallback
+		// text followed by the error.
+		c.stats.ComposeErrors++
+		c.reply(r, ReplyTimeout, composeErrorPrefix+err.Error())
+		return
+	}
+	missing := c.unreported(r)
+	if len(missing) == 0 {
+		c.replyTimeout(r, block, false)
+		return
+	}
+	r.timingOut = true
+	r.ownBlock = block
+	c.unqueueAll(r)
+	r.waitUntil = c.now + int64(c.cfg.MultiRCMaxWait)*int64(c.cfg.TickEvery/time.Nanosecond)
+	c.schedule(timerEntry{at: r.waitUntil, kind: timerWaitEnd, id: r.ID})
+	for _, rc := range missing {
+		c.emit(QueryPeerStatus{RC: rc, Request: r.ID})
+	}
+}
+
+func (c *Core) unreported(r *request) []string {
+	var out []string
+	for _, s := range r.secondaries {
+		if _, ok := r.peerBlocks[s]; !ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// finishTimeout composes the message once every secondary reported or the
+// wait is over; silent secondaries are "unknown".
+func (c *Core) finishTimeout(r *request) {
+	c.replyTimeout(r, r.ownBlock, len(c.unreported(r)) > 0)
+}
+
+func (c *Core) replyTimeout(r *request, own string, incomplete bool) {
+	blocks := []string{own}
+	for _, s := range r.secondaries {
+		b, ok := r.peerBlocks[s]
+		if !ok {
+			b = renderBlock(blockFacts{rc: s, status: "unknown"})
+		}
+		blocks = append(blocks, b)
+	}
+	if incomplete {
+		c.stats.IncompleteTimeoutMessages++
+	}
+	c.reply(r, ReplyTimeout, "Request timed out, "+strings.Join(blocks, " "))
+}
+
+// blockFacts is one RC's [...] block of a timeout message, as data.
+type blockFacts struct {
+	rc     string
+	status string
+	// allocating: queue blocks, or the error form if the queue is empty.
+	queue []queueBlock
+	// executing, inactive, aggregating, pending aggregation, received too late.
+	daps        []string
+	respTooLate []string
+	agg         string
+	rcvTooLate  []string
+}
+
+// queueBlock is one portion and reason of an allocating block.
+type queueBlock struct {
+	kind       TableKind
+	labels     Labels
+	start, end int64
+	reason     string
+	daps       []string
+}
+
+var errUnknownStatus = errors.New("unknown status")
+
+// renderBlock writes a block in the seed's form; fields appear only when set.
+func renderBlock(b blockFacts) string {
+	s, err := tryRenderBlock(b)
+	if err != nil {
+		return fmt.Sprintf("[rc=%s;status=\"unknown\"]", b.rc)
+	}
+	return s
+}
+
+func tryRenderBlock(b blockFacts) (string, error) {
+	var w strings.Builder
+	fmt.Fprintf(&w, "[rc=%s;status=%q", b.rc, b.status)
+	switch b.status {
+	case "allocating":
+		if len(b.queue) == 0 {
+			fmt.Fprintf(&w, ";error=%q", errorEmptyQueue)
+			break
+		}
+		parts := make([]string, len(b.queue))
+		for i, q := range b.queue {
+			parts[i] = q.render()
+		}
+		fmt.Fprintf(&w, ";queue=%q", strings.Join(parts, " "))
+	case "executing", "inactive", "aggregating", "pending aggregation":
+		if len(b.daps) > 0 {
+			fmt.Fprintf(&w, ";dap=%s", list(b.daps))
+		}
+		if len(b.respTooLate) > 0 {
+			fmt.Fprintf(&w, ";respTooLate=%s", list(b.respTooLate))
+		}
+		if b.agg != "" {
+			fmt.Fprintf(&w, ";agg=%s", b.agg)
+		}
+	case "received too late":
+		if len(b.rcvTooLate) > 0 {
+			fmt.Fprintf(&w, ";rcvTooLate=%s", list(b.rcvTooLate))
+		}
+	case "completed", "unknown":
+	default:
+		return "", fmt.Errorf("%w %q for rc %s", errUnknownStatus, b.status, b.rc)
+	}
+	w.WriteByte(']')
+	return w.String(), nil
+}
+
+func (q queueBlock) render() string {
+	var w strings.Builder
+	w.WriteByte('[')
+	if q.kind != Unsharded {
+		fmt.Fprintf(&w, "labels=%s;", q.labels)
+	}
+	if q.kind == TimePartitioned {
+		fmt.Fprintf(&w, "startTS=%s;endTS=%s;", formatTS(q.start), formatTS(q.end))
+	}
+	fmt.Fprintf(&w, "reason=%q;dap=%s]", q.reason, list(q.daps))
+	return w.String()
+}
+
+func list(xs []string) string { return "[" + strings.Join(xs, ",") + "]" }
+
+// primaryBlock composes this RC's block for a request it coordinates. If
+// composing fails (a bug), the seed's fallback text is used for the whole
+// message.
+func (c *Core) primaryBlock(r *request) (string, error) {
+	b, err := c.primaryFacts(r)
+	if err != nil {
+		return "", err
+	}
+	return tryRenderBlock(b)
+}
+
+func (c *Core) primaryFacts(r *request) (blockFacts, error) {
+	b := blockFacts{rc: c.cfg.Addr}
+	ownRunning, peerRunning := c.runningDAPs(r)
+	switch {
+	case r.errored:
+		b.status = "inactive"
+		b.daps = ownRunning
+		b.respTooLate = r.tooLate
+		if len(ownRunning) == 0 {
+			b.agg = r.Agg
+		}
+	case r.aggregating:
+		b.status = "aggregating"
+		b.agg = r.Agg
+	case r.queued > 0:
+		b.status = "allocating"
+		q, err := c.queueBlocks(r)
+		if err != nil {
+			return b, err
+		}
+		b.queue = q
+	case len(ownRunning) > 0 || len(r.tooLate) > 0:
+		b.status = "executing"
+		b.daps = ownRunning
+		b.respTooLate = r.tooLate
+		if len(ownRunning) == 0 && r.tooLateOK {
+			b.agg = r.Agg
+		}
+	case len(peerRunning) > 0:
+		b.status = "pending aggregation"
+		b.agg = r.Agg
+	default:
+		b.status = "unknown"
+	}
+	return b, nil
+}
+
+// runningDAPs lists the addresses of DAPs still executing portions of the
+// request (any attempt), ours and our peers'.
+func (c *Core) runningDAPs(r *request) (own, peer []string) {
+	ids := make([]uint64, 0, len(r.portions))
+	for id, ps := range r.portions {
+		if !ps.finished {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	seen := map[string]bool{}
+	for _, id := range ids {
+		ps := r.portions[id]
+		addr := ps.dap
+		if d := c.fleet.byID[ps.dap]; d != nil {
+			addr = d.Addr
+		}
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		if ps.via == "" {
+			own = append(own, addr)
+		} else {
+			peer = append(peer, addr)
+		}
+	}
+	return own, peer
+}
+
+// queueBlocks: one block per queued portion and distinct reason, DAPs
+// grouped under the reason string they share.
+func (c *Core) queueBlocks(r *request) ([]queueBlock, error) {
+	var out []queueBlock
+	for _, ls := range r.sets {
+		items := append([]*item(nil), ls.items...)
+		sort.Slice(items, func(i, j int) bool { return less(items[i], items[j]) })
+		for _, it := range items {
+			var order []string
+			byReason := map[string][]string{}
+			for _, d := range c.fleet.group(ls.group) {
+				if !c.candidate(d, it) {
+					continue
+				}
+				reason := strings.Join(c.reasons(d, it), ", ")
+				if _, ok := byReason[reason]; !ok {
+					order = append(order, reason)
+				}
+				byReason[reason] = append(byReason[reason], d.Addr)
+			}
+			base := queueBlock{kind: r.kind, labels: ls.labels, start: it.start, end: it.end}
+			if len(order) == 0 {
+				base.reason, base.daps = ReasonNoDAP, nil
+				out = append(out, base)
+				continue
+			}
+			for _, reason := range order {
+				qb := base
+				qb.reason, qb.daps = reason, byReason[reason]
+				out = append(out, qb)
+			}
+		}
+	}
+	// Counted as queued but no item found renders as the seed's
+	// error="Empty queue encountered" (a bug indicator).
+	return out, nil
+}
