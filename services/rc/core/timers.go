@@ -9,11 +9,11 @@ type timerKind int
 
 // At equal times, deadlines are handled before the rest.
 const (
-	timerDeadline   timerKind = iota // a request's deadline (primary)
-	timerWaitEnd                     // end of the wait for secondaries' status
-	timerRelayed                     // a relayed request's deadline (secondary)
-	timerRelayForget                 // forget a relayed request
-	timerPauseEnd                    // a DAP's pause ends
+	timerDeadline    timerKind = iota // a request's deadline (primary)
+	timerWaitEnd                      // end of the wait for secondaries' status
+	timerRelayed                      // a relayed request's deadline (secondary)
+	timerRelayForget                  // forget a relayed request
+	timerPauseEnd                     // a DAP's pause ends
 )
 
 type timerEntry struct {
