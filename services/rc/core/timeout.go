@@ -112,7 +112,11 @@ func tryRenderBlock(b blockFacts) (string, error) {
 		}
 		parts := make([]string, len(b.queue))
 		for i, q := range b.queue {
-			parts[i] = q.render()
+			p, err := q.render()
+			if err != nil {
+				return "", err
+			}
+			parts[i] = p
 		}
 		fmt.Fprintf(&w, ";queue=%q", strings.Join(parts, " "))
 	case "executing", "inactive", "aggregating", "pending aggregation":
@@ -137,7 +141,10 @@ func tryRenderBlock(b blockFacts) (string, error) {
 	return w.String(), nil
 }
 
-func (q queueBlock) render() string {
+func (q queueBlock) render() (string, error) {
+	if q.kind != TimePartitioned && q.kind != Sharded && q.kind != Unsharded {
+		return "", fmt.Errorf("queued portion of %s has unknown table kind %d", q.labels, q.kind)
+	}
 	var w strings.Builder
 	w.WriteByte('[')
 	if q.kind != Unsharded {
@@ -147,7 +154,7 @@ func (q queueBlock) render() string {
 		fmt.Fprintf(&w, "startTS=%s;endTS=%s;", formatTS(q.start), formatTS(q.end))
 	}
 	fmt.Fprintf(&w, "reason=%q;dap=%s]", q.reason, list(q.daps))
-	return w.String()
+	return w.String(), nil
 }
 
 func list(xs []string) string { return "[" + strings.Join(xs, ",") + "]" }
