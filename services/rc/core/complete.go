@@ -150,6 +150,7 @@ func (c *Core) dapLost(id string) {
 			c.placeRequest(r)
 		}
 	}
+	c.dequeueGroups(groups)
 }
 
 // end forgets a request that has been answered.

@@ -207,21 +207,29 @@ func (c *Core) applyDAP(info DAPInfo, keepVintage bool) *dap {
 }
 
 // afterDAPChange runs after any change to a DAP's state: vintage retries in
-// its groups, then dequeue for every ready DAP of those groups (a change of
-// the group's highest vintage can make other DAPs up to date or stale).
+// its groups, then dequeue for it and for every ready DAP of those groups
+// (a change of the group's highest vintage can make other DAPs up to date).
 func (c *Core) afterDAPChange(d *dap) {
 	d.changedAt = c.now
+	groups := make([]groupKey, 0, len(d.tables))
 	for _, t := range d.tables {
-		c.groupChanged(c.fleet.groupOf(d, t))
+		groups = append(groups, c.fleet.groupOf(d, t))
+	}
+	for _, g := range groups {
+		c.groupChanged(g)
 	}
 	c.dequeue(d)
-	for _, t := range d.tables {
-		gk := c.fleet.groupOf(d, t)
-		if c.groups[gk] == nil {
+	c.dequeueGroups(groups)
+}
+
+// dequeueGroups offers queued items of the groups to their ready DAPs.
+func (c *Core) dequeueGroups(groups []groupKey) {
+	for _, g := range groups {
+		if c.groups[g] == nil {
 			continue // nothing queued in this group
 		}
-		for _, o := range c.fleet.group(gk) {
-			if o != d && c.ready(o) {
+		for _, o := range c.fleet.group(g) {
+			if c.ready(o) {
 				c.dequeue(o)
 			}
 		}

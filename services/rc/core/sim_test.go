@@ -1,0 +1,634 @@
+package core
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The deterministic simulation: seeded random fleets and event orders,
+// with the invariants of DESIGN.md section 3 checked after every step.
+//
+//	SIM_SEEDS=2000 go test ./services/rc/... -run Simulation   # many seeds
+//	SIM_SEED=17 go test ./services/rc/... -run Simulation -v  # replay one
+func TestSimulation(t *testing.T) {
+	if s := os.Getenv("SIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SIM_SEED=%q: %v", s, err)
+		}
+		if err := simulate(seed, t.Logf); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		return
+	}
+	n := 200
+	if s := os.Getenv("SIM_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("SIM_SEEDS=%q: want a positive number", s)
+		}
+		n = v
+	}
+	quiet := func(string, ...any) {}
+	failed := 0
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		if err := simulate(seed, quiet); err != nil {
+			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/rc/core -run Simulation -v", seed, err, seed)
+			if failed++; failed >= 5 {
+				t.FailNow()
+			}
+		}
+	}
+	t.Logf("%d seeds", n)
+}
+
+// simDAP is the simulation's truth about one DAP.
+type simDAP struct {
+	info     DAPInfo
+	inflight []simPortion
+	lost     bool
+}
+
+type simPortion struct {
+	d       Dispatch
+	outcome Outcome
+}
+
+type simRequest struct {
+	req      Request
+	kind     TableKind
+	sets     map[labelKey]bool // label sets the fleet had at arrival
+	ended    bool
+	replied  bool
+	expected bool // AggExpect or AggFail seen; the Agg will answer
+	aggAt    int64
+	retries  int
+	attempt  map[labelKey]int
+	vintage  map[string]uint64 // (ls, attempt) -> vintage of its dispatches
+}
+
+type sim struct {
+	rng      *rand.Rand
+	c        *Core
+	now      int64
+	daps     map[string]*simDAP
+	dapOrder []string
+	reqs     map[string]*simRequest
+	reqOrder []string
+	portions map[uint64]Dispatch
+	okDone   map[uint64]bool
+	labels   []Labels
+	nextID   int
+	logf     func(string, ...any)
+	maxRetry int
+	// dapTimedOut: the current event is a DAP's timeout report.
+	dapTimedOut bool
+	tops        map[string]uint64
+}
+
+func simulate(seed uint64, logf func(string, ...any)) error {
+	s := &sim{
+		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
+		now:      t0,
+		daps:     map[string]*simDAP{},
+		reqs:     map[string]*simRequest{},
+		portions: map[uint64]Dispatch{},
+		okDone:   map[uint64]bool{},
+		logf:     logf,
+	}
+	s.maxRetry = 1 + s.rng.IntN(4)
+	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second})
+
+	nls := 1 + s.rng.IntN(5)
+	for i := 0; i < nls; i++ {
+		s.labels = append(s.labels, lbl("region", fmt.Sprintf("r%d", i)))
+	}
+	ndap := 1 + s.rng.IntN(50)
+	for i := 0; i < ndap; i++ {
+		if err := s.addDAP(); err != nil {
+			return err
+		}
+	}
+	steps := 200 + s.rng.IntN(400)
+	for i := 0; i < steps; i++ {
+		if err := s.randomEvent(); err != nil {
+			return fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
+		}
+	}
+	// Drain: let every DAP answer and every deadline pass.
+	for i := 0; i < 10000; i++ {
+		if !s.anyInflight() {
+			break
+		}
+		if err := s.completeOne(); err != nil {
+			return fmt.Errorf("drain: %w", err)
+		}
+	}
+	if err := s.advanceTo(s.now + int64(2*time.Minute)); err != nil {
+		return fmt.Errorf("final: %w", err)
+	}
+	for _, id := range s.reqOrder {
+		if r := s.reqs[id]; !r.ended {
+			return fmt.Errorf("request %s never ended", id)
+		}
+	}
+	if st, _ := s.c.Stats(); st.QueueLength != 0 || len(s.c.requests) != 0 {
+		return fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
+	}
+	return nil
+}
+
+var simTables = map[string]TableKind{"trade": TimePartitioned, "ref": Sharded, "cfg": Unsharded}
+
+func (s *sim) addDAP() error {
+	s.nextID++
+	id := fmt.Sprintf("dap-%d", s.nextID)
+	ls := s.labels[s.rng.IntN(len(s.labels))]
+	b1, b2 := t0, t0+12*hour
+	info := DAPInfo{ID: id, Labels: ls, Concurrency: 1 + s.rng.IntN(3), Available: s.rng.IntN(5) > 0, Tables: simTables}
+	switch s.rng.IntN(3) {
+	case 0:
+		info.Tier, info.Start, info.End = TierHDB, MinTS, b1
+	case 1:
+		info.Tier, info.Start, info.End = TierIDB, b1, b2
+	default:
+		info.Tier, info.Start, info.End = TierRDB, b2, MaxTS
+	}
+	// Join at the label set's newest vintage, or behind it.
+	for _, o := range s.dapOrder {
+		if d := s.daps[o]; !d.lost && d.info.Labels.key() == ls.key() {
+			info.Vintage = max(info.Vintage, d.info.Vintage)
+		}
+	}
+	if s.rng.IntN(4) == 0 && info.Vintage > 0 {
+		info.Vintage--
+	}
+	s.daps[id] = &simDAP{info: info}
+	s.dapOrder = append(s.dapOrder, id)
+	return s.step(DAPRegistered{At: s.now, DAP: info})
+}
+
+func (s *sim) liveDAPs() []*simDAP {
+	var out []*simDAP
+	for _, id := range s.dapOrder {
+		if d := s.daps[id]; !d.lost {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (s *sim) anyInflight() bool {
+	for _, id := range s.dapOrder {
+		if len(s.daps[id].inflight) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sim) randomEvent() error {
+	// Time moves on; deadlines that fall due are ticked on time.
+	if err := s.advanceTo(s.now + int64(s.rng.ExpFloat64()*float64(200*time.Millisecond))); err != nil {
+		return err
+	}
+	live := s.liveDAPs()
+	switch x := s.rng.IntN(100); {
+	case x < 25:
+		return s.newRequest()
+	case x < 60:
+		return s.completeOne()
+	case x < 68 && len(live) > 0:
+		d := live[s.rng.IntN(len(live))]
+		d.info.Available = !d.info.Available
+		return s.step(DAPStatusChanged{At: s.now, DAP: d.info})
+	case x < 74 && len(live) > 0:
+		// Reference data update: the label set's DAPs move one by one.
+		d := live[s.rng.IntN(len(live))]
+		d.info.Vintage++
+		return s.step(DAPVintageChanged{At: s.now, DAP: d.info.ID, Vintage: d.info.Vintage})
+	case x < 79 && len(live) > 0:
+		// End of interval: purview version bump, sometimes a moved boundary.
+		d := live[s.rng.IntN(len(live))]
+		d.info.PurviewVersion++
+		if d.info.Tier == TierIDB && s.rng.IntN(2) == 0 {
+			d.info.End += hour
+		}
+		if d.info.Tier == TierRDB && s.rng.IntN(2) == 0 {
+			d.info.Start += hour
+		}
+		return s.step(DAPStatusChanged{At: s.now, DAP: d.info})
+	case x < 82 && len(live) > 0:
+		d := live[s.rng.IntN(len(live))]
+		d.lost = true
+		// Some lost DAPs still answer later (a partition, not a crash).
+		if s.rng.IntN(2) == 0 {
+			d.inflight = nil
+		}
+		return s.step(DAPLost{At: s.now, DAP: d.info.ID})
+	case x < 85:
+		if len(live) < 50 {
+			return s.addDAP()
+		}
+	case x < 95:
+		return s.aggAnswers()
+	}
+	return s.step(Tick{At: s.now})
+}
+
+// advanceTo moves time forward, stepping a Tick at each due deadline as the
+// shell's timer would.
+func (s *sim) advanceTo(t int64) error {
+	for {
+		at, ok := s.c.NextDeadline()
+		if !ok || at > t {
+			break
+		}
+		s.now = max(s.now, at)
+		if err := s.step(Tick{At: s.now}); err != nil {
+			return err
+		}
+	}
+	s.now = max(s.now, t)
+	return nil
+}
+
+func (s *sim) newRequest() error {
+	s.nextID++
+	id := fmt.Sprintf("q-%d", s.nextID)
+	tables := []string{"trade", "trade", "trade", "ref", "cfg"}
+	table := tables[s.rng.IntN(len(tables))]
+	start := t0 + int64(s.rng.IntN(30)-10)*hour
+	end := start + int64(1+s.rng.IntN(30))*hour
+	var sel Selector
+	if s.rng.IntN(2) == 0 {
+		sel = Selector{"region": {}}
+		for _, l := range s.labels {
+			if s.rng.IntN(2) == 0 {
+				sel["region"] = append(sel["region"], l["region"])
+			}
+		}
+		if len(sel["region"]) == 0 {
+			sel = nil
+		}
+	}
+	q := Request{
+		ID: id, API: "getData", Table: table, Labels: sel, Start: start, End: end,
+		Deadline: s.now + int64(time.Duration(1+s.rng.IntN(60))*time.Second),
+		SQL:      s.rng.IntN(10) == 0, Agg: "agg-1",
+	}
+	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}}
+	for _, d := range s.liveDAPs() {
+		if sel.matches(d.info.Labels) {
+			if r.kind == Unsharded {
+				r.sets[""] = true
+			} else {
+				r.sets[d.info.Labels.key()] = true
+			}
+		}
+	}
+	s.reqs[id] = r
+	s.reqOrder = append(s.reqOrder, id)
+	return s.step(RequestArrived{At: s.now, Request: q})
+}
+
+// completeOne lets a random DAP answer a random portion it holds.
+func (s *sim) completeOne() error {
+	var holders []*simDAP
+	for _, id := range s.dapOrder {
+		if d := s.daps[id]; len(d.inflight) > 0 {
+			holders = append(holders, d)
+		}
+	}
+	if len(holders) == 0 {
+		return s.step(Tick{At: s.now})
+	}
+	d := holders[s.rng.IntN(len(holders))]
+	i := s.rng.IntN(len(d.inflight))
+	p := d.inflight[i]
+	d.inflight = append(d.inflight[:i], d.inflight[i+1:]...)
+	if p.outcome == OutcomeOK {
+		s.okDone[p.d.Portion.ID] = true
+	}
+	return s.step(PortionCompleted{At: s.now, Request: p.d.Portion.Request, Portion: p.d.Portion.ID, DAP: d.info.ID, Outcome: p.outcome, Message: "sim"})
+}
+
+// aggAnswers: the Agg answers a request it was told to merge or fail, if the
+// deadline allows.
+func (s *sim) aggAnswers() error {
+	for _, id := range s.reqOrder {
+		r := s.reqs[id]
+		if r.expected && !r.ended && s.now < r.req.Deadline {
+			r.ended = true
+			return s.step(AggDone{At: s.now, Request: id})
+		}
+	}
+	return s.step(Tick{At: s.now})
+}
+
+// step feeds one event, checks the commands and the invariants.
+func (s *sim) step(ev Event) error {
+	before := s.queuedSnapshot()
+	s.tops = map[string]uint64{}
+	pc, ok := ev.(PortionCompleted)
+	s.dapTimedOut = ok && pc.Outcome == OutcomeTimeout
+	out := s.c.Step(ev)
+	for _, cmd := range out {
+		if err := s.apply(cmd); err != nil {
+			return fmt.Errorf("after %T%+v: %w", ev, ev, err)
+		}
+	}
+	if err := s.checkOrder(out, before); err != nil {
+		return fmt.Errorf("after %T: %w", ev, err)
+	}
+	if err := s.checkQuiescent(); err != nil {
+		return fmt.Errorf("after %T: %w", ev, err)
+	}
+	return nil
+}
+
+func (s *sim) apply(cmd Command) error {
+	switch c := cmd.(type) {
+	case Dispatch:
+		r := s.reqs[c.Portion.Request]
+		if r == nil || r.ended {
+			return fmt.Errorf("dispatch for ended or unknown request %s", c.Portion.Request)
+		}
+		if s.now >= r.req.Deadline {
+			return fmt.Errorf("dispatch of %s at or after its deadline", r.req.ID)
+		}
+		d := s.daps[c.DAP]
+		if d == nil || d.lost {
+			return fmt.Errorf("dispatch to lost or unknown DAP %s", c.DAP)
+		}
+		if !d.info.Available {
+			return fmt.Errorf("dispatch to unavailable DAP %s", c.DAP)
+		}
+		if len(d.inflight) >= d.info.Concurrency {
+			return fmt.Errorf("DAP %s over its concurrency %d", c.DAP, d.info.Concurrency)
+		}
+		k := c.Portion.Labels.key()
+		if r.kind == Unsharded {
+			k = ""
+		}
+		for _, p := range d.inflight {
+			if p.d.Portion.Request == c.Portion.Request && p.d.Portion.Labels.key() == c.Portion.Labels.key() && p.d.Portion.Attempt < c.Portion.Attempt {
+				return fmt.Errorf("DAP %s got attempt %d while running attempt %d", c.DAP, c.Portion.Attempt, p.d.Portion.Attempt)
+			}
+		}
+		if c.Portion.Attempt < r.attempt[k] {
+			return fmt.Errorf("dispatch of superseded attempt %d (current %d)", c.Portion.Attempt, r.attempt[k])
+		}
+		r.attempt[k] = c.Portion.Attempt
+		vk := fmt.Sprintf("%s#%d", k, c.Portion.Attempt)
+		if v, ok := r.vintage[vk]; ok && v != c.Portion.Vintage {
+			return fmt.Errorf("label set %s attempt %d dispatched at vintages %d and %d", k, c.Portion.Attempt, v, c.Portion.Vintage)
+		}
+		r.vintage[vk] = c.Portion.Vintage
+		if c.Retries > s.maxRetry {
+			return fmt.Errorf("dispatch after %d retries, max %d", c.Retries, s.maxRetry)
+		}
+		// The DAP checks the header against its own watermarks.
+		outcome := OutcomeOK
+		switch x := s.rng.IntN(100); {
+		case c.Portion.PurviewVersion != d.info.PurviewVersion || c.Portion.Vintage != d.info.Vintage:
+			outcome = OutcomeRetry
+		case x < 3:
+			outcome = OutcomeRetry
+		case x < 4:
+			outcome = OutcomeError
+		case x < 5:
+			outcome = OutcomeTimeout
+		}
+		d.inflight = append(d.inflight, simPortion{d: c, outcome: outcome})
+		s.portions[c.Portion.ID] = c
+	case AggExpect:
+		r := s.reqs[c.Request]
+		if r == nil || r.ended || r.expected {
+			return fmt.Errorf("agg expect for ended request %s", c.Request)
+		}
+		r.expected = true
+		return s.checkCoverage(r, c)
+	case AggFail:
+		r := s.reqs[c.Request]
+		if r == nil || r.ended || r.expected {
+			return fmt.Errorf("agg fail for ended request %s", c.Request)
+		}
+		r.expected = true
+	case Reply:
+		r := s.reqs[c.Request]
+		if r == nil {
+			return fmt.Errorf("reply to unknown request %s", c.Request)
+		}
+		if r.ended {
+			return fmt.Errorf("request %s answered twice (%s: %s)", c.Request, c.Kind, c.Text)
+		}
+		if s.now > r.req.Deadline {
+			return fmt.Errorf("request %s answered %s after its deadline", c.Request, time.Duration(s.now-r.req.Deadline))
+		}
+		// Early only when a DAP reported the timeout (its clock may lead).
+		if c.Kind == ReplyTimeout && s.now != r.req.Deadline && !s.dapTimedOut {
+			return fmt.Errorf("request %s timed out at %s, deadline %s", c.Request, formatTS(s.now), formatTS(r.req.Deadline))
+		}
+		if c.Kind == ReplyTimeout && (len(c.Text) < 20 || c.Text[:19] != "Request timed out, ") {
+			return fmt.Errorf("timeout text %q", c.Text)
+		}
+		if c.Kind == ReplyNoResources && len(r.sets) > 0 && r.kind != Unsharded {
+			sel := r.req.Labels
+			for _, combo := range sel.combinations() {
+				found := false
+				for k := range r.sets {
+					for _, d := range s.liveDAPs() {
+						if d.info.Labels.key() == k && combo.subsetOf(d.info.Labels) {
+							found = true
+						}
+					}
+				}
+				if !found {
+					goto ok
+				}
+			}
+			return fmt.Errorf("request %s failed with %q though its label sets exist", c.Request, c.Text)
+		ok:
+		}
+		r.ended, r.replied = true, true
+	case RetryNoted:
+		r := s.reqs[c.Request]
+		r.retries++
+		if r.retries > s.maxRetry {
+			return fmt.Errorf("request %s retried %d times, max %d", c.Request, r.retries, s.maxRetry)
+		}
+	}
+	return nil
+}
+
+// checkCoverage: the portions the Agg merges cover each label set's range
+// exactly once, at one vintage, from the current attempt, all succeeded.
+func (s *sim) checkCoverage(r *simRequest, c AggExpect) error {
+	byLS := map[labelKey][]Dispatch{}
+	for _, ref := range c.Portions {
+		d, ok := s.portions[ref.ID]
+		if !ok {
+			return fmt.Errorf("agg told to expect unknown portion %d", ref.ID)
+		}
+		if !s.okDone[ref.ID] {
+			return fmt.Errorf("agg told to expect portion %d that did not succeed", ref.ID)
+		}
+		k := d.Portion.Labels.key()
+		if r.kind == Unsharded {
+			k = ""
+		}
+		byLS[k] = append(byLS[k], d)
+	}
+	if len(byLS) == 0 {
+		return fmt.Errorf("request %s: agg told to expect nothing", r.req.ID)
+	}
+	for k, ds := range byLS {
+		sort.Slice(ds, func(i, j int) bool { return ds[i].Portion.Start < ds[j].Portion.Start })
+		want := [2]int64{MinTS, MaxTS}
+		if r.kind == TimePartitioned {
+			want = [2]int64{r.req.Start, r.req.End}
+		}
+		at := want[0]
+		for _, d := range ds {
+			if d.Portion.Start != at {
+				return fmt.Errorf("request %s label set %s: gap or overlap at %s (portion starts %s)", r.req.ID, k, formatTS(at), formatTS(d.Portion.Start))
+			}
+			at = d.Portion.End
+			if d.Portion.Vintage != ds[0].Portion.Vintage {
+				return fmt.Errorf("request %s label set %s: mixed vintages %d and %d", r.req.ID, k, ds[0].Portion.Vintage, d.Portion.Vintage)
+			}
+			if d.Portion.Attempt != r.attempt[k] {
+				return fmt.Errorf("request %s label set %s: portion of attempt %d, current %d", r.req.ID, k, d.Portion.Attempt, r.attempt[k])
+			}
+		}
+		if at != want[1] {
+			return fmt.Errorf("request %s label set %s: covered up to %s, want %s", r.req.ID, k, formatTS(at), formatTS(want[1]))
+		}
+	}
+	return nil
+}
+
+// refFeasible is the reference predicate, written from the seed's words,
+// independent of the queue index: can DAP d take queued item it now?
+func (s *sim) refFeasible(d *dap, it *item, ignoreSlot bool) bool {
+	r := it.req
+	if !d.Available || d.pausedUntil > s.c.now || r.timingOut {
+		return false
+	}
+	if !ignoreSlot && len(d.running) >= d.Concurrency {
+		return false
+	}
+	if _, ok := d.Tables[r.Table]; !ok {
+		return false
+	}
+	if r.kind != Unsharded && d.key != it.ls.group.key {
+		return false
+	}
+	if r.kind == TimePartitioned && !(d.Start < it.end && it.start < d.End) {
+		return false
+	}
+	for _, rp := range d.running {
+		if rp.request == r.ID && rp.key == it.ls.group.key && rp.attempt < it.ls.attempt {
+			return false
+		}
+	}
+	if it.ls.locked {
+		return d.Vintage == it.ls.vintage
+	}
+	return d.Vintage == s.topVintage(r, it.ls)
+}
+
+// topVintage is the highest vintage among the DAPs of the item's label set
+// (for unsharded tables, among the table's DAPs), memoised per step.
+func (s *sim) topVintage(r *request, ls *labelSet) uint64 {
+	k := string(ls.group.key)
+	if r.kind == Unsharded {
+		k = "table:" + r.Table
+	}
+	if v, ok := s.tops[k]; ok {
+		return v
+	}
+	var top uint64
+	for _, o := range s.c.fleet.byID {
+		same := o.key == ls.group.key
+		if r.kind == Unsharded {
+			_, same = o.Tables[r.Table]
+		}
+		if same {
+			top = max(top, o.Vintage)
+		}
+	}
+	s.tops[k] = top
+	return top
+}
+
+type queuedItem struct {
+	it  *item
+	age ageKey
+}
+
+func (s *sim) queuedSnapshot() []queuedItem {
+	var out []queuedItem
+	for _, id := range s.reqOrder {
+		r := s.c.requests[id]
+		if r == nil {
+			continue
+		}
+		for _, ls := range r.sets {
+			for _, it := range ls.items {
+				out = append(out, queuedItem{it, it.ageKey()})
+			}
+		}
+	}
+	return out
+}
+
+// checkQuiescent: after a step, no ready DAP can serve any queued item (the
+// core dequeues on every registration, status change and completion).
+func (s *sim) checkQuiescent() error {
+	items := s.queuedSnapshot()
+	for _, id := range s.dapOrder {
+		d := s.c.fleet.byID[id]
+		if d == nil {
+			continue
+		}
+		for _, q := range items {
+			if s.refFeasible(d, q.it, false) {
+				return fmt.Errorf("DAP %s could serve queued item of %s [%s,%s) but was not given it", id, q.it.req.ID, formatTS(q.it.start), formatTS(q.it.end))
+			}
+		}
+	}
+	return nil
+}
+
+// checkOrder: a DAP given a queued item was not passed over for an older
+// one it could serve that is still queued.
+func (s *sim) checkOrder(out []Command, before []queuedItem) error {
+	still := map[*item]bool{}
+	for _, q := range s.queuedSnapshot() {
+		still[q.it] = true
+	}
+	for _, cmd := range out {
+		disp, ok := cmd.(Dispatch)
+		if !ok {
+			continue
+		}
+		d := s.c.fleet.byID[disp.DAP]
+		if d == nil {
+			continue
+		}
+		for _, q := range before {
+			if still[q.it] && q.it.age < disp.QueuedAt && s.refFeasible(d, q.it, true) {
+				return fmt.Errorf("DAP %s was given an item queued at %s while an older one (%s [%s,%s)) it can serve waits",
+					d.ID, formatTS(disp.QueuedAt), q.it.req.ID, formatTS(q.it.start), formatTS(q.it.end))
+			}
+		}
+	}
+	return nil
+}
