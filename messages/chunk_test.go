@@ -1,0 +1,252 @@
+package messages
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+func randomPayload(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestChunkedOverNATS(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+
+	const subject = "sg.gw.gw-1.answer.req-1"
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil { // a whole answer may be pending
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	payload := randomPayload(5<<20+12345, 1) // 5 MiB and change: several chunks at the default 1 MiB max payload
+	base := nats.Header{}
+	Routing{RequestID: "req-1", API: "getData"}.Write(base)
+	StatusOK.Write(base)
+	n, err := SendChunked(nc, subject, base, payload, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 6 {
+		t.Errorf("%d chunks for %d bytes at max payload %d", n, len(payload), nc.MaxPayload())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, hdr, err := ReceiveChunked(ctx, sub, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("payload differs: got %d bytes, want %d", len(got), len(payload))
+	}
+	if hdr.Get(HdrRequestID) != "req-1" || hdr.Get(HdrChunkIndex) != "" {
+		t.Errorf("transfer header %v", hdr)
+	}
+	if st, err := ReadStatus(hdr); err != nil || !st.IsOK() {
+		t.Errorf("status %+v %v", st, err)
+	}
+
+	// A receiver with a smaller limit refuses at the first chunk, before buffering.
+	if _, err := SendChunked(nc, subject, base, payload, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReceiveChunked(ctx, sub, 1<<20); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("limit: %v", err)
+	}
+}
+
+func TestSplitChunksSizes(t *testing.T) {
+	payload := randomPayload(100_000, 2)
+	base := nats.Header{HdrRequestID: []string{"r"}}
+	const max = 4096
+	msgs, err := SplitChunks("s", base, payload, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var joined []byte
+	for i, m := range msgs {
+		if size := len(m.Data) + headerSize(m.Header); size > max {
+			t.Errorf("chunk %d is %d bytes, max %d", i, size, max)
+		}
+		if m.Header.Get(HdrChunkIndex) != strconv.Itoa(i) || m.Header.Get(HdrRequestID) != "r" {
+			t.Errorf("chunk %d headers %v", i, m.Header)
+		}
+		joined = append(joined, m.Data...)
+	}
+	if !bytes.Equal(joined, payload) {
+		t.Error("chunks do not join to the payload")
+	}
+	if len(base) != 1 {
+		t.Error("SplitChunks modified the base header")
+	}
+	if _, err := SplitChunks("s", base, payload, 50); !errors.Is(err, ErrChunk) {
+		t.Errorf("tiny max size: %v", err)
+	}
+	// Empty payload: one chunk, reassembles to empty.
+	msgs, err = SplitChunks("s", nil, nil, max)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("empty payload: %d msgs, %v", len(msgs), err)
+	}
+	r := NewReassembler(0)
+	if done, err := r.Add(msgs[0].Header, msgs[0].Data); !done || err != nil {
+		t.Errorf("empty payload: %v %v", done, err)
+	}
+}
+
+func split(t *testing.T, payload []byte, max int) []*nats.Msg {
+	t.Helper()
+	msgs, err := SplitChunks("s", nats.Header{HdrAPI: []string{"getData"}}, payload, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func TestReassemblerAnyOrderAndDuplicates(t *testing.T) {
+	payload := randomPayload(50_000, 3)
+	msgs := split(t, payload, 1000)
+	order := rand.New(rand.NewPCG(4, 4)).Perm(len(msgs))
+	r := NewReassembler(0)
+	if r.Missing() != -1 {
+		t.Error("Missing before first chunk")
+	}
+	for k, i := range order {
+		done, err := r.Add(msgs[i].Header, msgs[i].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k%3 == 0 { // duplicates are ignored
+			if _, err := r.Add(msgs[i].Header, msgs[i].Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if done != (k == len(order)-1) {
+			t.Fatalf("done=%v after %d of %d chunks", done, k+1, len(msgs))
+		}
+		if k == 0 {
+			if _, err := r.Payload(); !errors.Is(err, ErrChunk) {
+				t.Errorf("Payload before done: %v", err)
+			}
+		}
+	}
+	got, err := r.Payload()
+	if err != nil || !bytes.Equal(got, payload) || r.Header().Get(HdrAPI) != "getData" {
+		t.Fatalf("reassembled %d bytes, %v", len(got), err)
+	}
+	if done, err := r.Add(msgs[0].Header, msgs[0].Data); !done || err != nil {
+		t.Errorf("duplicate after completion: %v %v", done, err)
+	}
+}
+
+func TestReassemblerRejects(t *testing.T) {
+	payload := randomPayload(10_000, 5)
+	t.Run("limit", func(t *testing.T) {
+		msgs := split(t, payload, 2000)
+		r := NewReassembler(9_999)
+		_, err := r.Add(msgs[0].Header, msgs[0].Data)
+		if !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("got %v", err)
+		}
+		if _, err2 := r.Add(msgs[1].Header, msgs[1].Data); !errors.Is(err2, ErrTooLarge) {
+			t.Errorf("error not sticky: %v", err2)
+		}
+	})
+	t.Run("unchunked above limit", func(t *testing.T) {
+		if _, err := NewReassembler(10).Add(nil, payload); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("unchunked", func(t *testing.T) {
+		r := NewReassembler(0)
+		done, err := r.Add(nil, payload)
+		got, _ := r.Payload()
+		if !done || err != nil || !bytes.Equal(got, payload) {
+			t.Errorf("got %v %v", done, err)
+		}
+	})
+	t.Run("corrupted", func(t *testing.T) {
+		msgs := split(t, payload, 2000)
+		msgs[1].Data = append([]byte{}, msgs[1].Data...)
+		msgs[1].Data[0] ^= 0xff
+		r := NewReassembler(0)
+		var err error
+		for _, m := range msgs {
+			if _, err = r.Add(m.Header, m.Data); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, ErrChunk) {
+			t.Errorf("checksum not checked: %v", err)
+		}
+	})
+	t.Run("mixed transfers", func(t *testing.T) {
+		a, b := split(t, payload, 2000), split(t, payload, 2000)
+		r := NewReassembler(0)
+		if _, err := r.Add(a[0].Header, a[0].Data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Add(b[1].Header, b[1].Data); !errors.Is(err, ErrChunk) {
+			t.Errorf("mixed transfer accepted: %v", err)
+		}
+	})
+	t.Run("bad headers", func(t *testing.T) {
+		mk := func(idx, count, total string) nats.Header {
+			return nats.Header{HdrChunkIndex: {idx}, HdrChunkCount: {count}, HdrChunkTotal: {total}}
+		}
+		for name, h := range map[string]nats.Header{
+			"index not a number": mk("x", "2", "10"),
+			"index out of range": mk("2", "2", "10"),
+			"negative index":     mk("-1", "2", "10"),
+			"zero count":         mk("0", "0", "10"),
+			"count above total":  mk("0", "11", "10"),
+			"negative total":     mk("0", "1", "-1"),
+			"missing total":      {HdrChunkIndex: {"0"}, HdrChunkCount: {"1"}},
+		} {
+			if _, err := NewReassembler(0).Add(h, []byte("x")); !errors.Is(err, ErrChunk) {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	})
+	t.Run("more bytes than announced", func(t *testing.T) {
+		h := nats.Header{HdrChunkIndex: {"0"}, HdrChunkCount: {"2"}, HdrChunkTotal: {"3"}}
+		if _, err := NewReassembler(0).Add(h, []byte("abcd")); !errors.Is(err, ErrChunk) {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("fewer bytes than announced", func(t *testing.T) {
+		h := nats.Header{HdrChunkIndex: {"0"}, HdrChunkCount: {"1"}, HdrChunkTotal: {"3"}}
+		if _, err := NewReassembler(0).Add(h, []byte("ab")); !errors.Is(err, ErrChunk) {
+			t.Errorf("truncated transfer accepted: %v", err)
+		}
+	})
+}

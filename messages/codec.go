@@ -1,0 +1,94 @@
+package messages
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Sentinel errors of the envelopes and internal messages, wrapped with %w so
+// callers can map them to return codes (both map to BAD_REQUEST at the GW).
+var (
+	// ErrMalformed: the bytes do not decode into the expected message.
+	ErrMalformed = errors.New("malformed message")
+	// ErrInvalid: the message decodes but a field is missing or out of range.
+	ErrInvalid = errors.New("invalid message")
+	// ErrVersion: the message has a version this build does not know.
+	ErrVersion = errors.New("unsupported message version")
+)
+
+// Validator is implemented by every message type of this package: Validate
+// checks the version and the fields that the receiver relies on.
+type Validator interface {
+	Validate() error
+}
+
+// Encode encodes v with msgpack, the encoding of every internal message.
+func Encode(v any) ([]byte, error) {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("messages: encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// Decode decodes msgpack data into v. It never panics on bytes from the
+// network: a panic inside the third-party decoder becomes ErrMalformed, so one
+// bad message cannot stop a service. Trailing bytes are an error, because a
+// truncated or concatenated message must not pass as a valid one.
+func Decode(data []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %T: decoder panic: %v", ErrMalformed, v, r)
+		}
+	}()
+	if len(data) == 0 {
+		return fmt.Errorf("%w: %T: empty body", ErrMalformed, v)
+	}
+	rd := bytes.NewReader(data)
+	dec := msgpack.NewDecoder(rd)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %T: %v", ErrMalformed, v, err)
+	}
+	if n := rd.Len(); n > 0 {
+		return fmt.Errorf("%w: %T: %d trailing bytes", ErrMalformed, v, n)
+	}
+	return nil
+}
+
+// DecodeValid decodes msgpack data into a T and validates it: the one call a
+// receiver makes for an internal message, e.g.
+//
+//	reg, err := messages.DecodeValid[messages.DAPRegistration](msg.Data)
+func DecodeValid[T any, P interface {
+	*T
+	Validator
+}](data []byte) (T, error) {
+	var v T
+	if err := Decode(data, &v); err != nil {
+		return v, err
+	}
+	if err := P(&v).Validate(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// checkVersion checks the V field of an internal message: 0 means the sender
+// forgot it (or sent something else entirely), above max a newer sender.
+func checkVersion(typ string, v, max uint8) error {
+	switch {
+	case v == 0:
+		return fmt.Errorf("%w: %s: missing version (v)", ErrInvalid, typ)
+	case v > max:
+		return fmt.Errorf("%w: %s v%d, this build knows up to v%d", ErrVersion, typ, v, max)
+	}
+	return nil
+}
+
+func invalid(typ, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, typ, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,336 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// NATS header names. Routing metadata travels in headers so that a hop (RC,
+// Agg, GW) can route, retry or drop a message without decoding its body.
+const (
+	HdrRequestID        = "Sg-Request-Id"        // request id, assigned by the GW; also the log key
+	HdrAPI              = "Sg-Api"               // API name (getData, ping, getMeta, sql)
+	HdrAggID            = "Sg-Agg-Id"            // Agg that merges the request's partial results
+	HdrPortionID        = "Sg-Portion-Id"        // portion id within the request
+	HdrPurviewVersion   = "Sg-Purview-Version"   // DAP purview version the RC saw when dispatching
+	HdrReferenceVintage = "Sg-Reference-Vintage" // reference vintage locked for the label set
+	HdrAttempt          = "Sg-Attempt"           // attempt of the portion/label set: 0 first, +1 per retry
+	HdrDeadline         = "Sg-Deadline"          // absolute deadline, unix nanoseconds
+	HdrRC               = "Sg-Rc"                // return code (Code)
+	HdrAC               = "Sg-Ac"                // application code (Code)
+	HdrAI               = "Sg-Ai"                // application information: the error text
+	HdrContentType      = "Sg-Content-Type"      // body encoding: "msgpack" or "json"
+	HdrLogCorr          = "Sg-Log-Corr"          // client's log correlation id, echoed in every log line
+	HdrRetryAfter       = "Sg-Retry-After"       // milliseconds to wait before polling or retrying
+	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk
+	HdrChunkCount       = "Sg-Chunk-Count"       // number of chunks of the payload
+	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload
+	HdrChunkSum         = "Sg-Chunk-Sum"         // CRC-32C of the whole payload, hex
+	HdrChunkStream      = "Sg-Chunk-Stream"      // id of one chunked transfer, so two transfers never mix
+)
+
+// Header errors, wrapped in *HeaderError.
+var (
+	ErrMissingHeader = errors.New("missing header")
+	ErrBadHeader     = errors.New("malformed header")
+)
+
+// HeaderError says which header was wrong and why.
+type HeaderError struct {
+	Key    string
+	Value  string
+	Err    error  // ErrMissingHeader or ErrBadHeader
+	Detail string // e.g. "not an unsigned integer"
+}
+
+func (e *HeaderError) Error() string {
+	if errors.Is(e.Err, ErrMissingHeader) {
+		return fmt.Sprintf("header %s: %v", e.Key, e.Err)
+	}
+	return fmt.Sprintf("header %s=%q: %v: %s", e.Key, truncate(e.Value, 64), e.Err, e.Detail)
+}
+
+func (e *HeaderError) Unwrap() error { return e.Err }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// headerValue makes s safe as a header value: CR and LF would end the header
+// line and corrupt the message, so they become spaces.
+func headerValue(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// SetString sets key to s (CR/LF replaced), or deletes key when s is "".
+func SetString(h nats.Header, key, s string) {
+	if s == "" {
+		h.Del(key)
+		return
+	}
+	h.Set(key, headerValue(s))
+}
+
+// GetString returns the value of key; ErrMissingHeader if absent or empty.
+func GetString(h nats.Header, key string) (string, error) {
+	v := h.Get(key)
+	if v == "" {
+		return "", &HeaderError{Key: key, Err: ErrMissingHeader}
+	}
+	return v, nil
+}
+
+// SetUint sets key to the decimal form of v.
+func SetUint(h nats.Header, key string, v uint64) { h.Set(key, strconv.FormatUint(v, 10)) }
+
+// GetUint parses key as an unsigned decimal; ErrMissingHeader if absent.
+func GetUint(h nats.Header, key string) (uint64, error) {
+	v, ok, err := LookupUint(h, key)
+	if err == nil && !ok {
+		err = &HeaderError{Key: key, Err: ErrMissingHeader}
+	}
+	return v, err
+}
+
+// LookupUint is GetUint for an optional header: ok is false when absent.
+func LookupUint(h nats.Header, key string) (v uint64, ok bool, err error) {
+	s := h.Get(key)
+	if s == "" {
+		return 0, false, nil
+	}
+	v, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false, &HeaderError{Key: key, Value: s, Err: ErrBadHeader, Detail: "not an unsigned decimal integer"}
+	}
+	return v, true, nil
+}
+
+// SetInt sets key to the decimal form of v.
+func SetInt(h nats.Header, key string, v int64) { h.Set(key, strconv.FormatInt(v, 10)) }
+
+// GetInt parses key as a signed decimal; ErrMissingHeader if absent.
+func GetInt(h nats.Header, key string) (int64, error) {
+	v, ok, err := LookupInt(h, key)
+	if err == nil && !ok {
+		err = &HeaderError{Key: key, Err: ErrMissingHeader}
+	}
+	return v, err
+}
+
+// LookupInt is GetInt for an optional header: ok is false when absent.
+func LookupInt(h nats.Header, key string) (v int64, ok bool, err error) {
+	s := h.Get(key)
+	if s == "" {
+		return 0, false, nil
+	}
+	v, err = strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, false, &HeaderError{Key: key, Value: s, Err: ErrBadHeader, Detail: "not a decimal integer"}
+	}
+	return v, true, nil
+}
+
+// SetCode sets key (HdrRC or HdrAC) to the numeric value of c.
+func SetCode(h nats.Header, key string, c Code) { SetUint(h, key, uint64(c)) }
+
+// GetCode parses key as a code: a number, or a name for hand-written messages.
+func GetCode(h nats.Header, key string) (Code, error) {
+	s := h.Get(key)
+	if s == "" {
+		return 0, &HeaderError{Key: key, Err: ErrMissingHeader}
+	}
+	c, err := ParseCode(s)
+	if err != nil {
+		return 0, &HeaderError{Key: key, Value: s, Err: ErrBadHeader, Detail: "not a code name or a number in 0..65535"}
+	}
+	return c, nil
+}
+
+// SetDeadline sets HdrDeadline to t in unix nanoseconds; a zero t deletes it.
+func SetDeadline(h nats.Header, t time.Time) {
+	if t.IsZero() {
+		h.Del(HdrDeadline)
+		return
+	}
+	SetInt(h, HdrDeadline, t.UnixNano())
+}
+
+// Deadline returns HdrDeadline; ok is false when the message has none.
+func Deadline(h nats.Header) (t time.Time, ok bool, err error) {
+	n, ok, err := LookupInt(h, HdrDeadline)
+	if err != nil || !ok {
+		return time.Time{}, false, err
+	}
+	if n <= 0 {
+		return time.Time{}, false, &HeaderError{Key: HdrDeadline, Value: strconv.FormatInt(n, 10), Err: ErrBadHeader, Detail: "deadline must be positive unix nanoseconds"}
+	}
+	return time.Unix(0, n), true, nil
+}
+
+// Routing is the routing metadata of a message, as carried in headers. Zero
+// fields are not written, and absent headers read as zero.
+type Routing struct {
+	RequestID        string
+	API              string
+	AggID            string
+	PortionID        string
+	Attempt          uint32
+	PurviewVersion   uint64
+	ReferenceVintage uint64
+	Deadline         int64 // unix nanoseconds; 0 = none
+	LogCorr          string
+	Content          Content // "" = not stated (the receiver detects)
+}
+
+// Write sets the non-zero fields of r in h.
+func (r Routing) Write(h nats.Header) {
+	SetString(h, HdrRequestID, r.RequestID)
+	SetString(h, HdrAPI, r.API)
+	SetString(h, HdrAggID, r.AggID)
+	SetString(h, HdrPortionID, r.PortionID)
+	if r.Attempt != 0 {
+		SetUint(h, HdrAttempt, uint64(r.Attempt))
+	}
+	if r.PurviewVersion != 0 {
+		SetUint(h, HdrPurviewVersion, r.PurviewVersion)
+	}
+	if r.ReferenceVintage != 0 {
+		SetUint(h, HdrReferenceVintage, r.ReferenceVintage)
+	}
+	if r.Deadline != 0 {
+		SetInt(h, HdrDeadline, r.Deadline)
+	}
+	SetString(h, HdrLogCorr, r.LogCorr)
+	SetString(h, HdrContentType, string(r.Content))
+}
+
+// ReadRouting parses the routing headers of h. Absent headers give zero
+// fields; a present but malformed one is an error naming it.
+func ReadRouting(h nats.Header) (Routing, error) {
+	r := Routing{
+		RequestID: h.Get(HdrRequestID),
+		API:       h.Get(HdrAPI),
+		AggID:     h.Get(HdrAggID),
+		PortionID: h.Get(HdrPortionID),
+		LogCorr:   h.Get(HdrLogCorr),
+	}
+	var errs []error
+	if a, _, err := LookupUint(h, HdrAttempt); err != nil {
+		errs = append(errs, err)
+	} else if a > 1<<32-1 {
+		errs = append(errs, &HeaderError{Key: HdrAttempt, Value: h.Get(HdrAttempt), Err: ErrBadHeader, Detail: "attempt above 2^32-1"})
+	} else {
+		r.Attempt = uint32(a)
+	}
+	var err error
+	if r.PurviewVersion, _, err = LookupUint(h, HdrPurviewVersion); err != nil {
+		errs = append(errs, err)
+	}
+	if r.ReferenceVintage, _, err = LookupUint(h, HdrReferenceVintage); err != nil {
+		errs = append(errs, err)
+	}
+	if t, ok, err := Deadline(h); err != nil {
+		errs = append(errs, err)
+	} else if ok {
+		r.Deadline = t.UnixNano()
+	}
+	if s := h.Get(HdrContentType); s != "" {
+		c, err := ParseContent(s)
+		if err != nil {
+			errs = append(errs, &HeaderError{Key: HdrContentType, Value: s, Err: ErrBadHeader, Detail: `want "msgpack" or "json"`})
+		}
+		r.Content = c
+	}
+	if len(errs) > 0 {
+		return r, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+// Status is the outcome carried by every response: return code, application
+// code and application information.
+type Status struct {
+	RC Code   `msgpack:"rc" json:"rc"`
+	AC Code   `msgpack:"ac" json:"ac"`
+	AI string `msgpack:"ai,omitempty" json:"ai,omitempty"`
+}
+
+// StatusOK is the status of a successful response.
+var StatusOK = Status{RC: CodeOK, AC: CodeOK}
+
+// Errorf builds an error status: rc and ac as given, ai formatted.
+func Errorf(rc, ac Code, format string, args ...any) Status {
+	return Status{RC: rc, AC: ac, AI: fmt.Sprintf(format, args...)}
+}
+
+// IsOK reports whether both codes are OK.
+func (s Status) IsOK() bool { return s.RC == CodeOK && s.AC == CodeOK }
+
+func (s Status) String() string {
+	if s.AI == "" {
+		return fmt.Sprintf("rc=%s ac=%s", s.RC, s.AC)
+	}
+	return fmt.Sprintf("rc=%s ac=%s ai=%q", s.RC, s.AC, s.AI)
+}
+
+// Write sets rc, ac and ai in h (ai deleted when empty).
+func (s Status) Write(h nats.Header) {
+	SetCode(h, HdrRC, s.RC)
+	SetCode(h, HdrAC, s.AC)
+	SetString(h, HdrAI, s.AI)
+}
+
+// ReadStatus parses rc, ac and ai. A response without rc is an error: a
+// responder that forgot it must not pass as a success. A missing ac reads as
+// OK when rc is OK and as ERR otherwise.
+func ReadStatus(h nats.Header) (Status, error) {
+	rc, err := GetCode(h, HdrRC)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{RC: rc, AI: h.Get(HdrAI)}
+	if h.Get(HdrAC) == "" {
+		if rc != CodeOK {
+			st.AC = CodeErr
+		}
+		return st, nil
+	}
+	if st.AC, err = GetCode(h, HdrAC); err != nil {
+		return Status{}, err
+	}
+	return st, nil
+}
+
+// echoedHeaders are copied from a request into its response, so that the
+// caller can match the answer and correlate logs without keeping state.
+var echoedHeaders = []string{HdrRequestID, HdrAPI, HdrAggID, HdrPortionID, HdrAttempt,
+	HdrPurviewVersion, HdrReferenceVintage, HdrLogCorr}
+
+// ReplyHeader builds the NATS headers of a reply to a request with headers
+// req: the echoed request fields plus rc, ac and ai.
+func ReplyHeader(req nats.Header, st Status) nats.Header {
+	h := nats.Header{}
+	for _, k := range echoedHeaders {
+		if v := req.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	st.Write(h)
+	return h
+}

@@ -1,0 +1,134 @@
+package messages
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func TestRoutingRoundTrip(t *testing.T) {
+	in := Routing{RequestID: "req-1", API: "getData", AggID: "agg-1", PortionID: "p-3", Attempt: 2,
+		PurviewVersion: 7, ReferenceVintage: 19, Deadline: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC).UnixNano(),
+		LogCorr: "corr", Content: ContentMsgpack}
+	h := nats.Header{}
+	in.Write(h)
+	out, err := ReadRouting(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != in {
+		t.Errorf("round trip: got %+v, want %+v", out, in)
+	}
+	// Zero values write nothing and read back as zero.
+	h = nats.Header{}
+	Routing{}.Write(h)
+	if len(h) != 0 {
+		t.Errorf("zero routing wrote %v", h)
+	}
+	if r, err := ReadRouting(h); err != nil || r != (Routing{}) {
+		t.Errorf("empty header: %+v, %v", r, err)
+	}
+}
+
+func TestRoutingParseErrors(t *testing.T) {
+	h := nats.Header{}
+	h.Set(HdrAttempt, "x")
+	h.Set(HdrPurviewVersion, "-1")
+	h.Set(HdrReferenceVintage, "1e3")
+	h.Set(HdrDeadline, "0")
+	h.Set(HdrContentType, "xml")
+	_, err := ReadRouting(h)
+	if err == nil {
+		t.Fatal("malformed headers accepted")
+	}
+	for _, k := range []string{HdrAttempt, HdrPurviewVersion, HdrReferenceVintage, HdrDeadline, HdrContentType} {
+		if !strings.Contains(err.Error(), k) {
+			t.Errorf("error does not name %s: %v", k, err)
+		}
+	}
+	if !errors.Is(err, ErrBadHeader) {
+		t.Errorf("error is not ErrBadHeader: %v", err)
+	}
+	var he *HeaderError
+	if !errors.As(err, &he) {
+		t.Errorf("error is not a *HeaderError: %v", err)
+	}
+	h = nats.Header{}
+	h.Set(HdrAttempt, "4294967296")
+	if _, err := ReadRouting(h); err == nil {
+		t.Error("attempt above uint32 accepted")
+	}
+}
+
+func TestTypedHelpers(t *testing.T) {
+	h := nats.Header{}
+	if _, err := GetUint(h, HdrAttempt); !errors.Is(err, ErrMissingHeader) {
+		t.Errorf("GetUint missing: %v", err)
+	}
+	if _, err := GetString(h, HdrRequestID); !errors.Is(err, ErrMissingHeader) || !strings.Contains(err.Error(), HdrRequestID) {
+		t.Errorf("GetString missing: %v", err)
+	}
+	SetUint(h, HdrPurviewVersion, 1<<63)
+	if v, err := GetUint(h, HdrPurviewVersion); err != nil || v != 1<<63 {
+		t.Errorf("GetUint = %d, %v", v, err)
+	}
+	SetInt(h, "X", -5)
+	if v, err := GetInt(h, "X"); err != nil || v != -5 {
+		t.Errorf("GetInt = %d, %v", v, err)
+	}
+	now := time.Unix(0, time.Now().UnixNano())
+	SetDeadline(h, now)
+	if d, ok, err := Deadline(h); err != nil || !ok || !d.Equal(now) {
+		t.Errorf("Deadline = %v, %v, %v", d, ok, err)
+	}
+	SetDeadline(h, time.Time{})
+	if _, ok, err := Deadline(h); ok || err != nil {
+		t.Errorf("zero deadline not deleted: %v %v", ok, err)
+	}
+	SetString(h, HdrAI, "line1\r\nline2")
+	if got := h.Get(HdrAI); strings.ContainsAny(got, "\r\n") {
+		t.Errorf("CR/LF kept in header value %q", got)
+	}
+	SetString(h, HdrAI, "")
+	if _, ok := h[HdrAI]; ok {
+		t.Error("empty SetString did not delete")
+	}
+}
+
+func TestStatusAndReplyHeader(t *testing.T) {
+	req := nats.Header{}
+	Routing{RequestID: "r1", API: "getData", LogCorr: "c", Deadline: 5, Attempt: 1}.Write(req)
+	st := Errorf(CodeTimeout, CodeErr, "Request timed out, [rc=%s;status=%q]", "rc-1", "executing")
+	h := ReplyHeader(req, st)
+	if h.Get(HdrRequestID) != "r1" || h.Get(HdrAPI) != "getData" || h.Get(HdrLogCorr) != "c" || h.Get(HdrAttempt) != "1" {
+		t.Errorf("request fields not echoed: %v", h)
+	}
+	if h.Get(HdrDeadline) != "" {
+		t.Error("deadline echoed")
+	}
+	got, err := ReadStatus(h)
+	if err != nil || got != st {
+		t.Errorf("ReadStatus = %+v, %v; want %+v", got, err, st)
+	}
+	if h.Get(HdrRC) != "45" || h.Get(HdrAC) != "10" {
+		t.Errorf("codes on the wire: rc=%q ac=%q", h.Get(HdrRC), h.Get(HdrAC))
+	}
+	if _, err := ReadStatus(nats.Header{}); !errors.Is(err, ErrMissingHeader) {
+		t.Errorf("response without rc: %v", err)
+	}
+	h = nats.Header{}
+	h.Set(HdrRC, "TIMEOUT")
+	if st, err := ReadStatus(h); err != nil || st.RC != CodeTimeout || st.AC != CodeErr {
+		t.Errorf("rc by name, no ac: %+v, %v", st, err)
+	}
+	h.Set(HdrAC, "zz")
+	if _, err := ReadStatus(h); !errors.Is(err, ErrBadHeader) {
+		t.Errorf("bad ac: %v", err)
+	}
+	if !StatusOK.IsOK() || st.IsOK() {
+		t.Error("IsOK")
+	}
+}

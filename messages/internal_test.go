@@ -1,0 +1,169 @@
+package messages
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var envDeadline = int64(1_900_000_000_000_000_000)
+
+func envArgs() msgpack.RawMessage {
+	b, _ := msgpack.Marshal(map[string]any{"table": "trade"})
+	return b
+}
+
+func envRegistration() DAPRegistration {
+	return DAPRegistration{V: DAPVersion, DAPID: "dap-eu-hdb-0", Addr: "dap-hdb:5100", Labels: LabelSet{"region": "eu"},
+		Tier: TierHDB, Purview: TimeRange{Start: TSMin, End: 1_700_000_000_000_000_000}, Tables: []string{"trade"},
+		PurviewVersion: 3, ReferenceVintage: 19, Available: true, Concurrency: 2}
+}
+
+// samples holds one valid value of every internal message type.
+func envSamples() []any {
+	r := TimeRange{Start: 1, End: 2}
+	return []any{
+		envPtr(envRegistration()),
+		&DAPStatusUpdate{V: 1, DAPID: "d", Available: false, Reason: "replaying log", Purview: Unbounded, PurviewVersion: 4, Running: 1},
+		&DAPVintageUpdate{V: 1, DAPID: "d", ReferenceVintage: 21},
+		&DAPHeartbeat{V: 1, DAPID: "d", Seq: 9, SentAt: 5, Running: 1, PurviewVersion: 4, ReferenceVintage: 21, IntervalMS: 1000},
+		&DAPLost{V: 1, DAPID: "d", Reason: "missed heartbeats", DetectedBy: "rc-1", At: 5},
+		&DAPState{V: 1, Registration: envRegistration(), Running: 1, Lost: true, UpdatedAt: 5},
+		&PortionDispatch{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, RCID: "rc-1", API: "getData", Args: envArgs(),
+			Labels: LabelSet{"region": "eu"}, Range: Unbounded, PurviewVersion: 3, ReferenceVintage: 19, AggID: "agg-1", Deadline: envDeadline, LogCorr: "c"},
+		&PortionCompletion{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Outcome: OutcomeRetry, Code: CodeRetry,
+			Message: "purview version 3 does not match 4", PurviewVersion: 4, ReferenceVintage: 19},
+		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", DAPID: "d", Status: StatusOK, Payload: envArgs()},
+		&AggExpectation{V: 1, RequestID: "req", Seq: 2, API: "getData", Args: envArgs(), Expect: []PortionRef{{"p1", 1}},
+			Supersede: []PortionRef{{"p1", 0}}, Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline},
+		&SecondaryDispatch{V: 1, RequestID: "req", PrimaryRCID: "rc-1", API: "getData", Args: envArgs(),
+			LabelSets: []LabelSet{{"region": "us"}}, Range: r, AggID: "agg-1", Deadline: envDeadline},
+		&SecondaryQuery{V: 1, RequestID: "req", PrimaryRCID: "rc-1"},
+		&SecondaryStatus{V: 1, RequestID: "req", RCID: "rc-2", Addr: "127.0.0.1:5060", Status: StatusAllocating,
+			Queue: []QueueEntry{{Labels: LabelSet{"label1": "a"}, Range: &r, Reasons: []string{"No DAP covers labels/time range"}, DAPs: []string{}}}},
+		&RCAnnouncement{V: 1, RCID: "rc-1", Assembly: "eu", Outstanding: 3, StartedAt: 5},
+		&RCHeartbeat{V: 1, RCID: "rc-1", Seq: 1, IntervalMS: 1000},
+		&RCSubmission{V: 1, RequestID: "req", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"}, Args: envArgs(),
+			ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentMsgpack, Deadline: envDeadline, ReceivedAt: 4},
+	}
+}
+
+func envPtr[T any](v T) *T { return &v }
+
+// envDecodeAs decodes into a fresh value of the same type as sample.
+func envDecodeAs(sample any, b []byte) (any, error) {
+	out := reflect.New(reflect.TypeOf(sample).Elem()).Interface()
+	if err := Decode(b, out); err != nil {
+		return nil, err
+	}
+	return out, out.(Validator).Validate()
+}
+
+func TestInternalRoundTrip(t *testing.T) {
+	for _, s := range envSamples() {
+		if err := s.(Validator).Validate(); err != nil {
+			t.Errorf("%T sample invalid: %v", s, err)
+			continue
+		}
+		b, err := Encode(s)
+		if err != nil {
+			t.Fatalf("%T: %v", s, err)
+		}
+		got, err := envDecodeAs(s, b)
+		if err != nil {
+			t.Errorf("%T: %v", s, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, s) {
+			t.Errorf("%T round trip:\n got %+v\nwant %+v", s, got, s)
+		}
+		// Every type is versioned: without v it is rejected, above it too.
+		var m map[string]any
+		if err := msgpack.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "v")
+		nov, _ := msgpack.Marshal(m)
+		if _, err := envDecodeAs(s, nov); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%T without version: %v", s, err)
+		}
+		m["v"] = 200
+		future, _ := msgpack.Marshal(m)
+		if _, err := envDecodeAs(s, future); !errors.Is(err, ErrVersion) {
+			t.Errorf("%T future version: %v", s, err)
+		}
+		// Truncated and padded bodies are malformed, never a valid message.
+		if _, err := envDecodeAs(s, b[:len(b)/2]); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%T truncated: %v", s, err)
+		}
+		if _, err := envDecodeAs(s, append(append([]byte{}, b...), 0xc0)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%T trailing byte: %v", s, err)
+		}
+	}
+}
+
+func TestDecodeValid(t *testing.T) {
+	reg := envRegistration()
+	b, _ := Encode(reg)
+	got, err := DecodeValid[DAPRegistration](b)
+	if err != nil || got.DAPID != reg.DAPID {
+		t.Fatalf("DecodeValid: %+v, %v", got, err)
+	}
+	reg.DAPID = "dap.1"
+	b, _ = Encode(reg)
+	if _, err := DecodeValid[DAPRegistration](b); !errors.Is(err, ErrInvalid) {
+		t.Errorf("DAP id with a dot: %v", err)
+	}
+	if _, err := DecodeValid[DAPRegistration](nil); !errors.Is(err, ErrMalformed) {
+		t.Errorf("empty body: %v", err)
+	}
+}
+
+func TestValidationRejects(t *testing.T) {
+	mut := func(f func(*DAPRegistration)) *DAPRegistration { r := envRegistration(); f(&r); return &r }
+	bad := []Validator{
+		mut(func(r *DAPRegistration) { r.Tier = "xdb" }),
+		mut(func(r *DAPRegistration) { r.Purview = TimeRange{Start: 5, End: 5} }),
+		mut(func(r *DAPRegistration) { r.Concurrency = 0 }),
+		mut(func(r *DAPRegistration) { r.Labels = LabelSet{"": "x"} }),
+		mut(func(r *DAPRegistration) { r.RCID = "rc *" }),
+		&PortionCompletion{V: 1, RequestID: "r", PortionID: "p", DAPID: "d", Outcome: OutcomeOK, Code: CodeErr},
+		&PortionCompletion{V: 1, RequestID: "r", PortionID: "p", DAPID: "d", Outcome: OutcomeRetry, Code: CodeErr},
+		&PortionCompletion{V: 1, RequestID: "r", PortionID: "p", DAPID: "d", Outcome: 9},
+		&PortionDispatch{V: 1, RequestID: "r", PortionID: "p", RCID: "rc", API: "getData", AggID: "a", Range: Unbounded},
+		&AggExpectation{V: 1, RequestID: "r", Seq: 0, API: "getData", ReplyTo: "x", Deadline: 1},
+		&AggExpectation{V: 1, RequestID: "r", Seq: 1, API: "getData", Deadline: 1},
+		&SecondaryStatus{V: 1, RequestID: "r", RCID: "rc", Status: "sleeping"},
+		&SecondaryDispatch{V: 1, RequestID: "r", PrimaryRCID: "rc", API: "getData", AggID: "a", Range: Unbounded, Deadline: 1},
+		&RCAnnouncement{V: 1, RCID: "rc", Outstanding: -1},
+		&RCSubmission{V: 1, RequestID: "r", GWID: "g", Header: RequestHeader{API: "getData"}, ReplyTo: "x", Content: "xml", Deadline: 1},
+	}
+	for i, v := range bad {
+		if err := v.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("case %d %T: %v", i, v, err)
+		}
+	}
+}
+
+func TestTimeRangeAndLabels(t *testing.T) {
+	a := TimeRange{Start: TSMin, End: 100}
+	b := TimeRange{Start: 50, End: TSMax}
+	if x, ok := a.Intersect(b); !ok || x != (TimeRange{50, 100}) {
+		t.Errorf("intersect = %v %v", x, ok)
+	}
+	if _, ok := a.Intersect(TimeRange{100, 200}); ok {
+		t.Error("half-open ranges [..,100) and [100,..) intersect")
+	}
+	if !Unbounded.Contains(TSMin) || Unbounded.Contains(TSMax) || !b.Contains(50) || b.Contains(49) {
+		t.Error("Contains")
+	}
+	if Unbounded.String() != "[-0Wp;0Wp)" {
+		t.Errorf("String = %s", Unbounded)
+	}
+	l1, l2 := LabelSet{"b": "2", "a": "1"}, LabelSet{"a": "1", "b": "2"}
+	if l1.Key() != "a=1,b=2" || l1.Key() != l2.Key() || !l1.Equal(l2) || l1.Equal(LabelSet{"a": "1"}) {
+		t.Errorf("label sets: %q %q", l1.Key(), l2.Key())
+	}
+}

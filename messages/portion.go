@@ -1,0 +1,410 @@
+package messages
+
+// Portions: RC -> DAP dispatch, DAP -> RC completion, DAP -> Agg partial
+// result, RC -> Agg expectation, and RC <-> RC secondary messages. Seed: "The
+// RC breaks up requests into portions based on label sets and/or time".
+
+import (
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// PortionVersion is the version of every portion message.
+const PortionVersion = 1
+
+const (
+	maxPortionsPerMsg = 1 << 16
+	maxMessageLen     = 64 << 10 // ai and status texts: long timeout messages fit
+	maxReplyLen       = 1024
+)
+
+// PortionRef names one attempt of one portion. A retry of a label set gives
+// its portions new attempts, so a late partial of attempt n never counts
+// for attempt n+1.
+type PortionRef struct {
+	PortionID string `msgpack:"id"`
+	Attempt   uint32 `msgpack:"att"`
+}
+
+func (p PortionRef) String() string { return fmt.Sprintf("%s#%d", p.PortionID, p.Attempt) }
+
+func validateRefs(typ, what string, refs []PortionRef) error {
+	if len(refs) > maxPortionsPerMsg {
+		return invalid(typ, "%d %s, max %d", len(refs), what, maxPortionsPerMsg)
+	}
+	for _, r := range refs {
+		if err := validateID(typ, "portion id", r.PortionID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PortionDispatch sends one portion to a DAP. The routing fields are also in
+// headers (Routing); the DAP checks PurviewVersion and ReferenceVintage
+// against its own and answers RETRY on a mismatch (seed: Retries).
+type PortionDispatch struct {
+	V                uint8              `msgpack:"v"`
+	RequestID        string             `msgpack:"req"`
+	PortionID        string             `msgpack:"id"`
+	Attempt          uint32             `msgpack:"att"`
+	RCID             string             `msgpack:"rc"` // where the completion goes (subjects.RCCompletion)
+	API              string             `msgpack:"api"`
+	Args             msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments, msgpack
+	Labels           LabelSet           `msgpack:"labels"`
+	Range            TimeRange          `msgpack:"range"` // Unbounded when the request has no time component
+	PurviewVersion   uint64             `msgpack:"pv"`
+	ReferenceVintage uint64             `msgpack:"rv"`
+	AggID            string             `msgpack:"agg"`      // where the partial result goes (subjects.AggPartial)
+	Deadline         int64              `msgpack:"deadline"` // unix nanoseconds; the DAP stops work past it
+	LogCorr          string             `msgpack:"corr,omitempty"`
+}
+
+// Ref returns the portion's reference.
+func (m *PortionDispatch) Ref() PortionRef {
+	return PortionRef{PortionID: m.PortionID, Attempt: m.Attempt}
+}
+
+// Routing returns the header form of the dispatch's routing fields.
+func (m *PortionDispatch) Routing() Routing {
+	return Routing{RequestID: m.RequestID, API: m.API, AggID: m.AggID, PortionID: m.PortionID,
+		Attempt: m.Attempt, PurviewVersion: m.PurviewVersion, ReferenceVintage: m.ReferenceVintage,
+		Deadline: m.Deadline, LogCorr: m.LogCorr, Content: ContentMsgpack}
+}
+
+// Validate checks the dispatch.
+func (m *PortionDispatch) Validate() error {
+	const typ = "portion dispatch"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID},
+		{"RC id", m.RCID}, {"api", m.API}, {"Agg id", m.AggID}} {
+		if err := validateID(typ, id.what, id.v); err != nil {
+			return err
+		}
+	}
+	if err := validateLabels(typ, m.Labels); err != nil {
+		return err
+	}
+	if !m.Range.Valid() {
+		return invalid(typ, "range %s is empty", m.Range)
+	}
+	if m.Deadline <= 0 {
+		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
+	}
+	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
+}
+
+// Outcome is how a portion ended on its DAP.
+type Outcome uint8
+
+const (
+	OutcomeOK    Outcome = 1 // executed; the partial result went to the Agg
+	OutcomeError Outcome = 2 // failed; Code and Message say why; the request fails
+	OutcomeRetry Outcome = 3 // purview version or reference vintage mismatch: retry the label set
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeOK:
+		return "ok"
+	case OutcomeError:
+		return "error"
+	case OutcomeRetry:
+		return "retry"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// PortionCompletion tells the RC that a portion ended. It is what frees the
+// DAP's slot, so it is sent for every dispatch, including rejected ones.
+type PortionCompletion struct {
+	V                uint8   `msgpack:"v"`
+	RequestID        string  `msgpack:"req"`
+	PortionID        string  `msgpack:"id"`
+	Attempt          uint32  `msgpack:"att"`
+	DAPID            string  `msgpack:"dap"`
+	Outcome          Outcome `msgpack:"out"`
+	Code             Code    `msgpack:"code"`              // rc: OK, RETRY, TIMEOUT, ERR, ...
+	Message          string  `msgpack:"msg,omitempty"`     // why, for ai and logs
+	PartialSent      bool    `msgpack:"sent,omitempty"`    // the partial result reached the Agg (timeout message: agg=)
+	PurviewVersion   uint64  `msgpack:"pv"`                // the DAP's current values: on RETRY the RC
+	ReferenceVintage uint64  `msgpack:"rv"`                // learns them without waiting for the event
+	Rows             int64   `msgpack:"rows,omitempty"`    // rows in the partial result, for metrics
+	Bytes            int64   `msgpack:"bytes,omitempty"`   // bytes of the partial result, for metrics
+	ElapsedNS        int64   `msgpack:"elapsed,omitempty"` // execution time on the DAP
+}
+
+// Ref returns the portion's reference.
+func (m *PortionCompletion) Ref() PortionRef {
+	return PortionRef{PortionID: m.PortionID, Attempt: m.Attempt}
+}
+
+// Validate checks the completion.
+func (m *PortionCompletion) Validate() error {
+	const typ = "portion completion"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID}, {"DAP id", m.DAPID}} {
+		if err := validateID(typ, id.what, id.v); err != nil {
+			return err
+		}
+	}
+	switch m.Outcome {
+	case OutcomeOK:
+		if m.Code != CodeOK {
+			return invalid(typ, "outcome ok with code %s", m.Code)
+		}
+	case OutcomeRetry:
+		if m.Code != CodeRetry {
+			return invalid(typ, "outcome retry with code %s, want RETRY", m.Code)
+		}
+	case OutcomeError:
+		if m.Code == CodeOK {
+			return invalid(typ, "outcome error with code OK")
+		}
+	default:
+		return invalid(typ, "unknown outcome %d", uint8(m.Outcome))
+	}
+	return validateText(typ, "message", m.Message, maxMessageLen)
+}
+
+// PartialResult carries the result of one portion from the DAP to the Agg.
+// Payload is the API's partial answer (for getData an encoded Table); it may
+// be larger than NATS's max payload, in which case the encoded PartialResult
+// travels in chunks (SendChunked).
+type PartialResult struct {
+	V         uint8              `msgpack:"v"`
+	RequestID string             `msgpack:"req"`
+	PortionID string             `msgpack:"id"`
+	Attempt   uint32             `msgpack:"att"`
+	DAPID     string             `msgpack:"dap"`
+	Status    Status             `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
+	Payload   msgpack.RawMessage `msgpack:"payload,omitempty"`
+}
+
+// Ref returns the portion's reference.
+func (m *PartialResult) Ref() PortionRef {
+	return PortionRef{PortionID: m.PortionID, Attempt: m.Attempt}
+}
+
+// Validate checks the partial result.
+func (m *PartialResult) Validate() error {
+	const typ = "partial result"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID}, {"DAP id", m.DAPID}} {
+		if err := validateID(typ, id.what, id.v); err != nil {
+			return err
+		}
+	}
+	return validateText(typ, "ai", m.Status.AI, maxMessageLen)
+}
+
+// AggExpectation tells an Agg which partial results make up a request's
+// answer. An RC sends several per request, in Seq order: it dispatches
+// portions over time (queueing), so the set grows; when nothing is left to
+// allocate it sends Sealed, after which the Agg answers once every expected
+// partial has arrived.
+//
+// Retry of a label set: the RC sends Supersede with the earlier attempt's
+// portions of that label set and Expect with the new attempt's. The Agg drops
+// what it holds for superseded refs and ignores them if they arrive later.
+type AggExpectation struct {
+	V         uint8              `msgpack:"v"`
+	RequestID string             `msgpack:"req"`
+	Seq       uint32             `msgpack:"seq"` // 1, 2, ...: the Agg applies them in order, ignores duplicates
+	API       string             `msgpack:"api"`
+	Args      msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments (aggregation spec); in Seq 1
+	Expect    []PortionRef       `msgpack:"expect,omitempty"`
+	Supersede []PortionRef       `msgpack:"supersede,omitempty"`
+	Sealed    bool               `msgpack:"sealed,omitempty"` // no portion will be added
+	Cancel    bool               `msgpack:"cancel,omitempty"` // the RC answers (error, timeout): drop everything, answer nothing
+	ReplyTo   string             `msgpack:"reply"`            // where the answer goes (subjects.GWAnswer or an inbox)
+	Content   Content            `msgpack:"content,omitempty"`
+	Deadline  int64              `msgpack:"deadline"` // unix nanoseconds
+	LogCorr   string             `msgpack:"corr,omitempty"`
+}
+
+// Validate checks the expectation.
+func (m *AggExpectation) Validate() error {
+	const typ = "Agg expectation"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "request id", m.RequestID); err != nil {
+		return err
+	}
+	if m.Seq == 0 {
+		return invalid(typ, "seq is 0, want 1, 2, ...")
+	}
+	if err := validateID(typ, "api", m.API); err != nil {
+		return err
+	}
+	if err := validateRefs(typ, "expected portions", m.Expect); err != nil {
+		return err
+	}
+	if err := validateRefs(typ, "superseded portions", m.Supersede); err != nil {
+		return err
+	}
+	if m.ReplyTo == "" || len(m.ReplyTo) > maxReplyLen {
+		return invalid(typ, "reply subject must be 1..%d bytes", maxReplyLen)
+	}
+	if m.Content != "" && m.Content != ContentMsgpack && m.Content != ContentJSON {
+		return invalid(typ, "content %q", truncate(string(m.Content), 16))
+	}
+	if m.Deadline <= 0 {
+		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
+	}
+	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
+}
+
+// SecondaryDispatch hands the label sets that another RC's DAPs serve to
+// that (secondary) RC. Seed: "Requests that span DAPs of several RCs use a
+// primary RC and secondaries".
+type SecondaryDispatch struct {
+	V            uint8              `msgpack:"v"`
+	RequestID    string             `msgpack:"req"`
+	PrimaryRCID  string             `msgpack:"primary"`
+	API          string             `msgpack:"api"`
+	Args         msgpack.RawMessage `msgpack:"args,omitempty"`
+	LabelSets    []LabelSet         `msgpack:"labelSets"`
+	Range        TimeRange          `msgpack:"range"`
+	AggID        string             `msgpack:"agg"`
+	Attempt      uint32             `msgpack:"att"`
+	Deadline     int64              `msgpack:"deadline"` // unix nanoseconds
+	ReceivedAtGW int64              `msgpack:"rcvd,omitempty"`
+	LogCorr      string             `msgpack:"corr,omitempty"`
+}
+
+// Validate checks the secondary dispatch.
+func (m *SecondaryDispatch) Validate() error {
+	const typ = "secondary dispatch"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"primary RC id", m.PrimaryRCID},
+		{"api", m.API}, {"Agg id", m.AggID}} {
+		if err := validateID(typ, id.what, id.v); err != nil {
+			return err
+		}
+	}
+	if len(m.LabelSets) == 0 || len(m.LabelSets) > maxPortionsPerMsg {
+		return invalid(typ, "%d label sets: want 1..%d", len(m.LabelSets), maxPortionsPerMsg)
+	}
+	for _, l := range m.LabelSets {
+		if err := validateLabels(typ, l); err != nil {
+			return err
+		}
+	}
+	if !m.Range.Valid() {
+		return invalid(typ, "range %s is empty", m.Range)
+	}
+	if m.Deadline <= 0 {
+		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
+	}
+	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
+}
+
+// SecondaryQuery asks a secondary RC to report its status of a request: the
+// primary sends it when it detects the timeout, then waits at most
+// KXI_SG_MULTI_RC_TO_MAX_WAIT timer iterations for the SecondaryStatus.
+type SecondaryQuery struct {
+	V           uint8  `msgpack:"v"`
+	RequestID   string `msgpack:"req"`
+	PrimaryRCID string `msgpack:"primary"`
+}
+
+// Validate checks the query.
+func (m *SecondaryQuery) Validate() error {
+	const typ = "secondary query"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "request id", m.RequestID); err != nil {
+		return err
+	}
+	return validateID(typ, "primary RC id", m.PrimaryRCID)
+}
+
+// RequestStatus is an RC's status of a request, in the seed's words; it
+// opens each [rc=...;status="..."] block of the timeout message.
+type RequestStatus string
+
+const (
+	StatusAllocating         RequestStatus = "allocating"
+	StatusExecuting          RequestStatus = "executing"
+	StatusCompleted          RequestStatus = "completed" // secondary only
+	StatusAggregating        RequestStatus = "aggregating"
+	StatusPendingAggregation RequestStatus = "pending aggregation" // the seed's example prints "pending aggregating"; its heading says "pending aggregation"
+	StatusInactive           RequestStatus = "inactive"
+	StatusReceivedTooLate    RequestStatus = "received too late" // secondary only
+	StatusUnknown            RequestStatus = "unknown"
+)
+
+// QueueEntry is one [labels=...;startTS=...;endTS=...;reason=...;dap=...]
+// block of an "allocating" status: why a queued portion was not allocated.
+type QueueEntry struct {
+	Labels  LabelSet   `msgpack:"labels,omitempty"`
+	Range   *TimeRange `msgpack:"range,omitempty"` // nil for data without a time component
+	Reasons []string   `msgpack:"reasons"`         // the seed's reason strings, word for word
+	DAPs    []string   `msgpack:"daps"`            // DAP addresses the reasons apply to
+}
+
+// SecondaryStatus is a secondary RC's report to the primary: when all its
+// DAPs have completed, when it detects the timeout first, and in answer to a
+// SecondaryQuery. Its fields are those of the seed's status block.
+type SecondaryStatus struct {
+	V           uint8         `msgpack:"v"`
+	RequestID   string        `msgpack:"req"`
+	RCID        string        `msgpack:"rc"`
+	Addr        string        `msgpack:"addr"` // rc=<host/port> in the block
+	Status      RequestStatus `msgpack:"status"`
+	TimedOut    bool          `msgpack:"timedOut,omitempty"` // this RC saw the deadline pass first
+	Failed      *Status       `msgpack:"failed,omitempty"`   // a portion failed: the request fails with this
+	Error       string        `msgpack:"error,omitempty"`    // e.g. "Empty queue encountered"
+	Queue       []QueueEntry  `msgpack:"queue,omitempty"`
+	DAPs        []string      `msgpack:"daps,omitempty"`        // executing
+	RespTooLate []string      `msgpack:"respTooLate,omitempty"` // responded after the timeout
+	Agg         string        `msgpack:"agg,omitempty"`
+	RcvTooLate  []LabelSet    `msgpack:"rcvTooLate,omitempty"`
+}
+
+// Validate checks the status report.
+func (m *SecondaryStatus) Validate() error {
+	const typ = "secondary status"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "request id", m.RequestID); err != nil {
+		return err
+	}
+	if err := validateID(typ, "RC id", m.RCID); err != nil {
+		return err
+	}
+	switch m.Status {
+	case StatusAllocating, StatusExecuting, StatusCompleted, StatusAggregating,
+		StatusPendingAggregation, StatusInactive, StatusReceivedTooLate, StatusUnknown:
+	default:
+		return invalid(typ, "unknown status %q", truncate(string(m.Status), 32))
+	}
+	if len(m.Queue) > maxPortionsPerMsg || len(m.DAPs) > maxPortionsPerMsg || len(m.RespTooLate) > maxPortionsPerMsg {
+		return invalid(typ, "more than %d entries in a list", maxPortionsPerMsg)
+	}
+	for _, q := range m.Queue {
+		if err := validateLabels(typ, q.Labels); err != nil {
+			return err
+		}
+		if q.Range != nil && !q.Range.Valid() {
+			return invalid(typ, "queue entry range %s is empty", *q.Range)
+		}
+	}
+	if m.Failed != nil && m.Failed.IsOK() {
+		return invalid(typ, "failed status is OK")
+	}
+	return validateText(typ, "error", m.Error, maxMessageLen)
+}

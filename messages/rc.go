@@ -1,0 +1,119 @@
+package messages
+
+// RC events for GWs: announcement and heartbeat. Seed (scope and
+// assemblies): "RCs configured with an assembly are considered assembly RCs
+// ... RCs without an assembly label, or whose assembly name is empty ("")
+// are considered global RCs."
+
+import "github.com/vmihailenco/msgpack/v5"
+
+// RCVersion is the version of the RC event messages.
+const RCVersion = 1
+
+// RCAnnouncement tells GWs that an RC exists, which assembly it serves and
+// how loaded it is, so a GW can pick one by scope. It is sent on start, on a
+// GW's request and whenever the assembly or draining state changes.
+type RCAnnouncement struct {
+	V           uint8  `msgpack:"v"`
+	RCID        string `msgpack:"rc"`
+	Assembly    string `msgpack:"asm,omitempty"` // "" = global RC
+	Addr        string `msgpack:"addr,omitempty"`
+	Outstanding int    `msgpack:"out"`                // requests in progress
+	Queued      int    `msgpack:"queued"`             // portions in its queue
+	DAPs        int    `msgpack:"daps"`               // DAPs registered with it
+	Draining    bool   `msgpack:"draining,omitempty"` // shutting down: send it nothing new
+	StartedAt   int64  `msgpack:"started"`            // unix nanoseconds: a new value means a restart
+}
+
+// Global reports whether the RC serves requests without an assembly scope.
+func (m *RCAnnouncement) Global() bool { return m.Assembly == "" }
+
+// Validate checks the announcement.
+func (m *RCAnnouncement) Validate() error {
+	const typ = "RC announcement"
+	if err := checkVersion(typ, m.V, RCVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "RC id", m.RCID); err != nil {
+		return err
+	}
+	if err := validateOptionalID(typ, "assembly", m.Assembly); err != nil {
+		return err
+	}
+	if err := validateText(typ, "addr", m.Addr, maxAddrLen); err != nil {
+		return err
+	}
+	if m.Outstanding < 0 || m.Queued < 0 || m.DAPs < 0 {
+		return invalid(typ, "negative load (outstanding %d, queued %d, daps %d)", m.Outstanding, m.Queued, m.DAPs)
+	}
+	return nil
+}
+
+// RCHeartbeat keeps an RC alive in the GWs' view between announcements and
+// refreshes its load.
+type RCHeartbeat struct {
+	V           uint8  `msgpack:"v"`
+	RCID        string `msgpack:"rc"`
+	Seq         uint64 `msgpack:"seq"`
+	SentAt      int64  `msgpack:"at"`
+	Outstanding int    `msgpack:"out"`
+	Queued      int    `msgpack:"queued"`
+	IntervalMS  int64  `msgpack:"ivms"` // period until the next heartbeat
+}
+
+// Validate checks the heartbeat.
+func (m *RCHeartbeat) Validate() error {
+	const typ = "RC heartbeat"
+	if err := checkVersion(typ, m.V, RCVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "RC id", m.RCID); err != nil {
+		return err
+	}
+	if m.Outstanding < 0 || m.Queued < 0 || m.IntervalMS < 0 {
+		return invalid(typ, "negative load or interval")
+	}
+	return nil
+}
+
+// RCSubmission is a request that a GW hands to an RC: the client's request
+// with its arguments re-encoded as msgpack by the GW, plus what the GW
+// decided (id, deadline, where the answer goes).
+type RCSubmission struct {
+	V          uint8              `msgpack:"v"`
+	RequestID  string             `msgpack:"req"`
+	GWID       string             `msgpack:"gw"`
+	Header     RequestHeader      `msgpack:"header"`
+	Args       msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments, msgpack
+	ReplyTo    string             `msgpack:"reply"`          // subjects.GWAnswer(gw, request)
+	Content    Content            `msgpack:"content"`        // encoding the client wants the answer in
+	Deadline   int64              `msgpack:"deadline"`       // unix nanoseconds
+	ReceivedAt int64              `msgpack:"rcvd"`           // unix nanoseconds, at the GW
+}
+
+// Validate checks the submission.
+func (m *RCSubmission) Validate() error {
+	const typ = "RC submission"
+	if err := checkVersion(typ, m.V, RCVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "request id", m.RequestID); err != nil {
+		return err
+	}
+	if err := validateID(typ, "GW id", m.GWID); err != nil {
+		return err
+	}
+	if err := m.Header.Validate(); err != nil {
+		return err
+	}
+	if m.ReplyTo == "" || len(m.ReplyTo) > maxReplyLen {
+		return invalid(typ, "reply subject must be 1..%d bytes", maxReplyLen)
+	}
+	if m.Content != ContentMsgpack && m.Content != ContentJSON {
+		return invalid(typ, "content %q: want msgpack or json", truncate(string(m.Content), 16))
+	}
+	if m.Deadline <= 0 {
+		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestDetectContent(t *testing.T) {
+	mp, _ := msgpack.Marshal(map[string]any{"header": map[string]any{"api": "ping"}})
+	cases := []struct {
+		hdr  string
+		body []byte
+		want Content
+	}{
+		{"", []byte(`  {"header":{}}`), ContentJSON},
+		{"", []byte("\n[1]"), ContentJSON},
+		{"", mp, ContentMsgpack},
+		{"json", mp, ContentJSON}, // the header wins
+		{"application/msgpack", []byte(`{`), ContentMsgpack},
+	}
+	for _, c := range cases {
+		h := nats.Header{}
+		if c.hdr != "" {
+			h.Set(HdrContentType, c.hdr)
+		}
+		got, err := DetectContent(h, c.body)
+		if err != nil || got != c.want {
+			t.Errorf("DetectContent(%q, %q) = %q, %v; want %q", c.hdr, c.body, got, err, c.want)
+		}
+	}
+	if _, err := DetectContent(nats.Header{}, []byte("  ")); !errors.Is(err, ErrMalformed) {
+		t.Errorf("blank body: %v", err)
+	}
+	h := nats.Header{}
+	h.Set(HdrContentType, "xml")
+	if _, err := DetectContent(h, []byte("{}")); !errors.Is(err, ErrBadHeader) {
+		t.Errorf("bad content header: %v", err)
+	}
+}
+
+func TestRequestJSON(t *testing.T) {
+	body := `{"header":{"api":"getData","opts":{"timeout":5000,"logCorr":"c1","async":true},"scope":{"assembly":"eu","tier":"hdb"}},
+	          "payload":{"table":"trade","labels":{"region":"eu"}}}`
+	r, err := DecodeRequest(nil, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RequestHeader{V: RequestVersion, API: "getData", Opts: Opts{TimeoutMS: 5000, LogCorr: "c1", Async: true},
+		Scope: Scope{Assembly: "eu", Tier: TierHDB}}
+	if r.Header != want || r.Content != ContentJSON {
+		t.Errorf("header %+v content %q", r.Header, r.Content)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(r.Payload, &args); err != nil || args["table"] != "trade" {
+		t.Errorf("payload %s: %v", r.Payload, err)
+	}
+	// Re-encoding gives the same shape.
+	b, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := DecodeRequest(nil, b)
+	if err != nil || r2.Header != r.Header || !bytes.Equal(r2.Payload, r.Payload) {
+		t.Errorf("JSON round trip: %+v, %v", r2, err)
+	}
+	// No payload (ping).
+	r, err = DecodeRequest(nil, []byte(`{"header":{"api":"ping"}}`))
+	if err != nil || r.Payload != nil {
+		t.Errorf("ping: %+v, %v", r, err)
+	}
+}
+
+func TestRequestMsgpack(t *testing.T) {
+	args, _ := msgpack.Marshal(map[string]any{"table": "trade"})
+	in := Request{Header: RequestHeader{V: 1, API: "sql", Opts: Opts{TimeoutMS: 10}}, Payload: args, Content: ContentMsgpack}
+	b, err := in.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeRequest(nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Header != in.Header || !bytes.Equal(out.Payload, args) || out.Content != ContentMsgpack {
+		t.Errorf("round trip %+v", out)
+	}
+}
+
+func TestRequestErrors(t *testing.T) {
+	cases := map[string]struct {
+		body string
+		want error
+	}{
+		"not JSON":        {`{"header":`, ErrMalformed},
+		"trailing":        {`{"header":{"api":"ping"}} {}`, ErrMalformed},
+		"no api":          {`{"header":{}}`, ErrInvalid},
+		"api with dot":    {`{"header":{"api":"a.b"}}`, ErrInvalid},
+		"negative timout": {`{"header":{"api":"ping","opts":{"timeout":-1}}}`, ErrInvalid},
+		"bad tier":        {`{"header":{"api":"ping","scope":{"tier":"xdb"}}}`, ErrInvalid},
+		"bad assembly":    {`{"header":{"api":"ping","scope":{"assembly":"a b"}}}`, ErrInvalid},
+		"future version":  {`{"header":{"v":9,"api":"ping"}}`, ErrVersion},
+		"wrong type":      {`{"header":{"api":5}}`, ErrMalformed},
+		"array":           {`[1,2]`, ErrMalformed},
+		"msgpack garbage": {"\xc1\x00", ErrMalformed},
+	}
+	for name, c := range cases {
+		_, err := DecodeRequest(nil, []byte(c.body))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+func TestResponseEnvelope(t *testing.T) {
+	req := Request{Header: RequestHeader{V: 1, API: "getData", Opts: Opts{LogCorr: "c"}}, Content: ContentJSON}
+	resp := NewResponse("req-1", req, StatusOK, []byte(`[{"a":1}]`))
+	b, err := resp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var generic map[string]json.RawMessage
+	if err := json.Unmarshal(b, &generic); err != nil || generic["header"] == nil || generic["payload"] == nil {
+		t.Fatalf("JSON shape %s: %v", b, err)
+	}
+	if !strings.Contains(string(generic["header"]), `"rc":0`) || !strings.Contains(string(generic["header"]), `"requestId":"req-1"`) {
+		t.Errorf("header %s", generic["header"])
+	}
+	back, err := DecodeResponse(nil, b)
+	if err != nil || back.Header != resp.Header || string(back.Payload) != `[{"a":1}]` {
+		t.Errorf("round trip %+v, %v", back, err)
+	}
+	// msgpack, error status, no payload
+	resp = NewResponse("req-2", Request{Header: RequestHeader{API: "ping"}}, Errorf(CodeNoResources, CodeErr, "No resources connected"), nil)
+	b, err = resp.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err = DecodeResponse(nil, b)
+	if err != nil || back.Header.RC != CodeNoResources || back.Header.AI != "No resources connected" || back.Content != ContentMsgpack {
+		t.Errorf("msgpack round trip %+v, %v", back, err)
+	}
+	if _, err := (Response{Content: ContentJSON, Payload: []byte("{")}).Encode(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("invalid JSON payload encoded: %v", err)
+	}
+}

@@ -1,0 +1,951 @@
+package messages
+
+// A Table is the columnar result of a data-access API (getData): column names, a type per
+// column and one typed slice per column. It is what the Agg sends back to the GW, and what
+// DAPs put inside their partial results.
+//
+// Wire forms:
+//   - msgpack (DAP -> Agg -> GW): columnar and compact, see EncodeMsgpack;
+//   - JSON (GW -> HTTP clients): an array of row objects, keys in column order, timestamps
+//     RFC 3339 with nine fractional digits in UTC, non-finite floats as null.
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// ColumnType is the type of a table column.
+type ColumnType uint8
+
+// Column types. The numbers are on the wire: never renumber.
+const (
+	TypeSymbol    ColumnType = 1 // interned categorical string (sym, side, region): dictionary-encoded on the wire
+	TypeString    ColumnType = 2 // free text
+	TypeFloat     ColumnType = 3 // float64
+	TypeInt       ColumnType = 4 // int64
+	TypeBool      ColumnType = 5 // bool
+	TypeTimestamp ColumnType = 6 // nanoseconds since the Unix epoch, UTC (years 1678..2262)
+)
+
+var columnTypeNames = map[ColumnType]string{
+	TypeSymbol: "symbol", TypeString: "string", TypeFloat: "float", TypeInt: "int",
+	TypeBool: "bool", TypeTimestamp: "timestamp",
+}
+
+func (t ColumnType) String() string {
+	if s, ok := columnTypeNames[t]; ok {
+		return s
+	}
+	return "type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Valid reports whether t is one of the known column types.
+func (t ColumnType) Valid() bool { _, ok := columnTypeNames[t]; return ok }
+
+// TableVersion is the version of the msgpack form of Table.
+const TableVersion = 1
+
+// ErrMalformedTable is wrapped by every error about undecodable or inconsistent table
+// bytes; it wraps the package's ErrMalformed.
+var ErrMalformedTable = fmt.Errorf("table: %w", ErrMalformed)
+
+// TimeFormat is how timestamps are written in JSON: RFC 3339, UTC, always nine fractional
+// digits, so that values sort as text and no precision is lost.
+const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// ColumnSpec names and types one column: a table schema is a []ColumnSpec.
+type ColumnSpec struct {
+	Name string
+	Type ColumnType
+}
+
+// Column is one named, typed column. Exactly one slice is used, chosen by Type:
+// Strings (symbol, string), Floats (float), Ints (int, timestamp as Unix ns), Bools (bool).
+type Column struct {
+	Name    string
+	Type    ColumnType
+	Strings []string
+	Floats  []float64
+	Ints    []int64
+	Bools   []bool
+}
+
+// Table is a list of columns of equal length.
+type Table struct {
+	Columns []Column
+}
+
+// NewTable returns an empty table with the given schema.
+func NewTable(schema []ColumnSpec) Table {
+	t := Table{Columns: make([]Column, len(schema))}
+	for i, s := range schema {
+		t.Columns[i] = Column{Name: s.Name, Type: s.Type}
+	}
+	return t
+}
+
+// Len is the number of values in the column.
+func (c *Column) Len() int {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		return len(c.Strings)
+	case TypeFloat:
+		return len(c.Floats)
+	case TypeInt, TypeTimestamp:
+		return len(c.Ints)
+	case TypeBool:
+		return len(c.Bools)
+	}
+	return 0
+}
+
+// Value returns row i as a Go value: string, float64, int64, bool or time.Time (UTC).
+func (c *Column) Value(i int) any {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		return c.Strings[i]
+	case TypeFloat:
+		return c.Floats[i]
+	case TypeInt:
+		return c.Ints[i]
+	case TypeTimestamp:
+		return time.Unix(0, c.Ints[i]).UTC()
+	case TypeBool:
+		return c.Bools[i]
+	}
+	return nil
+}
+
+// Compare orders row i of c against row j of o, which must have the same type.
+// Floats use cmp.Compare: NaN sorts first and equals NaN, so the order is total.
+func (c *Column) Compare(i int, o *Column, j int) int {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		return cmp.Compare(c.Strings[i], o.Strings[j])
+	case TypeFloat:
+		return cmp.Compare(c.Floats[i], o.Floats[j])
+	case TypeInt, TypeTimestamp:
+		return cmp.Compare(c.Ints[i], o.Ints[j])
+	case TypeBool:
+		return cmpBool(c.Bools[i], o.Bools[j])
+	}
+	return 0
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// AppendFrom appends row i of src, which must have the same type, to c.
+func (c *Column) AppendFrom(src *Column, i int) {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		c.Strings = append(c.Strings, src.Strings[i])
+	case TypeFloat:
+		c.Floats = append(c.Floats, src.Floats[i])
+	case TypeInt, TypeTimestamp:
+		c.Ints = append(c.Ints, src.Ints[i])
+	case TypeBool:
+		c.Bools = append(c.Bools, src.Bools[i])
+	}
+}
+
+// SetFrom overwrites row i of c with row j of src, which must have the same type.
+func (c *Column) SetFrom(i int, src *Column, j int) {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		c.Strings[i] = src.Strings[j]
+	case TypeFloat:
+		c.Floats[i] = src.Floats[j]
+	case TypeInt, TypeTimestamp:
+		c.Ints[i] = src.Ints[j]
+	case TypeBool:
+		c.Bools[i] = src.Bools[j]
+	}
+}
+
+// AppendColumn appends all rows of src, which must have the same type, to c.
+func (c *Column) AppendColumn(src *Column) {
+	c.Strings = append(c.Strings, src.Strings...)
+	c.Floats = append(c.Floats, src.Floats...)
+	c.Ints = append(c.Ints, src.Ints...)
+	c.Bools = append(c.Bools, src.Bools...)
+}
+
+// Append appends one Go value, converting it to the column type when that loses nothing
+// (an int64 into a float column, a time.Time into a timestamp column, ...).
+func (c *Column) Append(v any) error {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		if s, ok := v.(string); ok {
+			c.Strings = append(c.Strings, s)
+			return nil
+		}
+	case TypeFloat:
+		switch x := v.(type) {
+		case float64:
+			c.Floats = append(c.Floats, x)
+			return nil
+		case int64:
+			c.Floats = append(c.Floats, float64(x))
+			return nil
+		case int:
+			c.Floats = append(c.Floats, float64(x))
+			return nil
+		}
+	case TypeInt:
+		switch x := v.(type) {
+		case int64:
+			c.Ints = append(c.Ints, x)
+			return nil
+		case int:
+			c.Ints = append(c.Ints, int64(x))
+			return nil
+		}
+	case TypeTimestamp:
+		switch x := v.(type) {
+		case time.Time:
+			c.Ints = append(c.Ints, x.UnixNano())
+			return nil
+		case int64:
+			c.Ints = append(c.Ints, x)
+			return nil
+		}
+	case TypeBool:
+		if b, ok := v.(bool); ok {
+			c.Bools = append(c.Bools, b)
+			return nil
+		}
+	}
+	return fmt.Errorf("column %q of type %s: cannot append %T", c.Name, c.Type, v)
+}
+
+// Take returns a new column with the rows at idx, in that order.
+func (c *Column) Take(idx []int) Column {
+	out := Column{Name: c.Name, Type: c.Type}
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		out.Strings = make([]string, len(idx))
+		for k, i := range idx {
+			out.Strings[k] = c.Strings[i]
+		}
+	case TypeFloat:
+		out.Floats = make([]float64, len(idx))
+		for k, i := range idx {
+			out.Floats[k] = c.Floats[i]
+		}
+	case TypeInt, TypeTimestamp:
+		out.Ints = make([]int64, len(idx))
+		for k, i := range idx {
+			out.Ints[k] = c.Ints[i]
+		}
+	case TypeBool:
+		out.Bools = make([]bool, len(idx))
+		for k, i := range idx {
+			out.Bools[k] = c.Bools[i]
+		}
+	}
+	return out
+}
+
+// Slice returns rows [lo, hi) sharing c's storage.
+func (c *Column) Slice(lo, hi int) Column {
+	out := Column{Name: c.Name, Type: c.Type}
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		out.Strings = c.Strings[lo:hi:hi]
+	case TypeFloat:
+		out.Floats = c.Floats[lo:hi:hi]
+	case TypeInt, TypeTimestamp:
+		out.Ints = c.Ints[lo:hi:hi]
+	case TypeBool:
+		out.Bools = c.Bools[lo:hi:hi]
+	}
+	return out
+}
+
+// NumRows is the number of rows (0 for a table without columns).
+func (t *Table) NumRows() int {
+	if len(t.Columns) == 0 {
+		return 0
+	}
+	return t.Columns[0].Len()
+}
+
+// Schema returns the names and types of the columns.
+func (t *Table) Schema() []ColumnSpec {
+	s := make([]ColumnSpec, len(t.Columns))
+	for i, c := range t.Columns {
+		s[i] = ColumnSpec{Name: c.Name, Type: c.Type}
+	}
+	return s
+}
+
+// Index returns the position of the named column, or -1.
+func (t *Table) Index(name string) int {
+	for i := range t.Columns {
+		if t.Columns[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Col returns the named column, or nil.
+func (t *Table) Col(name string) *Column {
+	if i := t.Index(name); i >= 0 {
+		return &t.Columns[i]
+	}
+	return nil
+}
+
+// AppendRow appends one row given as one Go value per column (see Column.Append).
+// On error the table is left unchanged.
+func (t *Table) AppendRow(vals ...any) error {
+	if len(vals) != len(t.Columns) {
+		return fmt.Errorf("append row: %d values for %d columns", len(vals), len(t.Columns))
+	}
+	for i := range t.Columns {
+		if err := t.Columns[i].Append(vals[i]); err != nil {
+			for j := 0; j < i; j++ { // undo, so that the columns keep equal lengths
+				c := &t.Columns[j]
+				*c = c.Slice(0, c.Len()-1)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendRowFrom appends row i of src, which must have the same schema.
+func (t *Table) AppendRowFrom(src *Table, i int) {
+	for k := range t.Columns {
+		t.Columns[k].AppendFrom(&src.Columns[k], i)
+	}
+}
+
+// Take returns a new table with the rows at idx, in that order.
+func (t *Table) Take(idx []int) Table {
+	out := Table{Columns: make([]Column, len(t.Columns))}
+	for k := range t.Columns {
+		out.Columns[k] = t.Columns[k].Take(idx)
+	}
+	return out
+}
+
+// Slice returns rows [lo, hi) sharing t's storage.
+func (t *Table) Slice(lo, hi int) Table {
+	out := Table{Columns: make([]Column, len(t.Columns))}
+	for k := range t.Columns {
+		out.Columns[k] = t.Columns[k].Slice(lo, hi)
+	}
+	return out
+}
+
+// Validate checks what a decoder cannot: known types, unique names, the slice that matches
+// each type and only it, equal lengths. Code that indexes a table from the network calls it first.
+func (t *Table) Validate() error {
+	seen := make(map[string]bool, len(t.Columns))
+	n := -1
+	for i := range t.Columns {
+		c := &t.Columns[i]
+		if !c.Type.Valid() {
+			return fmt.Errorf("%w: column %q has unknown type %d", ErrMalformedTable, c.Name, c.Type)
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("%w: duplicate column %q", ErrMalformedTable, c.Name)
+		}
+		seen[c.Name] = true
+		used := 0
+		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools)} {
+			if l > 0 {
+				used++
+			}
+		}
+		if used > 1 || (used == 1 && c.Len() == 0) {
+			return fmt.Errorf("%w: column %q of type %s holds values of another type", ErrMalformedTable, c.Name, c.Type)
+		}
+		if n >= 0 && c.Len() != n {
+			return fmt.Errorf("%w: column %q has %d rows, expected %d", ErrMalformedTable, c.Name, c.Len(), n)
+		}
+		n = c.Len()
+	}
+	return nil
+}
+
+// ---- msgpack ----
+//
+// Table: [version, [column...]]. Column: [name, type, rows, payload], payload by type:
+//   symbol:    [dictionary []string, codes bin] codes little-endian, 1, 2 or 4 bytes each;
+//   string:    array of strings;
+//   float:     bin, 8 bytes little-endian IEEE 754 per row;
+//   int:       bin, zig-zag varints;
+//   timestamp: bin, zig-zag varints of the difference to the previous row (time columns are
+//              mostly sorted, so most rows take 1-3 bytes);
+//   bool:      bin, one byte 0 or 1 per row.
+// Every length is checked against the bytes actually present before anything is allocated,
+// so a hostile "rows" count cannot make the decoder allocate more than the input size.
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (t Table) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(TableVersion); err != nil {
+		return err
+	}
+	if err := enc.EncodeArrayLen(len(t.Columns)); err != nil {
+		return err
+	}
+	for i := range t.Columns {
+		if err := encodeColumn(enc, &t.Columns[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeColumn(enc *msgpack.Encoder, c *Column) error {
+	if err := enc.EncodeArrayLen(4); err != nil {
+		return err
+	}
+	if err := enc.EncodeString(c.Name); err != nil {
+		return err
+	}
+	if err := enc.EncodeUint(uint64(c.Type)); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(c.Len())); err != nil {
+		return err
+	}
+	switch c.Type {
+	case TypeSymbol:
+		dict, codes, width := dictEncode(c.Strings)
+		if err := enc.EncodeArrayLen(2); err != nil {
+			return err
+		}
+		if err := encodeStrings(enc, dict); err != nil {
+			return err
+		}
+		b := make([]byte, 0, len(codes)*width)
+		for _, code := range codes {
+			switch width {
+			case 1:
+				b = append(b, byte(code))
+			case 2:
+				b = binary.LittleEndian.AppendUint16(b, uint16(code))
+			default:
+				b = binary.LittleEndian.AppendUint32(b, code)
+			}
+		}
+		return enc.EncodeBytes(b)
+	case TypeString:
+		return encodeStrings(enc, c.Strings)
+	case TypeFloat:
+		b := make([]byte, 0, 8*len(c.Floats))
+		for _, f := range c.Floats {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+		}
+		return enc.EncodeBytes(b)
+	case TypeInt:
+		b := make([]byte, 0, 2*len(c.Ints))
+		for _, v := range c.Ints {
+			b = binary.AppendVarint(b, v)
+		}
+		return enc.EncodeBytes(b)
+	case TypeTimestamp:
+		b := make([]byte, 0, 3*len(c.Ints))
+		var prev int64
+		for _, v := range c.Ints {
+			b = binary.AppendVarint(b, v-prev) // wraps on overflow; the decoder wraps back
+			prev = v
+		}
+		return enc.EncodeBytes(b)
+	case TypeBool:
+		b := make([]byte, len(c.Bools))
+		for i, v := range c.Bools {
+			if v {
+				b[i] = 1
+			}
+		}
+		return enc.EncodeBytes(b)
+	}
+	return fmt.Errorf("encode column %q: unknown type %d", c.Name, c.Type)
+}
+
+func encodeStrings(enc *msgpack.Encoder, ss []string) error {
+	if err := enc.EncodeArrayLen(len(ss)); err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if err := enc.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dictEncode returns the distinct values in first-seen order, a code per value and the
+// smallest code width in bytes.
+func dictEncode(vals []string) (dict []string, codes []uint32, width int) {
+	index := make(map[string]uint32)
+	codes = make([]uint32, len(vals))
+	for i, v := range vals {
+		code, ok := index[v]
+		if !ok {
+			code = uint32(len(dict))
+			index[v] = code
+			dict = append(dict, v)
+		}
+		codes[i] = code
+	}
+	switch {
+	case len(dict) <= 1<<8:
+		width = 1
+	case len(dict) <= 1<<16:
+		width = 2
+	default:
+		width = 4
+	}
+	return dict, codes, width
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (t *Table) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedTable, err)
+	}
+	if n != 2 {
+		return fmt.Errorf("%w: expected [version, columns], got %d elements", ErrMalformedTable, n)
+	}
+	v, err := dec.DecodeInt()
+	if err != nil {
+		return fmt.Errorf("%w: version: %v", ErrMalformedTable, err)
+	}
+	if v != TableVersion {
+		return fmt.Errorf("%w: unsupported version %d (want %d)", ErrMalformedTable, v, TableVersion)
+	}
+	ncols, err := dec.DecodeArrayLen()
+	if err != nil {
+		return fmt.Errorf("%w: columns: %v", ErrMalformedTable, err)
+	}
+	var cols []Column
+	for i := 0; i < ncols; i++ {
+		c, err := decodeColumn(dec)
+		if err != nil {
+			return err
+		}
+		cols = append(cols, c)
+	}
+	out := Table{Columns: cols}
+	if err := out.Validate(); err != nil {
+		return err
+	}
+	*t = out
+	return nil
+}
+
+func decodeColumn(dec *msgpack.Decoder) (Column, error) {
+	var c Column
+	bad := func(format string, args ...any) (Column, error) {
+		return Column{}, fmt.Errorf("%w: column %q: %s", ErrMalformedTable, c.Name, fmt.Sprintf(format, args...))
+	}
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n != 4 {
+		return bad("expected [name, type, rows, payload] (%d, %v)", n, err)
+	}
+	if c.Name, err = dec.DecodeString(); err != nil {
+		return bad("name: %v", err)
+	}
+	typ, err := dec.DecodeUint8()
+	if err != nil {
+		return bad("type: %v", err)
+	}
+	c.Type = ColumnType(typ)
+	rows, err := dec.DecodeInt()
+	if err != nil || rows < 0 {
+		return bad("row count (%d, %v)", rows, err)
+	}
+	switch c.Type {
+	case TypeSymbol:
+		if k, err := dec.DecodeArrayLen(); err != nil || k != 2 {
+			return bad("symbol payload must be [dictionary, codes]")
+		}
+		dict, err := decodeStrings(dec, -1)
+		if err != nil {
+			return bad("dictionary: %v", err)
+		}
+		b, err := dec.DecodeBytes()
+		if err != nil {
+			return bad("codes: %v", err)
+		}
+		width := 4
+		switch {
+		case len(dict) <= 1<<8:
+			width = 1
+		case len(dict) <= 1<<16:
+			width = 2
+		}
+		if len(b) != rows*width {
+			return bad("%d code bytes for %d rows of width %d", len(b), rows, width)
+		}
+		c.Strings = make([]string, rows)
+		for i := range c.Strings {
+			var code uint32
+			switch width {
+			case 1:
+				code = uint32(b[i])
+			case 2:
+				code = uint32(binary.LittleEndian.Uint16(b[2*i:]))
+			default:
+				code = binary.LittleEndian.Uint32(b[4*i:])
+			}
+			if int(code) >= len(dict) {
+				return bad("code %d outside dictionary of %d", code, len(dict))
+			}
+			c.Strings[i] = dict[code]
+		}
+	case TypeString:
+		if c.Strings, err = decodeStrings(dec, rows); err != nil {
+			return bad("%v", err)
+		}
+	case TypeFloat:
+		b, err := dec.DecodeBytes()
+		if err != nil || len(b) != 8*rows {
+			return bad("float payload: %d bytes for %d rows (%v)", len(b), rows, err)
+		}
+		c.Floats = make([]float64, rows)
+		for i := range c.Floats {
+			c.Floats[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	case TypeInt, TypeTimestamp:
+		b, err := dec.DecodeBytes()
+		if err != nil || len(b) < rows { // a varint takes at least one byte
+			return bad("int payload: %d bytes for %d rows (%v)", len(b), rows, err)
+		}
+		c.Ints = make([]int64, rows)
+		var prev int64
+		for i := range c.Ints {
+			v, k := binary.Varint(b)
+			if k <= 0 {
+				return bad("bad varint at row %d", i)
+			}
+			b = b[k:]
+			if c.Type == TypeTimestamp {
+				v += prev
+				prev = v
+			}
+			c.Ints[i] = v
+		}
+		if len(b) != 0 {
+			return bad("%d trailing bytes", len(b))
+		}
+	case TypeBool:
+		b, err := dec.DecodeBytes()
+		if err != nil || len(b) != rows {
+			return bad("bool payload: %d bytes for %d rows (%v)", len(b), rows, err)
+		}
+		c.Bools = make([]bool, rows)
+		for i, x := range b {
+			if x > 1 {
+				return bad("bool byte %d", x)
+			}
+			c.Bools[i] = x == 1
+		}
+	default:
+		return bad("unknown type %d", typ)
+	}
+	return c, nil
+}
+
+// decodeStrings reads an array of strings; want >= 0 requires that many. The slice grows as
+// strings actually arrive, never by the announced count.
+func decodeStrings(dec *msgpack.Decoder, want int) ([]string, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || (want >= 0 && n != want) {
+		return nil, fmt.Errorf("%d strings, expected %d", n, want)
+	}
+	out := make([]string, 0, min(n, 1024))
+	for i := 0; i < n; i++ {
+		s, err := dec.DecodeString()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// ---- JSON ----
+
+// MarshalJSON writes the table as an array of row objects, keys in column order.
+func (t Table) MarshalJSON() ([]byte, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	n := t.NumRows()
+	b := make([]byte, 0, 64+n*len(t.Columns)*16)
+	b = append(b, '[')
+	names := make([][]byte, len(t.Columns))
+	for k := range t.Columns {
+		names[k] = append(appendJSONString(nil, t.Columns[k].Name), ':')
+	}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		for k := range t.Columns {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, names[k]...)
+			b = appendJSONValue(b, &t.Columns[k], i)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
+
+func appendJSONValue(b []byte, c *Column, i int) []byte {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		return appendJSONString(b, c.Strings[i])
+	case TypeFloat:
+		f := c.Floats[i]
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return append(b, "null"...) // JSON has no NaN or infinity
+		}
+		return strconv.AppendFloat(b, f, 'g', -1, 64)
+	case TypeInt:
+		return strconv.AppendInt(b, c.Ints[i], 10)
+	case TypeTimestamp:
+		b = append(b, '"')
+		b = time.Unix(0, c.Ints[i]).UTC().AppendFormat(b, TimeFormat)
+		return append(b, '"')
+	case TypeBool:
+		return strconv.AppendBool(b, c.Bools[i])
+	}
+	return append(b, "null"...)
+}
+
+// appendJSONString quotes s, taking the fast path when nothing needs escaping.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// UnmarshalJSON reads an array of row objects. The JSON form carries no types, so they are
+// inferred per column: all booleans -> bool; all numbers -> int if every one is an integer
+// literal, else float (null counts as a float NaN); all strings -> timestamp if every one is
+// an RFC 3339 time, else string. Symbols therefore come back as strings: use DecodeTableJSON
+// with the schema when the exact types matter.
+func (t *Table) UnmarshalJSON(data []byte) error {
+	out, err := DecodeTableJSON(data, nil)
+	if err != nil {
+		return err
+	}
+	*t = out
+	return nil
+}
+
+// DecodeTableJSON reads an array of row objects into a table with the given schema (column
+// order and types), or with inferred types when schema is nil (see Table.UnmarshalJSON).
+func DecodeTableJSON(data []byte, schema []ColumnSpec) (Table, error) {
+	names, rows, err := readJSONRows(data)
+	if err != nil {
+		return Table{}, err
+	}
+	if schema == nil {
+		schema = make([]ColumnSpec, len(names))
+		for k, name := range names {
+			schema[k] = ColumnSpec{Name: name, Type: inferJSONType(rows, k)}
+		}
+	} else {
+		order := make(map[string]int, len(names))
+		for k, name := range names {
+			order[name] = k
+		}
+		if len(rows) > 0 && len(schema) != len(names) {
+			return Table{}, fmt.Errorf("%w: rows have %d keys, schema has %d columns", ErrMalformedTable, len(names), len(schema))
+		}
+		perm := make([]int, len(schema))
+		for k, s := range schema {
+			j, ok := order[s.Name]
+			if !ok && len(rows) > 0 {
+				return Table{}, fmt.Errorf("%w: rows lack column %q", ErrMalformedTable, s.Name)
+			}
+			perm[k] = j
+		}
+		for r, row := range rows {
+			re := make([]any, len(schema))
+			for k, j := range perm {
+				re[k] = row[j]
+			}
+			rows[r] = re
+		}
+	}
+	t := NewTable(schema)
+	for r, row := range rows {
+		for k := range t.Columns {
+			v, err := fromJSONValue(row[k], t.Columns[k].Type)
+			if err != nil {
+				return Table{}, fmt.Errorf("%w: row %d column %q: %v", ErrMalformedTable, r, t.Columns[k].Name, err)
+			}
+			if err := t.Columns[k].Append(v); err != nil {
+				return Table{}, fmt.Errorf("%w: row %d: %v", ErrMalformedTable, r, err)
+			}
+		}
+	}
+	return t, t.Validate()
+}
+
+// readJSONRows tokenises the array of objects. Keys come in the first row's order; every
+// row must carry the same keys; values must be scalars.
+func readJSONRows(data []byte) (names []string, rows [][]any, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	bad := func(format string, args ...any) ([]string, [][]any, error) {
+		return nil, nil, fmt.Errorf("%w: %s", ErrMalformedTable, fmt.Sprintf(format, args...))
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return bad("expected an array of row objects")
+	}
+	index := map[string]int{}
+	for dec.More() {
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return bad("row %d is not an object", len(rows))
+		}
+		first := len(rows) == 0
+		row := make([]any, len(names))
+		set := make([]bool, len(names))
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return bad("row %d: %v", len(rows), err)
+			}
+			key, _ := tok.(string) // inside an object the decoder only yields string keys
+			val, err := dec.Token()
+			if err != nil {
+				return bad("row %d key %q: %v", len(rows), key, err)
+			}
+			if _, isDelim := val.(json.Delim); isDelim {
+				return bad("row %d key %q: value must be a scalar", len(rows), key)
+			}
+			k, ok := index[key]
+			if !ok {
+				if !first {
+					return bad("row %d has unknown key %q", len(rows), key)
+				}
+				k = len(names)
+				index[key] = k
+				names = append(names, key)
+				row = append(row, nil)
+				set = append(set, false)
+			}
+			if set[k] {
+				return bad("row %d repeats key %q", len(rows), key)
+			}
+			row[k], set[k] = val, true
+		}
+		for k, ok := range set {
+			if !ok {
+				return bad("row %d lacks key %q", len(rows), names[k])
+			}
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return bad("row %d: %v", len(rows), err)
+		}
+		rows = append(rows, row)
+	}
+	if _, err := dec.Token(); err != nil { // ']'
+		return bad("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return bad("trailing data after the array")
+	}
+	return names, rows, nil
+}
+
+func inferJSONType(rows [][]any, k int) ColumnType {
+	var bools, nums, ints, strs, times, nulls int
+	for _, row := range rows {
+		switch v := row[k].(type) {
+		case bool:
+			bools++
+		case json.Number:
+			nums++
+			if _, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				ints++
+			}
+		case string:
+			strs++
+			if _, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				times++
+			}
+		case nil:
+			nulls++
+		}
+	}
+	switch n := len(rows); {
+	case n > 0 && bools == n:
+		return TypeBool
+	case n > 0 && ints == n:
+		return TypeInt
+	case n > 0 && nums+nulls == n:
+		return TypeFloat
+	case n > 0 && times == n:
+		return TypeTimestamp
+	}
+	return TypeString // also for mixed columns, which then fail to decode with a clear error
+}
+
+func fromJSONValue(v any, typ ColumnType) (any, error) {
+	switch typ {
+	case TypeSymbol, TypeString, TypeBool:
+		return v, nil // Column.Append checks the Go type
+	case TypeFloat:
+		if v == nil {
+			return math.NaN(), nil
+		}
+		if n, ok := v.(json.Number); ok {
+			return strconv.ParseFloat(string(n), 64)
+		}
+	case TypeInt:
+		if n, ok := v.(json.Number); ok {
+			return strconv.ParseInt(string(n), 10, 64)
+		}
+	case TypeTimestamp:
+		if s, ok := v.(string); ok {
+			return time.Parse(time.RFC3339Nano, s)
+		}
+	}
+	return nil, fmt.Errorf("%T is not a %s", v, typ)
+}

@@ -1,0 +1,197 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func sampleTable(t testing.TB) Table {
+	tb := NewTable([]ColumnSpec{
+		{"time", TypeTimestamp}, {"sym", TypeSymbol}, {"note", TypeString},
+		{"price", TypeFloat}, {"size", TypeInt}, {"block", TypeBool},
+	})
+	t0 := time.Date(2024, 1, 2, 9, 30, 0, 0, time.UTC)
+	rows := [][]any{
+		{t0, "VOD.L", "a \"quoted\" <note>", 0.72, int64(100), false},
+		{t0.Add(1500 * time.Millisecond), "BP.L", "", 4.85, int64(-3), true},
+		{time.Date(1970, 1, 1, 0, 0, 0, 1, time.UTC), "VOD.L", "é", -1e300, int64(math.MaxInt64), false},
+	}
+	for _, r := range rows {
+		if err := tb.AppendRow(r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tb
+}
+
+func TestTableJSONShape(t *testing.T) {
+	tb := sampleTable(t)
+	tb.Columns[3].Floats[2] = math.NaN()
+	b, err := tb.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"time":"2024-01-02T09:30:00.000000000Z","sym":"VOD.L","note":"a \"quoted\" \u003cnote\u003e","price":0.72,"size":100,"block":false},` +
+		`{"time":"2024-01-02T09:30:01.500000000Z","sym":"BP.L","note":"","price":4.85,"size":-3,"block":true},` +
+		`{"time":"1970-01-01T00:00:00.000000001Z","sym":"VOD.L","note":"é","price":null,"size":9223372036854775807,"block":false}]`
+	if string(b) != want {
+		t.Fatalf("JSON\n got %s\nwant %s", b, want)
+	}
+	empty := NewTable([]ColumnSpec{{"a", TypeInt}})
+	if b, _ := empty.MarshalJSON(); string(b) != "[]" {
+		t.Errorf("empty table: %s", b)
+	}
+}
+
+func TestTableJSONRoundTrip(t *testing.T) {
+	tb := sampleTable(t)
+	b, err := tb.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeTableJSON(b, tb.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, tb) {
+		t.Fatalf("with schema\n got %+v\nwant %+v", got, tb)
+	}
+	// Without a schema the types are inferred; only the symbol column loses its type.
+	var inferred Table
+	if err := inferred.UnmarshalJSON(b); err != nil {
+		t.Fatal(err)
+	}
+	want := tb
+	want.Columns = append([]Column(nil), tb.Columns...)
+	want.Columns[1].Type = TypeString
+	if !reflect.DeepEqual(inferred, want) {
+		t.Fatalf("inferred\n got %+v\nwant %+v", inferred, want)
+	}
+}
+
+func TestTableJSONMalformed(t *testing.T) {
+	for _, c := range []string{``, `{}`, `[1]`, `[{"a":1},{"b":1}]`, `[{"a":1},{"a":1,"b":2}]`, `[{"a":1,"a":2}]`,
+		`[{"a":[1]}]`, `[{"a":1}] x`, `[{"a":1}`, `[{"a":1,"b":true},{"a":"x","b":1}]`} {
+		if _, err := DecodeTableJSON([]byte(c), nil); !errors.Is(err, ErrMalformedTable) {
+			t.Errorf("%s: err %v, want ErrMalformedTable", c, err)
+		}
+	}
+	schema := []ColumnSpec{{"a", TypeInt}}
+	for _, c := range []string{`[{"a":1.5}]`, `[{"a":"1"}]`, `[{"b":1}]`} {
+		if _, err := DecodeTableJSON([]byte(c), schema); !errors.Is(err, ErrMalformedTable) {
+			t.Errorf("%s with schema: err %v, want ErrMalformedTable", c, err)
+		}
+	}
+}
+
+func TestTableMsgpackRoundTrip(t *testing.T) {
+	big := NewTable([]ColumnSpec{{"sym", TypeSymbol}, {"time", TypeTimestamp}})
+	for i := 0; i < 70000; i++ { // > 65536 distinct symbols: 4-byte codes
+		if err := big.AppendRow(fmt.Sprintf("S%d", i%66000), int64(1e18)-int64(i)*7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range []Table{sampleTable(t), big, NewTable([]ColumnSpec{{"x", TypeFloat}}), {}} {
+		b, err := msgpack.Marshal(tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Table
+		if err := msgpack.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Schema(), tb.Schema()) || got.NumRows() != tb.NumRows() {
+			t.Fatalf("schema/rows differ: %v %d vs %v %d", got.Schema(), got.NumRows(), tb.Schema(), tb.NumRows())
+		}
+		for k := range tb.Columns {
+			for i := 0; i < tb.NumRows(); i++ {
+				if got.Columns[k].Compare(i, &tb.Columns[k], i) != 0 {
+					t.Fatalf("column %q row %d: %v vs %v", tb.Columns[k].Name, i, got.Columns[k].Value(i), tb.Columns[k].Value(i))
+				}
+			}
+		}
+	}
+	// Columnar and dictionary-encoded: a symbol row costs one byte, a sorted time a few.
+	narrow := NewTable([]ColumnSpec{{"sym", TypeSymbol}, {"time", TypeTimestamp}})
+	for i := 0; i < 10000; i++ {
+		_ = narrow.AppendRow([]string{"VOD.L", "BP.L"}[i%2], int64(1.7e18)+int64(i)*1000)
+	}
+	if b, _ := msgpack.Marshal(narrow); len(b) > 10000*4 {
+		t.Errorf("10000 rows of (symbol, time) took %d bytes, want <= 4 per row", len(b))
+	}
+}
+
+func TestTableMsgpackMalformed(t *testing.T) {
+	good, err := msgpack.Marshal(sampleTable(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < len(good); n++ {
+		var tb Table
+		if err := msgpack.Unmarshal(good[:n], &tb); err == nil {
+			t.Fatalf("truncated to %d bytes: no error", n)
+		}
+	}
+	// A hostile row count must fail before allocating for it.
+	hostile, _ := msgpack.Marshal([]any{TableVersion, []any{[]any{"x", uint8(TypeFloat), 1 << 40, []byte{1}}}})
+	var tb Table
+	if err := msgpack.Unmarshal(hostile, &tb); !errors.Is(err, ErrMalformedTable) {
+		t.Errorf("hostile row count: %v", err)
+	}
+	// Columns of different lengths.
+	uneven, _ := msgpack.Marshal([]any{TableVersion, []any{
+		[]any{"a", uint8(TypeBool), 1, []byte{1}}, []any{"b", uint8(TypeBool), 2, []byte{0, 1}}}})
+	if err := msgpack.Unmarshal(uneven, &tb); !errors.Is(err, ErrMalformedTable) {
+		t.Errorf("uneven columns: %v", err)
+	}
+	// A symbol code outside the dictionary.
+	badCode, _ := msgpack.Marshal([]any{TableVersion, []any{[]any{"s", uint8(TypeSymbol), 1, []any{[]string{"a"}, []byte{1}}}}})
+	if err := msgpack.Unmarshal(badCode, &tb); !errors.Is(err, ErrMalformedTable) {
+		t.Errorf("bad symbol code: %v", err)
+	}
+}
+
+func TestTableHelpers(t *testing.T) {
+	tb := sampleTable(t)
+	if tb.NumRows() != 3 || tb.Index("price") != 3 || tb.Col("nope") != nil {
+		t.Fatalf("NumRows %d Index %d", tb.NumRows(), tb.Index("price"))
+	}
+	tk := tb.Take([]int{2, 0})
+	if tk.Columns[1].Strings[0] != "VOD.L" || tk.Columns[4].Ints[1] != 100 || tk.NumRows() != 2 {
+		t.Fatalf("Take: %+v", tk)
+	}
+	sl := tb.Slice(1, 2)
+	if sl.NumRows() != 1 || sl.Columns[3].Floats[0] != 4.85 {
+		t.Fatalf("Slice: %+v", sl)
+	}
+	// A failed AppendRow leaves the columns of equal length.
+	if err := tb.AppendRow(time.Now(), "X", "n", "not a float", int64(1), true); err == nil {
+		t.Fatal("AppendRow accepted a string for a float column")
+	}
+	if err := tb.Validate(); err != nil || tb.NumRows() != 3 {
+		t.Fatalf("after failed append: %v, %d rows", err, tb.NumRows())
+	}
+}
+
+func FuzzDecodeTableMsgpack(f *testing.F) {
+	b, _ := msgpack.Marshal(sampleTable(f))
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var tb Table
+		if err := msgpack.Unmarshal(data, &tb); err != nil {
+			return
+		}
+		if err := tb.Validate(); err != nil {
+			t.Fatalf("decoded an invalid table: %v", err)
+		}
+		if _, err := tb.MarshalJSON(); err != nil {
+			t.Fatalf("decoded table does not marshal: %v", err)
+		}
+	})
+}

@@ -1,0 +1,364 @@
+// Package subjects builds every NATS subject, stream name and micro service
+// name that sg uses. No other package writes a subject by hand.
+//
+// Every subject starts with a deployment prefix (DefaultPrefix "sg"), so two
+// deployments can share one NATS account without seeing each other's traffic.
+// Below the prefix the tree is split by direction, which keeps NATS
+// permissions short:
+//
+//	<prefix>.api.<api>                     client -> GW (the only thing a client may publish)
+//	<prefix>.<service>.<id>.<verb>...      messages addressed TO one process (its inbox)
+//	<prefix>.evt.<service>.<id>.<event>    events published BY one process, for all to watch
+//	<prefix>.log.* / state.* / result.*    JetStream-captured subjects
+//
+// As in nats-server's jetstream_api.go, each subject has a template constant
+// (relative to the prefix, with a comment), a pattern to subscribe with and a
+// builder to publish with, side by side. Builders do not validate ids (hot
+// path); ids are validated with Validate where they enter sg.
+package subjects
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the prefix of a deployment that does not choose one.
+const DefaultPrefix = "sg"
+
+// API names: the last token of a GW endpoint subject and the micro endpoint
+// name. They must stay valid micro names ([A-Za-z0-9_-]+).
+const (
+	APIGetData = "getData" // table data by label set and time range
+	APIPing    = "ping"    // liveness of the whole path GW -> RC -> DAP -> Agg
+	APIGetMeta = "getMeta" // tables, columns, DAPs and purviews known to sg
+	APISQL     = "sql"     // SQL query, with the SQL retry rules of the seed
+)
+
+// APIs lists the GW endpoints in the order they are registered.
+var APIs = []string{APIGetData, APIPing, APIGetMeta, APISQL}
+
+// Service kinds, used in micro service names and in the subject tree.
+const (
+	ServiceGW  = "gw"
+	ServiceRC  = "rc"
+	ServiceDAP = "dap"
+	ServiceAgg = "agg"
+)
+
+// Subject templates, relative to the prefix. A "T" suffix marks the
+// fmt template of the pattern above it; "*" in the pattern stands where the
+// template has "%s".
+const (
+	// GWAPIGroup is the micro group of the GW endpoints: the GW registers one
+	// endpoint per API under it, so `nats micro info` shows them together.
+	GWAPIGroup = "api"
+	// GWAPI: client -> GW, request-reply, one subject per API (getData, ping, getMeta, sql).
+	GWAPI  = "api.*"
+	GWAPIT = "api.%s"
+
+	// GWAnswer: Agg -> GW, the final answer (one message or chunks) of one request, per GW id and request id.
+	GWAnswer  = "gw.*.answer.*"
+	GWAnswerT = "gw.%s.answer.%s"
+
+	// RCAnnounce: RC -> all GWs, "I exist, this is my assembly and load", per RC id.
+	RCAnnounce  = "evt.rc.*.announce"
+	RCAnnounceT = "evt.rc.%s.announce"
+	// RCHeartbeat: RC -> all GWs and RCs, periodic liveness, per RC id.
+	RCHeartbeat  = "evt.rc.*.heartbeat"
+	RCHeartbeatT = "evt.rc.%s.heartbeat"
+
+	// RCSubmit: GW -> RC, a client request to schedule, per RC id.
+	RCSubmit  = "rc.*.submit"
+	RCSubmitT = "rc.%s.submit"
+	// RCCompletion: DAP -> RC, a portion finished (ok, error or RETRY), per RC id.
+	RCCompletion  = "rc.*.completion"
+	RCCompletionT = "rc.%s.completion"
+	// RCSecondaryDispatch: primary RC -> secondary RC, the label sets the secondary must run, per secondary RC id.
+	RCSecondaryDispatch  = "rc.*.secondary.dispatch"
+	RCSecondaryDispatchT = "rc.%s.secondary.dispatch"
+	// RCSecondaryQuery: primary RC -> secondary RC, "report your status of this request" (timeout message), per secondary RC id.
+	RCSecondaryQuery  = "rc.*.secondary.query"
+	RCSecondaryQueryT = "rc.%s.secondary.query"
+	// RCSecondaryStatus: secondary RC -> primary RC, status report (completed, timed out, status block), per primary RC id.
+	RCSecondaryStatus  = "rc.*.secondary.status"
+	RCSecondaryStatusT = "rc.%s.secondary.status"
+
+	// DAPEvents: every event of every DAP; RCs subscribe to it with one wildcard.
+	DAPEvents = "evt.dap.*.*"
+	// DAPRegister: DAP -> RCs, registration (labels, tier, purview, vintage, ...), per DAP id.
+	DAPRegister  = "evt.dap.*.register"
+	DAPRegisterT = "evt.dap.%s.register"
+	// DAPStatus: DAP -> RCs, availability or purview changed (end of interval/day, replay), per DAP id.
+	DAPStatus  = "evt.dap.*.status"
+	DAPStatusT = "evt.dap.%s.status"
+	// DAPVintage: DAP -> RCs, reference vintage changed, per DAP id.
+	DAPVintage  = "evt.dap.*.vintage"
+	DAPVintageT = "evt.dap.%s.vintage"
+	// DAPHeartbeat: DAP -> RCs, periodic liveness, per DAP id.
+	DAPHeartbeat  = "evt.dap.*.heartbeat"
+	DAPHeartbeatT = "evt.dap.%s.heartbeat"
+	// DAPLost: DAP (on shutdown) or a watcher (missed heartbeats) -> RCs, the DAP is gone, per DAP id.
+	DAPLost  = "evt.dap.*.lost"
+	DAPLostT = "evt.dap.%s.lost"
+
+	// DAPPortion: RC -> DAP, one portion to execute, per DAP id.
+	DAPPortion  = "dap.*.portion"
+	DAPPortionT = "dap.%s.portion"
+
+	// AggExpect: RC -> Agg, which portions (and attempts) to expect for a request, per Agg id.
+	AggExpect  = "agg.*.expect"
+	AggExpectT = "agg.%s.expect"
+	// AggPartial: DAP -> Agg, the partial result of one portion, per Agg id.
+	AggPartial  = "agg.*.partial"
+	AggPartialT = "agg.%s.partial"
+
+	// RequestLog: GW -> JetStream, the state of one accepted request until it is answered, per request id.
+	RequestLog  = "log.request.*"
+	RequestLogT = "log.request.%s"
+	// DAPState: DAP -> JetStream, the full current state of one DAP; the stream keeps the last one per DAP.
+	DAPState  = "state.dap.*"
+	DAPStateT = "state.dap.%s"
+	// Result: Agg/GW -> JetStream, the chunks of an async or large answer, per request id.
+	Result  = "result.*"
+	ResultT = "result.%s"
+)
+
+// Stream name suffixes; the stream name is the sanitized, upper-cased prefix
+// followed by one of these, e.g. SG_REQUEST_LOG.
+const (
+	RequestLogStreamSuffix = "_REQUEST_LOG" // every accepted request until answered
+	DAPStateStreamSuffix   = "_DAP_STATE"   // last state per DAP (MaxMsgsPerSubject=1)
+	ResultStreamSuffix     = "_RESULTS"     // chunked answers of async jobs, with a TTL
+)
+
+// DAP event kinds: the last token of a DAP event subject.
+const (
+	EventRegister  = "register"
+	EventStatus    = "status"
+	EventVintage   = "vintage"
+	EventHeartbeat = "heartbeat"
+	EventLost      = "lost"
+)
+
+// Subjects builds subjects under one prefix. The zero value is not usable;
+// use New or Default. It is a small value type: copy it freely.
+type Subjects struct {
+	prefix string
+}
+
+// New returns the subject builder of a deployment with the given prefix.
+func New(prefix string) (Subjects, error) {
+	if err := ValidatePrefix(prefix); err != nil {
+		return Subjects{}, err
+	}
+	return Subjects{prefix: prefix}, nil
+}
+
+// Default returns the builder for DefaultPrefix.
+func Default() Subjects { return Subjects{prefix: DefaultPrefix} }
+
+// Prefix returns the deployment prefix.
+func (s Subjects) Prefix() string { return s.prefix }
+
+// All is the pattern of every sg subject of this deployment (for monitoring
+// and for a deployment-wide permission).
+func (s Subjects) All() string { return s.prefix + ".>" }
+
+func (s Subjects) rel(pattern string) string { return s.prefix + "." + pattern }
+
+func (s Subjects) build(tmpl string, ids ...any) string {
+	return s.prefix + "." + fmt.Sprintf(tmpl, ids...)
+}
+
+// --- GW ---
+
+// GWAPIGroup is the subject of the micro group that holds the GW endpoints.
+func (s Subjects) GWAPIGroup() string { return s.rel(GWAPIGroup) }
+
+// GWAPIPattern matches the requests of every API.
+func (s Subjects) GWAPIPattern() string { return s.rel(GWAPI) }
+
+// GWAPI is the subject a client requests to call api, e.g. "sg.api.getData".
+func (s Subjects) GWAPI(api string) string { return s.build(GWAPIT, api) }
+
+// GWAnswerPattern matches every answer addressed to one GW.
+func (s Subjects) GWAnswerPattern(gwID string) string { return s.build("gw.%s.answer.*", gwID) }
+
+// GWAnswer is where the Agg sends the answer of requestID to GW gwID.
+func (s Subjects) GWAnswer(gwID, requestID string) string {
+	return s.build(GWAnswerT, gwID, requestID)
+}
+
+// --- RC ---
+
+// RCAnnouncePattern matches the announcements of every RC (a GW subscribes).
+func (s Subjects) RCAnnouncePattern() string { return s.rel(RCAnnounce) }
+
+// RCAnnounce is where RC rcID announces itself.
+func (s Subjects) RCAnnounce(rcID string) string { return s.build(RCAnnounceT, rcID) }
+
+// RCHeartbeatPattern matches the heartbeats of every RC.
+func (s Subjects) RCHeartbeatPattern() string { return s.rel(RCHeartbeat) }
+
+// RCHeartbeat is where RC rcID publishes its heartbeat.
+func (s Subjects) RCHeartbeat(rcID string) string { return s.build(RCHeartbeatT, rcID) }
+
+// RCInbox matches everything addressed to RC rcID (submit, completion, secondary).
+func (s Subjects) RCInbox(rcID string) string { return s.build("rc.%s.>", rcID) }
+
+// RCSubmitPattern matches submissions to every RC.
+func (s Subjects) RCSubmitPattern() string { return s.rel(RCSubmit) }
+
+// RCSubmit is where a GW submits a request to RC rcID.
+func (s Subjects) RCSubmit(rcID string) string { return s.build(RCSubmitT, rcID) }
+
+// RCCompletionPattern matches completions for every RC.
+func (s Subjects) RCCompletionPattern() string { return s.rel(RCCompletion) }
+
+// RCCompletion is where a DAP reports a finished portion to RC rcID.
+func (s Subjects) RCCompletion(rcID string) string { return s.build(RCCompletionT, rcID) }
+
+// RCSecondaryDispatchPattern matches secondary dispatches to every RC.
+func (s Subjects) RCSecondaryDispatchPattern() string { return s.rel(RCSecondaryDispatch) }
+
+// RCSecondaryDispatch is where a primary RC hands work to secondary RC rcID.
+func (s Subjects) RCSecondaryDispatch(rcID string) string {
+	return s.build(RCSecondaryDispatchT, rcID)
+}
+
+// RCSecondaryQueryPattern matches status queries to every RC.
+func (s Subjects) RCSecondaryQueryPattern() string { return s.rel(RCSecondaryQuery) }
+
+// RCSecondaryQuery is where a primary RC asks secondary RC rcID for its status.
+func (s Subjects) RCSecondaryQuery(rcID string) string { return s.build(RCSecondaryQueryT, rcID) }
+
+// RCSecondaryStatusPattern matches status reports to every RC.
+func (s Subjects) RCSecondaryStatusPattern() string { return s.rel(RCSecondaryStatus) }
+
+// RCSecondaryStatus is where a secondary RC reports to primary RC rcID.
+func (s Subjects) RCSecondaryStatus(rcID string) string {
+	return s.build(RCSecondaryStatusT, rcID)
+}
+
+// --- DAP ---
+
+// DAPEventsPattern matches every event of every DAP: one subscription per RC.
+func (s Subjects) DAPEventsPattern() string { return s.rel(DAPEvents) }
+
+// DAPEventPattern matches one kind of event (EventRegister, ...) of every DAP.
+func (s Subjects) DAPEventPattern(event string) string { return s.build("evt.dap.*.%s", event) }
+
+// DAPEvent is where DAP dapID publishes an event of the given kind.
+func (s Subjects) DAPEvent(dapID, event string) string {
+	return s.build("evt.dap.%s.%s", dapID, event)
+}
+
+// DAPRegister is where DAP dapID registers.
+func (s Subjects) DAPRegister(dapID string) string { return s.build(DAPRegisterT, dapID) }
+
+// DAPStatus is where DAP dapID publishes a status update.
+func (s Subjects) DAPStatus(dapID string) string { return s.build(DAPStatusT, dapID) }
+
+// DAPVintage is where DAP dapID publishes a reference vintage update.
+func (s Subjects) DAPVintage(dapID string) string { return s.build(DAPVintageT, dapID) }
+
+// DAPHeartbeat is where DAP dapID publishes its heartbeat.
+func (s Subjects) DAPHeartbeat(dapID string) string { return s.build(DAPHeartbeatT, dapID) }
+
+// DAPLost is where the loss of DAP dapID is announced.
+func (s Subjects) DAPLost(dapID string) string { return s.build(DAPLostT, dapID) }
+
+// ParseDAPEvent splits a subject received on DAPEventsPattern into the DAP id
+// and the event kind; ok is false for a subject outside that pattern.
+func (s Subjects) ParseDAPEvent(subject string) (dapID, event string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.prefix+".evt.dap.")
+	if !found {
+		return "", "", false
+	}
+	dapID, event, found = strings.Cut(rest, ".")
+	if !found || dapID == "" || event == "" || strings.Contains(event, ".") {
+		return "", "", false
+	}
+	return dapID, event, true
+}
+
+// DAPPortionPattern matches portions sent to every DAP.
+func (s Subjects) DAPPortionPattern() string { return s.rel(DAPPortion) }
+
+// DAPPortion is where an RC dispatches a portion to DAP dapID.
+func (s Subjects) DAPPortion(dapID string) string { return s.build(DAPPortionT, dapID) }
+
+// --- Agg ---
+
+// AggExpectPattern matches expectations sent to every Agg.
+func (s Subjects) AggExpectPattern() string { return s.rel(AggExpect) }
+
+// AggExpect is where an RC tells Agg aggID which portions to expect.
+func (s Subjects) AggExpect(aggID string) string { return s.build(AggExpectT, aggID) }
+
+// AggPartialPattern matches partial results sent to every Agg.
+func (s Subjects) AggPartialPattern() string { return s.rel(AggPartial) }
+
+// AggPartial is where a DAP sends a partial result to Agg aggID.
+func (s Subjects) AggPartial(aggID string) string { return s.build(AggPartialT, aggID) }
+
+// AggInbox matches everything addressed to Agg aggID.
+func (s Subjects) AggInbox(aggID string) string { return s.build("agg.%s.>", aggID) }
+
+// --- JetStream ---
+
+// RequestLogPattern is the subject filter of the request log stream.
+func (s Subjects) RequestLogPattern() string { return s.rel(RequestLog) }
+
+// RequestLog is where the state of request requestID is written.
+func (s Subjects) RequestLog(requestID string) string { return s.build(RequestLogT, requestID) }
+
+// RequestLogStream is the name of the request log stream, e.g. SG_REQUEST_LOG.
+func (s Subjects) RequestLogStream() string { return s.streamName(RequestLogStreamSuffix) }
+
+// DAPStatePattern is the subject filter of the DAP state stream.
+func (s Subjects) DAPStatePattern() string { return s.rel(DAPState) }
+
+// DAPState is where the full current state of DAP dapID is written; with
+// MaxMsgsPerSubject=1 the stream keeps the last one per DAP, so a restarted
+// RC rebuilds its fleet view without any DAP re-registering.
+func (s Subjects) DAPState(dapID string) string { return s.build(DAPStateT, dapID) }
+
+// DAPStateStream is the name of the DAP state stream, e.g. SG_DAP_STATE.
+func (s Subjects) DAPStateStream() string { return s.streamName(DAPStateStreamSuffix) }
+
+// ResultPattern is the subject filter of the result stream.
+func (s Subjects) ResultPattern() string { return s.rel(Result) }
+
+// Result is where the chunks of the answer of requestID are stored.
+func (s Subjects) Result(requestID string) string { return s.build(ResultT, requestID) }
+
+// ResultStream is the name of the result stream, e.g. SG_RESULTS.
+func (s Subjects) ResultStream() string { return s.streamName(ResultStreamSuffix) }
+
+// streamName derives a JetStream stream name from the prefix: stream names
+// may not contain '.', so "acme.sg" becomes "ACME_SG".
+func (s Subjects) streamName(suffix string) string {
+	return strings.ToUpper(sanitizeName(s.prefix, '_')) + suffix
+}
+
+// ServiceName is the micro service name of a service kind, e.g. "sg-gw".
+// Two deployments on one NATS get distinct names, so discovery
+// ($SRV.INFO.<name>) never mixes them. Micro names allow only [A-Za-z0-9_-].
+func (s Subjects) ServiceName(service string) string {
+	return sanitizeName(s.prefix, '-') + "-" + sanitizeName(service, '_')
+}
+
+// sanitizeName keeps [A-Za-z0-9_-], turns '.' into dot and anything else into '_'.
+func sanitizeName(in string, dot rune) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		case r == '.':
+			return dot
+		default:
+			return '_'
+		}
+	}, in)
+}

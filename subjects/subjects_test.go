@@ -1,0 +1,197 @@
+package subjects
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// matches reports whether a literal subject matches a NATS pattern.
+func matches(pattern, subject string) bool {
+	p := strings.Split(pattern, ".")
+	t := strings.Split(subject, ".")
+	for i, tok := range p {
+		if tok == ">" {
+			return len(t) > i
+		}
+		if i >= len(t) || (tok != "*" && tok != t[i]) {
+			return false
+		}
+	}
+	return len(p) == len(t)
+}
+
+type pair struct {
+	name, pattern, built, want string
+}
+
+func pairs(s Subjects) []pair {
+	return []pair{
+		{"GWAPI", s.GWAPIPattern(), s.GWAPI(APIGetData), "sg.api.getData"},
+		{"GWAnswer", s.GWAnswerPattern("gw-1"), s.GWAnswer("gw-1", "req-9"), "sg.gw.gw-1.answer.req-9"},
+		{"RCAnnounce", s.RCAnnouncePattern(), s.RCAnnounce("rc-1"), "sg.evt.rc.rc-1.announce"},
+		{"RCHeartbeat", s.RCHeartbeatPattern(), s.RCHeartbeat("rc-1"), "sg.evt.rc.rc-1.heartbeat"},
+		{"RCSubmit", s.RCSubmitPattern(), s.RCSubmit("rc-1"), "sg.rc.rc-1.submit"},
+		{"RCCompletion", s.RCCompletionPattern(), s.RCCompletion("rc-1"), "sg.rc.rc-1.completion"},
+		{"RCSecondaryDispatch", s.RCSecondaryDispatchPattern(), s.RCSecondaryDispatch("rc-2"), "sg.rc.rc-2.secondary.dispatch"},
+		{"RCSecondaryQuery", s.RCSecondaryQueryPattern(), s.RCSecondaryQuery("rc-2"), "sg.rc.rc-2.secondary.query"},
+		{"RCSecondaryStatus", s.RCSecondaryStatusPattern(), s.RCSecondaryStatus("rc-1"), "sg.rc.rc-1.secondary.status"},
+		{"DAPRegister", s.DAPEventPattern(EventRegister), s.DAPRegister("dap-eu-rdb-0"), "sg.evt.dap.dap-eu-rdb-0.register"},
+		{"DAPStatus", s.DAPEventPattern(EventStatus), s.DAPStatus("dap-1"), "sg.evt.dap.dap-1.status"},
+		{"DAPVintage", s.DAPEventPattern(EventVintage), s.DAPVintage("dap-1"), "sg.evt.dap.dap-1.vintage"},
+		{"DAPHeartbeat", s.DAPEventPattern(EventHeartbeat), s.DAPHeartbeat("dap-1"), "sg.evt.dap.dap-1.heartbeat"},
+		{"DAPLost", s.DAPEventPattern(EventLost), s.DAPLost("dap-1"), "sg.evt.dap.dap-1.lost"},
+		{"DAPPortion", s.DAPPortionPattern(), s.DAPPortion("dap-1"), "sg.dap.dap-1.portion"},
+		{"AggExpect", s.AggExpectPattern(), s.AggExpect("agg-1"), "sg.agg.agg-1.expect"},
+		{"AggPartial", s.AggPartialPattern(), s.AggPartial("agg-1"), "sg.agg.agg-1.partial"},
+		{"RequestLog", s.RequestLogPattern(), s.RequestLog("req-9"), "sg.log.request.req-9"},
+		{"DAPState", s.DAPStatePattern(), s.DAPState("dap-1"), "sg.state.dap.dap-1"},
+		{"Result", s.ResultPattern(), s.Result("req-9"), "sg.result.req-9"},
+	}
+}
+
+func TestBuildersAndPatterns(t *testing.T) {
+	ps := pairs(Default())
+	for _, p := range ps {
+		if p.built != p.want {
+			t.Errorf("%s: built %q, want %q", p.name, p.built, p.want)
+		}
+		if !server.IsValidPublishSubject(p.built) {
+			t.Errorf("%s: %q is not a valid publish subject", p.name, p.built)
+		}
+		if !server.IsValidSubject(p.pattern) {
+			t.Errorf("%s: pattern %q is not a valid subject", p.name, p.pattern)
+		}
+		if !matches(p.pattern, p.built) {
+			t.Errorf("%s: %q does not match its pattern %q", p.name, p.built, p.pattern)
+		}
+		// No subject may be caught by another family's pattern: a DAP must
+		// never receive an Agg's expectation because two trees overlap.
+		for _, q := range ps {
+			if q.name != p.name && matches(q.pattern, p.built) {
+				t.Errorf("%s: %q also matches %s pattern %q", p.name, p.built, q.name, q.pattern)
+			}
+		}
+	}
+}
+
+func TestAggregatePatterns(t *testing.T) {
+	s := Default()
+	for _, ev := range []string{EventRegister, EventStatus, EventVintage, EventHeartbeat, EventLost} {
+		subj := s.DAPEvent("dap-1", ev)
+		if !matches(s.DAPEventsPattern(), subj) {
+			t.Errorf("%q not matched by DAPEventsPattern", subj)
+		}
+		id, got, ok := s.ParseDAPEvent(subj)
+		if !ok || id != "dap-1" || got != ev {
+			t.Errorf("ParseDAPEvent(%q) = %q, %q, %v", subj, id, got, ok)
+		}
+	}
+	for _, subj := range []string{s.RCSubmit("rc-1"), s.RCCompletion("rc-1"), s.RCSecondaryDispatch("rc-1"), s.RCSecondaryQuery("rc-1"), s.RCSecondaryStatus("rc-1")} {
+		if !matches(s.RCInbox("rc-1"), subj) || matches(s.RCInbox("rc-2"), subj) {
+			t.Errorf("RCInbox mismatch for %q", subj)
+		}
+	}
+	for _, subj := range []string{s.AggExpect("a"), s.AggPartial("a")} {
+		if !matches(s.AggInbox("a"), subj) {
+			t.Errorf("AggInbox does not match %q", subj)
+		}
+	}
+	if !matches(s.All(), s.DAPPortion("x")) {
+		t.Error("All does not match a DAP portion subject")
+	}
+	for _, bad := range []string{"sg.evt.dap.x", "sg.evt.dap.x.status.y", "other.evt.dap.x.status", "sg.evt.rc.x.announce"} {
+		if _, _, ok := s.ParseDAPEvent(bad); ok {
+			t.Errorf("ParseDAPEvent(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPrefixIsolatesDeployments(t *testing.T) {
+	a, err := New("acme.sg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Default()
+	if got := a.DAPPortion("d"); got != "acme.sg.dap.d.portion" {
+		t.Errorf("got %q", got)
+	}
+	for _, p := range pairs(b) {
+		if matches(p.pattern, a.DAPPortion("d")) || matches(b.All(), a.GWAPI(APIPing)) {
+			t.Errorf("prefix sg pattern %q catches acme.sg traffic", p.pattern)
+		}
+	}
+	if got := a.RequestLogStream(); got != "ACME_SG_REQUEST_LOG" {
+		t.Errorf("RequestLogStream = %q", got)
+	}
+	if got := b.DAPStateStream(); got != "SG_DAP_STATE" {
+		t.Errorf("DAPStateStream = %q", got)
+	}
+	if got := b.ResultStream(); got != "SG_RESULTS" {
+		t.Errorf("ResultStream = %q", got)
+	}
+	if got := a.ServiceName(ServiceGW); got != "acme-sg-gw" {
+		t.Errorf("ServiceName = %q", got)
+	}
+	microName := regexp.MustCompile(`^[A-Za-z0-9\-_]+$`)
+	for _, svc := range []string{ServiceGW, ServiceRC, ServiceDAP, ServiceAgg} {
+		if n := a.ServiceName(svc); !microName.MatchString(n) {
+			t.Errorf("ServiceName %q is not a valid micro name", n)
+		}
+	}
+	for _, api := range APIs {
+		if !microName.MatchString(api) {
+			t.Errorf("API %q is not a valid micro endpoint name", api)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := []string{"dap-eu-rdb-0", "rc_1", "A1B2", "réseau", "x"}
+	for _, id := range good {
+		if err := Validate("DAP id", id); err != nil {
+			t.Errorf("Validate(%q) = %v", id, err)
+		}
+	}
+	bad := map[string]string{
+		"":                                 "empty",
+		"a.b":                              "'.'",
+		"a*":                               "wildcard",
+		"a>":                               "wildcard",
+		"a b":                              "whitespace",
+		"a\tb":                             "whitespace",
+		"a\u00a0b":                         "whitespace",
+		"a\x00b":                           "control",
+		"\xff":                             "UTF-8",
+		strings.Repeat("x", MaxTokenLen+1): "bytes",
+	}
+	for id, want := range bad {
+		err := Validate("DAP id", id)
+		if err == nil {
+			t.Errorf("Validate(%q) accepted", id)
+			continue
+		}
+		if !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("Validate(%q) = %v, not ErrInvalidToken", id, err)
+		}
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "DAP id") {
+			t.Errorf("Validate(%q) = %q, want mention of %q and the id kind", id, err, want)
+		}
+	}
+}
+
+func TestValidatePrefix(t *testing.T) {
+	for _, p := range []string{"sg", "acme.sg", "sg-prod"} {
+		if _, err := New(p); err != nil {
+			t.Errorf("New(%q) = %v", p, err)
+		}
+	}
+	for _, p := range []string{"", ".", "sg.", ".sg", "a..b", "$SYS", "_INBOX", "sg.*", "sg.>", "s g"} {
+		if _, err := New(p); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("New(%q) = %v, want ErrInvalidToken", p, err)
+		}
+	}
+}
