@@ -1,0 +1,162 @@
+package merge
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// PartialVersion is the version of the msgpack form of Partial.
+const PartialVersion = 1
+
+// Partial is what one DAP returns for one portion of a getData request. A row query fills
+// Rows and Times; an aggregating query (groupBy and/or agg) fills Groups, Keys and Aggs.
+type Partial struct {
+	Version int `msgpack:"v"`
+
+	// Rows holds the projected columns, in the order of doc item 1 (or, with sortCols and a
+	// limit, already cut to that limit). Times is each row's time in Unix ns, also when the
+	// time column is not projected, because the merge orders by it; 0 for reference tables.
+	Rows  messages.Table `msgpack:"r"`
+	Times []int64        `msgpack:"t,omitempty"`
+
+	// Aggregating: Groups groups, Keys their groupBy values (no columns when there is no
+	// groupBy), Aggs one state per AggSpec of the request, in the same order.
+	Aggregated bool           `msgpack:"g,omitempty"`
+	Groups     int            `msgpack:"n,omitempty"`
+	Keys       messages.Table `msgpack:"k"`
+	Aggs       []AggState     `msgpack:"a,omitempty"`
+}
+
+// AggState is the mergeable state of one AggSpec for every group, columnar. Which fields
+// are used depends on Func and on the input column Type:
+//
+//	count      Count
+//	sum        IntSum (int column) or FloatSum+Special (float column)
+//	avg        Count and the sum fields as for sum
+//	min, max   Value
+//	first/last Value and Time (the time of the row Value came from)
+type AggState struct {
+	Name     string              `msgpack:"m"`
+	Func     messages.AggFunc    `msgpack:"f"`
+	Type     messages.ColumnType `msgpack:"y,omitempty"` // input column type; 0 for count without column
+	Count    []int64             `msgpack:"c,omitempty"`
+	IntSum   []int64             `msgpack:"i,omitempty"` // wraps around on int64 overflow, like Go
+	FloatSum [][]float64         `msgpack:"s,omitempty"` // exact partials, see fsum.go
+	Special  []float64           `msgpack:"x,omitempty"` // non-finite part of a float sum
+	Value    messages.Table      `msgpack:"w"`           // one column of the input type, or none
+	Time     []int64             `msgpack:"z,omitempty"`
+}
+
+// which lists the fields a state uses, so that Validate and the merge agree.
+func (s *AggState) uses() (count, intSum, floatSum, value, tm bool) {
+	switch s.Func {
+	case messages.AggCount:
+		count = true
+	case messages.AggSum, messages.AggAvg:
+		count = s.Func == messages.AggAvg
+		intSum = s.Type == messages.TypeInt
+		floatSum = s.Type == messages.TypeFloat
+	case messages.AggMin, messages.AggMax:
+		value = true
+	case messages.AggFirst, messages.AggLast:
+		value, tm = true, true
+	}
+	return
+}
+
+// Validate checks that the partial is consistent in itself, so that merging it cannot
+// index out of range. Errors wrap ErrInvalidPartial.
+func (p *Partial) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPartial, fmt.Sprintf(format, args...))
+	}
+	if p.Version != PartialVersion {
+		return bad("version %d, want %d", p.Version, PartialVersion)
+	}
+	if err := p.Rows.Validate(); err != nil {
+		return bad("rows: %v", err)
+	}
+	if err := p.Keys.Validate(); err != nil {
+		return bad("keys: %v", err)
+	}
+	if !p.Aggregated {
+		if len(p.Times) != p.Rows.NumRows() {
+			return bad("%d times for %d rows", len(p.Times), p.Rows.NumRows())
+		}
+		return nil
+	}
+	g := p.Groups
+	if g < 0 || (len(p.Keys.Columns) > 0 && p.Keys.NumRows() != g) || (len(p.Keys.Columns) == 0 && g > 1) {
+		return bad("%d groups with %d key rows", g, p.Keys.NumRows())
+	}
+	for i := range p.Aggs {
+		s := &p.Aggs[i]
+		if err := s.validate(g); err != nil {
+			return fmt.Errorf("%w: agg %q: %w", ErrInvalidPartial, s.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *AggState) validate(g int) error {
+	if err := s.Value.Validate(); err != nil {
+		return err
+	}
+	if s.Type != 0 && !s.Type.Valid() {
+		return fmt.Errorf("unknown input type %d", s.Type)
+	}
+	if err := checkAggType(s.Func, s.Type); err != nil {
+		return err
+	}
+	count, intSum, floatSum, value, tm := s.uses()
+	want := func(used bool, n int) bool { return (used && n == g) || (!used && n == 0) }
+	if !want(count, len(s.Count)) || !want(intSum, len(s.IntSum)) || !want(floatSum, len(s.FloatSum)) ||
+		!want(floatSum, len(s.Special)) || !want(tm, len(s.Time)) {
+		return errors.New("state lengths do not match the group count")
+	}
+	if value != (len(s.Value.Columns) == 1) || (value && (s.Value.NumRows() != g || s.Value.Columns[0].Type != s.Type)) {
+		return errors.New("value column does not match the group count or input type")
+	}
+	return nil
+}
+
+// checkAggType says whether f applies to an input column of type t (0: no column).
+func checkAggType(f messages.AggFunc, t messages.ColumnType) error {
+	switch f {
+	case messages.AggCount:
+		return nil
+	case messages.AggSum, messages.AggAvg:
+		if t == messages.TypeInt || t == messages.TypeFloat {
+			return nil
+		}
+	case messages.AggMin, messages.AggMax, messages.AggFirst, messages.AggLast:
+		if t.Valid() {
+			return nil
+		}
+	default:
+		return fmt.Errorf("%w: unknown function %q", ErrAggType, f)
+	}
+	return fmt.Errorf("%w: %s of a %s column", ErrAggType, f, t)
+}
+
+// EncodePartial is the msgpack form sent from DAP to Agg.
+func EncodePartial(p Partial) ([]byte, error) { return msgpack.Marshal(&p) }
+
+// DecodePartial decodes and validates bytes from the network; it never panics.
+func DecodePartial(b []byte) (p Partial, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = Partial{}, fmt.Errorf("%w: decoder panic: %v", ErrInvalidPartial, r)
+		}
+	}()
+	if err := msgpack.Unmarshal(b, &p); err != nil {
+		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
+	}
+	if err := p.Validate(); err != nil {
+		return Partial{}, err
+	}
+	return p, nil
+}

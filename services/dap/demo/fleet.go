@@ -1,0 +1,80 @@
+package demo
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sg-project/sg/services/dap/engine"
+)
+
+// Tiers, from the most recent data to the oldest.
+const (
+	TierRDB = "rdb"
+	TierIDB = "idb"
+	TierHDB = "hdb"
+)
+
+// Layout cuts [Start, End) among the tiers: hdb [Start, IDBStart), idb [IDBStart,
+// RDBStart), rdb [RDBStart, End).
+type Layout struct {
+	Start, IDBStart, RDBStart, End time.Time
+}
+
+// Shard is one demo DAP: a region, a tier, a replica number and its purview [Start, End).
+// Replicas of a tier hold the same data.
+type Shard struct {
+	Region  string
+	Tier    string
+	Replica int
+	Start   time.Time
+	End     time.Time
+}
+
+// Fleet returns a DAP per region, tier and replica (replicas >= 1); the purviews of one
+// replica number cover [l.Start, l.End) once, without overlap.
+func Fleet(l Layout, replicas int) ([]Shard, error) {
+	if !(l.Start.Before(l.IDBStart) && l.IDBStart.Before(l.RDBStart) && l.RDBStart.Before(l.End)) || replicas < 1 {
+		return nil, fmt.Errorf("demo: layout must have Start < IDBStart < RDBStart < End and replicas >= 1")
+	}
+	var out []Shard
+	for _, region := range Regions {
+		for _, tier := range []struct {
+			name       string
+			start, end time.Time
+		}{{TierRDB, l.RDBStart, l.End}, {TierIDB, l.IDBStart, l.RDBStart}, {TierHDB, l.Start, l.IDBStart}} {
+			for r := 0; r < replicas; r++ {
+				out = append(out, Shard{Region: region, Tier: tier.name, Replica: r, Start: tier.start, End: tier.end})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Load creates the demo tables in store (if missing) and appends the region's rows of
+// [start, end), plus the region's instruments when withReference is set. A fleet loads
+// the reference table on one tier per region (e.g. hdb), so that it is not counted twice.
+func (c Config) Load(store *engine.Store, region string, start, end time.Time, withReference bool) error {
+	for _, def := range Defs() {
+		if _, ok := store.Def(def.Name); !ok {
+			if err := store.Create(def); err != nil {
+				return err
+			}
+		}
+		if def.Name == Instrument && !withReference {
+			continue
+		}
+		rows, err := c.Rows(def.Name, region, start, end)
+		if err != nil {
+			return err
+		}
+		if err := store.Append(def.Name, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadShard loads one shard's data; the hdb tier carries the reference table.
+func (c Config) LoadShard(store *engine.Store, s Shard) error {
+	return c.Load(store, s.Region, s.Start, s.End, s.Tier == TierHDB)
+}

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+)
+
+// Execute runs getData on the rows of the portion [portionStart, portionEnd): the time
+// range is the intersection of that and [args.StartTS, args.EndTS) (a zero time leaves a
+// side open), found by binary search on the time column; reference tables ignore it.
+// Then label selector and filters, then projection (row queries) or partial aggregation.
+func (s *Store) Execute(args messages.GetDataArgs, portionStart, portionEnd time.Time) (merge.Partial, error) {
+	if err := args.Validate(); err != nil {
+		return merge.Partial{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tables[args.Table]
+	if !ok {
+		return merge.Partial{}, fmt.Errorf("%w: %q", ErrUnknownTable, args.Table)
+	}
+	preds, err := t.predicates(&args)
+	if err != nil {
+		return merge.Partial{}, err
+	}
+	lo, hi := t.timeRange(args.StartTS, args.EndTS, portionStart, portionEnd)
+	var times []int64
+	if t.timeCol >= 0 {
+		times = t.data.Columns[t.timeCol].Ints
+	}
+	if args.Aggregating() {
+		keys, inputs, err := t.aggColumns(&args)
+		if err != nil {
+			return merge.Partial{}, err
+		}
+		return merge.AggregatePartial(&args, keys, inputs, times, selectRows(lo, hi, preds, nil, 0))
+	}
+	cols := args.Columns
+	if len(cols) == 0 {
+		for _, c := range t.def.Columns {
+			cols = append(cols, c.Name)
+		}
+	}
+	proj := messages.Table{Columns: make([]messages.Column, len(cols))}
+	for k, name := range cols {
+		if t.data.Index(name) < 0 {
+			return merge.Partial{}, fmt.Errorf("%w: column %q of %q", ErrUnknownColumn, name, args.Table)
+		}
+		proj.Columns[k] = messages.Column{Name: name, Type: t.data.Col(name).Type}
+	}
+	// Without sortCols, the first Limit rows in time order are all a DAP can contribute
+	// (ties at the cut are kept for the canonical order; merge.RowsPartial cuts exactly).
+	stopAt := 0
+	if len(args.SortCols) == 0 && times != nil {
+		stopAt = args.Limit
+	}
+	sel := selectRows(lo, hi, preds, times, stopAt)
+	for k, name := range cols {
+		proj.Columns[k] = t.data.Col(name).Take(sel)
+	}
+	var selTimes []int64
+	if times != nil {
+		selTimes = make([]int64, len(sel))
+		for k, i := range sel {
+			selTimes[k] = times[i]
+		}
+	}
+	return merge.RowsPartial(&args, proj, selTimes)
+}
+
+// timeRange returns the rows [lo, hi) inside both ranges.
+func (t *table) timeRange(start, end, portionStart, portionEnd time.Time) (lo, hi int) {
+	n := t.data.NumRows()
+	if t.timeCol < 0 {
+		return 0, n
+	}
+	times := t.data.Columns[t.timeCol].Ints
+	lo, hi = 0, n
+	for _, s := range []time.Time{start, portionStart} {
+		if !s.IsZero() {
+			from := nanos(s)
+			lo = max(lo, sort.Search(n, func(i int) bool { return times[i] >= from }))
+		}
+	}
+	for _, e := range []time.Time{end, portionEnd} {
+		if !e.IsZero() {
+			to := nanos(e)
+			hi = min(hi, sort.Search(n, func(i int) bool { return times[i] >= to }))
+		}
+	}
+	return lo, max(lo, hi)
+}
+
+// predicates compiles the label selector (on label columns only: a label the table does
+// not carry is a routing label, already satisfied by the DAP's placement) and the filters.
+func (t *table) predicates(args *messages.GetDataArgs) ([]pred, error) {
+	var preds []pred
+	for _, key := range t.def.Labels {
+		vals, ok := args.Labels[key]
+		if !ok {
+			continue
+		}
+		in := make([]any, len(vals))
+		for k, v := range vals {
+			in[k] = v
+		}
+		p, err := compileFilter(&t.data, messages.Filter{Op: messages.FilterIn, Column: key, Value: in})
+		if err != nil {
+			return nil, err
+		}
+		preds = append(preds, p)
+	}
+	for _, f := range args.Filter {
+		p, err := compileFilter(&t.data, f)
+		if err != nil {
+			return nil, err
+		}
+		preds = append(preds, p)
+	}
+	return preds, nil
+}
+
+// selectRows returns the rows of [lo, hi) that pass every predicate. With stopAt > 0 it
+// stops once it holds stopAt rows and the time has moved past that of the last one.
+func selectRows(lo, hi int, preds []pred, times []int64, stopAt int) []int {
+	sel := make([]int, 0, min(hi-lo, 1<<16))
+rows:
+	for i := lo; i < hi; i++ {
+		if stopAt > 0 && len(sel) >= stopAt && times[i] > times[sel[stopAt-1]] {
+			break
+		}
+		for _, p := range preds {
+			if !p(i) {
+				continue rows
+			}
+		}
+		sel = append(sel, i)
+	}
+	return sel
+}
+
+// aggColumns resolves the groupBy and agg input columns, and checks that sortCols name
+// output columns, so that a bad request fails at the DAP rather than after the merge.
+func (t *table) aggColumns(args *messages.GetDataArgs) (keys, inputs []*messages.Column, err error) {
+	outputs := slices.Clone(args.GroupBy)
+	for _, g := range args.GroupBy {
+		c := t.data.Col(g)
+		if c == nil {
+			return nil, nil, fmt.Errorf("%w: groupBy %q of %q", ErrUnknownColumn, g, args.Table)
+		}
+		keys = append(keys, c)
+	}
+	for _, a := range args.Agg {
+		outputs = append(outputs, a.Name)
+		if a.Column == "" {
+			inputs = append(inputs, nil)
+			continue
+		}
+		c := t.data.Col(a.Column)
+		if c == nil {
+			return nil, nil, fmt.Errorf("%w: agg %q over %q of %q", ErrUnknownColumn, a.Name, a.Column, args.Table)
+		}
+		inputs = append(inputs, c)
+	}
+	for _, s := range args.SortCols {
+		if name, _ := messages.SortKey(s); !slices.Contains(outputs, name) {
+			return nil, nil, fmt.Errorf("%w: %q (outputs: %v)", merge.ErrSortColumn, name, outputs)
+		}
+	}
+	return keys, inputs, nil
+}
