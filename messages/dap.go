@@ -163,19 +163,19 @@ func validateText(typ, what, s string, maxLen int) error {
 // DAPRegistration is sent by a DAP when it connects, and again whenever an RC
 // asks (e.g. after an RC restart). It is the full description of the DAP.
 type DAPRegistration struct {
-	V                uint8     `msgpack:"v"`
-	DAPID            string    `msgpack:"dap"`
-	RCID             string    `msgpack:"rc,omitempty"`   // the RC that owns this DAP; "" = any RC may use it
-	Addr             string    `msgpack:"addr,omitempty"` // host:port, shown in timeout messages (dap=...)
-	Assembly         string    `msgpack:"asm,omitempty"`  // assembly the DAP belongs to; "" = none
-	Labels           LabelSet  `msgpack:"labels"`
-	Tier             Tier      `msgpack:"tier"`
-	Purview          TimeRange `msgpack:"purview"` // temporal purview [start, end); TSMin/TSMax = unbounded
-	Tables           []string  `msgpack:"tables"`
-	PurviewVersion   uint64    `msgpack:"pv"`
-	ReferenceVintage uint64    `msgpack:"rv"`
-	Available        bool      `msgpack:"avail"`
-	Concurrency      int       `msgpack:"conc"` // portions it runs at once; at least 1
+	V                uint8       `msgpack:"v"`
+	DAPID            string      `msgpack:"dap"`
+	RCID             string      `msgpack:"rc,omitempty"`   // the RC that owns this DAP; "" = any RC may use it
+	Addr             string      `msgpack:"addr,omitempty"` // host:port, shown in timeout messages (dap=...)
+	Assembly         string      `msgpack:"asm,omitempty"`  // assembly the DAP belongs to; "" = none
+	Labels           LabelSet    `msgpack:"labels"`
+	Tier             Tier        `msgpack:"tier"`
+	Purview          TimeRange   `msgpack:"purview"` // temporal purview [start, end); TSMin/TSMax = unbounded
+	Tables           []TableInfo `msgpack:"tables"`
+	PurviewVersion   uint64      `msgpack:"pv"`
+	ReferenceVintage uint64      `msgpack:"rv"`
+	Available        bool        `msgpack:"avail"`
+	Concurrency      int         `msgpack:"conc"` // portions it runs at once; at least 1
 }
 
 // Validate checks the registration.
@@ -209,14 +209,38 @@ func (m *DAPRegistration) Validate() error {
 		return invalid(typ, "%d tables, max %d", len(m.Tables), maxTables)
 	}
 	for _, t := range m.Tables {
-		if t == "" || len(t) > maxLabelLen || !utf8.ValidString(t) {
-			return invalid(typ, "table name %.32q: want non-empty UTF-8 of at most %d bytes", t, maxLabelLen)
+		if t.Name == "" || len(t.Name) > maxLabelLen || !utf8.ValidString(t.Name) {
+			return invalid(typ, "table name %.32q: want non-empty UTF-8 of at most %d bytes", t.Name, maxLabelLen)
+		}
+		if !t.Kind.Valid() {
+			return invalid(typ, "table %q kind %q: want partitioned, sharded or unsharded", t.Name, truncate(string(t.Kind), 16))
 		}
 	}
 	if m.Concurrency < 1 || m.Concurrency > maxDAPRunning {
 		return invalid(typ, "concurrency %d: want 1..%d", m.Concurrency, maxDAPRunning)
 	}
 	return nil
+}
+
+// TableKind says how a table is routed (seed: Routing - Table): split by
+// label set and time, by label set only, or not at all.
+type TableKind string
+
+const (
+	TablePartitioned TableKind = "partitioned" // e.g. trade, quote: split by label set and time
+	TableSharded     TableKind = "sharded"     // one portion per label set, no time split
+	TableUnsharded   TableKind = "unsharded"   // one portion, any one DAP that holds the table
+)
+
+// Valid reports whether k is one of the three kinds.
+func (k TableKind) Valid() bool {
+	return k == TablePartitioned || k == TableSharded || k == TableUnsharded
+}
+
+// TableInfo is a table a DAP serves.
+type TableInfo struct {
+	Name string    `msgpack:"name"`
+	Kind TableKind `msgpack:"kind"`
 }
 
 // DAPStatusUpdate is sent when availability or purview changes: end of

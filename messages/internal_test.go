@@ -17,7 +17,7 @@ func envArgs() msgpack.RawMessage {
 
 func envRegistration() DAPRegistration {
 	return DAPRegistration{V: DAPVersion, DAPID: "dap-eu-hdb-0", Addr: "dap-hdb:5100", Labels: LabelSet{"region": "eu"},
-		Tier: TierHDB, Purview: TimeRange{Start: TSMin, End: 1_700_000_000_000_000_000}, Tables: []string{"trade"},
+		Tier: TierHDB, Purview: TimeRange{Start: TSMin, End: 1_700_000_000_000_000_000}, Tables: []TableInfo{{Name: "trade", Kind: TablePartitioned}},
 		PurviewVersion: 3, ReferenceVintage: 19, Available: true, Concurrency: 2}
 }
 

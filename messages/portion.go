@@ -225,6 +225,7 @@ type AggExpectation struct {
 	Sealed    bool               `msgpack:"sealed,omitempty"` // no portion will be added
 	Cancel    bool               `msgpack:"cancel,omitempty"` // the RC answers (error, timeout): drop everything, answer nothing
 	ReplyTo   string             `msgpack:"reply"`            // where the answer goes (subjects.GWAnswer or an inbox)
+	RCID      string             `msgpack:"rc,omitempty"`     // where the Agg reports AggDone (subjects.RCAggDone)
 	Content   Content            `msgpack:"content,omitempty"`
 	Deadline  int64              `msgpack:"deadline"` // unix nanoseconds
 	LogCorr   string             `msgpack:"corr,omitempty"`
@@ -261,6 +262,27 @@ func (m *AggExpectation) Validate() error {
 		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
 	}
 	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
+}
+
+// AggDone tells the RC that the Agg has answered the caller (with the merged
+// result or a DAP's error), so the request is over at the RC.
+type AggDone struct {
+	V         uint8  `msgpack:"v"`
+	RequestID string `msgpack:"req"`
+	AggID     string `msgpack:"agg"`
+	Status    Status `msgpack:"status"` // the answer's rc/ac/ai, for logs and metrics
+}
+
+// Validate checks the notice.
+func (m *AggDone) Validate() error {
+	const typ = "Agg done"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	if err := validateID(typ, "request id", m.RequestID); err != nil {
+		return err
+	}
+	return validateID(typ, "Agg id", m.AggID)
 }
 
 // SecondaryDispatch hands the label sets that another RC's DAPs serve to

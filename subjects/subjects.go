@@ -73,6 +73,10 @@ const (
 	// RCCompletion: DAP -> RC, a portion finished (ok, error or RETRY), per RC id.
 	RCCompletion  = "rc.*.completion"
 	RCCompletionT = "rc.%s.completion"
+
+	// RCAggDone: Agg -> RC, the request was answered, per RC id.
+	RCAggDone  = "rc.*.aggdone"
+	RCAggDoneT = "rc.%s.aggdone"
 	// RCSecondaryDispatch: primary RC -> secondary RC, the label sets the secondary must run, per secondary RC id.
 	RCSecondaryDispatch  = "rc.*.secondary.dispatch"
 	RCSecondaryDispatchT = "rc.%s.secondary.dispatch"
@@ -217,6 +221,12 @@ func (s Subjects) RCCompletionPattern() string { return s.rel(RCCompletion) }
 
 // RCCompletion is where a DAP reports a finished portion to RC rcID.
 func (s Subjects) RCCompletion(rcID string) string { return s.build(RCCompletionT, rcID) }
+
+// RCAggDonePattern matches Agg-done notices for every RC.
+func (s Subjects) RCAggDonePattern() string { return s.rel(RCAggDone) }
+
+// RCAggDone is where an Agg tells RC rcID that it answered a request.
+func (s Subjects) RCAggDone(rcID string) string { return s.build(RCAggDoneT, rcID) }
 
 // RCSecondaryDispatchPattern matches secondary dispatches to every RC.
 func (s Subjects) RCSecondaryDispatchPattern() string { return s.rel(RCSecondaryDispatch) }
