@@ -60,7 +60,8 @@ type PortionRef struct {
 type AggFail struct {
 	Request string
 	Agg     string
-	DAP     string
+	// Portion is the failed portion: the Agg holds its error partial.
+	Portion PortionRef
 	Code    int
 	Message string
 }

@@ -73,7 +73,7 @@ func (c *Core) completed(e PortionCompleted) {
 		if c.requests[r.ID] == r {
 			r.errored = true
 			c.unqueueAll(r)
-			c.emit(AggFail{Request: r.ID, Agg: r.Agg, DAP: dapID, Code: e.Code, Message: e.Message})
+			c.emit(AggFail{Request: r.ID, Agg: r.Agg, Portion: PortionRef{ID: ps.ID, DAP: dapID, Attempt: ps.Attempt}, Code: e.Code, Message: e.Message})
 		}
 	case e.Outcome == OutcomeTimeout:
 		// The DAP gave up on the deadline: time the request out now.

@@ -1,5 +1,7 @@
 package core
 
+import "sort"
+
 // Stats are the counters and gauges the shell exports as metrics.
 type Stats struct {
 	// QueueLength is the number of queued items (kxi_rc_queue_length).
@@ -29,4 +31,24 @@ func (c *Core) Stats() (Stats, map[Status]int) {
 		by[r.status()]++
 	}
 	return c.stats, by
+}
+
+// DAPs returns the fleet as this core sees it, sorted by id (getMeta).
+func (c *Core) DAPs() []DAPInfo {
+	out := make([]DAPInfo, 0, len(c.fleet.byID))
+	for _, d := range c.fleet.byID {
+		info := d.DAPInfo
+		info.Labels = d.Labels.clone()
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Running is how many portions this core knows a DAP to be running.
+func (c *Core) Running(dapID string) int {
+	if d := c.fleet.byID[dapID]; d != nil {
+		return len(d.running)
+	}
+	return 0
 }

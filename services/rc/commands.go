@@ -1,0 +1,166 @@
+package rc
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/rc/core"
+)
+
+// carryOut turns one core command into NATS messages.
+func (r *RC) carryOut(cmd core.Command) {
+	switch c := cmd.(type) {
+	case core.Dispatch:
+		r.dispatch(c)
+	case core.AggExpect:
+		refs := make([]messages.PortionRef, len(c.Portions))
+		for i, p := range c.Portions {
+			refs[i] = messages.PortionRef{PortionID: strconv.FormatUint(p.ID, 10), Attempt: uint32(p.Attempt)}
+		}
+		r.expect(c.Request, refs, false)
+	case core.AggFail:
+		// The DAP sent its error to the Agg as a partial: the Agg answers it.
+		ref := messages.PortionRef{PortionID: strconv.FormatUint(c.Portion.ID, 10), Attempt: uint32(c.Portion.Attempt)}
+		r.log.Info().Str("request_id", c.Request).Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
+		r.expect(c.Request, []messages.PortionRef{ref}, false)
+	case core.Reply:
+		r.reply(c)
+	case core.RetryNoted:
+		r.metrics.retries.Inc()
+		r.log.Info().Str("request_id", c.Request).Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
+	case core.QueryPeerStatus, core.ReportPeerStatus, core.ForwardCompletion:
+		// Multi-RC messaging comes with the assemblies issue; a single RC
+		// owns all its DAPs and never emits these.
+		r.log.Warn().Str("command", commandName(cmd)).Msg("multi-RC command not carried out by this RC")
+	}
+}
+
+func commandName(cmd core.Command) string {
+	switch cmd.(type) {
+	case core.QueryPeerStatus:
+		return "query-peer-status"
+	case core.ReportPeerStatus:
+		return "report-peer-status"
+	case core.ForwardCompletion:
+		return "forward-completion"
+	}
+	return "unknown"
+}
+
+func (r *RC) dispatch(c core.Dispatch) {
+	p := r.pending[c.Portion.Request]
+	if p == nil {
+		r.log.Error().Str("request_id", c.Portion.Request).Msg("dispatch for a request the shell does not hold")
+		return
+	}
+	p.dispatch++
+	m := messages.PortionDispatch{
+		V: messages.PortionVersion, RequestID: c.Portion.Request, PortionID: strconv.FormatUint(c.Portion.ID, 10),
+		Attempt: uint32(c.Portion.Attempt), RCID: r.cfg.ID, API: c.API, Args: p.sub.Args,
+		Labels: messages.LabelSet(c.Portion.Labels), Range: messages.TimeRange{Start: c.Portion.Start, End: c.Portion.End},
+		PurviewVersion: c.Portion.PurviewVersion, ReferenceVintage: c.Portion.Vintage,
+		AggID: c.Agg, Deadline: c.Deadline, LogCorr: p.sub.Header.Opts.LogCorr,
+	}
+	h := nats.Header{}
+	m.Routing().Write(h)
+	subject := r.cfg.Subjects.DAPPortion(c.DAP)
+	if c.ViaRC != "" {
+		subject = r.cfg.Subjects.RCSecondaryDispatch(c.ViaRC)
+	}
+	r.metrics.dispatches.Inc()
+	r.log.Debug().Str("request_id", m.RequestID).Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
+		Str("range", m.Range.String()).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
+	r.publish(subject, h, &m)
+}
+
+// expect tells the request's Agg which partials make its answer.
+func (r *RC) expect(requestID string, refs []messages.PortionRef, cancel bool) {
+	p := r.pending[requestID]
+	if p == nil {
+		return
+	}
+	p.aggSeq++
+	m := messages.AggExpectation{
+		V: messages.PortionVersion, RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API, Args: p.sub.Args,
+		Expect: refs, Sealed: true, Cancel: cancel, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
+		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr,
+	}
+	r.publish(r.cfg.Subjects.AggExpect(p.agg), nil, &m)
+}
+
+// reply answers the caller from the RC itself: errors and timeouts.
+func (r *RC) reply(c core.Reply) {
+	p := r.pending[c.Request]
+	if p == nil {
+		r.log.Error().Str("request_id", c.Request).Msg("reply for a request the shell does not hold")
+		return
+	}
+	st := replyStatus(c)
+	if c.Kind == core.ReplyTimeout {
+		r.metrics.timeouts.Inc()
+	}
+	// The Agg may hold partials: it drops them and answers nothing.
+	if p.dispatch > 0 {
+		r.expect(c.Request, nil, true)
+	}
+	r.answer(p.sub, st, nil)
+	r.finish(c.Request, st)
+}
+
+// replyStatus maps the core's answers to codes: TIMEOUT is the seed's rc 45
+// with ac ERR 10; the others carry their own code as rc, with ac ERR.
+func replyStatus(c core.Reply) messages.Status {
+	rc := messages.CodeErr
+	switch c.Kind {
+	case core.ReplyTimeout:
+		rc = messages.CodeTimeout
+	case core.ReplyNoResources:
+		rc = messages.CodeNoResources
+	case core.ReplyMaxRetries:
+		rc = messages.CodeRetryExhausted
+	case core.ReplyBadRequest:
+		rc = messages.CodeBadRequest
+	}
+	return messages.Status{RC: rc, AC: messages.CodeErr, AI: c.Text}
+}
+
+// answer sends a response to the submission's reply subject.
+func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byte) {
+	resp := messages.Response{
+		Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: sub.RequestID, API: sub.Header.API,
+			LogCorr: sub.Header.Opts.LogCorr, Status: st},
+		Payload: payload, Content: sub.Content,
+	}
+	data, err := resp.Encode()
+	if err != nil {
+		r.log.Error().Err(err).Str("request_id", sub.RequestID).Msg("encode answer")
+		return
+	}
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, sub.RequestID)
+	messages.SetString(h, messages.HdrAPI, sub.Header.API)
+	messages.SetString(h, messages.HdrContentType, string(resp.Content))
+	if c := sub.Header.Opts.LogCorr; c != "" {
+		messages.SetString(h, messages.HdrLogCorr, c)
+	}
+	st.Write(h)
+	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: sub.ReplyTo, Header: h, Data: data}); err != nil {
+		r.log.Error().Err(err).Str("request_id", sub.RequestID).Msg("publish answer")
+	}
+	if !st.IsOK() {
+		r.log.Info().Str("request_id", sub.RequestID).Stringer("rc", st.RC).Str("ai", st.AI).Msg("answered")
+	}
+}
+
+// finish forgets a request once it has been answered (by the RC or the Agg).
+func (r *RC) finish(requestID string, st messages.Status) {
+	p := r.pending[requestID]
+	if p == nil {
+		return
+	}
+	delete(r.pending, requestID)
+	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(time.Since(p.arrived).Seconds())
+}

@@ -1,0 +1,179 @@
+package rc
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/rc/core"
+	"github.com/sg-project/sg/subjects"
+)
+
+// handle turns one NATS message into core events. Bytes from the network are
+// decoded with messages.DecodeValid, which never panics; a bad message is
+// logged and counted, and changes nothing.
+func (r *RC) handle(in input) {
+	s := r.cfg.Subjects
+	now := time.Now()
+	if dapID, event, ok := s.ParseDAPEvent(in.subject); ok {
+		r.dapEvent(dapID, event, in.msg.Data, now)
+		return
+	}
+	switch in.subject {
+	case s.RCSubmit(r.cfg.ID):
+		sub, err := messages.DecodeValid[messages.RCSubmission](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.submit(sub, now)
+	case s.RCCompletion(r.cfg.ID):
+		c, err := messages.DecodeValid[messages.PortionCompletion](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.completion(c, now)
+	case s.RCAggDone(r.cfg.ID):
+		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.step(core.AggDone{At: now.UnixNano(), Request: d.RequestID})
+		r.finish(d.RequestID, d.Status)
+	default:
+		r.metrics.badMessages.Inc()
+		r.log.Warn().Str("subject", in.subject).Msg("message on an unknown RC subject")
+	}
+}
+
+func (r *RC) bad(in input, err error) bool {
+	if err == nil {
+		return false
+	}
+	r.metrics.badMessages.Inc()
+	r.log.Warn().Err(err).Str("subject", in.subject).Int("bytes", len(in.msg.Data)).Msg("bad message")
+	return true
+}
+
+func (r *RC) dapEvent(dapID, event string, data []byte, now time.Time) {
+	at := now.UnixNano()
+	switch event {
+	case subjects.EventRegister:
+		reg, err := messages.DecodeValid[messages.DAPRegistration](data)
+		if err != nil || reg.DAPID != dapID {
+			r.badDAP(dapID, event, err)
+			return
+		}
+		r.daps[dapID] = &dapRecord{reg: reg, lastSeen: now, interval: r.cfg.TickEvery}
+		r.log.Info().Str("dap", dapID).Str("tier", string(reg.Tier)).Str("labels", reg.Labels.Key()).Msg("dap registered")
+		r.step(core.DAPRegistered{At: at, DAP: dapInfo(reg)})
+	case subjects.EventStatus:
+		u, err := messages.DecodeValid[messages.DAPStatusUpdate](data)
+		rec := r.daps[dapID]
+		if err != nil || rec == nil || u.DAPID != dapID {
+			r.badDAP(dapID, event, err)
+			return
+		}
+		rec.reg.Available, rec.reg.Purview, rec.reg.PurviewVersion = u.Available, u.Purview, u.PurviewVersion
+		rec.lastSeen = now
+		r.step(core.DAPStatusChanged{At: at, DAP: dapInfo(rec.reg)})
+	case subjects.EventVintage:
+		u, err := messages.DecodeValid[messages.DAPVintageUpdate](data)
+		rec := r.daps[dapID]
+		if err != nil || rec == nil || u.DAPID != dapID {
+			r.badDAP(dapID, event, err)
+			return
+		}
+		rec.reg.ReferenceVintage = u.ReferenceVintage
+		rec.lastSeen = now
+		r.step(core.DAPVintageChanged{At: at, DAP: dapID, Vintage: u.ReferenceVintage})
+	case subjects.EventHeartbeat:
+		hb, err := messages.DecodeValid[messages.DAPHeartbeat](data)
+		rec := r.daps[dapID]
+		if err != nil || rec == nil {
+			return // unknown DAPs re-register when they see our announcement
+		}
+		rec.lastSeen = now
+		if hb.IntervalMS > 0 {
+			rec.interval = time.Duration(hb.IntervalMS) * time.Millisecond
+		}
+		// A missed status or vintage event is noticed here.
+		if hb.PurviewVersion != rec.reg.PurviewVersion {
+			rec.reg.PurviewVersion = hb.PurviewVersion
+			r.step(core.DAPStatusChanged{At: at, DAP: dapInfo(rec.reg)})
+		}
+		if hb.ReferenceVintage != rec.reg.ReferenceVintage {
+			rec.reg.ReferenceVintage = hb.ReferenceVintage
+			r.step(core.DAPVintageChanged{At: at, DAP: dapID, Vintage: hb.ReferenceVintage})
+		}
+	case subjects.EventLost:
+		if _, ok := r.daps[dapID]; !ok {
+			return
+		}
+		delete(r.daps, dapID)
+		r.log.Info().Str("dap", dapID).Msg("dap lost")
+		r.step(core.DAPLost{At: at, DAP: dapID})
+	}
+}
+
+func (r *RC) badDAP(dapID, event string, err error) {
+	r.metrics.badMessages.Inc()
+	r.log.Warn().Err(err).Str("dap", dapID).Str("event", event).Msg("bad or out-of-order DAP event")
+}
+
+// checkHeartbeats drops DAPs silent for three heartbeat intervals; what they
+// were running is requeued by the core.
+func (r *RC) checkHeartbeats() {
+	now := time.Now()
+	for id, rec := range r.daps {
+		if now.Sub(rec.lastSeen) > 3*rec.interval {
+			delete(r.daps, id)
+			r.log.Warn().Str("dap", id).Dur("silent", now.Sub(rec.lastSeen)).Msg("dap lost: missed heartbeats")
+			r.step(core.DAPLost{At: now.UnixNano(), DAP: id})
+		}
+	}
+}
+
+func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
+	tables := make(map[string]core.TableKind, len(reg.Tables))
+	for _, t := range reg.Tables {
+		tables[t.Name] = tableKind(t.Kind)
+	}
+	return core.DAPInfo{
+		ID: reg.DAPID, Addr: reg.Addr, RC: reg.RCID, Assembly: reg.Assembly,
+		Labels: core.Labels(reg.Labels), Tier: core.Tier(reg.Tier),
+		Start: reg.Purview.Start, End: reg.Purview.End, Tables: tables,
+		PurviewVersion: reg.PurviewVersion, Vintage: reg.ReferenceVintage,
+		Available: reg.Available, Concurrency: reg.Concurrency,
+	}
+}
+
+func tableKind(k messages.TableKind) core.TableKind {
+	switch k {
+	case messages.TableSharded:
+		return core.Sharded
+	case messages.TableUnsharded:
+		return core.Unsharded
+	}
+	return core.TimePartitioned
+}
+
+func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
+	id, err := strconv.ParseUint(c.PortionID, 10, 64)
+	if err != nil {
+		r.metrics.badMessages.Inc()
+		r.log.Warn().Str("request_id", c.RequestID).Str("portion", c.PortionID).Msg("completion for a portion id this RC never issued")
+		return
+	}
+	out := core.OutcomeOK
+	switch {
+	case c.Outcome == messages.OutcomeRetry:
+		out = core.OutcomeRetry
+	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeTimeout:
+		out = core.OutcomeTimeout
+	case c.Outcome == messages.OutcomeError:
+		out = core.OutcomeError
+	}
+	r.log.Debug().Str("request_id", c.RequestID).Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	r.step(core.PortionCompleted{At: now.UnixNano(), Request: c.RequestID, Portion: id, DAP: c.DAPID,
+		Outcome: out, Code: int(c.Code), Message: c.Message})
+}

@@ -1,0 +1,56 @@
+package rc
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sg-project/sg/services/rc/core"
+)
+
+// metrics are the RC's Prometheus series; the gauges are read from the core
+// after every step.
+type metrics struct {
+	queueLength prometheus.Gauge
+	byStatus    *prometheus.GaugeVec
+	requests    *prometheus.CounterVec
+	dispatches  prometheus.Counter
+	retries     prometheus.Counter
+	timeouts    prometheus.Counter
+	badMessages prometheus.Counter
+	latency     *prometheus.HistogramVec
+}
+
+func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
+	labels := prometheus.Labels{"rc": rcID}
+	m := &metrics{
+		// The seed's kxi_rc_queue_length, under our name.
+		queueLength: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_queue_length", Help: "Queued request portions.", ConstLabels: labels}),
+		byStatus:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sg_rc_requests", Help: "Requests in flight by status.", ConstLabels: labels}, []string{"status"}),
+		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_requests_total", Help: "Requests received, by API.", ConstLabels: labels}, []string{"api"}),
+		dispatches:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_dispatches_total", Help: "Portions dispatched to DAPs.", ConstLabels: labels}),
+		retries:     prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_retries_total", Help: "Label set or request retries.", ConstLabels: labels}),
+		timeouts:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_timeouts_total", Help: "Requests timed out by the RC.", ConstLabels: labels}),
+		badMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_bad_messages_total", Help: "Messages that could not be decoded or did not fit.", ConstLabels: labels}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sg_rc_request_seconds", Help: "Time from submission to answer, by return code.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"code"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("rc: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(c *core.Core) {
+	st, by := c.Stats()
+	m.queueLength.Set(float64(st.QueueLength))
+	for _, s := range []core.Status{core.StatusAllocating, core.StatusExecuting, core.StatusPendingAggregation,
+		core.StatusAggregating, core.StatusInactive, core.StatusTimingOut} {
+		m.byStatus.WithLabelValues(s.String()).Set(float64(by[s]))
+	}
+}

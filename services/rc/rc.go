@@ -1,0 +1,184 @@
+// Package rc is the resource coordinator's NATS shell: it turns DAP events,
+// GW submissions, DAP completions and Agg notices into events for the
+// scheduling core (services/rc/core), and the core's commands into NATS
+// messages. One goroutine owns the core (see Run).
+package rc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/rc/core"
+)
+
+// RC is one resource coordinator.
+type RC struct {
+	cfg     Config
+	log     zerolog.Logger
+	core    *core.Core
+	metrics *metrics
+	started time.Time
+
+	// Owned by the Run goroutine alone:
+	pending map[string]*pendingRequest // requests in flight, by id
+	daps    map[string]*dapRecord      // last registration and heartbeat per DAP
+	nextAgg int
+}
+
+// pendingRequest is what the shell keeps of a request beside the core's state:
+// what it needs to carry out commands about it.
+type pendingRequest struct {
+	sub      messages.RCSubmission
+	agg      string
+	arrived  time.Time
+	aggSeq   uint32
+	dispatch int
+}
+
+type dapRecord struct {
+	reg      messages.DAPRegistration
+	lastSeen time.Time
+	interval time.Duration
+}
+
+// New checks the configuration and builds an RC; Run starts it.
+func New(cfg Config) (*RC, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &RC{
+		cfg: cfg,
+		log: cfg.Log.With().Str("service", "rc").Str("rc", cfg.ID).Logger(),
+		core: core.New(core.Config{
+			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
+			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
+		}),
+		pending: map[string]*pendingRequest{},
+		daps:    map[string]*dapRecord{},
+	}
+	r.metrics, err = newMetrics(cfg.Registry, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// input is one message for the core's goroutine, decoded where it arrived.
+type input struct {
+	subject string
+	msg     *nats.Msg
+}
+
+// Run subscribes and runs the core until ctx ends, then unsubscribes.
+func (r *RC) Run(ctx context.Context) error {
+	r.started = time.Now()
+	inbox := make(chan input, 4096)
+	deliver := func(m *nats.Msg) {
+		select {
+		case inbox <- input{subject: m.Subject, msg: m}:
+		case <-ctx.Done():
+		}
+	}
+	s := r.cfg.Subjects
+	var subs []*nats.Subscription
+	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID)} {
+		sub, err := r.cfg.NC.Subscribe(subj, deliver)
+		if err != nil {
+			return fmt.Errorf("rc %s: subscribe %s: %w", r.cfg.ID, subj, err)
+		}
+		// A burst of answers must queue, not be dropped as a slow consumer.
+		if err := sub.SetPendingLimits(1<<20, 1<<30); err != nil {
+			return fmt.Errorf("rc %s: pending limits: %w", r.cfg.ID, err)
+		}
+		subs = append(subs, sub)
+	}
+	defer func() {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}()
+	if err := r.cfg.NC.Flush(); err != nil {
+		return fmt.Errorf("rc %s: flush subscriptions: %w", r.cfg.ID, err)
+	}
+	r.announce(false)
+	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
+
+	tick := time.NewTicker(r.cfg.TickEvery)
+	defer tick.Stop()
+	announce := time.NewTicker(r.cfg.AnnounceEvery)
+	defer announce.Stop()
+	deadline := time.NewTimer(time.Hour)
+	defer deadline.Stop()
+
+	for {
+		select {
+		case <-ctx.Done():
+			r.announce(true)
+			r.log.Info().Msg("rc stopping")
+			return nil
+		case in := <-inbox:
+			r.handle(in)
+		case <-deadline.C:
+			r.step(core.Tick{At: time.Now().UnixNano()})
+		case <-tick.C:
+			r.checkHeartbeats()
+			r.step(core.Tick{At: time.Now().UnixNano()})
+		case <-announce.C:
+			r.announce(false)
+		}
+		r.armDeadline(deadline)
+	}
+}
+
+// armDeadline sets the timer to the core's next deadline, so a timeout is
+// answered on time rather than at the next periodic tick.
+func (r *RC) armDeadline(t *time.Timer) {
+	at, ok := r.core.NextDeadline()
+	if !ok {
+		return
+	}
+	t.Stop()
+	select {
+	case <-t.C:
+	default:
+	}
+	t.Reset(max(time.Until(time.Unix(0, at)), 0))
+}
+
+// step feeds one event to the core and carries out its commands.
+func (r *RC) step(ev core.Event) {
+	for _, cmd := range r.core.Step(ev) {
+		r.carryOut(cmd)
+	}
+	r.metrics.observe(r.core)
+}
+
+func (r *RC) announce(draining bool) {
+	st, _ := r.core.Stats()
+	m := messages.RCAnnouncement{
+		V: messages.RCVersion, RCID: r.cfg.ID, Assembly: r.cfg.Assembly, Addr: r.cfg.Addr,
+		Outstanding: len(r.pending), Queued: st.QueueLength, DAPs: len(r.daps),
+		Draining: draining, StartedAt: r.started.UnixNano(),
+	}
+	r.publish(r.cfg.Subjects.RCAnnounce(r.cfg.ID), nil, &m)
+}
+
+// publish encodes and sends; a failure is logged (the request it concerns
+// then times out with a precise message rather than hanging).
+func (r *RC) publish(subject string, h nats.Header, v any) {
+	data, err := messages.Encode(v)
+	if err != nil {
+		r.log.Error().Err(err).Str("subject", subject).Msg("encode")
+		return
+	}
+	m := &nats.Msg{Subject: subject, Header: h, Data: data}
+	if err := r.cfg.NC.PublishMsg(m); err != nil {
+		r.log.Error().Err(err).Str("subject", subject).Msg("publish")
+	}
+}

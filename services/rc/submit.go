@@ -1,0 +1,68 @@
+package rc
+
+import (
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/rc/core"
+	"github.com/sg-project/sg/subjects"
+)
+
+// submit takes a request from a GW: getData goes to the core; ping and
+// getMeta are answered from the RC's view of the fleet.
+func (r *RC) submit(sub messages.RCSubmission, now time.Time) {
+	log := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Logger()
+	if c := sub.Header.Opts.LogCorr; c != "" {
+		log = log.With().Str("log_corr", c).Logger()
+	}
+	if _, dup := r.pending[sub.RequestID]; dup {
+		log.Warn().Msg("duplicate submission ignored")
+		return
+	}
+	r.metrics.requests.WithLabelValues(sub.Header.API).Inc()
+	switch sub.Header.API {
+	case subjects.APIGetData:
+	case subjects.APIGetMeta:
+		r.answerMeta(sub, now)
+		return
+	case subjects.APIPing:
+		r.answerPing(sub, now)
+		return
+	default:
+		r.answer(sub, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API %q is not supported by this RC", sub.Header.API), nil)
+		return
+	}
+	args, err := messages.DecodeGetDataArgsMsgpack(sub.Args)
+	if err == nil {
+		err = args.Validate()
+	}
+	if err != nil {
+		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
+		return
+	}
+	p := &pendingRequest{sub: sub, arrived: now, agg: r.cfg.AggIDs[r.nextAgg%len(r.cfg.AggIDs)]}
+	r.nextAgg++
+	r.pending[sub.RequestID] = p
+	req := core.Request{
+		ID: sub.RequestID, API: sub.Header.API, Table: args.Table, Labels: core.Selector(args.Labels),
+		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
+		Agg: p.agg, Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier),
+	}
+	log.Info().Str("table", args.Table).Str("agg", p.agg).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
+	r.step(core.RequestArrived{At: now.UnixNano(), Request: req})
+}
+
+// Open ends of a getData range are unbounded (the zero time).
+func tsOrMin(t time.Time) int64 {
+	if t.IsZero() {
+		return core.MinTS
+	}
+	return t.UnixNano()
+}
+
+func tsOrMax(t time.Time) int64 {
+	if t.IsZero() {
+		return core.MaxTS
+	}
+	return t.UnixNano()
+}
