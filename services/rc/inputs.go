@@ -63,7 +63,9 @@ func (r *RC) dapEvent(dapID, event string, data []byte, now time.Time) {
 			r.badDAP(dapID, event, err)
 			return
 		}
-		r.daps[dapID] = &dapRecord{reg: reg, lastSeen: now, interval: r.cfg.TickEvery}
+		// Until its first heartbeat says otherwise, a DAP is assumed to beat
+		// at the DAP runtime's default period.
+		r.daps[dapID] = &dapRecord{reg: reg, lastSeen: now, interval: defaultDAPHeartbeat}
 		r.log.Info().Str("dap", dapID).Str("tier", string(reg.Tier)).Str("labels", reg.Labels.Key()).Msg("dap registered")
 		r.step(core.DAPRegistered{At: at, DAP: dapInfo(reg)})
 	case subjects.EventStatus:
@@ -132,6 +134,9 @@ func (r *RC) checkHeartbeats() {
 		}
 	}
 }
+
+// defaultDAPHeartbeat is the DAP runtime's default heartbeat period.
+const defaultDAPHeartbeat = 2 * time.Second
 
 func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	tables := make(map[string]core.TableKind, len(reg.Tables))
