@@ -78,12 +78,18 @@ func TestTimeoutAllocatingQueueVintageAndSeveralReasons(t *testing.T) {
 
 func TestTimeoutAllocatingPreviousAttempt(t *testing.T) {
 	h := newHarness(t, Config{})
-	h.register("a", lbl("region", "eu"))
-	d := dispatchedTo(t, h.request("q1", "trade", nil, t0, t0+hour, time.Second), "a")
-	// A second DAP's RETRY supersedes attempt 0; a is still running it.
-	h.step(PortionCompleted{At: h.now, Request: "q1", Portion: d.Portion.ID + 1000, DAP: "a", Outcome: OutcomeRetry})
-	h.c.retry(h.c.requests["q1"], h.c.requests["q1"].sets[0], "test", false)
-	wantText(t, h.timeoutText(), `Request timed out, [rc=rc-1;status="allocating";queue="[labels={region:eu};`+rangeHour+`;reason=\"Busy executing a previous version of this request (auto-retry)\";dap=[a:5080]]"]`)
+	h.register("a", lbl("region", "eu"), purview(MinTS, t0))
+	h.register("b", lbl("region", "eu"), purview(t0, MaxTS))
+	out := h.request("q1", "trade", nil, t0-hour, t0+hour, time.Second)
+	b := dispatchedTo(t, out, "b")
+	// b answers RETRY: the label set is redone; b takes its part again, a
+	// has not reported back from attempt 0.
+	out = h.complete(b, OutcomeRetry)
+	only[RetryNoted](t, out)
+	if d := dispatchedTo(t, out, "b"); d.Portion.Attempt != 1 {
+		t.Fatalf("%s", describe(out))
+	}
+	wantText(t, h.timeoutText(), `Request timed out, [rc=rc-1;status="allocating";queue="[labels={region:eu};startTS=2022-12-04T23:00:00.000000000Z;endTS=2022-12-05T00:00:00.000000000Z;reason=\"Busy executing a previous version of this request (auto-retry)\";dap=[a:5080]]"]`)
 }
 
 func TestTimeoutAllocatingTimedOutBeforeDequeue(t *testing.T) {
