@@ -1,0 +1,81 @@
+package messages
+
+// PingArgs are the arguments of the ping API: which label sets to reach. The
+// GW decodes them from the client's encoding and hands them to the RC as
+// msgpack (RCSubmission.Args).
+//
+// JSON: {"labels": {"region": ["eu","us"], "desk": "fx"}} (a single value may
+// be a plain string, as in getData); msgpack: {"labels": {"region": ["eu"]}}.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// PingArgs: see the top of the file. An empty selector pings every label set.
+type PingArgs struct {
+	Labels LabelSelector `msgpack:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// Validate checks the selector.
+func (a *PingArgs) Validate() error {
+	for key, vals := range a.Labels {
+		if key == "" {
+			return invalid("ping arguments", "empty label key")
+		}
+		if len(vals) == 0 {
+			return invalid("ping arguments", "label %q has no values", key)
+		}
+	}
+	return nil
+}
+
+// DecodePingArgsJSON decodes ping arguments from JSON; an empty body or null
+// is no selector. It never panics.
+func DecodePingArgsJSON(b []byte) (a PingArgs, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a, err = PingArgs{}, fmt.Errorf("%w: ping arguments: decoder panic: %v", ErrMalformed, r)
+		}
+	}()
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return PingArgs{}, nil
+	}
+	var w struct {
+		Labels map[string]json.RawMessage `json:"labels"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return PingArgs{}, fmt.Errorf("%w: ping arguments: %v", ErrMalformed, err)
+	}
+	if len(w.Labels) > 0 {
+		a.Labels = make(LabelSelector, len(w.Labels))
+	}
+	for k, raw := range w.Labels {
+		var one string
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
+			a.Labels[k] = []string{one}
+			continue
+		}
+		var many []string
+		if err := json.Unmarshal(raw, &many); err != nil || many == nil {
+			return PingArgs{}, fmt.Errorf("%w: ping arguments: label %q: want a string or a list of strings", ErrMalformed, k)
+		}
+		a.Labels[k] = many
+	}
+	return a, nil
+}
+
+// DecodePingArgsMsgpack decodes ping arguments from msgpack; an empty body is
+// no selector. It never panics.
+func DecodePingArgsMsgpack(b []byte) (PingArgs, error) {
+	var a PingArgs
+	if len(b) == 0 {
+		return a, nil
+	}
+	if err := Decode(b, &a); err != nil {
+		return PingArgs{}, err
+	}
+	return a, nil
+}

@@ -1,0 +1,115 @@
+package gw
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Scope affinity (seed: KXI_SCOPE_AFFINITY).
+const (
+	// AffinityHard: a scoped request with no RC of its assembly fails with
+	// "No resources connected".
+	AffinityHard = "hard"
+	// AffinitySoft: such a request goes to a global RC instead.
+	AffinitySoft = "soft"
+)
+
+// Texts of the GW's own answers that clients may match on.
+const (
+	// TextNoResources is the seed's text when no RC can take a request.
+	TextNoResources = "No resources connected"
+	// TextTimeout is the seed's text of a timeout issued by the GW.
+	TextTimeout = "Request was timed out by the service gateway"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultTimeout        = 60 * time.Second // SG_TIMEOUT
+	DefaultTimeoutMargin  = 30 * time.Second // SG_TIMEOUT_MARGIN
+	DefaultMaxAnswerBytes = 256 << 20
+	DefaultMaxInFlight    = 4096
+	DefaultStartupWait    = 2 * time.Second
+	DefaultAnnounceEvery  = time.Second // the RC's default announcement period
+	DefaultShutdownGrace  = 5 * time.Second
+	// announceMisses: an RC not heard from for this many announce periods is dropped.
+	announceMisses = 3
+)
+
+// Config of a GW. Zero values take the defaults noted per field.
+type Config struct {
+	ID       string     // GW id, a subject token (required)
+	NC       *nats.Conn // connection; the caller owns it and closes it after Run
+	Subjects subjects.Subjects
+	Log      zerolog.Logger
+
+	Timeout         time.Duration // request timeout when opts.timeout is 0 (default 60 s, SG_TIMEOUT)
+	TimeoutMargin   time.Duration // wait after the deadline for the RC's own timeout (default 30 s, SG_TIMEOUT_MARGIN)
+	Affinity        string        // "hard" (default) or "soft" (SG_SCOPE_AFFINITY)
+	MaxRequestBytes int           // largest request body accepted (default: the connection's max payload)
+	MaxAnswerBytes  int64         // largest answer forwarded (default 256 MiB)
+
+	// Registry receives the GW's metrics; nil: a private registry.
+	Registry *prometheus.Registry
+
+	MaxInFlight   int           // requests handled at once; past it the GW answers UNAVAILABLE (default 4096)
+	StartupWait   time.Duration // how long an early request waits for a first RC (default 2 s; negative: no wait)
+	AnnounceEvery time.Duration // expected RC announcement period (default 1 s, the RC's); 3 missed periods drop an RC
+	ShutdownGrace time.Duration // on stop, how long in-flight requests may still finish (default 5 s)
+	Version       string        // micro service version (default "0.1.0")
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.NC == nil {
+		return c, errors.New("gw: Config.NC is nil")
+	}
+	if err := subjects.Validate("GW id", c.ID); err != nil {
+		return c, fmt.Errorf("gw: %w", err)
+	}
+	if c.Subjects.Prefix() == "" {
+		c.Subjects = subjects.Default()
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.TimeoutMargin < 0 {
+		return c, fmt.Errorf("gw: TimeoutMargin %s is negative", c.TimeoutMargin)
+	}
+	if c.TimeoutMargin == 0 {
+		c.TimeoutMargin = DefaultTimeoutMargin
+	}
+	switch c.Affinity {
+	case "":
+		c.Affinity = AffinityHard
+	case AffinityHard, AffinitySoft:
+	default:
+		return c, fmt.Errorf("gw: affinity %q: want %q or %q", c.Affinity, AffinityHard, AffinitySoft)
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = int(c.NC.MaxPayload())
+	}
+	if c.MaxAnswerBytes <= 0 {
+		c.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.StartupWait == 0 {
+		c.StartupWait = DefaultStartupWait
+	}
+	if c.AnnounceEvery <= 0 {
+		c.AnnounceEvery = DefaultAnnounceEvery
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.Version == "" {
+		c.Version = "0.1.0"
+	}
+	return c, nil
+}

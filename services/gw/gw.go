@@ -1,0 +1,666 @@
+package gw
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// GW is one gateway process. Create it with New and start it with Run.
+type GW struct {
+	cfg Config
+	log zerolog.Logger
+	nc  *nats.Conn
+	s   subjects.Subjects
+	rcs *rcRegistry
+	met *metrics
+	sem chan struct{} // one slot per request in flight
+
+	mu      sync.Mutex
+	pending map[string]*pending // by request id, until answered
+	closing bool                // Run is stopping: refuse new requests
+	wg      sync.WaitGroup      // requests in flight
+
+	startupUntil time.Time     // set in Run before the endpoints exist
+	abort        chan struct{} // closed when the shutdown grace ends
+	ready        chan struct{} // closed when the endpoints are registered
+	runOnce      sync.Once
+}
+
+// pending is one request waiting for its answer.
+type pending struct {
+	id      string
+	done    chan answer                      // capacity 1: the first answer wins
+	streams map[string]*messages.Reassembler // chunked transfers, touched only by onAnswer
+}
+
+type answer struct {
+	header nats.Header
+	data   []byte
+	err    error // the answer arrived but cannot be forwarded (too large, broken)
+}
+
+// maxStreamsPerRequest bounds the chunked transfers buffered for one request
+// (a duplicate answer may overlap the first one; more is abuse).
+const maxStreamsPerRequest = 4
+
+// New checks cfg and builds a GW; it does not touch NATS until Run.
+func New(cfg Config) (*GW, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	g := &GW{
+		cfg:     cfg,
+		log:     cfg.Log.With().Str("service", subjects.ServiceGW).Str("gw_id", cfg.ID).Logger(),
+		nc:      cfg.NC,
+		s:       cfg.Subjects,
+		rcs:     newRCRegistry(cfg.AnnounceEvery),
+		sem:     make(chan struct{}, cfg.MaxInFlight),
+		pending: map[string]*pending{},
+		abort:   make(chan struct{}),
+		ready:   make(chan struct{}),
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if g.met, err = newMetrics(reg, func() int { return len(g.rcs.List(time.Now())) }); err != nil {
+		return nil, fmt.Errorf("gw: register metrics: %w", err)
+	}
+	return g, nil
+}
+
+// Ready is closed once the endpoints are registered and the GW serves.
+func (g *GW) Ready() <-chan struct{} { return g.ready }
+
+// RCs returns the RCs the GW currently knows, sorted by id.
+func (g *GW) RCs() []RCInfo { return g.rcs.List(time.Now()) }
+
+// WaitRCs blocks until ok holds for the known RCs, or ctx ends.
+func (g *GW) WaitRCs(ctx context.Context, ok func([]RCInfo) bool) error {
+	for {
+		ch := g.rcs.Changed()
+		if ok(g.RCs()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Run subscribes to RC announcements and answers, registers the micro
+// endpoints and serves until ctx ends. Then it stops the micro service,
+// lets requests in flight finish for Config.ShutdownGrace, answers the rest
+// UNAVAILABLE and removes its subscriptions. It does not close the connection.
+func (g *GW) Run(ctx context.Context) error {
+	first := false
+	g.runOnce.Do(func() { first = true })
+	if !first {
+		return errors.New("gw: Run called twice")
+	}
+	g.startupUntil = time.Now().Add(max(g.cfg.StartupWait, 0))
+
+	var subs []*nats.Subscription
+	unsubscribe := func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+	for _, sub := range []struct {
+		subject string
+		cb      nats.MsgHandler
+	}{
+		{g.s.RCAnnouncePattern(), g.onAnnounce},
+		{g.s.RCHeartbeatPattern(), g.onHeartbeat},
+		{g.s.GWAnswerPattern(g.cfg.ID), g.onAnswer},
+	} {
+		s, err := g.nc.Subscribe(sub.subject, sub.cb)
+		if err != nil {
+			unsubscribe()
+			return fmt.Errorf("gw: subscribe %s: %w", sub.subject, err)
+		}
+		subs = append(subs, s)
+	}
+	// Answers can be large and chunked: a subscription that hits the default
+	// pending limits becomes a slow consumer and loses chunks.
+	if err := subs[2].SetPendingLimits(-1, int(min(4*g.cfg.MaxAnswerBytes, 1<<31-1))); err != nil {
+		unsubscribe()
+		return fmt.Errorf("gw: answer subscription limits: %w", err)
+	}
+	if err := g.nc.Flush(); err != nil {
+		unsubscribe()
+		return fmt.Errorf("gw: flush subscriptions: %w", err)
+	}
+
+	svc, err := micro.AddService(g.nc, micro.Config{
+		Name:        g.s.ServiceName(subjects.ServiceGW),
+		Version:     g.cfg.Version,
+		Description: "sg service gateway: getData, ping, getMeta, sql",
+		Metadata:    map[string]string{"gw_id": g.cfg.ID, "affinity": g.cfg.Affinity},
+	})
+	if err != nil {
+		unsubscribe()
+		return fmt.Errorf("gw: add micro service: %w", err)
+	}
+	grp := svc.AddGroup(g.s.GWAPIGroup())
+	for _, api := range subjects.APIs {
+		h := micro.HandlerFunc(func(r micro.Request) { g.handle(api, r) })
+		if err := grp.AddEndpoint(api, h, micro.WithEndpointMetadata(map[string]string{"api": api})); err != nil {
+			_ = svc.Stop()
+			unsubscribe()
+			return fmt.Errorf("gw: add endpoint %s: %w", api, err)
+		}
+	}
+	close(g.ready)
+	g.log.Info().Str("subject", g.s.GWAPIPattern()).Str("answers", g.s.GWAnswerPattern(g.cfg.ID)).
+		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
+		Str("affinity", g.cfg.Affinity).Msg("gw serving")
+
+	<-ctx.Done()
+
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
+	if err := svc.Stop(); err != nil {
+		g.log.Warn().Err(err).Msg("stop micro service")
+	}
+	idle := make(chan struct{})
+	go func() { g.wg.Wait(); close(idle) }()
+	grace := time.NewTimer(g.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-idle:
+	case <-grace.C:
+		g.log.Warn().Dur("grace", g.cfg.ShutdownGrace).Msg("requests still in flight after the shutdown grace; answering them UNAVAILABLE")
+		close(g.abort)
+		<-idle
+	}
+	unsubscribe()
+	g.log.Info().Msg("gw stopped")
+	return nil
+}
+
+// --- RC announcements ---
+
+func (g *GW) onAnnounce(m *nats.Msg) {
+	a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data)
+	if err != nil {
+		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC announcement")
+		return
+	}
+	g.rcs.announce(&a, time.Now())
+	g.log.Debug().Str("rc_id", a.RCID).Str("assembly", a.Assembly).Int("outstanding", a.Outstanding).
+		Bool("draining", a.Draining).Msg("RC announced")
+}
+
+func (g *GW) onHeartbeat(m *nats.Msg) {
+	h, err := messages.DecodeValid[messages.RCHeartbeat](m.Data)
+	if err != nil {
+		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC heartbeat")
+		return
+	}
+	g.rcs.heartbeat(&h, time.Now())
+}
+
+// --- answers ---
+
+// onAnswer runs on the answer subscription's goroutine, one message at a
+// time; it alone touches pending.streams.
+func (g *GW) onAnswer(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	g.mu.Lock()
+	p := g.pending[id]
+	g.mu.Unlock()
+	if p == nil {
+		// First answer per request id wins: this one is a duplicate, or late.
+		g.met.dropped.Inc()
+		g.log.Debug().Str("request_id", id).Msg("dropping answer for a request already answered")
+		return
+	}
+	if m.Header.Get(messages.HdrChunkCount) == "" && m.Header.Get(messages.HdrChunkIndex) == "" {
+		g.finish(p, answer{header: m.Header, data: m.Data})
+		return
+	}
+	stream := m.Header.Get(messages.HdrChunkStream)
+	ra := p.streams[stream]
+	if ra == nil {
+		if len(p.streams) >= maxStreamsPerRequest {
+			g.met.dropped.Inc()
+			return
+		}
+		ra = messages.NewReassembler(g.cfg.MaxAnswerBytes)
+		p.streams[stream] = ra
+	}
+	done, err := ra.Add(m.Header, m.Data)
+	if err != nil {
+		g.finish(p, answer{header: ra.Header(), err: err})
+		return
+	}
+	if done {
+		payload, err := ra.Payload()
+		g.finish(p, answer{header: ra.Header(), data: payload, err: err})
+	}
+}
+
+// claim removes a request from pending; only the caller that removes it
+// may answer it, so every request is answered exactly once.
+func (g *GW) claim(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.pending[id]; !ok {
+		return false
+	}
+	delete(g.pending, id)
+	return true
+}
+
+func (g *GW) finish(p *pending, a answer) {
+	if !g.claim(p.id) {
+		g.met.dropped.Inc()
+		return
+	}
+	p.done <- a
+}
+
+// --- client requests ---
+
+// handle is the micro handler: it never blocks, it hands the request to a
+// goroutine or refuses it at once.
+func (g *GW) handle(api string, r micro.Request) {
+	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
+	received := time.Now()
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		g.refuse(api, msg, received, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
+			"The service gateway is shutting down; retry on another"))
+		return
+	}
+	select {
+	case g.sem <- struct{}{}:
+	default:
+		g.mu.Unlock()
+		g.met.busy.Inc()
+		g.refuse(api, msg, received, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
+			"The service gateway is busy: %d requests in flight; retry later", g.cfg.MaxInFlight))
+		return
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	g.met.inFlight.Inc()
+	go func() {
+		defer g.wg.Done()
+		defer func() { <-g.sem }()
+		defer g.met.inFlight.Dec()
+		g.serve(api, msg, received)
+	}()
+}
+
+// reqInfo is what the GW knows of a request when it answers it.
+type reqInfo struct {
+	api      string
+	id       string
+	reply    string
+	content  messages.Content
+	logCorr  string
+	received time.Time
+	rcID     string
+	log      zerolog.Logger
+}
+
+func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo {
+	ri := &reqInfo{api: api, reply: msg.Reply, received: received, id: msg.Header.Get(messages.HdrRequestID)}
+	if ri.id == "" || subjects.Validate("request id", ri.id) != nil {
+		ri.id = nuid.Next() // an invalid given id is reported by serve
+	}
+	// Answer in the client's encoding; when it cannot be told, JSON is the
+	// one a human with a plain NATS client can read.
+	c, err := messages.DetectContent(msg.Header, msg.Data)
+	if err != nil {
+		c = messages.ContentJSON
+	}
+	ri.content = c
+	ri.log = g.log.With().Str("request_id", ri.id).Str("api", api).Logger()
+	return ri
+}
+
+// refuse answers a request without taking a slot (shutting down, busy).
+func (g *GW) refuse(api string, msg *nats.Msg, received time.Time, st messages.Status) {
+	ri := g.newReqInfo(api, msg, received)
+	g.respondStatus(ri, st)
+}
+
+// serve runs one request from decoding to its answer.
+func (g *GW) serve(api string, msg *nats.Msg, received time.Time) {
+	ri := g.newReqInfo(api, msg, received)
+	if ri.reply == "" {
+		ri.log.Warn().Str("subject", msg.Subject).Msg("dropping request without a reply subject: nobody to answer")
+		return
+	}
+	sub, st := g.prepare(ri, msg)
+	if !st.IsOK() {
+		g.respondStatus(ri, st)
+		return
+	}
+	g.submitAndWait(ri, sub)
+}
+
+func bad(format string, args ...any) messages.Status {
+	return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, format, args...)
+}
+
+// prepare decodes and checks a request and builds its submission; a status
+// that is not OK is the answer.
+func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messages.Status) {
+	if n := len(msg.Data); n > g.cfg.MaxRequestBytes {
+		return nil, messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+			"Request of %d bytes is above the limit of %d bytes", n, g.cfg.MaxRequestBytes)
+	}
+	if given := msg.Header.Get(messages.HdrRequestID); given != "" && given != ri.id {
+		return nil, bad("Header %s: %v", messages.HdrRequestID, subjects.Validate("request id", given))
+	}
+	req, err := messages.DecodeRequest(msg.Header, msg.Data)
+	if err != nil {
+		if errors.Is(err, messages.ErrVersion) {
+			return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "Request: %v", err)
+		}
+		return nil, bad("Malformed request: %v", err)
+	}
+	ri.content = req.Content
+	if req.Header.Opts.LogCorr != "" {
+		ri.logCorr = req.Header.Opts.LogCorr
+		ri.log = ri.log.With().Str("logCorr", ri.logCorr).Logger()
+	}
+	if !slices.Contains(subjects.APIs, req.Header.API) {
+		return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,
+			"Unknown API %q: the gateway serves %s", req.Header.API, strings.Join(subjects.APIs, ", "))
+	}
+	if req.Header.API != ri.api {
+		return nil, bad("Request names api %q but was sent to the %s endpoint (%s)", req.Header.API, ri.api, msg.Subject)
+	}
+	if req.Header.Opts.Async {
+		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async is not supported yet")
+	}
+	// Seed: the scope is given in the request arguments; lift it into the header.
+	if req.Content == messages.ContentJSON && req.Header.Scope == (messages.Scope{}) && len(req.Payload) > 0 {
+		var w struct {
+			Scope messages.Scope `json:"scope"`
+		}
+		if json.Unmarshal(req.Payload, &w) == nil && w.Scope != (messages.Scope{}) {
+			req.Header.Scope = w.Scope
+			if err := req.Header.Validate(); err != nil {
+				return nil, bad("Malformed request: %v", err)
+			}
+		}
+	}
+	args, st := g.decodeArgs(&req)
+	if !st.IsOK() {
+		return nil, st
+	}
+	return &messages.RCSubmission{
+		V: messages.RCVersion, RequestID: ri.id, GWID: g.cfg.ID, Header: req.Header, Args: args,
+		ReplyTo: g.s.GWAnswer(g.cfg.ID, ri.id), Content: req.Content, ReceivedAt: ri.received.UnixNano(),
+	}, messages.StatusOK
+}
+
+// decodeArgs decodes the API's arguments in the client's encoding, checks
+// them, and re-encodes them as msgpack for the RC.
+func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Status) {
+	switch req.Header.API {
+	case subjects.APISQL:
+		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API sql is not supported yet")
+	case subjects.APIGetData:
+		if len(req.Payload) == 0 {
+			return nil, bad("getData needs arguments: at least a table")
+		}
+		var a messages.GetDataArgs
+		var err error
+		if req.Content == messages.ContentJSON {
+			a, err = messages.DecodeGetDataArgsJSON(req.Payload)
+		} else {
+			a, err = messages.DecodeGetDataArgsMsgpack(req.Payload)
+		}
+		if err == nil {
+			err = a.Validate()
+		}
+		if err != nil {
+			return nil, bad("Bad getData arguments: %v", err)
+		}
+		return encodeArgs(a)
+	case subjects.APIPing:
+		var a messages.PingArgs
+		var err error
+		if req.Content == messages.ContentJSON {
+			a, err = messages.DecodePingArgsJSON(req.Payload)
+		} else {
+			a, err = messages.DecodePingArgsMsgpack(req.Payload)
+		}
+		if err == nil {
+			err = a.Validate()
+		}
+		if err != nil {
+			return nil, bad("Bad ping arguments: %v", err)
+		}
+		return encodeArgs(a)
+	case subjects.APIGetMeta:
+		if !emptyArgs(req.Content, req.Payload) {
+			return nil, bad("getMeta takes no arguments")
+		}
+		return nil, messages.StatusOK
+	}
+	return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
+}
+
+func encodeArgs(v any) (msgpack.RawMessage, messages.Status) {
+	b, err := messages.Encode(v)
+	if err != nil {
+		return nil, messages.Errorf(messages.CodeInternal, messages.CodeErr, "re-encode arguments: %v", err)
+	}
+	return b, messages.StatusOK
+}
+
+// emptyArgs accepts no payload, null, or an empty map.
+func emptyArgs(c messages.Content, p []byte) bool {
+	if len(p) == 0 {
+		return true
+	}
+	var v any
+	if c == messages.ContentJSON {
+		if json.Unmarshal(p, &v) != nil {
+			return false
+		}
+	} else if messages.Decode(p, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// chooseRC picks the RC for a scope. Early after start it waits (up to
+// Config.StartupWait) for RCs to announce themselves rather than failing the
+// first requests.
+func (g *GW) chooseRC(assembly string) (string, string) {
+	for {
+		ch := g.rcs.Changed()
+		id, why := g.rcs.pick(assembly, g.cfg.Affinity, time.Now())
+		if id != "" {
+			return id, ""
+		}
+		wait := time.Until(g.startupUntil)
+		if wait <= 0 {
+			return "", why
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-g.abort:
+			t.Stop()
+			return "", why
+		}
+		t.Stop()
+	}
+}
+
+func (g *GW) submitAndWait(ri *reqInfo, sub *messages.RCSubmission) {
+	rcID, why := g.chooseRC(sub.Header.Scope.Assembly)
+	if rcID == "" {
+		ri.log.Info().Str("assembly", sub.Header.Scope.Assembly).Str("why", why).Msg("no RC for the request")
+		g.respondStatus(ri, messages.Errorf(messages.CodeNoResources, messages.CodeErr, TextNoResources))
+		return
+	}
+	ri.rcID = rcID
+	ri.log = ri.log.With().Str("rc_id", rcID).Logger()
+
+	timeout := g.cfg.Timeout
+	if ms := sub.Header.Opts.TimeoutMS; ms > 0 {
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	deadline := ri.received.Add(timeout)
+	sub.Deadline = deadline.UnixNano()
+	body, err := messages.Encode(sub)
+	if err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode RC submission: %v", err))
+		return
+	}
+
+	p := &pending{id: ri.id, done: make(chan answer, 1), streams: map[string]*messages.Reassembler{}}
+	g.mu.Lock()
+	if _, dup := g.pending[ri.id]; dup {
+		g.mu.Unlock()
+		g.respondStatus(ri, bad("Request id %q is already in flight", ri.id))
+		return
+	}
+	g.pending[ri.id] = p
+	g.mu.Unlock()
+
+	h := nats.Header{}
+	messages.Routing{RequestID: ri.id, API: ri.api, Deadline: sub.Deadline, LogCorr: ri.logCorr, Content: sub.Content}.Write(h)
+	if err := g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(rcID), Header: h, Data: body}); err != nil {
+		if g.claim(ri.id) {
+			g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Could not submit the request to RC %s: %v", rcID, err))
+		}
+		return
+	}
+	ri.log.Debug().Time("deadline", deadline).Msg("request submitted")
+
+	// Seed: "The GW waits KXI_SG_TIMEOUT_MARGIN milliseconds after a request
+	// has timed out for the RC to issue the timeout response."
+	t := time.NewTimer(time.Until(deadline.Add(g.cfg.TimeoutMargin)))
+	defer t.Stop()
+	var st messages.Status
+	select {
+	case a := <-p.done:
+		g.forward(ri, a)
+		return
+	case <-t.C:
+		st = messages.Status{RC: messages.CodeTimeout, AC: messages.CodeErr, AI: TextTimeout}
+	case <-g.abort:
+		st = messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The service gateway shut down before the request was answered")
+	}
+	if !g.claim(ri.id) {
+		g.forward(ri, <-p.done) // the answer won the race
+		return
+	}
+	g.respondStatus(ri, st)
+}
+
+// forward sends an RC's or Agg's answer to the client unchanged.
+func (g *GW) forward(ri *reqInfo, a answer) {
+	if a.err != nil {
+		if errors.Is(a.err, messages.ErrTooLarge) {
+			g.respondStatus(ri, messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "Answer is too large for the gateway: %v", a.err))
+		} else {
+			g.respondStatus(ri, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer could not be received whole: %v", a.err))
+		}
+		return
+	}
+	h := make(nats.Header, len(a.header)+2)
+	for k, vs := range a.header {
+		h[k] = vs
+	}
+	if h.Get(messages.HdrRequestID) == "" {
+		h.Set(messages.HdrRequestID, ri.id)
+	}
+	st, err := messages.ReadStatus(h)
+	if err != nil {
+		ri.log.Warn().Err(err).Msg("answer without a valid status header; forwarding it as is")
+		st = messages.Status{RC: messages.CodeErr, AC: messages.CodeErr}
+	}
+	g.send(ri, h, a.data, st)
+}
+
+// respondStatus answers with a status and no payload, in the client's encoding.
+func (g *GW) respondStatus(ri *reqInfo, st messages.Status) {
+	resp := messages.Response{
+		Header:  messages.ResponseHeader{V: messages.RequestVersion, RequestID: ri.id, API: ri.api, LogCorr: ri.logCorr, Status: st},
+		Content: ri.content,
+	}
+	body, err := resp.Encode()
+	if err != nil { // a header alone always encodes; keep the client informed anyway
+		ri.log.Error().Err(err).Msg("encode error answer")
+	}
+	h := nats.Header{}
+	st.Write(h)
+	messages.SetString(h, messages.HdrRequestID, ri.id)
+	messages.SetString(h, messages.HdrAPI, ri.api)
+	messages.SetString(h, messages.HdrLogCorr, ri.logCorr)
+	messages.SetString(h, messages.HdrContentType, string(ri.content))
+	g.send(ri, h, body, st)
+}
+
+// send publishes an answer on the client's reply subject, in chunks when it
+// is above the max payload, and records it.
+func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
+	var err error
+	chunks := 1
+	if ri.reply != "" {
+		if int64(len(body))+int64(wireHeaderSize(h)) <= g.nc.MaxPayload() {
+			err = g.nc.PublishMsg(&nats.Msg{Subject: ri.reply, Header: h, Data: body})
+		} else {
+			chunks, err = messages.SendChunked(g.nc, ri.reply, h, body, 0)
+		}
+	}
+	elapsed := time.Since(ri.received)
+	g.met.requests.WithLabelValues(ri.api, st.RC.String()).Inc()
+	g.met.latency.WithLabelValues(ri.api).Observe(elapsed.Seconds())
+	ev := ri.log.Info()
+	if err != nil {
+		ev = ri.log.Error().Err(err)
+	}
+	ev.Str("rc", st.RC.String()).Str("ac", st.AC.String()).Str("ai", st.AI).Int("bytes", len(body)).
+		Int("chunks", chunks).Dur("elapsed", elapsed).Msg("request answered")
+}
+
+func wireHeaderSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + 2
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}

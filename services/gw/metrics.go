@@ -1,0 +1,47 @@
+package gw
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	requests *prometheus.CounterVec   // by api and rc
+	latency  *prometheus.HistogramVec // by api
+	inFlight prometheus.Gauge
+	dropped  prometheus.Counter // answers for a request already answered (or unknown)
+	busy     prometheus.Counter // requests refused past MaxInFlight
+}
+
+func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sg_gw_requests_total",
+			Help: "Requests answered by the GW, by API and return code (rc).",
+		}, []string{"api", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sg_gw_request_duration_seconds",
+			Help:    "Time from a request's arrival at the GW to its answer, by API.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20), // 0.5 ms .. ~4.4 min
+		}, []string{"api"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sg_gw_requests_in_flight",
+			Help: "Requests accepted by the GW and not answered yet.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sg_gw_answers_dropped_total",
+			Help: "Answer messages for a request that was already answered (duplicates, late answers after a GW timeout).",
+		}),
+		busy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sg_gw_requests_refused_busy_total",
+			Help: "Requests refused because the GW had MaxInFlight requests in flight.",
+		}),
+	}
+	rcGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sg_gw_rcs_connected",
+		Help: "RCs the GW has heard from within three announcement periods.",
+	}, func() float64 { return float64(rcs()) })
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
