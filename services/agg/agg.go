@@ -1,0 +1,181 @@
+package agg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+)
+
+// Agg is one running aggregator. Create it with New, start it with Run.
+type Agg struct {
+	cfg Config
+	log zerolog.Logger
+
+	mu       sync.Mutex
+	requests map[string]*request
+	finished map[string]time.Time // answered, cancelled or expired ids -> when to forget them
+	streams  map[string]*stream   // chunked partials being reassembled, by transfer id
+	closing  bool                 // Run is stopping: start no answer (answers.Add must precede Wait)
+
+	answers sync.WaitGroup // answer goroutines; Run waits for them
+	ready   chan struct{}  // closed once Run's subscriptions are live
+	started atomic.Bool
+	stats   counters
+}
+
+// stream is one chunked partial in transit.
+type stream struct {
+	r         *messages.Reassembler
+	requestID string
+	since     time.Time
+}
+
+type counters struct {
+	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired atomic.Uint64
+}
+
+// Stats is a snapshot of the Agg's counters.
+type Stats struct {
+	Expectations uint64 // expectations received (valid)
+	Partials     uint64 // partial results received whole (valid)
+	Discarded    uint64 // partials that did not count in an answer: superseded, unexpected, duplicate, late, cancelled, too large
+	Malformed    uint64 // messages that did not decode, validate or reassemble
+	Answered     uint64 // requests taken for answering (each id once)
+	Errors       uint64 // of which answered with an error status
+	TooLarge     uint64 // of which answered TOO_LARGE
+	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
+	Pending      int    // requests held now
+}
+
+// New validates cfg and returns an Agg.
+func New(cfg Config) (*Agg, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Agg{cfg: cfg, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
+		ready: make(chan struct{}), requests: map[string]*request{}, finished: map[string]time.Time{}, streams: map[string]*stream{}}, nil
+}
+
+// Stats returns the current counters.
+func (a *Agg) Stats() Stats {
+	a.mu.Lock()
+	pending := len(a.requests)
+	a.mu.Unlock()
+	s := &a.stats
+	return Stats{Expectations: s.expectations.Load(), Partials: s.partials.Load(), Discarded: s.discarded.Load(),
+		Malformed: s.malformed.Load(), Answered: s.answered.Load(), Errors: s.errors.Load(),
+		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Pending: pending}
+}
+
+// Ready is closed once Run's subscriptions are live at the server, so that a caller
+// (a test, sg run) can send the first expectation without losing it.
+func (a *Agg) Ready() <-chan struct{} { return a.ready }
+
+// Run serves expectations and partials until ctx ends, then unsubscribes and waits for
+// the answers in progress.
+func (a *Agg) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("agg: Run called twice")
+	}
+	nc, subj := a.cfg.NC, a.cfg.Subjects
+	expect, err := nc.Subscribe(subj.AggExpect(a.cfg.ID), a.onExpect)
+	if err != nil {
+		return fmt.Errorf("agg %s: subscribe expectations: %w", a.cfg.ID, err)
+	}
+	defer expect.Unsubscribe()
+	partial, err := nc.Subscribe(subj.AggPartial(a.cfg.ID), a.onPartial)
+	if err != nil {
+		return fmt.Errorf("agg %s: subscribe partials: %w", a.cfg.ID, err)
+	}
+	defer partial.Unsubscribe()
+	// Whole answers' worth of chunks may be pending while one is merged: a slow
+	// consumer would lose chunks and fail the transfer.
+	pendingBytes := int(min(max(2*a.cfg.MaxAnswerBytes, 64<<20), 1<<40))
+	for _, s := range []*nats.Subscription{expect, partial} {
+		if err := s.SetPendingLimits(1<<20, pendingBytes); err != nil {
+			return fmt.Errorf("agg %s: pending limits: %w", a.cfg.ID, err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("agg %s: flush subscriptions: %w", a.cfg.ID, err)
+	}
+	close(a.ready)
+	a.log.Info().Int64("max_answer_bytes", a.cfg.MaxAnswerBytes).Dur("partial_ttl", a.cfg.PartialTTL).Msg("Agg started")
+
+	sweep := time.NewTicker(min(max(a.cfg.PartialTTL/4, 10*time.Millisecond), time.Second))
+	defer sweep.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case now := <-sweep.C:
+			a.sweep(now)
+		}
+	}
+	_ = expect.Unsubscribe()
+	_ = partial.Unsubscribe()
+	a.mu.Lock()
+	a.closing = true
+	a.mu.Unlock()
+	a.answers.Wait()
+	a.log.Info().Msg("Agg stopped")
+	return nil
+}
+
+// finishLocked forgets request id and drops anything about it that arrives later; a.mu
+// held. Partials still held count as discarded, unless they are being answered.
+func (a *Agg) finishLocked(id string, deadline int64, now time.Time) {
+	if r := a.requests[id]; r != nil && !r.answering {
+		a.stats.discarded.Add(uint64(len(r.partials)))
+	}
+	delete(a.requests, id)
+	// Remember the id past the deadline: a late expectation or partial must not open
+	// a new request that could be answered a second time.
+	until := now
+	if d := time.Unix(0, deadline); d.After(until) {
+		until = d
+	}
+	a.finished[id] = until.Add(a.cfg.PartialTTL)
+}
+
+// sweep drops requests past their deadline (the RC answers the timeout), partials
+// whose expectation never came, stale chunk transfers and old finished ids.
+func (a *Agg) sweep(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, r := range a.requests {
+		switch {
+		case r.exp != nil && now.UnixNano() >= r.exp.Deadline:
+			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("deadline passed before every partial came: not answered")
+		case r.exp == nil && now.Sub(r.created) >= a.cfg.PartialTTL:
+			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("no expectation within PartialTTL: partials dropped")
+		default:
+			continue
+		}
+		a.stats.expired.Add(1)
+		var deadline int64
+		if r.exp != nil {
+			deadline = r.exp.Deadline
+		}
+		a.finishLocked(id, deadline, now)
+	}
+	for k, s := range a.streams {
+		if now.Sub(s.since) >= a.cfg.PartialTTL {
+			a.log.Info().Str("request_id", s.requestID).Int("missing_chunks", s.r.Missing()).Msg("chunked partial incomplete within PartialTTL: dropped")
+			delete(a.streams, k)
+		}
+	}
+	for id, until := range a.finished {
+		if now.After(until) {
+			delete(a.finished, id)
+		}
+	}
+}

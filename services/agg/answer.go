@@ -1,0 +1,188 @@
+package agg
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// answer builds the answer of one request and sends it, then tells the RC.
+func (a *Agg) answer(j job) {
+	e := &j.exp
+	log := a.log.With().Str("request_id", e.RequestID).Str("api", e.API).Str("log_corr", e.LogCorr).Logger()
+	content := e.Content
+	if content == "" {
+		content = messages.ContentMsgpack
+	}
+	start := time.Now()
+	st, payload := a.result(j, content)
+	data, st, err := a.encode(e, content, st, payload)
+	if err != nil {
+		log.Error().Err(err).Msg("answer not encoded")
+		return
+	}
+	if time.Now().UnixNano() >= e.Deadline {
+		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
+		a.stats.expired.Add(1)
+		log.Warn().Msg("answer ready after the deadline: not sent")
+		return
+	}
+	if !st.IsOK() {
+		a.stats.errors.Add(1)
+	}
+	h := nats.Header{}
+	messages.Routing{RequestID: e.RequestID, API: e.API, AggID: a.cfg.ID, LogCorr: e.LogCorr, Content: content}.Write(h)
+	st.Write(h)
+	if int64(len(data)+headerSize(h)) > a.cfg.NC.MaxPayload() {
+		n, err := messages.SendChunked(a.cfg.NC, e.ReplyTo, h, data, 0)
+		if err != nil {
+			log.Error().Err(err).Int("chunks_sent", n).Msg("answer not sent")
+			return
+		}
+	} else if err := a.cfg.NC.PublishMsg(&nats.Msg{Subject: e.ReplyTo, Header: h, Data: data}); err != nil {
+		log.Error().Err(err).Msg("answer not sent")
+		return
+	}
+	log.Info().Stringer("rc", st.RC).Int("bytes", len(data)).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
+	if e.RCID == "" {
+		return
+	}
+	done := messages.AggDone{V: messages.PortionVersion, RequestID: e.RequestID, AggID: a.cfg.ID, Status: st}
+	b, err := messages.Encode(&done)
+	if err == nil {
+		err = a.cfg.NC.Publish(a.cfg.Subjects.RCAggDone(e.RCID), b)
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("AggDone not sent")
+	}
+}
+
+// encode wraps the answer in a response envelope; an answer above MaxAnswerBytes becomes
+// a TOO_LARGE error, so nothing is ever cut silently.
+func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st messages.Status, payload []byte) ([]byte, messages.Status, error) {
+	resp := func(st messages.Status, payload []byte) ([]byte, error) {
+		return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: e.RequestID,
+			API: e.API, LogCorr: e.LogCorr, Status: st}, Payload: payload, Content: content}.Encode()
+	}
+	data, err := resp(st, payload)
+	if err != nil {
+		st = messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err)
+		data, err = resp(st, nil)
+	} else if int64(len(data)) > a.cfg.MaxAnswerBytes {
+		a.stats.tooLarge.Add(1)
+		st = messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+			"answer of %d bytes is above the Agg's limit of %d bytes: narrow the request (columns, filter, limit)", len(data), a.cfg.MaxAnswerBytes)
+		data, err = resp(st, nil)
+	}
+	return data, st, err
+}
+
+// result is the status and payload (in content) of a complete request.
+func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) {
+	if j.tooLarge {
+		a.stats.tooLarge.Add(1)
+		return messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+			"partial results of the request are above the Agg's limit of %d bytes: narrow the request (columns, filter, limit)", a.cfg.MaxAnswerBytes), nil
+	}
+	// Seed: a failed portion fails the request with the DAP's rc/ac/ai.
+	for _, p := range j.partials {
+		if !p.Status.IsOK() {
+			return p.Status, nil
+		}
+	}
+	switch j.exp.API {
+	case subjects.APIGetData:
+		return getData(j, content)
+	case subjects.APIPing:
+		return ping(j, content)
+	}
+	return messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "the Agg cannot merge API %q", j.exp.API), nil
+}
+
+func getData(j job, content messages.Content) (messages.Status, []byte) {
+	args, err := messages.DecodeGetDataArgsMsgpack(j.exp.Args)
+	if err != nil {
+		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil
+	}
+	parts := make([]merge.Partial, len(j.partials))
+	for i, p := range j.partials {
+		if parts[i], err = merge.DecodePartial(p.Payload); err != nil {
+			return messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, err), nil
+		}
+	}
+	t, err := merge.Merge(args, parts)
+	switch {
+	case errors.Is(err, merge.ErrSortColumn) || errors.Is(err, merge.ErrAggType):
+		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%v", err), nil
+	case err != nil:
+		return messages.Errorf(messages.CodeErr, messages.CodeErr, "merge: %v", err), nil
+	}
+	var b []byte
+	if content == messages.ContentJSON {
+		b, err = t.MarshalJSON()
+	} else {
+		b, err = messages.Encode(t)
+	}
+	if err != nil {
+		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
+	}
+	return messages.StatusOK, b
+}
+
+// ping answers one boolean per DAP reached: true when every portion it ran said true.
+func ping(j job, content messages.Content) (messages.Status, []byte) {
+	reached := map[string]bool{}
+	for _, p := range j.partials {
+		var ok bool
+		if err := msgpack.Unmarshal(p.Payload, &ok); err != nil {
+			ok = false
+		}
+		if prev, seen := reached[p.DAPID]; seen {
+			ok = ok && prev
+		}
+		reached[p.DAPID] = ok
+	}
+	var (
+		b   []byte
+		err error
+	)
+	if content == messages.ContentJSON {
+		b, err = json.Marshal(reached) // keys sorted
+	} else {
+		b, err = encodeSorted(reached)
+	}
+	if err != nil {
+		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode ping answer: %v", err), nil
+	}
+	return messages.StatusOK, b
+}
+
+// encodeSorted encodes a map with its keys sorted, so equal answers are equal bytes.
+func encodeSorted(m map[string]bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("msgpack: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// headerSize is the size of h on the wire, which counts against max payload.
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}

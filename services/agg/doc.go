@@ -1,0 +1,28 @@
+// Package agg is the aggregator: it merges the partial results of one request, sent by
+// the DAPs, into the answer, and replies once to the caller (the GW).
+//
+// Per request the Agg
+//  1. buffers partial results (subjects.AggPartial(ID)), chunked or not, whether or not
+//     the RC's expectation has arrived yet, within PartialTTL and MaxAnswerBytes;
+//  2. applies the RC's expectations (subjects.AggExpect(ID)) in Seq order: Expect adds
+//     portion attempts, Supersede drops earlier attempts (and their late partials),
+//     Sealed says the set is final, Cancel drops everything (the RC answers itself);
+//  3. once sealed and every expected partial is present, answers the merge; as soon as
+//     an expected partial has a non-OK status, answers that status (the DAP's rc/ac/ai:
+//     a failed portion fails the request, so the others need not be awaited; if
+//     several have failed by then, the first in expectation order);
+//  4. replies on ReplyTo with a messages.Response envelope in the requested Content,
+//     routing and rc/ac/ai in headers, in chunks when above NATS's max payload, and then
+//     tells the RC (AggDone). Never after the deadline: the RC answers the timeout then.
+//
+// Answers by API:
+//
+//	getData  the merged messages.Table: msgpack columnar, or JSON an array of row objects
+//	ping     a map from DAP id to true, one entry per DAP reached ({"dap-eu-rdb-0": true});
+//	         a DAP that answered a non-true payload reads false
+//	other    NOT_SUPPORTED: the Agg does not know how to merge it
+//
+// Each request is answered at most once: answered (and cancelled, expired) request ids
+// are remembered until PartialTTL after their deadline, and everything about them is
+// dropped on arrival.
+package agg

@@ -1,0 +1,238 @@
+package agg
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// wait bounds every wait for a message: tests wait on messages, never on sleeps.
+const wait = 10 * time.Second
+
+var (
+	subj = subjects.Default()
+	t0   = time.Date(2024, 1, 2, 9, 0, 0, 0, time.UTC)
+)
+
+func startNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(wait) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// env is one Agg on an embedded server, with the subjects a GW and an RC listen on.
+type env struct {
+	t       *testing.T
+	nc      *nats.Conn
+	agg     *Agg
+	answers *nats.Subscription // every answer to gw1
+	done    *nats.Subscription // AggDone to rc1
+}
+
+func newEnv(t *testing.T, mutate func(*Config)) *env {
+	t.Helper()
+	nc := startNATS(t)
+	cfg := Config{ID: "agg1", NC: nc, Subjects: subj, Log: zerolog.Nop()}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, nc: nc, agg: a, answers: subscribe(t, nc, subj.GWAnswerPattern("gw1")), done: subscribe(t, nc, subj.RCAggDone("rc1"))}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-a.Ready():
+	case <-time.After(wait):
+		t.Fatal("Agg not ready")
+	}
+	return e
+}
+
+func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+func (e *env) publish(subject string, v any) {
+	e.t.Helper()
+	b, err := messages.Encode(v)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.nc.Publish(subject, b); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) expect(x messages.AggExpectation) { e.t.Helper(); e.publish(subj.AggExpect("agg1"), &x) }
+
+// partial sends a partial result as a DAP does: chunked when above max payload.
+func (e *env) partial(p messages.PartialResult) {
+	e.t.Helper()
+	b, err := messages.Encode(&p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	h := nats.Header{}
+	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
+	p.Status.Write(h)
+	if int64(len(b))+4096 > e.nc.MaxPayload() {
+		if _, err := messages.SendChunked(e.nc, subj.AggPartial("agg1"), h, b, 0); err != nil {
+			e.t.Fatal(err)
+		}
+		return
+	}
+	if err := e.nc.PublishMsg(&nats.Msg{Subject: subj.AggPartial("agg1"), Header: h, Data: b}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// answer receives the next answer (whole or chunked) and decodes its envelope.
+func (e *env) answer() (messages.Response, nats.Header) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	data, h, err := messages.ReceiveChunked(ctx, e.answers, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := messages.DecodeResponse(h, data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r, h
+}
+
+func (e *env) aggDone() messages.AggDone {
+	e.t.Helper()
+	m, err := e.done.NextMsg(wait)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := messages.DecodeValid[messages.AggDone](m.Data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func expectation(req, api string, args any, refs ...messages.PortionRef) messages.AggExpectation {
+	var raw []byte
+	if args != nil {
+		var err error
+		if raw, err = msgpack.Marshal(args); err != nil {
+			panic(err)
+		}
+	}
+	return messages.AggExpectation{V: messages.PortionVersion, RequestID: req, Seq: 1, API: api, Args: raw,
+		Expect: refs, Sealed: true, ReplyTo: subj.GWAnswer("gw1", req), RCID: "rc1",
+		Deadline: time.Now().Add(time.Minute).UnixNano(), LogCorr: "corr-" + req}
+}
+
+func ref(id string, attempt uint32) messages.PortionRef {
+	return messages.PortionRef{PortionID: id, Attempt: attempt}
+}
+
+func okPartial(req string, r messages.PortionRef, dap string, payload []byte) messages.PartialResult {
+	return messages.PartialResult{V: messages.PortionVersion, RequestID: req, PortionID: r.PortionID, Attempt: r.Attempt,
+		DAPID: dap, Status: messages.StatusOK, Payload: payload}
+}
+
+// shard is the demo data of one region and time range, as one DAP holds it.
+type shard struct {
+	region     string
+	start, end time.Time
+}
+
+var shards = []shard{{"eu", t0, t0.Add(time.Hour)}, {"eu", t0.Add(time.Hour), t0.Add(2 * time.Hour)}, {"us", t0, t0.Add(2 * time.Hour)}}
+
+// partials executes args on each shard and returns the partials, encoded and decoded.
+func partials(t *testing.T, args messages.GetDataArgs, cfg demo.Config) ([][]byte, []merge.Partial) {
+	t.Helper()
+	var enc [][]byte
+	var dec []merge.Partial
+	for _, s := range shards {
+		st := engine.NewStore()
+		if err := cfg.Load(st, s.region, s.start, s.end, true); err != nil {
+			t.Fatal(err)
+		}
+		p, err := st.Execute(args, s.start, s.end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := merge.EncodePartial(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, dec = append(enc, b), append(dec, p)
+	}
+	return enc, dec
+}
+
+func decodeTable(t *testing.T, payload []byte) messages.Table {
+	t.Helper()
+	var tb messages.Table
+	if err := messages.Decode(payload, &tb); err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// natsMsg builds a message with hand-written headers.
+type natsMsg struct {
+	subject string
+	data    []byte
+	h       nats.Header
+}
+
+func (m *natsMsg) header(kv ...string) {
+	m.h = nats.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.h.Set(kv[i], kv[i+1])
+	}
+}
+
+func (m *natsMsg) msg() *nats.Msg { return &nats.Msg{Subject: m.subject, Header: m.h, Data: m.data} }

@@ -1,0 +1,158 @@
+package agg
+
+import (
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+)
+
+// envelopeSlack is room for the PartialResult fields around a payload of
+// MaxAnswerBytes, so the reassembly limit refuses only what the request limit would.
+const envelopeSlack = 64 << 10
+
+func (a *Agg) onExpect(m *nats.Msg) {
+	e, err := messages.DecodeValid[messages.AggExpectation](m.Data)
+	if err != nil {
+		a.stats.malformed.Add(1)
+		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
+		return
+	}
+	a.stats.expectations.Add(1)
+	log := a.log.With().Str("request_id", e.RequestID).Uint32("seq", e.Seq).Logger()
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, done := a.finished[e.RequestID]; done {
+		log.Debug().Msg("expectation of a finished request ignored")
+		return
+	}
+	if e.Cancel {
+		// The RC answers (error or timeout): nothing of this request may be answered.
+		log.Info().Msg("request cancelled by the RC")
+		a.finishLocked(e.RequestID, e.Deadline, now)
+		return
+	}
+	if now.UnixNano() >= e.Deadline {
+		log.Info().Msg("expectation past its deadline: not answered")
+		a.stats.expired.Add(1)
+		a.finishLocked(e.RequestID, e.Deadline, now)
+		return
+	}
+	r := a.requests[e.RequestID]
+	if r == nil {
+		r = newRequest(e.RequestID, now)
+		a.requests[e.RequestID] = r
+	}
+	r.expectation(e)
+	a.stats.discarded.Add(r.takeDropped())
+	a.answerIfReadyLocked(r, now)
+}
+
+func (a *Agg) onPartial(m *nats.Msg) {
+	data := m.Data
+	if m.Header.Get(messages.HdrChunkCount) != "" || m.Header.Get(messages.HdrChunkIndex) != "" {
+		var ok bool
+		if data, ok = a.chunk(m); !ok {
+			return
+		}
+	}
+	p, err := messages.DecodeValid[messages.PartialResult](data)
+	if err != nil {
+		a.stats.malformed.Add(1)
+		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
+		return
+	}
+	a.stats.partials.Add(1)
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, done := a.finished[p.RequestID]; done {
+		a.stats.discarded.Add(1)
+		return
+	}
+	r := a.requests[p.RequestID]
+	if r == nil {
+		r = newRequest(p.RequestID, now)
+		a.requests[p.RequestID] = r
+	}
+	if !r.wants(p.Ref()) {
+		a.stats.discarded.Add(1)
+		a.log.Debug().Str("request_id", p.RequestID).Stringer("portion", p.Ref()).Str("dap", p.DAPID).Msg("partial discarded")
+		return
+	}
+	r.add(p, a.cfg.MaxAnswerBytes)
+	a.stats.discarded.Add(r.takeDropped())
+	a.answerIfReadyLocked(r, now)
+}
+
+// chunk adds one chunk to its transfer and returns the whole payload once complete.
+func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
+	key := m.Header.Get(messages.HdrChunkStream)
+	reqID := m.Header.Get(messages.HdrRequestID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, done := a.finished[reqID]; done && reqID != "" {
+		delete(a.streams, key)
+		return nil, false // the request is over: do not buffer its chunks
+	}
+	s := a.streams[key]
+	if s == nil {
+		if key == "" {
+			a.stats.malformed.Add(1)
+			a.log.Warn().Str("request_id", reqID).Msg("chunk without a transfer id")
+			return nil, false
+		}
+		s = &stream{r: messages.NewReassembler(a.cfg.MaxAnswerBytes + envelopeSlack), requestID: reqID, since: time.Now()}
+		a.streams[key] = s
+	}
+	done, err := s.r.Add(m.Header, m.Data)
+	if err == nil && !done {
+		return nil, false
+	}
+	delete(a.streams, key)
+	if err != nil {
+		a.badTransferLocked(reqID, err)
+		return nil, false
+	}
+	payload, err := s.r.Payload()
+	if err != nil {
+		a.badTransferLocked(reqID, err)
+		return nil, false
+	}
+	return payload, true
+}
+
+// badTransferLocked: a partial too large for the limit fails its request TOO_LARGE (the
+// answer could not be smaller than the limit allows); other broken transfers are
+// counted and left to the deadline.
+func (a *Agg) badTransferLocked(reqID string, err error) {
+	if !errors.Is(err, messages.ErrTooLarge) || reqID == "" {
+		a.stats.malformed.Add(1)
+		a.log.Warn().Err(err).Str("request_id", reqID).Msg("bad chunked partial")
+		return
+	}
+	a.log.Warn().Err(err).Str("request_id", reqID).Msg("partial above MaxAnswerBytes")
+	r := a.requests[reqID]
+	if r == nil {
+		r = newRequest(reqID, time.Now())
+		a.requests[reqID] = r
+	}
+	r.setTooLarge()
+	a.stats.discarded.Add(r.takeDropped())
+	a.answerIfReadyLocked(r, time.Now())
+}
+
+// answerIfReadyLocked hands a complete request to an answer goroutine, exactly once:
+// the request leaves the map and its id is remembered as finished in the same step.
+func (a *Agg) answerIfReadyLocked(r *request, now time.Time) {
+	if a.closing || !r.ready() {
+		return
+	}
+	j := r.job()
+	r.answering = true
+	a.finishLocked(r.id, j.exp.Deadline, now)
+	a.stats.answered.Add(1)
+	a.answers.Go(func() { a.answer(j) })
+}

@@ -1,0 +1,89 @@
+package dap
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Defaults of Config.
+const (
+	DefaultHeartbeat   = 2 * time.Second
+	DefaultConcurrency = 1
+)
+
+// Config describes one DAP. The fields up to Concurrency are those of its registration.
+type Config struct {
+	ID       string // DAP id, a subject token
+	RCID     string // owning RC; "" = any RC may use it
+	Addr     string // host:port shown in timeout messages; default: ID
+	Assembly string // "" = none
+
+	Labels           messages.LabelSet
+	Tier             messages.Tier
+	Purview          messages.TimeRange // zero value: Unbounded
+	Tables           []messages.TableInfo
+	PurviewVersion   uint64
+	ReferenceVintage uint64
+	Concurrency      int           // portions run at once; default DefaultConcurrency
+	Heartbeat        time.Duration // default DefaultHeartbeat
+
+	NC       *nats.Conn
+	Subjects subjects.Subjects // zero value: subjects.Default()
+	Log      zerolog.Logger
+	Source   Source
+}
+
+// withDefaults fills the zero fields and validates the result, so New reports every
+// mistake at start with the field's name rather than at the first message.
+func (c Config) withDefaults() (Config, error) {
+	if c.Subjects.Prefix() == "" {
+		c.Subjects = subjects.Default()
+	}
+	if c.Addr == "" {
+		c.Addr = c.ID
+	}
+	if c.Purview == (messages.TimeRange{}) {
+		c.Purview = messages.Unbounded
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	var errs []error
+	if c.NC == nil {
+		errs = append(errs, errors.New("NC is nil"))
+	}
+	if c.Source == nil {
+		errs = append(errs, errors.New("Source is nil"))
+	}
+	if c.Heartbeat < 0 {
+		errs = append(errs, fmt.Errorf("Heartbeat %v is negative", c.Heartbeat))
+	}
+	// The registration's own checks cover id, labels, tier, purview, tables, concurrency.
+	reg := registration(c, true)
+	if err := reg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("dap: config of %q: %w", c.ID, err)
+	}
+	return c, nil
+}
+
+// registration builds the registration message from a config and the current availability.
+func registration(c Config, available bool) messages.DAPRegistration {
+	return messages.DAPRegistration{
+		V: messages.DAPVersion, DAPID: c.ID, RCID: c.RCID, Addr: c.Addr, Assembly: c.Assembly,
+		Labels: c.Labels, Tier: c.Tier, Purview: c.Purview, Tables: c.Tables,
+		PurviewVersion: c.PurviewVersion, ReferenceVintage: c.ReferenceVintage,
+		Available: available, Concurrency: c.Concurrency,
+	}
+}

@@ -1,0 +1,29 @@
+// Package dap is the runtime of a data access process (DAP): one shard of the data (a
+// label set, a tier and a temporal purview) served over NATS.
+//
+// A DAP
+//  1. registers with the RCs (subjects.DAPRegister) when it starts, and again whenever an
+//     RC it has not seen announces itself (or restarts), so an RC started later learns of it;
+//  2. sends a heartbeat every Config.Heartbeat, and status and vintage updates when its
+//     availability, purview or reference vintage change (SetAvailable, SetPurview,
+//     SetVintage);
+//  3. takes portions on subjects.DAPPortion(ID): a portion whose purview version or
+//     reference vintage differs from the DAP's own is answered RETRY without running
+//     (seed: Retries); the others run on the Source, at most Config.Concurrency at once,
+//     in arrival order, until the dispatch deadline;
+//  4. sends the partial result to the Agg (chunked when above NATS's max payload) and a
+//     completion to the RC, for every dispatch: the completion is what frees its slot;
+//  5. on shutdown says DAPLost{Reason: "shutdown"} so the RC requeues its portions now
+//     rather than after missed heartbeats.
+//
+// Error codes (rc; ac is always ERR, as in the seed's rc=TIMEOUT ac=ERR):
+//
+//	BAD_REQUEST    arguments that do not decode or validate, unknown table or column,
+//	               a filter value of the wrong type, an aggregation or sort that does
+//	               not apply, a malformed dispatch
+//	NOT_SUPPORTED  an API the Source does not implement
+//	TIMEOUT        the dispatch deadline passed before the Source finished
+//	ERR            anything else
+//
+// A Source may choose its own code by returning a *CodeError.
+package dap

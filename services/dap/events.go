@@ -1,0 +1,132 @@
+package dap
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+)
+
+// maxSeenRCs bounds the memory of announced RCs; past it the map starts again, which
+// at worst re-registers once more with every RC.
+const maxSeenRCs = 4096
+
+// publish encodes v and publishes it on subject with headers h (may be nil). A failure
+// is logged: events are repeated (heartbeats carry the versions), so none is fatal.
+func (d *DAP) publish(subject string, v any, h nats.Header) error {
+	data, err := messages.Encode(v)
+	if err == nil {
+		err = d.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data})
+	}
+	if err != nil {
+		d.log.Error().Err(err).Str("subject", subject).Msg("publish")
+	}
+	return err
+}
+
+// publishRegistration sends the configured registration with the current state. Like
+// the updates, it is published under the lock, so an RC never sees a registration
+// older than an update that followed it.
+func (d *DAP) publishRegistration() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	reg := registration(d.cfg, d.state.available)
+	reg.Purview, reg.PurviewVersion, reg.ReferenceVintage = d.state.purview, d.state.pv, d.state.rv
+	_ = d.publish(d.cfg.Subjects.DAPRegister(d.cfg.ID), &reg, nil)
+}
+
+// onAnnounce re-registers with an RC it has not seen, or that restarted (newer
+// StartedAt): an RC started after the DAP, or one that lost its state, learns of it.
+func (d *DAP) onAnnounce(m *nats.Msg) {
+	a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data)
+	if err != nil {
+		d.log.Warn().Err(err).Str("subject", m.Subject).Msg("bad RC announcement")
+		return
+	}
+	d.mu.Lock()
+	last, ok := d.seen[a.RCID]
+	fresh := !ok || a.StartedAt > last
+	if fresh {
+		if !ok && len(d.seen) >= maxSeenRCs {
+			clear(d.seen)
+		}
+		d.seen[a.RCID] = a.StartedAt
+	}
+	d.mu.Unlock()
+	if fresh {
+		d.log.Debug().Str("rc", a.RCID).Msg("new RC announced: registering again")
+		d.publishRegistration()
+	}
+}
+
+// heartbeats sends a heartbeat every Heartbeat until ctx ends; the versions in it let an
+// RC that missed an update notice.
+func (d *DAP) heartbeats(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		d.state.hbSeq++
+		hb := messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: d.cfg.ID, Seq: d.state.hbSeq,
+			SentAt: time.Now().UnixNano(), Running: d.state.running, PurviewVersion: d.state.pv,
+			ReferenceVintage: d.state.rv, IntervalMS: d.cfg.Heartbeat.Milliseconds()}
+		d.mu.Unlock()
+		_ = d.publish(d.cfg.Subjects.DAPHeartbeat(d.cfg.ID), &hb, nil)
+	}
+}
+
+// statusLocked is the status update of the current state; d.mu must be held.
+func (d *DAP) statusLocked() messages.DAPStatusUpdate {
+	return messages.DAPStatusUpdate{V: messages.DAPVersion, DAPID: d.cfg.ID, Available: d.state.available,
+		Reason: d.state.reason, Purview: d.state.purview, PurviewVersion: d.state.pv, Running: d.state.running}
+}
+
+// SetAvailable marks the DAP available or not (e.g. busy replaying its log) and tells
+// the RCs. An unavailable DAP answers RETRY to the portions it still receives, so the
+// RC places them elsewhere.
+func (d *DAP) SetAvailable(ok bool, reason string) {
+	if ok {
+		reason = ""
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock() // publish under the lock: RCs see the updates in the order made
+	d.state.available, d.state.reason = ok, reason
+	st := d.statusLocked()
+	_ = d.publish(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st, nil)
+}
+
+// SetPurview changes the temporal purview and its version (seed: "after each
+// end-of-interval or end-of-day event, the DAP sends an increment value") and tells the
+// RCs. An empty range is refused (logged), as the RC could not place anything on it.
+func (d *DAP) SetPurview(rng messages.TimeRange, purviewVersion uint64) {
+	if !rng.Valid() {
+		d.log.Error().Stringer("purview", rng).Msg("SetPurview: empty purview refused")
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.state.purview, d.state.pv = rng, purviewVersion
+	st := d.statusLocked()
+	_ = d.publish(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st, nil)
+}
+
+// SetVintage changes the reference vintage (seed: "on each reference data update, the
+// DAP sends its latest stream position") and tells the RCs.
+func (d *DAP) SetVintage(v uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.state.rv = v
+	u := messages.DAPVintageUpdate{V: messages.DAPVersion, DAPID: d.cfg.ID, ReferenceVintage: v}
+	_ = d.publish(d.cfg.Subjects.DAPVintage(d.cfg.ID), &u, nil)
+}
+
+func (d *DAP) publishLost(reason string) {
+	l := messages.DAPLost{V: messages.DAPVersion, DAPID: d.cfg.ID, Reason: reason, DetectedBy: d.cfg.ID, At: time.Now().UnixNano()}
+	_ = d.publish(d.cfg.Subjects.DAPLost(d.cfg.ID), &l, nil)
+}

@@ -1,0 +1,173 @@
+package dap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// onPortion takes one dispatch off the wire: malformed ones are answered with an error
+// where they can be, mismatched ones RETRY at once (no point queueing them), the others
+// join the queue.
+func (d *DAP) onPortion(m *nats.Msg) {
+	d.stats.received.Add(1)
+	p, err := messages.DecodeValid[messages.PortionDispatch](m.Data)
+	if err != nil {
+		d.rejectMalformed(m, err)
+		return
+	}
+	if reason := d.mismatch(&p); reason != "" {
+		d.retry(&p, reason)
+		return
+	}
+	d.queue.push(p)
+}
+
+// mismatch says why the DAP cannot run p as dispatched, in the seed's terms, or "".
+// Seed (Retries): the DAP compares the purview version and reference vintage of the
+// dispatch with its own and answers RETRY when either differs.
+func (d *DAP) mismatch(p *messages.PortionDispatch) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case !d.state.available:
+		return fmt.Sprintf("DAP %s is unavailable: %s", d.cfg.ID, d.state.reason)
+	case p.PurviewVersion != d.state.pv:
+		return fmt.Sprintf("DAP purview version %d does not match dispatch purview version %d", d.state.pv, p.PurviewVersion)
+	case p.ReferenceVintage != d.state.rv:
+		return fmt.Sprintf("DAP reference vintage %d does not match dispatch reference vintage %d", d.state.rv, p.ReferenceVintage)
+	}
+	return ""
+}
+
+func (d *DAP) portionLog(p *messages.PortionDispatch) *zerolog.Logger {
+	l := d.log.With().Str("request_id", p.RequestID).Str("portion", p.PortionID).
+		Uint32("attempt", p.Attempt).Str("api", p.API).Str("log_corr", p.LogCorr).Logger()
+	return &l
+}
+
+// retry answers RETRY with the DAP's current versions, so the RC learns them without
+// waiting for the event.
+func (d *DAP) retry(p *messages.PortionDispatch, reason string) {
+	d.stats.retried.Add(1)
+	d.portionLog(p).Info().Str("reason", reason).Msg("portion answered RETRY")
+	d.complete(p, messages.PortionCompletion{Outcome: messages.OutcomeRetry, Code: messages.CodeRetry, Message: reason})
+}
+
+// runPortion runs one dispatch that has a slot, until its deadline.
+func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
+	log := d.portionLog(&p)
+	// The versions may have changed while the portion waited for a slot.
+	if reason := d.mismatch(&p); reason != "" {
+		d.retry(&p, reason)
+		return
+	}
+	deadline := time.Unix(0, p.Deadline)
+	if !time.Now().Before(deadline) {
+		d.timedOut(&p, log, 0)
+		return
+	}
+	d.setRunning(+1)
+	defer d.setRunning(-1)
+	execCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	type result struct {
+		payload []byte
+		rows    int64
+		err     error
+	}
+	start := time.Now()
+	done := make(chan result, 1)
+	go func() { // owned here: runPortion waits for it before giving the slot back
+		var r result
+		if rc, ok := d.cfg.Source.(RowCounter); ok {
+			r.payload, r.rows, r.err = rc.ExecuteRows(execCtx, p.API, p.Args, p.Labels, p.Range)
+		} else {
+			r.payload, r.err = d.cfg.Source.Execute(execCtx, p.API, p.Args, p.Labels, p.Range)
+		}
+		done <- r
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-execCtx.Done():
+		// Answer now, so the RC need not wait for a Source that is slow to stop; the
+		// slot stays taken until it does.
+		if ctx.Err() == nil {
+			d.timedOut(&p, log, time.Since(start))
+		}
+		<-done
+		return
+	}
+	elapsed := time.Since(start)
+	switch {
+	case ctx.Err() != nil:
+		return // shutdown: DAPLost tells the RC
+	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
+		d.timedOut(&p, log, elapsed) // never a result after the deadline
+		return
+	case r.err != nil:
+		d.stats.failed.Add(1)
+		st := statusOf(r.err)
+		log.Warn().Err(r.err).Stringer("rc", st.RC).Msg("portion failed")
+		d.fail(&p, st, elapsed)
+		return
+	}
+	if err := d.sendPartial(&p, messages.StatusOK, r.payload); err != nil {
+		d.stats.failed.Add(1)
+		log.Error().Err(err).Msg("partial result not sent")
+		d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: messages.CodeErr,
+			Message: "DAP could not send the partial result: " + errText(err), ElapsedNS: int64(elapsed)})
+		return
+	}
+	d.stats.executed.Add(1)
+	log.Debug().Int("bytes", len(r.payload)).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
+	d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
+		Rows: r.rows, Bytes: int64(len(r.payload)), ElapsedNS: int64(elapsed)})
+}
+
+func (d *DAP) setRunning(delta int) {
+	d.mu.Lock()
+	d.state.running += delta
+	d.mu.Unlock()
+}
+
+func (d *DAP) timedOut(p *messages.PortionDispatch, log *zerolog.Logger, elapsed time.Duration) {
+	d.stats.timedOut.Add(1)
+	log.Warn().Dur("elapsed", elapsed).Msg("portion passed its deadline")
+	st := messages.Status{RC: messages.CodeTimeout, AC: messages.CodeErr,
+		AI: fmt.Sprintf("DAP %s: portion %s did not complete before its deadline", d.cfg.ID, p.Ref())}
+	d.fail(p, st, elapsed)
+}
+
+// fail tells the Agg (which answers the error) and the RC (which frees the slot).
+func (d *DAP) fail(p *messages.PortionDispatch, st messages.Status, elapsed time.Duration) {
+	sent := d.sendPartial(p, st, nil) == nil
+	d.complete(p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: st.RC, Message: st.AI,
+		PartialSent: sent, ElapsedNS: int64(elapsed)})
+}
+
+// rejectMalformed counts and logs a dispatch that does not decode or validate, and
+// answers it with BAD_REQUEST when enough of it decodes to know where to answer.
+func (d *DAP) rejectMalformed(m *nats.Msg, err error) {
+	d.stats.malformed.Add(1)
+	var p messages.PortionDispatch
+	_ = messages.Decode(m.Data, &p) // best effort: whatever fields decoded
+	d.portionLog(&p).Warn().Err(err).Int("bytes", len(m.Data)).Msg("malformed portion dispatch")
+	st := messages.Status{RC: messages.CodeBadRequest, AC: messages.CodeErr, AI: "DAP " + d.cfg.ID + ": " + errText(err)}
+	if subjects.Validate("Agg id", p.AggID) == nil {
+		if err := d.sendPartial(&p, st, nil); err != nil {
+			d.log.Debug().Err(err).Msg("no error partial for the malformed dispatch")
+		}
+	}
+	if subjects.Validate("RC id", p.RCID) == nil {
+		d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: st.RC, Message: st.AI})
+	}
+}

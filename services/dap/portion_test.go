@@ -1,0 +1,329 @@
+package dap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+var t0 = time.Date(2024, 1, 2, 9, 0, 0, 0, time.UTC)
+
+func demoStore(t *testing.T) *engine.Store {
+	t.Helper()
+	s := engine.NewStore()
+	if err := (demo.Config{Seed: 7}).Load(s, "eu", t0, t0.Add(2*time.Hour), true); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type endpoints struct{ partial, completion, partialSub, completionSub string }
+
+func TestGoodDispatchSendsPartialAndCompletion(t *testing.T) {
+	nc := startNATS(t, 0)
+	store := demoStore(t)
+	started(t, testConfig(nc, EngineSource{Store: store}))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+
+	args := messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"},
+		Agg: []messages.AggSpec{{Name: "n", Func: messages.AggCount}, {Name: "px", Func: messages.AggAvg, Column: "price"}}}
+	p := dispatch("p1", args)
+	p.Range = messages.TimeRange{Start: t0.Add(30 * time.Minute).UnixNano(), End: t0.Add(90 * time.Minute).UnixNano()}
+	p.LogCorr = "corr-1"
+	send(t, nc, "dap-eu-hdb-0", p)
+
+	m := next(t, partials)
+	pr, err := messages.DecodeValid[messages.PartialResult](m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := store.Execute(args, t0.Add(30*time.Minute), t0.Add(90*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBytes, _ := merge.EncodePartial(want)
+	if !pr.Status.IsOK() || pr.Ref() != p.Ref() || pr.RequestID != "req1" || pr.DAPID != "dap-eu-hdb-0" || !bytes.Equal(pr.Payload, wantBytes) {
+		t.Fatalf("partial %+v (payload %d bytes, want %d)", pr.Status, len(pr.Payload), len(wantBytes))
+	}
+	if r, err := messages.ReadRouting(m.Header); err != nil || r.RequestID != "req1" || r.PortionID != "p1" || r.LogCorr != "corr-1" {
+		t.Fatalf("routing headers %+v %v", r, err)
+	}
+	c := nextAs[messages.PortionCompletion](t, completions)
+	if c.Outcome != messages.OutcomeOK || !c.PartialSent || c.Bytes != int64(len(wantBytes)) || c.Rows != int64(want.Groups) ||
+		c.ElapsedNS <= 0 || c.PurviewVersion != 1 || c.ReferenceVintage != 1 || c.Ref() != p.Ref() {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+// Seed (Retries): a mismatch of purview version or reference vintage is answered RETRY,
+// with the DAP's own values, and the portion does not run.
+func TestMismatchAnswersRetryWithoutExecuting(t *testing.T) {
+	nc := startNATS(t, 0)
+	var calls atomic.Int32
+	src := funcSource(func(ctx context.Context, api string, args msgpack.RawMessage) ([]byte, error) {
+		calls.Add(1)
+		return pingPayload, nil
+	})
+	d := started(t, testConfig(nc, src))
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+
+	stalePV := dispatch("p1", true)
+	stalePV.PurviewVersion = 0
+	staleRV := dispatch("p2", true)
+	staleRV.ReferenceVintage = 2
+	for _, p := range []messages.PortionDispatch{stalePV, staleRV} {
+		send(t, nc, d.ID(), p)
+		c := nextAs[messages.PortionCompletion](t, completions)
+		if c.Outcome != messages.OutcomeRetry || c.Code != messages.CodeRetry || c.PurviewVersion != 1 || c.ReferenceVintage != 1 || c.Ref() != p.Ref() {
+			t.Fatalf("completion %+v", c)
+		}
+	}
+	// After a vintage update the same dispatch is current and runs; the RETRYs never did.
+	d.SetVintage(2)
+	send(t, nc, d.ID(), staleRV)
+	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.ReferenceVintage != 2 {
+		t.Fatalf("completion %+v", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); pr.PortionID != "p2" {
+		t.Fatalf("partial of %s, want only p2's", pr.PortionID)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d executions, want 1", n)
+	}
+	// An unavailable DAP sends its portions back for placement elsewhere.
+	d.SetAvailable(false, "replaying log")
+	send(t, nc, d.ID(), dispatch("p3", true))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeRetry {
+		t.Fatalf("completion %+v", c)
+	}
+	if s := d.Stats(); s.Retried != 3 || s.Executed != 1 || s.Received != 4 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// blockingSource blocks every call until released, and records how many run at once.
+type blockingSource struct {
+	started chan string // portion index of each call, in start order
+	release chan struct{}
+	running atomic.Int32
+	mu      sync.Mutex
+	max     int32
+}
+
+func (s *blockingSource) Execute(ctx context.Context, _ string, args msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+	n := s.running.Add(1)
+	defer s.running.Add(-1)
+	s.mu.Lock()
+	s.max = max(s.max, n)
+	s.mu.Unlock()
+	var id string
+	_ = msgpack.Unmarshal(args, &id)
+	s.started <- id
+	select {
+	case <-s.release:
+		return pingPayload, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func TestConcurrencyLimitAndOrder(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &blockingSource{started: make(chan string, 10), release: make(chan struct{})}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 2
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	const n = 6
+	for i := range n {
+		send(t, nc, d.ID(), dispatch(fmt.Sprintf("p%d", i), fmt.Sprint(i)))
+	}
+	recv := func() string {
+		select {
+		case id := <-src.started:
+			return id
+		case <-time.After(wait):
+			t.Fatal("no execution started")
+		}
+		return ""
+	}
+	first := map[string]bool{recv(): true, recv(): true}
+	if !first["0"] || !first["1"] {
+		t.Fatalf("first two executions %v, want 0 and 1", first)
+	}
+	// One release frees one slot, which goes to the oldest waiting portion.
+	for i := 2; i < n; i++ {
+		src.release <- struct{}{}
+		if got := recv(); got != fmt.Sprint(i) {
+			t.Fatalf("execution %s started, want %d", got, i)
+		}
+	}
+	if s := d.Stats(); s.Queued != 0 || s.Running != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	src.release <- struct{}{}
+	src.release <- struct{}{}
+	for range n {
+		if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK {
+			t.Fatalf("completion %+v", c)
+		}
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.max != 2 {
+		t.Fatalf("%d executions at once, limit 2", src.max)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &blockingSource{started: make(chan string, 10), release: make(chan struct{})}
+	d := started(t, testConfig(nc, src))
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+
+	// Already past: answered TIMEOUT without running.
+	late := dispatch("p1", "1")
+	late.Deadline = time.Now().Add(-time.Second).UnixNano()
+	send(t, nc, d.ID(), late)
+	c := nextAs[messages.PortionCompletion](t, completions)
+	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeTimeout || c.Ref() != late.Ref() {
+		t.Fatalf("completion %+v", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); pr.Status.RC != messages.CodeTimeout || pr.Status.AC != messages.CodeErr {
+		t.Fatalf("partial status %+v", pr.Status)
+	}
+	// Passes while running: the Source is stopped by its context.
+	slow := dispatch("p2", "2")
+	slow.Deadline = time.Now().Add(200 * time.Millisecond).UnixNano()
+	send(t, nc, d.ID(), slow)
+	c = nextAs[messages.PortionCompletion](t, completions)
+	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeTimeout || c.Ref() != slow.Ref() {
+		t.Fatalf("completion %+v", c)
+	}
+	if time.Now().UnixNano() < slow.Deadline {
+		t.Fatal("timed out before the deadline")
+	}
+	if s := d.Stats(); s.TimedOut != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	select {
+	case id := <-src.started:
+		if id != "2" {
+			t.Fatalf("portion %s ran", id)
+		}
+	default:
+		t.Fatal("the second portion never ran")
+	}
+}
+
+func TestErrorsMapToCodes(t *testing.T) {
+	nc := startNATS(t, 0)
+	d := started(t, testConfig(nc, EngineSource{Store: demoStore(t)}))
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+	unknownAPI := dispatch("p3", true)
+	unknownAPI.API = "sql"
+	for _, tc := range []struct {
+		p    messages.PortionDispatch
+		code messages.Code
+	}{
+		{dispatch("p1", messages.GetDataArgs{Table: "nope"}), messages.CodeBadRequest},
+		{dispatch("p2", messages.GetDataArgs{Table: "trade", Columns: []string{"nope"}}), messages.CodeBadRequest},
+		{dispatch("p4", messages.GetDataArgs{Table: "trade", Filter: []messages.Filter{{Op: "=", Column: "size", Value: "x"}}}), messages.CodeBadRequest},
+		{dispatch("p5", messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"}, Agg: []messages.AggSpec{{Name: "s", Func: "sum", Column: "sym"}}}), messages.CodeBadRequest},
+		{unknownAPI, messages.CodeNotSupported},
+	} {
+		send(t, nc, d.ID(), tc.p)
+		c := nextAs[messages.PortionCompletion](t, completions)
+		pr := nextAs[messages.PartialResult](t, partials)
+		if c.Outcome != messages.OutcomeError || c.Code != tc.code || c.Message == "" || !c.PartialSent ||
+			pr.Status.RC != tc.code || pr.Status.AC != messages.CodeErr || pr.Status.AI != c.Message {
+			t.Errorf("%s: completion %+v, partial status %+v", tc.p.PortionID, c, pr.Status)
+		}
+	}
+	ping := dispatch("p6", true)
+	ping.API = subjects.APIPing
+	send(t, nc, d.ID(), ping)
+	if pr := nextAs[messages.PartialResult](t, partials); !pr.Status.IsOK() || !bytes.Equal(pr.Payload, []byte{0xc3}) {
+		t.Fatalf("ping partial %+v %x", pr.Status, pr.Payload)
+	}
+}
+
+func TestMalformedDispatches(t *testing.T) {
+	nc := startNATS(t, 0)
+	d := started(t, testConfig(nc, EngineSource{Store: demoStore(t)}))
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+	subject := subjects.Default().DAPPortion(d.ID())
+	for _, junk := range [][]byte{nil, {0xc1}, {0x92, 0x01}, bytes.Repeat([]byte{0xdd, 0xff, 0xff, 0xff, 0xff}, 8)} {
+		if err := nc.Publish(subject, junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Decodes, but fails validation (no API): answered BAD_REQUEST where it can be.
+	bad := dispatch("p1", true)
+	bad.API = ""
+	send(t, nc, d.ID(), bad)
+	c := nextAs[messages.PortionCompletion](t, completions)
+	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeBadRequest || c.Ref() != bad.Ref() {
+		t.Fatalf("completion %+v", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); pr.Status.RC != messages.CodeBadRequest {
+		t.Fatalf("partial %+v", pr.Status)
+	}
+	// And the DAP still works.
+	good := dispatch("p2", messages.GetDataArgs{Table: "trade", Limit: 3})
+	send(t, nc, d.ID(), good)
+	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.Rows != 3 {
+		t.Fatalf("completion %+v", c)
+	}
+	if s := d.Stats(); s.Malformed != 5 || s.Executed != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A partial above the connection's max payload travels in chunks and reassembles whole.
+func TestLargePartialIsChunked(t *testing.T) {
+	nc := startNATS(t, 64<<10)
+	big := make([]byte, 300_000)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	payload, _ := msgpack.Marshal(big) // a msgpack bin: the payload must be msgpack
+	src := funcSource(func(context.Context, string, msgpack.RawMessage) ([]byte, error) { return payload, nil })
+	d := started(t, testConfig(nc, src))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	send(t, nc, d.ID(), dispatch("p1", true))
+
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	data, hdr, err := messages.ReceiveChunked(ctx, partials, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := messages.DecodeValid[messages.PartialResult](data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(pr.Payload, payload) || hdr.Get(messages.HdrRequestID) != "req1" {
+		t.Fatalf("reassembled payload %d bytes, want %d; header %v", len(pr.Payload), len(payload), hdr)
+	}
+	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.Bytes != int64(len(payload)) {
+		t.Fatalf("completion %+v", c)
+	}
+}

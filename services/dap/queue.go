@@ -1,0 +1,85 @@
+package dap
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// fifo holds the dispatches waiting for a slot. It is unbounded because a dispatch is
+// never dropped (the RC waits for a completion of each), and the RC does not send more
+// than the DAP's concurrency except around retries and restarts.
+type fifo struct {
+	mu    sync.Mutex
+	items []messages.PortionDispatch
+	wake  chan struct{} // one pending signal is enough: the consumer drains all
+}
+
+func newFIFO() fifo { return fifo{wake: make(chan struct{}, 1)} }
+
+func (q *fifo) push(p messages.PortionDispatch) {
+	q.mu.Lock()
+	q.items = append(q.items, p)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *fifo) pop() (messages.PortionDispatch, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		return messages.PortionDispatch{}, false
+	}
+	p := q.items[0]
+	q.items[0] = messages.PortionDispatch{} // let the args be collected
+	q.items = q.items[1:]
+	return p, true
+}
+
+func (q *fifo) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
+// dispatchLoop starts queued portions in arrival order, at most Concurrency at once. It
+// owns the portion goroutines and returns once they have all ended.
+func (d *DAP) dispatchLoop(ctx context.Context) {
+	slots := make(chan struct{}, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		// Take the slot first, so that a portion waiting for one still counts as queued.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		p, ok := d.nextPortion(ctx)
+		if !ok {
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			d.runPortion(ctx, p)
+		})
+	}
+}
+
+// nextPortion waits for the oldest queued portion; ok is false when ctx ends.
+func (d *DAP) nextPortion(ctx context.Context) (messages.PortionDispatch, bool) {
+	for {
+		if p, ok := d.queue.pop(); ok {
+			return p, true
+		}
+		select {
+		case <-d.queue.wake:
+		case <-ctx.Done():
+			return messages.PortionDispatch{}, false
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package dap
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Source executes an API on the DAP's data. Execute must return when ctx ends (the
+// dispatch deadline or shutdown); the DAP keeps the slot until it does. payload is the
+// API's partial answer, msgpack: for getData an encoded merge.Partial, for ping true.
+type Source interface {
+	Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, err error)
+}
+
+// RowCounter is optionally implemented by a Source that knows how many rows its payload
+// holds, for the completion's Rows (metrics) without decoding the payload again.
+type RowCounter interface {
+	ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, rows int64, err error)
+}
+
+// EngineSource serves getData and ping from an in-memory engine.Store. The store holds
+// only this DAP's shard, so the portion's label set needs no check here: the request's
+// label selector is applied by the engine like a filter.
+type EngineSource struct{ Store *engine.Store }
+
+// pingPayload is the partial answer of ping: msgpack true, "this DAP is reachable".
+var pingPayload = []byte{0xc3}
+
+// Execute implements Source.
+func (s EngineSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+	b, _, err := s.ExecuteRows(ctx, api, args, labels, rng)
+	return b, err
+}
+
+// ExecuteRows implements RowCounter.
+func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, _ messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	switch api {
+	case subjects.APIPing:
+		return pingPayload, 0, nil
+	case subjects.APIGetData:
+	default:
+		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownAPI, api)
+	}
+	if s.Store == nil {
+		return nil, 0, fmt.Errorf("engine source has no store")
+	}
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The engine cannot be interrupted; it is fast on one shard, and the caller stops
+	// waiting at the deadline anyway.
+	p, err := s.Store.Execute(a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	b, err := merge.EncodePartial(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode partial: %w", err)
+	}
+	rows := int64(p.Rows.NumRows())
+	if p.Aggregated {
+		rows = int64(p.Groups)
+	}
+	return b, rows, nil
+}
+
+// rangeTime converts a range end to the engine's form: the unbounded end is the zero
+// time, which the engine reads as open.
+func rangeTime(ns, unbounded int64) time.Time {
+	if ns == unbounded {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
