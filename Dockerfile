@@ -1,0 +1,13 @@
+# sg: one static binary, every service as a subcommand. No base image is pulled
+# (no registry): build the binary first, then the image FROM scratch.
+#
+#   CGO_ENABLED=0 go build -trimpath -o bin/sg ./cmd/sg
+#   docker build -t sg:local .
+FROM scratch
+COPY bin/sg /sg
+# JetStream storage of `sg nats`, and the temp dir of `sg run`.
+ENV TMPDIR=/data
+VOLUME ["/data"]
+EXPOSE 4222
+ENTRYPOINT ["/sg"]
+CMD ["--help"]

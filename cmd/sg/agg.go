@@ -1,0 +1,19 @@
+package main
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/services/agg"
+	"github.com/sg-project/sg/subjects"
+)
+
+// runAgg runs an Agg until ctx ends.
+func runAgg(ctx context.Context, cfg AggConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger) error {
+	a, err := agg.New(agg.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, MaxAnswerBytes: cfg.MaxAnswerBytes})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}

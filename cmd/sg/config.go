@@ -1,0 +1,234 @@
+package main
+
+// Configuration: one struct per service, defaults next to the fields. Each
+// value comes from, in order of precedence: a flag, an SG_ environment
+// variable, the seed's KXI_ variable, the default. SG_ durations are Go
+// durations ("60s", "1m30s") or plain milliseconds; KXI_ durations are
+// milliseconds, as in the seed.
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sg-project/sg/services/gw"
+)
+
+// lookupFunc reads an environment variable (os.LookupEnv in main).
+type lookupFunc func(string) (string, bool)
+
+// envVar names one setting in the environment.
+type envVar struct {
+	SG  string // e.g. SG_TIMEOUT
+	KXI string // the seed's name, e.g. KXI_SG_TIMEOUT; "" if none
+}
+
+// The environment variables, with the seed's meanings.
+var (
+	envTimeout        = envVar{"SG_TIMEOUT", "KXI_SG_TIMEOUT"}                           // default request timeout (60 s)
+	envMaxRetry       = envVar{"SG_MAX_RETRY", "KXI_SG_MAX_RETRY"}                       // RC: retries per request (3)
+	envTimeoutMargin  = envVar{"SG_TIMEOUT_MARGIN", "KXI_SG_TIMEOUT_MARGIN"}             // GW: wait after the deadline for the RC's timeout (30 s)
+	envRCTimer        = envVar{"SG_RC_TIMER", "KXI_SG_RC_TIMER"}                         // RC timer period (10 s)
+	envMultiRCMaxWait = envVar{"SG_MULTI_RC_TO_MAX_WAIT", "KXI_SG_MULTI_RC_TO_MAX_WAIT"} // RC timer periods to wait for secondaries (1)
+	envAffinity       = envVar{"SG_SCOPE_AFFINITY", "KXI_SCOPE_AFFINITY"}                // GW: hard | soft (hard)
+	envAssembly       = envVar{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME"}                  // RC/DAP: assembly ("" = global)
+	envNATSURL        = envVar{"SG_NATS_URL", ""}                                        // NATS URL (nats://127.0.0.1:4222)
+	envPrefix         = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
+)
+
+// Defaults.
+const (
+	defaultNATSURL        = "nats://127.0.0.1:4222"
+	defaultTimeout        = 60 * time.Second
+	defaultTimeoutMargin  = 30 * time.Second
+	defaultMaxRetry       = 3
+	defaultRCTimer        = 10 * time.Second
+	defaultMultiRCMaxWait = 1
+	defaultAffinity       = gw.AffinityHard
+	defaultMaxAnswerBytes = 256 << 20
+)
+
+func (v envVar) get(look lookupFunc) (name, val string, ok bool) {
+	if s, ok := look(v.SG); ok && strings.TrimSpace(s) != "" {
+		return v.SG, strings.TrimSpace(s), true
+	}
+	if v.KXI != "" {
+		if s, ok := look(v.KXI); ok && strings.TrimSpace(s) != "" {
+			return v.KXI, strings.TrimSpace(s), true
+		}
+	}
+	return "", "", false
+}
+
+func envString(look lookupFunc, v envVar, def string) string {
+	if _, s, ok := v.get(look); ok {
+		return s
+	}
+	return def
+}
+
+func envDuration(look lookupFunc, v envVar, def time.Duration) (time.Duration, error) {
+	name, s, ok := v.get(look)
+	if !ok {
+		return def, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms <= 0 {
+			return 0, fmt.Errorf("%s=%q: must be a positive number of milliseconds", name, s)
+		}
+		return time.Duration(ms) * time.Millisecond, nil
+	}
+	if strings.HasPrefix(name, "KXI_") {
+		return 0, fmt.Errorf("%s=%q: want milliseconds, e.g. 60000", name, s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 60s or milliseconds such as 60000", name, s)
+	}
+	return d, nil
+}
+
+func envInt(look lookupFunc, v envVar, def, least int) (int, error) {
+	name, s, ok := v.get(look)
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < least {
+		return 0, fmt.Errorf("%s=%q: want an integer >= %d", name, s, least)
+	}
+	return n, nil
+}
+
+func checkAffinity(s string) error {
+	if s != gw.AffinityHard && s != gw.AffinitySoft {
+		return fmt.Errorf("scope affinity %q: want %q or %q", s, gw.AffinityHard, gw.AffinitySoft)
+	}
+	return nil
+}
+
+// Common is what every service that connects to NATS needs.
+type Common struct {
+	NATSURL  string // SG_NATS_URL, default nats://127.0.0.1:4222
+	Prefix   string // SG_PREFIX, default "sg"
+	LogLevel string // default info
+}
+
+func loadCommon(look lookupFunc) Common {
+	return Common{
+		NATSURL:  envString(look, envNATSURL, defaultNATSURL),
+		Prefix:   envString(look, envPrefix, "sg"),
+		LogLevel: "info",
+	}
+}
+
+// GWConfig configures `sg gw`.
+type GWConfig struct {
+	Common
+	ID             string        // default gw-<host-ish nuid>
+	Timeout        time.Duration // SG_TIMEOUT, default 60 s
+	TimeoutMargin  time.Duration // SG_TIMEOUT_MARGIN, default 30 s
+	Affinity       string        // SG_SCOPE_AFFINITY, default hard
+	MaxAnswerBytes int64         // default 256 MiB
+	MetricsListen  string        // host:port for /metrics; "" = none
+}
+
+func loadGWConfig(look lookupFunc) (GWConfig, error) {
+	c := GWConfig{Common: loadCommon(look), ID: "gw-1", MaxAnswerBytes: defaultMaxAnswerBytes}
+	var err error
+	if c.Timeout, err = envDuration(look, envTimeout, defaultTimeout); err != nil {
+		return c, err
+	}
+	if c.TimeoutMargin, err = envDuration(look, envTimeoutMargin, defaultTimeoutMargin); err != nil {
+		return c, err
+	}
+	c.Affinity = strings.ToLower(envString(look, envAffinity, defaultAffinity))
+	if err := checkAffinity(c.Affinity); err != nil {
+		name, _, _ := envAffinity.get(look)
+		return c, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// RCConfig configures `sg rc`.
+type RCConfig struct {
+	Common
+	ID             string
+	Addr           string        // shown in timeout messages; default ID
+	Assembly       string        // SG_ASSEMBLY_NAME, default "" (a global RC)
+	MaxRetry       int           // SG_MAX_RETRY, default 3
+	Timer          time.Duration // SG_RC_TIMER, default 10 s
+	MultiRCMaxWait int           // SG_MULTI_RC_TO_MAX_WAIT, default 1
+	AggIDs         []string      // default agg-1
+	MetricsListen  string
+}
+
+func loadRCConfig(look lookupFunc) (RCConfig, error) {
+	c := RCConfig{Common: loadCommon(look), ID: "rc-1", AggIDs: []string{"agg-1"},
+		Assembly: envString(look, envAssembly, "")}
+	var err error
+	if c.MaxRetry, err = envInt(look, envMaxRetry, defaultMaxRetry, 0); err != nil {
+		return c, err
+	}
+	if c.Timer, err = envDuration(look, envRCTimer, defaultRCTimer); err != nil {
+		return c, err
+	}
+	if c.MultiRCMaxWait, err = envInt(look, envMultiRCMaxWait, defaultMultiRCMaxWait, 1); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// AggConfig configures `sg agg`.
+type AggConfig struct {
+	Common
+	ID             string // default agg-1
+	MaxAnswerBytes int64  // default 256 MiB
+}
+
+func loadAggConfig(look lookupFunc) AggConfig {
+	return AggConfig{Common: loadCommon(look), ID: "agg-1", MaxAnswerBytes: defaultMaxAnswerBytes}
+}
+
+// DAPConfig configures `sg dap`.
+type DAPConfig struct {
+	Common
+	Demo        bool   // run the whole demo fleet
+	ID          string // default dap-1
+	RCID        string // owning RC; "" = any
+	Assembly    string // SG_ASSEMBLY_NAME
+	Labels      string // k=v,k2=v2 (default region=eu)
+	Tier        string // rdb | idb | hdb (default hdb)
+	Purview     string // start,end RFC 3339; "" = unbounded
+	Data        string // start,end of the generated data (default: the 3 days ending now)
+	Tables      string // comma list (default trade,quote,instrument)
+	Seed        uint64
+	Replicas    int // demo: DAPs per region and tier (default 1)
+	Concurrency int // default 4
+}
+
+func loadDAPConfig(look lookupFunc) DAPConfig {
+	return DAPConfig{Common: loadCommon(look), ID: "dap-1", Assembly: envString(look, envAssembly, ""),
+		Labels: "region=eu", Tier: "hdb", Tables: "trade,quote,instrument", Replicas: 1, Concurrency: 4}
+}
+
+// maskURL hides a password in a NATS URL before it is printed.
+func maskURL(s string) string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		u, err := url.Parse(part)
+		if err != nil || u.User == nil {
+			out = append(out, part)
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		} else {
+			u.User = url.User("xxxxx") // a token
+		}
+		out = append(out, u.String())
+	}
+	return strings.Join(out, ",")
+}

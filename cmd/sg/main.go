@@ -1,0 +1,125 @@
+// Command sg is the one binary of sg: every service, the NATS server, the
+// all-in-one demo and a query client, as subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var ae *answerError
+		if !errors.As(err, &ae) { // an error answer was already printed
+			fmt.Fprintln(os.Stderr, "sg:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"run":   {"everything in one process: NATS, GW, RC, Agg and a demo fleet of DAPs", cmdRun},
+	"nats":  {"the NATS server alone, with JetStream", cmdNATS},
+	"gw":    {"a gateway", cmdGW},
+	"rc":    {"a resource coordinator", cmdRC},
+	"agg":   {"an aggregator", cmdAgg},
+	"dap":   {"a data access process, or with --demo the demo fleet", cmdDAP},
+	"query": {"call an API: sg query getData '{\"table\":\"trade\"}'", cmdQuery},
+	"ping":  {"call ping: which DAPs are reached", cmdPing},
+	"meta":  {"call getMeta: tables, DAPs and purviews", cmdMeta},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "sg: a service gateway for sharded time-series data on NATS.\n\nUsage: sg <command> [flags]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-6s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun 'sg <command> --help' for the flags of a command.\n%s", envHelp)
+}
+
+const envHelp = `
+Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
+  SG_NATS_URL                                        NATS URL (nats://127.0.0.1:4222)
+  SG_TIMEOUT / KXI_SG_TIMEOUT                        default request timeout (60s)
+  SG_TIMEOUT_MARGIN / KXI_SG_TIMEOUT_MARGIN          GW: wait after a deadline for the RC's timeout (30s)
+  SG_MAX_RETRY / KXI_SG_MAX_RETRY                    RC: retries per request (3)
+  SG_RC_TIMER / KXI_SG_RC_TIMER                      RC: timer period (10s)
+  SG_MULTI_RC_TO_MAX_WAIT / KXI_SG_MULTI_RC_TO_MAX_WAIT  RC: timer periods to wait for secondaries (1)
+  SG_SCOPE_AFFINITY / KXI_SCOPE_AFFINITY             GW: hard | soft (hard)
+  SG_ASSEMBLY_NAME / KXI_ASSEMBLY_NAME               RC, DAP: assembly ("" = global)
+  SG_PREFIX                                          subject prefix (sg)
+SG_ durations take Go durations (60s) or milliseconds (60000); KXI_ durations are milliseconds.
+`
+
+// realMain runs one subcommand; main only adds signals and the exit code.
+func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return errors.New("no command given")
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return nil
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("unknown command %q", name)
+	}
+	return cmd.run(ctx, args[1:], stdout, stderr)
+}
+
+// newFlagSet returns a flag set for a subcommand whose --help prints the
+// usage line, the description and the flags to stdout.
+func newFlagSet(name, usageLine, description string, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sg "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: sg %s %s\n\n%s\n\nFlags:\n", name, usageLine, strings.TrimSpace(description))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; --help prints to stdout and ends the command without error.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, err error) {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return true, nil
+		}
+		if a == "--" {
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return true, err
+	}
+	return false, nil
+}

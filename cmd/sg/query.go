@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// answerError is an error answer from sg; its ai was printed to stderr.
+type answerError struct{ st messages.Status }
+
+func (e *answerError) Error() string { return e.st.String() }
+
+type queryFlags struct {
+	common  Common
+	opts    string
+	format  string
+	timeout time.Duration
+}
+
+func addQueryFlags(fs *flag.FlagSet, q *queryFlags) {
+	addCommonFlags(fs, &q.common)
+	fs.StringVar(&q.opts, "opts", "", `request options as JSON, e.g. '{"timeout":5000,"logCorr":"abc"}'`)
+	fs.StringVar(&q.format, "format", "table", "output: table, csv, or json (the JSON envelope a JSON client gets)")
+	fs.DurationVar(&q.timeout, "wait", 0, "how long to wait for the answer (default: opts.timeout or 60s, plus the GW's 30s margin)")
+}
+
+// parseMixed parses flags placed before, between or after positional args.
+func parseMixed(fs *flag.FlagSet, args []string, stdout io.Writer) (pos []string, done bool, err error) {
+	if done, err := parse(fs, args, stdout); done {
+		return nil, true, err
+	}
+	for fs.NArg() > 0 {
+		pos = append(pos, fs.Arg(0))
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return nil, true, err
+		}
+	}
+	return pos, false, nil
+}
+
+func cmdQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	q := queryFlags{common: loadCommon(os.LookupEnv)}
+	fs := newFlagSet("query", "<api> ['<json args>'] [flags]", `
+Calls an API of the gateway and prints the answer. APIs: getData, ping, getMeta, sql.
+Example:
+  sg query getData '{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}'
+A "scope" key in the arguments picks the assembly: {"table":"trade","scope":{"assembly":"eu"}}.
+The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, stderr)
+	addQueryFlags(fs, &q)
+	pos, done, err := parseMixed(fs, args, stdout)
+	if done {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		fs.Usage()
+		return fmt.Errorf("want an API and at most one JSON argument, got %d arguments", len(pos))
+	}
+	var jargs []byte
+	if len(pos) == 2 {
+		jargs = []byte(pos[1])
+	}
+	return call(ctx, q, pos[0], jargs, stdout, stderr)
+}
+
+func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	q := queryFlags{common: loadCommon(os.LookupEnv)}
+	fs := newFlagSet("ping", "[flags]", `Calls ping: which DAPs (matching --labels) are reached.`, stdout, stderr)
+	addQueryFlags(fs, &q)
+	labels := fs.String("labels", "", "label selector k=v[,k=v], e.g. region=eu")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	var jargs []byte
+	if *labels != "" {
+		ls, err := parseLabels(*labels)
+		if err != nil {
+			return err
+		}
+		jargs, _ = json.Marshal(map[string]any{"labels": ls})
+	}
+	return call(ctx, q, subjects.APIPing, jargs, stdout, stderr)
+}
+
+func cmdMeta(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	q := queryFlags{common: loadCommon(os.LookupEnv)}
+	fs := newFlagSet("meta", "[flags]", `Calls getMeta: the tables, DAPs and purviews sg knows.`, stdout, stderr)
+	addQueryFlags(fs, &q)
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	return call(ctx, q, subjects.APIGetMeta, nil, stdout, stderr)
+}
+
+func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, stderr io.Writer) error {
+	var opts messages.Opts
+	if q.opts != "" {
+		dec := json.NewDecoder(bytes.NewReader([]byte(q.opts)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&opts); err != nil {
+			return fmt.Errorf("--opts %q: %w", q.opts, err)
+		}
+	}
+	switch q.format {
+	case "table", "csv", "json":
+	default:
+		return fmt.Errorf("--format %q: want table, csv or json", q.format)
+	}
+	wait := q.timeout
+	if wait <= 0 {
+		wait = defaultTimeout + defaultTimeoutMargin + 5*time.Second
+		if opts.TimeoutMS > 0 {
+			wait = time.Duration(opts.TimeoutMS)*time.Millisecond + defaultTimeoutMargin + 5*time.Second
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	log, err := newLogger(stderr, q.common.LogLevel)
+	if err != nil {
+		return err
+	}
+	nc, s, stop, err := connect(q.common, "sg-query", log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cl := client.New(nc, s)
+	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr)
+}
+
+// callWith calls api and prints the answer in format.
+func callWith(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer) error {
+	var resp messages.Response
+	if format == "json" {
+		raw, err := cl.DoJSON(ctx, api, jargs, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", raw)
+		if resp, err = messages.DecodeResponse(nil, raw); err != nil {
+			return fmt.Errorf("answer is not a response envelope: %w", err)
+		}
+	} else {
+		var args any
+		if len(jargs) > 0 {
+			args = json.RawMessage(jargs)
+		}
+		var err error
+		if resp, err = cl.Do(ctx, api, args, opts); err != nil {
+			return err
+		}
+	}
+	if st := resp.Header.Status; !st.IsOK() {
+		fmt.Fprintf(stderr, "sg: %s (rc=%s ac=%s, request %s)\n", st.AI, st.RC, st.AC, resp.Header.RequestID)
+		return &answerError{st: st}
+	}
+	if format == "json" {
+		return nil
+	}
+	return printPayload(stdout, format, resp.Payload)
+}
+
+// printPayload prints a table as a table or CSV, and anything else as JSON.
+func printPayload(w io.Writer, format string, payload []byte) error {
+	var t messages.Table
+	if len(payload) > 0 && messages.Decode(payload, &t) == nil && t.Validate() == nil {
+		if format == "csv" {
+			return writeCSV(w, t)
+		}
+		return writeTable(w, t)
+	}
+	var v any
+	if len(payload) > 0 {
+		if err := msgpack.Unmarshal(payload, &v); err != nil {
+			return fmt.Errorf("undecodable answer payload: %w", err)
+		}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func cell(c *messages.Column, i int) string {
+	switch c.Type {
+	case messages.TypeSymbol, messages.TypeString:
+		return c.Strings[i]
+	case messages.TypeFloat:
+		return strconv.FormatFloat(c.Floats[i], 'f', -1, 64)
+	case messages.TypeInt:
+		return strconv.FormatInt(c.Ints[i], 10)
+	case messages.TypeTimestamp:
+		return time.Unix(0, c.Ints[i]).UTC().Format(messages.TimeFormat)
+	case messages.TypeBool:
+		return strconv.FormatBool(c.Bools[i])
+	}
+	return "?"
+}
+
+func writeTable(w io.Writer, t messages.Table) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for k := range t.Columns {
+		if k > 0 {
+			fmt.Fprint(tw, "\t")
+		}
+		fmt.Fprint(tw, t.Columns[k].Name)
+	}
+	fmt.Fprintln(tw)
+	n := t.NumRows()
+	for i := 0; i < n; i++ {
+		for k := range t.Columns {
+			if k > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, cell(&t.Columns[k], i))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "(%d rows)\n", n)
+	return err
+}
+
+func writeCSV(w io.Writer, t messages.Table) error {
+	cw := csv.NewWriter(w)
+	row := make([]string, len(t.Columns))
+	for k := range t.Columns {
+		row[k] = t.Columns[k].Name
+	}
+	if err := cw.Write(row); err != nil {
+		return err
+	}
+	for i := 0; i < t.NumRows(); i++ {
+		for k := range t.Columns {
+			row[k] = cell(&t.Columns[k], i)
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

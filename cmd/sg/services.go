@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap"
+	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/rc"
+	"github.com/sg-project/sg/subjects"
+)
+
+// newLogger logs JSON to stderr, or the console form when stderr is a terminal.
+func newLogger(stderr io.Writer, level string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		return zerolog.Nop(), fmt.Errorf("log level %q: want trace, debug, info, warn or error", level)
+	}
+	w := stderr
+	if f, ok := stderr.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			w = zerolog.ConsoleWriter{Out: f, TimeFormat: "15:04:05.000"}
+		}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func addCommonFlags(fs interface {
+	StringVar(*string, string, string, string)
+}, c *Common) {
+	fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS URL(s), comma-separated (env SG_NATS_URL)")
+	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "subject prefix of the deployment (env SG_PREFIX)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error")
+}
+
+// connect dials NATS, retrying in the background if it is not up yet (a
+// compose cluster starts in any order).
+// The returned stop drains the connection (pending messages go out) and
+// waits, bounded, until it is closed.
+func connect(c Common, name string, log zerolog.Logger) (nc *nats.Conn, s subjects.Subjects, stop func(), err error) {
+	s, err = subjects.New(c.Prefix)
+	if err != nil {
+		return nil, s, nil, err
+	}
+	closed := make(chan struct{})
+	nc, err = nats.Connect(c.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil on a deliberate close
+				log.Warn().Err(err).Msg("NATS disconnected")
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Error().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("NATS async error")
+		}))
+	if err != nil {
+		return nil, s, nil, fmt.Errorf("connect to NATS at %s: %w", maskURL(c.NATSURL), err)
+	}
+	stop = func() {
+		if err := nc.Drain(); err != nil {
+			nc.Close()
+			return
+		}
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			log.Warn().Msg("NATS drain did not finish in 30s; closing")
+			nc.Close()
+		}
+	}
+	return nc, s, stop, nil
+}
+
+// serveMetrics serves reg on addr/metrics until ctx ends ("" = not at all).
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log zerolog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.Info().Str("addr", ln.Addr().String()).Msg("metrics at /metrics")
+	return nil
+}
+
+// startNATSServer starts an embedded nats-server with JetStream in dataDir.
+// Port 0 picks a free port.
+func startNATSServer(listen, dataDir string, logs bool) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: want HOST:PORT: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("listen address %q: bad port", listen)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	if dataDir == "" {
+		return nil, errors.New("a data directory is required for JetStream (--data)")
+	}
+	opts := &server.Options{ServerName: "sg-nats", Host: host, Port: port, JetStream: true, StoreDir: dataDir,
+		NoSigs: true, NoLog: !logs}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server: %w", err)
+	}
+	if logs {
+		srv.ConfigureLogger()
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(15 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("nats-server on %s did not become ready", listen)
+	}
+	return srv, nil
+}
+
+func cmdNATS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("nats", "--listen HOST:PORT --data DIR", `
+Runs the NATS server alone, with JetStream, built from the embedded nats-server
+module: the bus of a multi-process deployment (sg gw, rc, agg, dap).`, stdout, stderr)
+	listen := fs.String("listen", "127.0.0.1:4222", "client listen address HOST:PORT (port 0: a free port)")
+	data := fs.String("data", "", "JetStream storage directory (required)")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	srv, err := startNATSServer(*listen, *data, true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "sg nats: listening at %s, JetStream in %s\n", srv.ClientURL(), *data)
+	<-ctx.Done()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	return nil
+}
+
+func cmdGW(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadGWConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet("gw", "[flags]", `
+Runs a gateway: clients call it on <prefix>.api.<api> (getData, ping, getMeta, sql);
+it picks an RC by scope, submits, and forwards the answer or times the request out.`, stdout, stderr)
+	addCommonFlags(fs, &cfg.Common)
+	fs.StringVar(&cfg.ID, "id", cfg.ID, "GW id (a subject token, unique per GW)")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "default request timeout (env SG_TIMEOUT)")
+	fs.DurationVar(&cfg.TimeoutMargin, "timeout-margin", cfg.TimeoutMargin, "wait after a deadline for the RC's own timeout (env SG_TIMEOUT_MARGIN)")
+	fs.StringVar(&cfg.Affinity, "affinity", cfg.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
+	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer forwarded")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	if err := checkAffinity(cfg.Affinity); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	printed := cfg
+	printed.NATSURL = maskURL(cfg.NATSURL)
+	log.Info().Interface("config", printed).Msg("sg gw starting")
+	nc, s, stop, err := connect(cfg.Common, "sg-gw-"+cfg.ID, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, cfg.MetricsListen, reg, log); err != nil {
+		return err
+	}
+	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
+		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, Registry: reg})
+	if err != nil {
+		return err
+	}
+	return g.Run(ctx)
+}
+
+func cmdRC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadRCConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	aggs := strings.Join(cfg.AggIDs, ",")
+	fs := newFlagSet("rc", "[flags]", `
+Runs a resource coordinator: it takes requests from GWs, cuts them into portions,
+schedules them on its DAPs, tells the Agg what to expect, retries and times out.`, stdout, stderr)
+	addCommonFlags(fs, &cfg.Common)
+	fs.StringVar(&cfg.ID, "id", cfg.ID, "RC id (a subject token)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "address shown in timeout messages (default: the id)")
+	fs.StringVar(&cfg.Assembly, "assembly", cfg.Assembly, "assembly of this RC; empty for a global RC (env SG_ASSEMBLY_NAME)")
+	fs.IntVar(&cfg.MaxRetry, "max-retry", cfg.MaxRetry, "retries per request before it fails (env SG_MAX_RETRY)")
+	fs.DurationVar(&cfg.Timer, "timer", cfg.Timer, "RC timer period (env SG_RC_TIMER)")
+	fs.IntVar(&cfg.MultiRCMaxWait, "multi-rc-wait", cfg.MultiRCMaxWait, "timer periods to wait for secondary RCs' status (env SG_MULTI_RC_TO_MAX_WAIT)")
+	fs.StringVar(&aggs, "aggs", aggs, "comma-separated Agg ids to hand requests to")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	cfg.AggIDs = splitList(aggs)
+	log, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	printed := cfg
+	printed.NATSURL = maskURL(cfg.NATSURL)
+	log.Info().Interface("config", printed).Msg("sg rc starting")
+	nc, s, stop, err := connect(cfg.Common, "sg-rc-"+cfg.ID, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, cfg.MetricsListen, reg, log); err != nil {
+		return err
+	}
+	r, err := newRC(cfg, nc, s, log, reg)
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}
+
+func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger, reg *prometheus.Registry) (*rc.RC, error) {
+	return rc.New(rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
+		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg})
+}
+
+func cmdAgg(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := loadAggConfig(os.LookupEnv)
+	fs := newFlagSet("agg", "[flags]", `
+Runs an aggregator: it merges the partial results of a request's portions and
+sends the answer to the GW.`, stdout, stderr)
+	addCommonFlags(fs, &cfg.Common)
+	fs.StringVar(&cfg.ID, "id", cfg.ID, "Agg id (a subject token)")
+	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer built")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	log, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	printed := cfg
+	printed.NATSURL = maskURL(cfg.NATSURL)
+	log.Info().Interface("config", printed).Msg("sg agg starting")
+	nc, s, stop, err := connect(cfg.Common, "sg-agg-"+cfg.ID, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return runAgg(ctx, cfg, nc, s, log)
+}
+
+func cmdDAP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := loadDAPConfig(os.LookupEnv)
+	fs := newFlagSet("dap", "[--demo] [flags]", `
+Runs a data access process. With --demo it runs the whole demo fleet instead:
+a DAP per region (eu, us, asia) and tier (rdb, idb, hdb) with seeded generated data.
+
+Without --demo it runs one DAP whose data is, for now, an in-memory engine loaded
+from the demo generator for its region (the "region" label) over --data-range
+(default: its purview, or the 3 days ending now when the purview is unbounded).`, stdout, stderr)
+	addCommonFlags(fs, &cfg.Common)
+	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "run the demo fleet (every region and tier)")
+	fs.StringVar(&cfg.ID, "id", cfg.ID, "DAP id (a subject token); with --demo the prefix of the ids")
+	fs.StringVar(&cfg.RCID, "rc", cfg.RCID, "id of the RC that owns this DAP (\"\" = any RC)")
+	fs.StringVar(&cfg.Assembly, "assembly", cfg.Assembly, "assembly (env SG_ASSEMBLY_NAME)")
+	fs.StringVar(&cfg.Labels, "labels", cfg.Labels, "label set, k=v[,k=v]; the demo data needs region=eu|us|asia")
+	fs.StringVar(&cfg.Tier, "tier", cfg.Tier, "tier: rdb, idb or hdb")
+	fs.StringVar(&cfg.Purview, "purview", cfg.Purview, "temporal purview START,END in RFC 3339; empty or - for an open end")
+	fs.StringVar(&cfg.Data, "data-range", cfg.Data, "range of generated data START,END in RFC 3339 (default: see above)")
+	fs.StringVar(&cfg.Tables, "tables", cfg.Tables, "tables served: trade, quote (partitioned), instrument (sharded)")
+	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated data")
+	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "with --demo: DAPs per region and tier")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "portions run at once per DAP")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	log, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	printed := cfg
+	printed.NATSURL = maskURL(cfg.NATSURL)
+	log.Info().Interface("config", printed).Msg("sg dap starting")
+	var dcfg dap.Config
+	if !cfg.Demo {
+		if dcfg, err = buildDAPConfig(cfg, time.Now().UTC()); err != nil {
+			return err
+		}
+	}
+	nc, s, stop, err := connect(cfg.Common, "sg-dap-"+cfg.ID, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if cfg.Demo {
+		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: cfg.RCID,
+			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency})
+	}
+	dcfg.NC, dcfg.Subjects, dcfg.Log = nc, s, log
+	d, err := dap.New(dcfg)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// buildDAPConfig turns the flags of a non-demo DAP into its config and loads
+// its data from the demo generator.
+func buildDAPConfig(c DAPConfig, now time.Time) (dap.Config, error) {
+	labels, err := parseLabels(c.Labels)
+	if err != nil {
+		return dap.Config{}, err
+	}
+	region := labels[demo.LabelKey]
+	if len(demo.Syms(region)) == 0 {
+		return dap.Config{}, fmt.Errorf("--labels %q: the demo data needs %s=eu, us or asia", c.Labels, demo.LabelKey)
+	}
+	tier := messages.Tier(c.Tier)
+	if !tier.Valid() {
+		return dap.Config{}, fmt.Errorf("--tier %q: want rdb, idb or hdb", c.Tier)
+	}
+	purview, err := parseRange(c.Purview, messages.Unbounded)
+	if err != nil {
+		return dap.Config{}, fmt.Errorf("--purview: %w", err)
+	}
+	dataDefault := messages.TimeRange{Start: now.Add(-72 * time.Hour).UnixNano(), End: now.UnixNano()}
+	if purview.Start != messages.TSMin {
+		dataDefault.Start = purview.Start
+	}
+	if purview.End != messages.TSMax {
+		dataDefault.End = purview.End
+	}
+	data, err := parseRange(c.Data, dataDefault)
+	if err != nil {
+		return dap.Config{}, fmt.Errorf("--data-range: %w", err)
+	}
+	if data.Start == messages.TSMin || data.End == messages.TSMax || !data.Valid() {
+		return dap.Config{}, errors.New("--data-range must be bounded, with START before END")
+	}
+	var tables []messages.TableInfo
+	withRef := false
+	for _, t := range splitList(c.Tables) {
+		switch t {
+		case demo.Trade, demo.Quote:
+			tables = append(tables, messages.TableInfo{Name: t, Kind: messages.TablePartitioned})
+		case demo.Instrument:
+			tables = append(tables, messages.TableInfo{Name: t, Kind: messages.TableSharded})
+			withRef = true
+		default:
+			return dap.Config{}, fmt.Errorf("--tables: unknown table %q (the demo data has trade, quote, instrument)", t)
+		}
+	}
+	store := engine.NewStore()
+	if err := (demo.Config{Seed: c.Seed}).Load(store, region, time.Unix(0, data.Start).UTC(), time.Unix(0, data.End).UTC(), withRef); err != nil {
+		return dap.Config{}, fmt.Errorf("load demo data: %w", err)
+	}
+	return dap.Config{ID: c.ID, RCID: c.RCID, Assembly: c.Assembly, Labels: labels, Tier: tier, Purview: purview,
+		Tables: tables, PurviewVersion: 1, ReferenceVintage: 1, Concurrency: c.Concurrency,
+		Source: dap.EngineSource{Store: store}}, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseLabels reads k=v[,k=v].
+func parseLabels(s string) (messages.LabelSet, error) {
+	out := messages.LabelSet{}
+	for _, kv := range splitList(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("--labels %q: want k=v[,k=v]", s)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--labels: at least one label is required")
+	}
+	return out, nil
+}
+
+// parseRange reads START,END (RFC 3339; empty or "-" for an open end).
+func parseRange(s string, def messages.TimeRange) (messages.TimeRange, error) {
+	if strings.TrimSpace(s) == "" {
+		return def, nil
+	}
+	a, b, ok := strings.Cut(s, ",")
+	if !ok {
+		return def, fmt.Errorf("%q: want START,END", s)
+	}
+	r := messages.Unbounded
+	for i, part := range []string{a, b} {
+		part = strings.TrimSpace(part)
+		if part == "" || part == "-" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, part)
+		if err != nil {
+			return def, fmt.Errorf("%q: %w", part, err)
+		}
+		if i == 0 {
+			r.Start = t.UnixNano()
+		} else {
+			r.End = t.UnixNano()
+		}
+	}
+	if !r.Valid() {
+		return def, fmt.Errorf("%q: START must be before END", s)
+	}
+	return r, nil
+}
