@@ -304,6 +304,9 @@ type DAPHeartbeat struct {
 	PurviewVersion   uint64 `msgpack:"pv"`   // current, so a missed status update is noticed
 	ReferenceVintage uint64 `msgpack:"rv"`   // current, so a missed vintage update is noticed
 	IntervalMS       int64  `msgpack:"ivms"` // period until the next heartbeat, so watchers need no config
+	// Registration is the DAP's current registration, so that an RC that
+	// dropped the DAP (missed heartbeats, a restart) takes it back at once.
+	Registration *DAPRegistration `msgpack:"reg,omitempty"`
 }
 
 // Validate checks the heartbeat.

@@ -31,9 +31,16 @@ func (d *DAP) publish(subject string, v any, h nats.Header) error {
 func (d *DAP) publishRegistration() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	reg := d.registrationLocked()
+	_ = d.publish(d.cfg.Subjects.DAPRegister(d.cfg.ID), &reg, nil)
+}
+
+// registrationLocked is the registration with the current state; d.mu must
+// be held.
+func (d *DAP) registrationLocked() messages.DAPRegistration {
 	reg := registration(d.cfg, d.state.available)
 	reg.Purview, reg.PurviewVersion, reg.ReferenceVintage = d.state.purview, d.state.pv, d.state.rv
-	_ = d.publish(d.cfg.Subjects.DAPRegister(d.cfg.ID), &reg, nil)
+	return reg
 }
 
 // onAnnounce re-registers with an RC it has not seen, or that restarted (newer
@@ -76,6 +83,8 @@ func (d *DAP) heartbeats(ctx context.Context) {
 		hb := messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: d.cfg.ID, Seq: d.state.hbSeq,
 			SentAt: time.Now().UnixNano(), Running: d.state.running, PurviewVersion: d.state.pv,
 			ReferenceVintage: d.state.rv, IntervalMS: d.cfg.Heartbeat.Milliseconds()}
+		reg := d.registrationLocked()
+		hb.Registration = &reg
 		d.mu.Unlock()
 		_ = d.publish(d.cfg.Subjects.DAPHeartbeat(d.cfg.ID), &hb, nil)
 	}

@@ -90,9 +90,19 @@ func (r *RC) dapEvent(dapID, event string, data []byte, now time.Time) {
 		r.step(core.DAPVintageChanged{At: at, DAP: dapID, Vintage: u.ReferenceVintage})
 	case subjects.EventHeartbeat:
 		hb, err := messages.DecodeValid[messages.DAPHeartbeat](data)
+		if err != nil {
+			r.badDAP(dapID, event, err)
+			return
+		}
 		rec := r.daps[dapID]
-		if err != nil || rec == nil {
-			return // unknown DAPs re-register when they see our announcement
+		if rec == nil {
+			// A DAP this RC dropped, or never heard register: take it back.
+			if reg := hb.Registration; reg != nil && reg.DAPID == dapID && reg.Validate() == nil {
+				r.daps[dapID] = &dapRecord{reg: *reg, lastSeen: now, interval: defaultDAPHeartbeat}
+				r.log.Info().Str("dap", dapID).Msg("dap registered from its heartbeat")
+				r.step(core.DAPRegistered{At: at, DAP: dapInfo(*reg)})
+			}
+			return
 		}
 		rec.lastSeen = now
 		if hb.IntervalMS > 0 {
@@ -179,6 +189,20 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 		out = core.OutcomeError
 	}
 	r.log.Debug().Str("request_id", c.RequestID).Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	// A RETRY carries the DAP's current watermarks: learn them now, so the
+	// retry is placed on what the DAP really holds, not on an event still
+	// in flight.
+	if rec := r.daps[c.DAPID]; rec != nil && out == core.OutcomeRetry {
+		at := now.UnixNano()
+		if c.PurviewVersion != rec.reg.PurviewVersion {
+			rec.reg.PurviewVersion = c.PurviewVersion
+			r.step(core.DAPStatusChanged{At: at, DAP: dapInfo(rec.reg)})
+		}
+		if c.ReferenceVintage != rec.reg.ReferenceVintage {
+			rec.reg.ReferenceVintage = c.ReferenceVintage
+			r.step(core.DAPVintageChanged{At: at, DAP: c.DAPID, Vintage: c.ReferenceVintage})
+		}
+	}
 	r.step(core.PortionCompleted{At: now.UnixNano(), Request: c.RequestID, Portion: id, DAP: c.DAPID,
 		Outcome: out, Code: int(c.Code), Message: c.Message})
 }
