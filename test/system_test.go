@@ -1,0 +1,172 @@
+// Package test holds sg's integration tests: the four services over a real
+// NATS server (embedded, or a standalone process built from the module).
+package test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/services/agg"
+	"github.com/sg-project/sg/services/dap"
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/services/rc"
+	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
+)
+
+// system is GW, RC and Agg on one NATS server, plus whatever DAPs a test
+// starts with its run function. Everything stops when the test ends.
+type system struct {
+	t      *testing.T
+	nc     *nats.Conn
+	s      subjects.Subjects
+	gw     *gw.GW
+	client *client.Client
+	reg    *prometheus.Registry
+	ctx    context.Context
+	wg     *sync.WaitGroup
+	errs   chan error
+}
+
+type systemOptions struct {
+	url           string        // NATS URL; "" starts an embedded server
+	gwTimeout     time.Duration // default request timeout
+	timeoutMargin time.Duration
+}
+
+func testLogger(t *testing.T) zerolog.Logger {
+	if testing.Verbose() {
+		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+	}
+	return zerolog.Nop()
+}
+
+func startSystem(t *testing.T, o systemOptions) *system {
+	t.Helper()
+	if o.url == "" {
+		o.url = natstest.Start(t).ClientURL()
+	}
+	nc, err := nats.Connect(o.url, nats.Name(t.Name()))
+	if err != nil {
+		t.Fatalf("connect %s: %v", o.url, err)
+	}
+	s := subjects.Default()
+	log := testLogger(t)
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64)}
+	t.Cleanup(func() {
+		cancel()
+		done := make(chan struct{})
+		go func() { sys.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("services did not stop within 15s")
+		}
+		nc.Close()
+		close(sys.errs)
+		for err := range sys.errs {
+			t.Errorf("service: %v", err)
+		}
+	})
+
+	g, err := gw.New(gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
+		TimeoutMargin: o.timeoutMargin, AnnounceEvery: 20 * time.Millisecond, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
+		AnnounceEvery: 20 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agg.New(agg.Config{ID: "agg-1", NC: nc, Subjects: s, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.gw = g
+	sys.client = client.New(nc, s)
+	sys.run("agg", a.Run)
+	<-a.Ready()
+	sys.run("rc", r.Run)
+	sys.run("gw", g.Run)
+	select {
+	case <-g.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("GW not ready within 10s")
+	}
+	return sys
+}
+
+// run starts a service that stops with the system.
+func (sys *system) run(name string, fn func(context.Context) error) {
+	sys.wg.Go(func() {
+		if err := fn(sys.ctx); err != nil && !errors.Is(err, context.Canceled) {
+			sys.errs <- errors.Join(errors.New(name), err)
+		}
+	})
+}
+
+// waitDAPs waits until the RC announces at least n DAPs.
+func (sys *system) waitDAPs(n int) {
+	sys.t.Helper()
+	ctx, cancel := context.WithTimeout(sys.ctx, 30*time.Second)
+	defer cancel()
+	if err := sys.gw.WaitRCs(ctx, func(rcs []gw.RCInfo) bool {
+		return len(rcs) > 0 && rcs[0].DAPs >= n
+	}); err != nil {
+		sys.t.Fatalf("waiting for %d DAPs: %v", n, err)
+	}
+}
+
+// waitQueued waits until the RC announces at least n queued portions.
+func (sys *system) waitQueued(n int) {
+	sys.t.Helper()
+	ctx, cancel := context.WithTimeout(sys.ctx, 10*time.Second)
+	defer cancel()
+	if err := sys.gw.WaitRCs(ctx, func(rcs []gw.RCInfo) bool {
+		return len(rcs) > 0 && rcs[0].Queued >= n
+	}); err != nil {
+		sys.t.Fatalf("waiting for %d queued portions: %v", n, err)
+	}
+}
+
+// startDAP runs one DAP in the system and returns it.
+func (sys *system) startDAP(cfg dap.Config) *dap.DAP {
+	sys.t.Helper()
+	cfg.NC, cfg.Subjects, cfg.Log = sys.nc, sys.s, testLogger(sys.t)
+	d, err := dap.New(cfg)
+	if err != nil {
+		sys.t.Fatal(err)
+	}
+	sys.run("dap "+cfg.ID, d.Run)
+	return d
+}
+
+// counter reads a counter from the system's registry (0 if absent).
+func (sys *system) counter(name string) float64 {
+	sys.t.Helper()
+	mfs, err := sys.reg.Gather()
+	if err != nil {
+		sys.t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
