@@ -43,7 +43,7 @@ func (c *Core) completed(e PortionCompleted) {
 	}
 	ps.finished = true
 	ls := ps.ls
-	ls.running--
+	r.setRunning(ls, ls.running-1)
 	switch {
 	case r.Deadline <= c.now:
 		// Too late: the deadline has passed and the request times out
@@ -136,7 +136,7 @@ func (c *Core) dapLost(id string) {
 		if r.errored || r.timingOut || r.aggregating {
 			continue
 		}
-		ps.ls.running--
+		r.setRunning(ps.ls, ps.ls.running-1)
 		c.enqueue(r, ps.ls, ps.Start, ps.End)
 		touched = append(touched, r)
 	}

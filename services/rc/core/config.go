@@ -17,6 +17,10 @@ type Config struct {
 	// TickEvery is the RC timer period (default 10 s, SG_RC_TIMER); the
 	// multi-RC wait lasts MultiRCMaxWait periods.
 	TickEvery time.Duration
+	// FirstPortion: portion ids start after it. The shell passes its start
+	// time, so that a restarted RC never reuses an id of its previous life
+	// (a late completion of an old portion then frees nothing of a new one).
+	FirstPortion uint64
 }
 
 func (c Config) withDefaults() Config {

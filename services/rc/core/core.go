@@ -36,7 +36,7 @@ type queueGroup struct {
 
 // New returns an empty core.
 func New(cfg Config) *Core {
-	return &Core{
+	c := &Core{
 		cfg:      cfg.withDefaults(),
 		fleet:    newFleet(),
 		requests: map[string]*request{},
@@ -44,6 +44,8 @@ func New(cfg Config) *Core {
 		relayed:  map[string]*relayedRequest{},
 		now:      MinTS,
 	}
+	c.nextPortion = c.cfg.FirstPortion
+	return c
 }
 
 // Step feeds one event and returns the commands to carry out, in order. The

@@ -104,7 +104,7 @@ func (c *Core) oldestFor(d *dap) *item {
 		if q == nil || q.n == 0 {
 			return
 		}
-		it := q.oldest(s, e, func(it *item) bool { return c.eligible(d, it) }, &c.scratch)
+		it := q.oldest(s, e, c, d, &c.scratch)
 		if it != nil && (best == nil || it.ageKey().less(best.ageKey())) {
 			best = it
 		}
@@ -183,7 +183,7 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		r.addSecondary(via)
 	}
 	r.portions[p.ID] = &portionState{Portion: p, ls: ls, dap: d.ID, via: via}
-	ls.running++
+	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt})
 	c.stats.Dispatched++
 	c.emit(Dispatch{

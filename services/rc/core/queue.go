@@ -203,9 +203,9 @@ func (h *ageHeap) pop() heapEntry {
 	return top
 }
 
-// oldest returns the oldest item intersecting [s, e) for which ok is true.
+// oldest returns the oldest item intersecting [s, e) that is eligible for d.
 // scratch is reused between calls to avoid allocation.
-func (q *subqueue) oldest(s, e int64, ok func(*item) bool, scratch *ageHeap) *item {
+func (q *subqueue) oldest(s, e int64, c *Core, d *dap, scratch *ageHeap) *item {
 	h := (*scratch)[:0]
 	defer func() { *scratch = h[:0] }()
 	if q.root != nil && q.root.maxEnd > s {
@@ -215,7 +215,7 @@ func (q *subqueue) oldest(s, e int64, ok func(*item) bool, scratch *ageHeap) *it
 		top := h.pop()
 		n := top.node
 		if top.self {
-			if ok(n) {
+			if c.eligible(d, n) {
 				return n
 			}
 			continue

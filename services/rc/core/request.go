@@ -50,8 +50,10 @@ type request struct {
 	portions       map[uint64]*portionState
 	errored        bool
 	aggregating    bool
-	// queued counts items over all label sets.
-	queued int
+	// queued counts items, running portions of current attempts, over all
+	// label sets.
+	queued  int
+	running int
 	// secondaries are the peer RCs that run portions of this request, in
 	// order of first use; peerBlocks their status blocks once reported.
 	secondaries []string
@@ -118,16 +120,14 @@ func (r *request) addSecondary(rc string) {
 	r.secondaries = append(r.secondaries, rc)
 }
 
-func (r *request) complete() bool {
-	if r.queued > 0 {
-		return false
-	}
-	for _, ls := range r.sets {
-		if ls.running > 0 || len(ls.items) > 0 {
-			return false
-		}
-	}
-	return true
+// complete: nothing of the current attempts is queued or running.
+func (r *request) complete() bool { return r.queued == 0 && r.running == 0 }
+
+// setRunning keeps the request's total of running portions with the label
+// set's, so that complete is not a walk over every label set.
+func (r *request) setRunning(ls *labelSet, n int) {
+	r.running += n - ls.running
+	ls.running = n
 }
 
 func sortLabelSets(sets []*labelSet) {

@@ -51,7 +51,7 @@ func (c *Core) restart(r *request, ls *labelSet) {
 	ls.attempt++
 	ls.locked = false
 	ls.vintage = 0
-	ls.running = 0
+	r.setRunning(ls, 0)
 	ls.done = nil
 	s, e := c.queueRange(r)
 	c.enqueue(r, ls, s, e)
