@@ -37,6 +37,10 @@ type Config struct {
 	Subjects subjects.Subjects // zero value: subjects.Default()
 	Log      zerolog.Logger
 	Source   Source
+
+	// Unavailable, when set, starts the DAP unavailable with this reason (e.g. "replaying
+	// the stream"); it registers so, and Apply or SetAvailable make it available.
+	Unavailable string
 }
 
 // withDefaults fills the zero fields and validates the result, so New reports every

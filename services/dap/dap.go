@@ -36,6 +36,7 @@ type state struct {
 	pv, rv    uint64
 	running   int
 	hbSeq     uint64
+	source    Source // what portions admitted now run on; Apply swaps it with the versions
 }
 
 // counters are the DAP's metrics; Stats reads them.
@@ -67,7 +68,8 @@ func New(cfg Config) (*DAP, error) {
 		log:   cfg.Log.With().Str("dap", cfg.ID).Logger(),
 		seen:  map[string]int64{},
 		queue: newFIFO(),
-		state: state{available: true, purview: cfg.Purview, pv: cfg.PurviewVersion, rv: cfg.ReferenceVintage},
+		state: state{available: cfg.Unavailable == "", reason: cfg.Unavailable, purview: cfg.Purview,
+			pv: cfg.PurviewVersion, rv: cfg.ReferenceVintage, source: cfg.Source},
 	}
 	return d, nil
 }

@@ -139,3 +139,80 @@ func (d *DAP) publishLost(reason string) {
 	l := messages.DAPLost{V: messages.DAPVersion, DAPID: d.cfg.ID, Reason: reason, DetectedBy: d.cfg.ID, At: time.Now().UnixNano()}
 	_ = d.publish(d.cfg.Subjects.DAPLost(d.cfg.ID), &l, nil)
 }
+
+// Change is one atomic change of what a DAP serves: any of availability, purview,
+// purview version, reference vintage and source. Nil fields are left as they are.
+type Change struct {
+	Available *bool
+	Reason    string // why unavailable (with Available false)
+	Purview   *messages.TimeRange
+	// BumpPurviewVersion adds one to the purview version (seed: "after each
+	// end-of-interval or end-of-day event, the DAP sends an increment value"), so that
+	// every portion dispatched against the old purview is answered RETRY.
+	BumpPurviewVersion bool
+	Vintage            *uint64
+	Source             Source
+}
+
+// Apply makes a change atomically: a portion admitted before it runs entirely on the old
+// source with the old versions, one admitted after entirely on the new. The status event
+// (availability, purview, version) and then the vintage event are published under the
+// lock, so RCs see changes in the order they were made. It returns the DAP's state after.
+func (d *DAP) Apply(c Change) State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	status := false
+	if c.Available != nil && (*c.Available != d.state.available || (!*c.Available && c.Reason != d.state.reason)) {
+		d.state.available, d.state.reason = *c.Available, c.Reason
+		if *c.Available {
+			d.state.reason = ""
+		}
+		status = true
+	}
+	if c.Purview != nil && *c.Purview != d.state.purview {
+		if c.Purview.Valid() {
+			d.state.purview = *c.Purview
+			status = true
+		} else {
+			d.log.Error().Stringer("purview", *c.Purview).Msg("Apply: empty purview refused")
+		}
+	}
+	if c.BumpPurviewVersion {
+		d.state.pv++
+		status = true
+	}
+	if c.Source != nil {
+		d.state.source = c.Source
+	}
+	if status {
+		st := d.statusLocked()
+		_ = d.publish(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st, nil)
+	}
+	if c.Vintage != nil && *c.Vintage != d.state.rv {
+		d.state.rv = *c.Vintage
+		u := messages.DAPVintageUpdate{V: messages.DAPVersion, DAPID: d.cfg.ID, ReferenceVintage: d.state.rv}
+		_ = d.publish(d.cfg.Subjects.DAPVintage(d.cfg.ID), &u, nil)
+	}
+	return d.stateLocked()
+}
+
+// State is what a DAP currently advertises.
+type State struct {
+	Available        bool
+	Reason           string
+	Purview          messages.TimeRange
+	PurviewVersion   uint64
+	ReferenceVintage uint64
+}
+
+// State returns what the DAP currently advertises.
+func (d *DAP) State() State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stateLocked()
+}
+
+func (d *DAP) stateLocked() State {
+	return State{Available: d.state.available, Reason: d.state.reason, Purview: d.state.purview,
+		PurviewVersion: d.state.pv, ReferenceVintage: d.state.rv}
+}

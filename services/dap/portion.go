@@ -33,8 +33,18 @@ func (d *DAP) onPortion(m *nats.Msg) {
 // Seed (Retries): the DAP compares the purview version and reference vintage of the
 // dispatch with its own and answers RETRY when either differs.
 func (d *DAP) mismatch(p *messages.PortionDispatch) string {
+	_, reason := d.admit(p)
+	return reason
+}
+
+// admit is mismatch that also returns the source to run p on, read under the same lock.
+func (d *DAP) admit(p *messages.PortionDispatch) (Source, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.state.source, d.mismatchLocked(p)
+}
+
+func (d *DAP) mismatchLocked(p *messages.PortionDispatch) string {
 	switch {
 	case !d.state.available:
 		return fmt.Sprintf("DAP %s is unavailable: %s", d.cfg.ID, d.state.reason)
@@ -63,8 +73,11 @@ func (d *DAP) retry(p *messages.PortionDispatch, reason string) {
 // runPortion runs one dispatch that has a slot, until its deadline.
 func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	log := d.portionLog(&p)
-	// The versions may have changed while the portion waited for a slot.
-	if reason := d.mismatch(&p); reason != "" {
+	// The versions may have changed while the portion waited for a slot. The source is
+	// taken in the same critical section as the check: a portion runs on the data of the
+	// versions it was dispatched with, even if Apply swaps them a moment later.
+	src, reason := d.admit(&p)
+	if reason != "" {
 		d.retry(&p, reason)
 		return
 	}
@@ -87,10 +100,10 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	done := make(chan result, 1)
 	go func() { // owned here: runPortion waits for it before giving the slot back
 		var r result
-		if rc, ok := d.cfg.Source.(RowCounter); ok {
+		if rc, ok := src.(RowCounter); ok {
 			r.payload, r.rows, r.err = rc.ExecuteRows(execCtx, p.API, p.Args, p.Labels, p.Range)
 		} else {
-			r.payload, r.err = d.cfg.Source.Execute(execCtx, p.API, p.Args, p.Labels, p.Range)
+			r.payload, r.err = src.Execute(execCtx, p.API, p.Args, p.Labels, p.Range)
 		}
 		done <- r
 	}()
