@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -163,6 +164,20 @@ func (c *Column) AppendFrom(src *Column, i int) {
 		c.Ints = append(c.Ints, src.Ints[i])
 	case TypeBool:
 		c.Bools = append(c.Bools, src.Bools[i])
+	}
+}
+
+// Grow makes room for n more values without reallocating.
+func (c *Column) Grow(n int) {
+	switch c.Type {
+	case TypeSymbol, TypeString:
+		c.Strings = slices.Grow(c.Strings, n)
+	case TypeFloat:
+		c.Floats = slices.Grow(c.Floats, n)
+	case TypeInt, TypeTimestamp:
+		c.Ints = slices.Grow(c.Ints, n)
+	case TypeBool:
+		c.Bools = slices.Grow(c.Bools, n)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 func TestBadInputsGetClearErrors(t *testing.T) {
 	sys := startSystem(t, systemOptions{})
 	src, _ := engineSource(t, sys)
-	sys.startDAP(oneDAP(t, src, 1))
+	sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
 
 	jsonReq := func(api, payload string) []byte {

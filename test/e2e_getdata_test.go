@@ -36,7 +36,7 @@ func (sys *system) startDemo(cfg dap.DemoFleetConfig) dap.DemoFleet {
 }
 
 // expected computes the answer directly on all the fleet's data at once.
-func expected(t *testing.T, fleet dap.DemoFleet, args messages.GetDataArgs) messages.Table {
+func expected(t testing.TB, fleet dap.DemoFleet, args messages.GetDataArgs) messages.Table {
 	t.Helper()
 	st, err := fleet.LoadAll()
 	if err != nil {

@@ -40,13 +40,13 @@ func (g *gatedSource) Execute(ctx context.Context, api string, args msgpack.RawM
 func (g *gatedSource) open() { g.once.Do(func() { close(g.gate) }) }
 
 // oneDAP is a single rdb DAP for region eu over the demo's trade data.
-func oneDAP(t *testing.T, src dap.Source, pv uint64) dap.Config {
+func oneDAP(src dap.Source, pv uint64) dap.Config {
 	return dap.Config{ID: "d1", RCID: "rc-1", Labels: messages.LabelSet{"region": "eu"}, Tier: messages.TierRDB,
 		Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}}, PurviewVersion: pv,
 		ReferenceVintage: 1, Concurrency: 1, Heartbeat: 200 * time.Millisecond, Source: src}
 }
 
-func engineSource(t *testing.T, sys *system) (dap.EngineSource, dap.DemoFleet) {
+func engineSource(t testing.TB, sys *system) (dap.EngineSource, dap.DemoFleet) {
 	t.Helper()
 	fleet, err := dap.DemoFleetInfo(demoFleetConfig(sys, 2000))
 	if err != nil {
@@ -91,7 +91,7 @@ func TestBusyDAPQueuesTheNextRequest(t *testing.T) {
 	sys := startSystem(t, systemOptions{})
 	src, fleet := engineSource(t, sys)
 	gated := newGatedSource(src)
-	sys.startDAP(oneDAP(t, gated, 1))
+	sys.startDAP(oneDAP(gated, 1))
 	sys.waitDAPs(1)
 
 	args := messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"}, Agg: []messages.AggSpec{{Name: "n", Func: messages.AggCount}}}
@@ -132,7 +132,7 @@ func withLabels(a messages.GetDataArgs, region string) messages.GetDataArgs {
 func TestPurviewChangeBetweenDispatchAndExecutionRetries(t *testing.T) {
 	sys := startSystem(t, systemOptions{})
 	src, fleet := engineSource(t, sys)
-	cfg := oneDAP(t, src, 2)
+	cfg := oneDAP(src, 2)
 	cfg.Heartbeat = time.Hour // no heartbeat corrects the RC's view first
 	sys.startDAP(cfg)
 	sys.waitDAPs(1)
@@ -198,7 +198,7 @@ func (sys *system) metaPurviewVersion(dapID string, pv uint64) bool {
 func TestTimeoutAnswersWithTheSeedMessage(t *testing.T) {
 	sys := startSystem(t, systemOptions{})
 	src, _ := engineSource(t, sys)
-	d := sys.startDAP(oneDAP(t, src, 1))
+	d := sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
 	d.SetAvailable(false, "end of day reload")
 	deadline := time.Now().Add(10 * time.Second)

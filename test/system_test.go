@@ -25,7 +25,7 @@ import (
 // system is GW, RC and Agg on one NATS server, plus whatever DAPs a test
 // starts with its run function. Everything stops when the test ends.
 type system struct {
-	t      *testing.T
+	t      testing.TB
 	nc     *nats.Conn
 	s      subjects.Subjects
 	gw     *gw.GW
@@ -42,14 +42,14 @@ type systemOptions struct {
 	timeoutMargin time.Duration
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
+func testLogger(t testing.TB) zerolog.Logger {
 	if testing.Verbose() {
 		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 	}
 	return zerolog.Nop()
 }
 
-func startSystem(t *testing.T, o systemOptions) *system {
+func startSystem(t testing.TB, o systemOptions) *system {
 	t.Helper()
 	if o.url == "" {
 		o.url = natstest.Start(t).ClientURL()

@@ -80,10 +80,20 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 	if len(keys) == 0 {
 		// Each part is already in canonical order: a k-way merge, stopped at the limit.
 		h := &rowHeap{}
+		total := 0
 		for _, p := range parts {
 			if p.Rows.NumRows() > 0 {
 				h.cursors = append(h.cursors, cursor{p: p})
+				total += p.Rows.NumRows()
 			}
+		}
+		if args.Limit > 0 {
+			total = min(total, args.Limit)
+		}
+		// Sized once: appending row by row would reallocate every column
+		// log(n) times over a large answer.
+		for k := range out.Columns {
+			out.Columns[k].Grow(total)
 		}
 		heap.Init(h)
 		for h.Len() > 0 && (args.Limit == 0 || out.NumRows() < args.Limit) {

@@ -1,0 +1,77 @@
+package test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap/demo"
+)
+
+// What DESIGN.md section 8 measures, on one machine:
+//
+//	go test ./test -run '^$' -bench . -benchtime 2000x
+//
+// BenchmarkSmallRequest: a small getData through GW, RC, DAP and Agg, and as
+// a ratio to a plain NATS request-reply measured in the same run (the floor
+// is the number of hops: client-GW, GW-RC, RC-DAP, DAP-Agg, Agg-GW, GW-client).
+// BenchmarkLargeAnswer: result throughput of a multi-MiB answer in MB/s.
+
+func BenchmarkSmallRequest(b *testing.B) {
+	sys := startSystem(b, systemOptions{})
+	src, _ := engineSource(b, sys)
+	sys.startDAP(oneDAP(src, 1))
+	sys.waitDAPs(1)
+
+	// The baseline: a plain request-reply on the same server.
+	echo, err := sys.nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = echo.Unsubscribe() }()
+	const baselineN = 2000
+	start := time.Now()
+	for i := 0; i < baselineN; i++ {
+		if _, err := sys.nc.Request("bench.echo", []byte("ping"), 5*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	baseline := time.Since(start) / baselineN
+
+	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
+		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
+		if err != nil || !resp.Header.Status.IsOK() {
+			b.Fatalf("getData: %v %+v", err, resp.Header.Status)
+		}
+	}
+	b.StopTimer()
+	per := b.Elapsed() / time.Duration(b.N)
+	b.ReportMetric(float64(baseline.Microseconds()), "nats-rr-µs")
+	b.ReportMetric(float64(per)/float64(baseline), "x-nats-rr")
+}
+
+func BenchmarkLargeAnswer(b *testing.B) {
+	sys := startSystem(b, systemOptions{})
+	sys.startDemo(demoFleetConfig(sys, 40000))
+	args := messages.GetDataArgs{Table: demo.Trade}
+	ctx := context.Background()
+	var bytes int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
+		if err != nil || !resp.Header.Status.IsOK() {
+			b.Fatalf("getData: %v %+v", err, resp.Header.Status)
+		}
+		bytes += int64(len(resp.Payload))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e6, "MB/s")
+	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB/answer")
+}
