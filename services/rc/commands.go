@@ -31,45 +31,40 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.RetryNoted:
 		r.metrics.retries.Inc()
 		r.log.Info().Str("request_id", c.Request).Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
-	case core.QueryPeerStatus, core.ReportPeerStatus, core.ForwardCompletion:
-		// Multi-RC messaging comes with the assemblies issue; a single RC
-		// owns all its DAPs and never emits these.
-		r.log.Warn().Str("command", commandName(cmd)).Msg("multi-RC command not carried out by this RC")
-	}
-}
-
-func commandName(cmd core.Command) string {
-	switch cmd.(type) {
 	case core.QueryPeerStatus:
-		return "query-peer-status"
+		r.queryPeer(c)
 	case core.ReportPeerStatus:
-		return "report-peer-status"
+		r.reportPeer(c)
 	case core.ForwardCompletion:
-		return "forward-completion"
+		r.forwardCompletion(c)
 	}
-	return "unknown"
 }
 
 func (r *RC) dispatch(c core.Dispatch) {
-	p := r.pending[c.Portion.Request]
-	if p == nil {
+	m := messages.PortionDispatch{
+		V: messages.PortionVersion, RequestID: c.Portion.Request, PortionID: strconv.FormatUint(c.Portion.ID, 10),
+		Attempt: uint32(c.Portion.Attempt), RCID: r.cfg.ID, API: c.API,
+		Labels: messages.LabelSet(c.Portion.Labels), Range: messages.TimeRange{Start: c.Portion.Start, End: c.Portion.End},
+		PurviewVersion: c.Portion.PurviewVersion, ReferenceVintage: c.Portion.Vintage,
+		AggID: c.Agg, Deadline: c.Deadline,
+	}
+	if p := r.pending[c.Portion.Request]; p != nil {
+		p.dispatch++
+		m.Args, m.LogCorr = p.sub.Args, p.sub.Header.Opts.LogCorr
+	} else if ri := r.relayed[c.Portion.Request]; ri != nil {
+		// A secondary relaying a primary's portion: the DAP's completion comes
+		// to us (RCID), and we forward it.
+		m.Args, m.LogCorr = ri.tmpl.Args, ri.tmpl.LogCorr
+	} else {
 		r.log.Error().Str("request_id", c.Portion.Request).Msg("dispatch for a request the shell does not hold")
 		return
 	}
-	p.dispatch++
-	m := messages.PortionDispatch{
-		V: messages.PortionVersion, RequestID: c.Portion.Request, PortionID: strconv.FormatUint(c.Portion.ID, 10),
-		Attempt: uint32(c.Portion.Attempt), RCID: r.cfg.ID, API: c.API, Args: p.sub.Args,
-		Labels: messages.LabelSet(c.Portion.Labels), Range: messages.TimeRange{Start: c.Portion.Start, End: c.Portion.End},
-		PurviewVersion: c.Portion.PurviewVersion, ReferenceVintage: c.Portion.Vintage,
-		AggID: c.Agg, Deadline: c.Deadline, LogCorr: p.sub.Header.Opts.LogCorr,
-	}
-	h := nats.Header{}
-	m.Routing().Write(h)
-	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	if c.ViaRC != "" {
-		subject = r.cfg.Subjects.RCSecondaryDispatch(c.ViaRC)
+		r.sendPeerPortion(c, m)
+		return
 	}
+	h := dispatchHeader(&m)
+	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
 	r.log.Debug().Str("request_id", m.RequestID).Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
 		Str("range", m.Range.String()).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")

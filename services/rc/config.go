@@ -37,6 +37,14 @@ type Config struct {
 	AnnounceEvery time.Duration
 	// Registry receives the RC's metrics; nil for none.
 	Registry *prometheus.Registry
+
+	// JetStream, when set, makes the RC rebuild the fleet at start from the
+	// DAP state stream (created if missing) before it announces itself, so a
+	// restarted or new RC knows every DAP without any re-registering. Nil:
+	// the fleet is learnt from live events and heartbeats only.
+	JetStream *Durability
+	// RecoverTimeout bounds the replay at start (default 10 s).
+	RecoverTimeout time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -71,6 +79,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AnnounceEvery <= 0 {
 		c.AnnounceEvery = time.Second
+	}
+	if c.RecoverTimeout <= 0 {
+		c.RecoverTimeout = 10 * time.Second
 	}
 	return c, nil
 }

@@ -2,6 +2,7 @@ package rc
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sg-project/sg/messages"
@@ -20,6 +21,33 @@ func (r *RC) handle(in input) {
 		return
 	}
 	switch in.subject {
+	case s.RCAnnounce(r.rcOf(in.subject)):
+		a, err := messages.DecodeValid[messages.RCAnnouncement](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.onRCAnnounce(a, now)
+	case s.RCSecondaryDispatch(r.cfg.ID):
+		pp, err := messages.DecodeValid[messages.PeerPortion](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.peerPortion(pp, now)
+	case s.RCSecondaryQuery(r.cfg.ID):
+		q, err := messages.DecodeValid[messages.SecondaryQuery](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.metrics.peerMessages.WithLabelValues("status_query_received").Inc()
+		r.step(core.PeerStatusQuery{At: now.UnixNano(), Primary: q.PrimaryRCID, Request: q.RequestID})
+	case s.RCSecondaryStatus(r.cfg.ID):
+		b, err := messages.DecodeValid[messages.PeerStatusBlock](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.metrics.peerMessages.WithLabelValues("status_received").Inc()
+		r.log.Debug().Str("request_id", b.RequestID).Str("secondary", b.RCID).Str("block", b.Block).Msg("secondary RC status")
+		r.step(core.PeerStatusReport{At: now.UnixNano(), RC: b.RCID, Request: b.RequestID, Block: b.Block})
 	case s.RCSubmit(r.cfg.ID):
 		sub, err := messages.DecodeValid[messages.RCSubmission](in.msg.Data)
 		if r.bad(in, err) {
@@ -203,6 +231,19 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 			r.step(core.DAPVintageChanged{At: at, DAP: c.DAPID, Vintage: c.ReferenceVintage})
 		}
 	}
-	r.step(core.PortionCompleted{At: now.UnixNano(), Request: c.RequestID, Portion: id, DAP: c.DAPID,
+	r.completePortion(core.PortionCompleted{At: now.UnixNano(), Request: c.RequestID, Portion: id, DAP: c.DAPID,
 		Outcome: out, Code: int(c.Code), Message: c.Message})
+}
+
+// rcOf returns the RC id of an RC announcement subject ("" otherwise).
+func (r *RC) rcOf(subject string) string {
+	rest, ok := strings.CutPrefix(subject, r.cfg.Subjects.Prefix()+".evt.rc.")
+	if !ok {
+		return ""
+	}
+	id, ok := strings.CutSuffix(rest, ".announce")
+	if !ok || strings.Contains(id, ".") {
+		return ""
+	}
+	return id
 }

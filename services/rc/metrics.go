@@ -19,6 +19,11 @@ type metrics struct {
 	timeouts    prometheus.Counter
 	badMessages prometheus.Counter
 	latency     *prometheus.HistogramVec
+	// peerMessages counts multi-RC traffic by kind (portion_sent,
+	// portion_relayed, completion_forwarded, status_query_sent, ...).
+	peerMessages *prometheus.CounterVec
+	// recoveredDAPs: DAPs rebuilt from the DAP state stream at start.
+	recoveredDAPs prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
@@ -34,11 +39,13 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		badMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_bad_messages_total", Help: "Messages that could not be decoded or did not fit.", ConstLabels: labels}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sg_rc_request_seconds", Help: "Time from submission to answer, by return code.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"code"}),
+		peerMessages:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_peer_messages_total", Help: "Messages between primary and secondary RCs, by kind.", ConstLabels: labels}, []string{"kind"}),
+		recoveredDAPs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency} {
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}

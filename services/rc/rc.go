@@ -7,6 +7,7 @@ package rc
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,7 +29,23 @@ type RC struct {
 	pending map[string]*pendingRequest // requests in flight, by id
 	daps    map[string]*dapRecord      // last registration and heartbeat per DAP
 	nextAgg int
+	relayed map[string]*relayInfo // peers' requests this RC relays as secondary
+	peers   map[string]*peerRC    // other RCs, from their announcements
+
+	ready     chan struct{} // closed once subscribed and the fleet is rebuilt
+	recovered atomic.Int64  // DAPs rebuilt from the DAP state stream
 }
+
+// Ready is closed when the RC is subscribed and has rebuilt the fleet from
+// the DAP state stream (if configured), just before it first announces.
+func (r *RC) Ready() <-chan struct{} { return r.ready }
+
+// RecoveredDAPs is the number of DAPs the RC knew from the DAP state stream
+// alone, before any live event; valid once Ready is closed.
+func (r *RC) RecoveredDAPs() int { return int(r.recovered.Load()) }
+
+// ID is the RC's id.
+func (r *RC) ID() string { return r.cfg.ID }
 
 // pendingRequest is what the shell keeps of a request beside the core's state:
 // what it needs to carry out commands about it.
@@ -38,6 +55,7 @@ type pendingRequest struct {
 	arrived  time.Time
 	aggSeq   uint32
 	dispatch int
+	via      map[uint64]viaPortion // portions relayed through secondary RCs
 }
 
 type dapRecord struct {
@@ -58,9 +76,13 @@ func New(cfg Config) (*RC, error) {
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
+			FirstPortion: uint64(time.Now().UnixNano()),
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},
+		relayed: map[string]*relayInfo{},
+		peers:   map[string]*peerRC{},
+		ready:   make(chan struct{}),
 	}
 	r.metrics, err = newMetrics(cfg.Registry, cfg.ID)
 	if err != nil {
@@ -87,7 +109,7 @@ func (r *RC) Run(ctx context.Context) error {
 	}
 	s := r.cfg.Subjects
 	var subs []*nats.Subscription
-	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID)} {
+	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID), s.RCAnnouncePattern()} {
 		sub, err := r.cfg.NC.Subscribe(subj, deliver)
 		if err != nil {
 			return fmt.Errorf("rc %s: subscribe %s: %w", r.cfg.ID, subj, err)
@@ -106,6 +128,18 @@ func (r *RC) Run(ctx context.Context) error {
 	if err := r.cfg.NC.Flush(); err != nil {
 		return fmt.Errorf("rc %s: flush subscriptions: %w", r.cfg.ID, err)
 	}
+	// Events that arrive during the replay wait in inbox and are applied
+	// after it: they are newer.
+	if r.cfg.JetStream != nil {
+		n, err := r.recoverFleet(ctx)
+		if err != nil {
+			return err
+		}
+		r.recovered.Store(int64(n))
+		r.metrics.recoveredDAPs.Set(float64(n))
+		r.log.Info().Int("daps", n).Dur("took", time.Since(r.started)).Msg("fleet rebuilt from the DAP state stream")
+	}
+	close(r.ready)
 	r.announce(false)
 	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
 
@@ -127,8 +161,11 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-deadline.C:
 			r.step(core.Tick{At: time.Now().UnixNano()})
 		case <-tick.C:
+			now := time.Now()
 			r.checkHeartbeats()
-			r.step(core.Tick{At: time.Now().UnixNano()})
+			r.checkPeers(now)
+			r.forgetRelayed(now)
+			r.step(core.Tick{At: now.UnixNano()})
 		case <-announce.C:
 			r.announce(false)
 		}

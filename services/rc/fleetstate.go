@@ -1,0 +1,118 @@
+package rc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Durability configures the JetStream streams a service creates. Choices and
+// their consequences are in README.md (Deployment, durability and recovery).
+type Durability struct {
+	// Replicas of each stream: 1 on a single NATS server, 3 on a cluster
+	// (an acknowledged write is then on a majority of servers).
+	Replicas int
+	// Memory keeps the streams in memory instead of files: faster, but a
+	// NATS restart empties them.
+	Memory bool
+}
+
+func (d Durability) storage() jetstream.StorageType {
+	if d.Memory {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// ensureDAPStateStream creates (or updates) the stream that keeps, per DAP
+// event subject, the last event: the fleet's state without a writer of its
+// own (the DAPs' ordinary events are captured).
+func (r *RC) ensureDAPStateStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	d := r.cfg.JetStream
+	cfg := jetstream.StreamConfig{
+		Name:              r.cfg.Subjects.DAPStateStream(),
+		Description:       "sg: the last event of each kind per DAP (registration, status, vintage, heartbeat, loss)",
+		Subjects:          r.cfg.Subjects.DAPEventStreamSubjects(),
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           d.storage(),
+		Replicas:          max(d.Replicas, 1),
+		// A DAP gone for a day is forgotten even without a loss notice.
+		MaxAge:      24 * time.Hour,
+		AllowDirect: true,
+	}
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("rc %s: DAP state stream %s: %w", r.cfg.ID, cfg.Name, err)
+	}
+	return s, nil
+}
+
+// recoverFleet replays the DAP state stream, oldest first, through the same
+// code as live events (with the time each was stored), then drops the DAPs
+// whose last heartbeat is too old. It returns the DAPs known afterwards.
+func (r *RC) recoverFleet(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
+	defer cancel()
+	js, err := jetstream.New(r.cfg.NC)
+	if err != nil {
+		return 0, fmt.Errorf("rc %s: jetstream: %w", r.cfg.ID, err)
+	}
+	st, err := r.ensureDAPStateStream(ctx, js)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("rc %s: DAP state stream info: %w", r.cfg.ID, err)
+	}
+	total := int(info.State.Msgs)
+	if total > 0 {
+		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		if err != nil {
+			return 0, fmt.Errorf("rc %s: DAP state consumer: %w", r.cfg.ID, err)
+		}
+		if err := r.replay(ctx, cons, total); err != nil {
+			return 0, err
+		}
+	}
+	r.checkHeartbeats()
+	return len(r.daps), nil
+}
+
+func (r *RC) replay(ctx context.Context, cons jetstream.Consumer, total int) error {
+	s := r.cfg.Subjects
+	remaining := total
+	for remaining > 0 {
+		batch, err := cons.Fetch(min(remaining, 512), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return fmt.Errorf("rc %s: DAP state fetch: %w", r.cfg.ID, err)
+		}
+		got := 0
+		last := false
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if dapID, event, ok := s.ParseDAPEvent(m.Subject()); ok {
+				r.dapEvent(dapID, event, m.Data(), md.Timestamp)
+			}
+			if md.NumPending == 0 {
+				last = true
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("rc %s: DAP state fetch: %w", r.cfg.ID, err)
+		}
+		if last || got == 0 || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		remaining -= got
+	}
+	return nil
+}
