@@ -62,6 +62,15 @@ type Config struct {
 	AnnounceEvery time.Duration // expected RC announcement period (default 1 s, the RC's); 3 missed periods drop an RC
 	ShutdownGrace time.Duration // on stop, how long in-flight requests may still finish (default 5 s)
 	Version       string        // micro service version (default "0.1.0")
+
+	// RequestLog, when set, logs every accepted request in JetStream before
+	// it goes to an RC and closes the entry when it is answered; the open
+	// requests of a GW that stops or dies are adopted by a peer GW (or its
+	// next incarnation). Nil: no log; requests in flight die with the GW.
+	RequestLog *Durability
+	// SweepEvery: how often the whole request log is examined for orphans
+	// beyond the ones found through GW heartbeats (default 30 s).
+	SweepEvery time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -107,6 +116,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = 30 * time.Second
+	}
+	if c.RequestLog != nil {
+		d := *c.RequestLog
+		if d.MaxAge <= 0 {
+			d.MaxAge = time.Hour
+		}
+		c.RequestLog = &d
 	}
 	if c.Version == "" {
 		c.Version = "0.1.0"

@@ -39,6 +39,11 @@ type GW struct {
 	abort        chan struct{} // closed when the shutdown grace ends
 	ready        chan struct{} // closed when the endpoints are registered
 	runOnce      sync.Once
+
+	startedAt int64       // this incarnation, in GW heartbeats and log entries
+	rlog      *requestLog // nil without Config.RequestLog
+	peers     gwPeers
+	sweeps    chan string // GW ids whose open log entries to examine ("" = all)
 }
 
 // pending is one request waiting for its answer.
@@ -74,6 +79,8 @@ func New(cfg Config) (*GW, error) {
 		pending: map[string]*pending{},
 		abort:   make(chan struct{}),
 		ready:   make(chan struct{}),
+		peers:   gwPeers{m: map[string]*gwPeer{}, stopped: map[string]int64{}},
+		sweeps:  make(chan string, 64),
 	}
 	reg := cfg.Registry
 	if reg == nil {
@@ -117,6 +124,14 @@ func (g *GW) Run(ctx context.Context) error {
 		return errors.New("gw: Run called twice")
 	}
 	g.startupUntil = time.Now().Add(max(g.cfg.StartupWait, 0))
+	g.startedAt = time.Now().UnixNano()
+	if g.cfg.RequestLog != nil {
+		rl, err := g.openRequestLog(ctx)
+		if err != nil {
+			return err
+		}
+		g.rlog = rl
+	}
 
 	var subs []*nats.Subscription
 	unsubscribe := func() {
@@ -131,6 +146,7 @@ func (g *GW) Run(ctx context.Context) error {
 		{g.s.RCAnnouncePattern(), g.onAnnounce},
 		{g.s.RCHeartbeatPattern(), g.onHeartbeat},
 		{g.s.GWAnswerPattern(g.cfg.ID), g.onAnswer},
+		{g.s.GWHeartbeatPattern(), g.onGWHeartbeat},
 	} {
 		s, err := g.nc.Subscribe(sub.subject, sub.cb)
 		if err != nil {
@@ -169,10 +185,21 @@ func (g *GW) Run(ctx context.Context) error {
 			return fmt.Errorf("gw: add endpoint %s: %w", api, err)
 		}
 	}
+	// Heartbeats, RC pruning and request log sweeps run beside the
+	// endpoints and stop with them.
+	bgCtx, bgStop := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { defer bg.Done(); g.heartbeatLoop(bgCtx) }()
+	if g.rlog != nil {
+		bg.Add(1)
+		go func() { defer bg.Done(); g.sweeper(bgCtx) }()
+		g.requestSweep(g.cfg.ID) // this GW's earlier incarnation
+	}
 	close(g.ready)
 	g.log.Info().Str("subject", g.s.GWAPIPattern()).Str("answers", g.s.GWAnswerPattern(g.cfg.ID)).
 		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
-		Str("affinity", g.cfg.Affinity).Msg("gw serving")
+		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).Msg("gw serving")
 
 	<-ctx.Done()
 
@@ -193,6 +220,11 @@ func (g *GW) Run(ctx context.Context) error {
 		close(g.abort)
 		<-idle
 	}
+	bgStop()
+	bg.Wait()
+	// Peers adopt what this GW left open at once, rather than after three
+	// missed heartbeats.
+	g.beat(true)
 	unsubscribe()
 	g.log.Info().Msg("gw stopped")
 	return nil
@@ -377,6 +409,9 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if given := msg.Header.Get(messages.HdrRequestID); given != "" && given != ri.id {
 		return nil, bad("Header %s: %v", messages.HdrRequestID, subjects.Validate("request id", given))
 	}
+	if strings.Contains(ri.id, messages.DriveSep) {
+		return nil, bad("Header %s: request id %q contains %q, reserved for re-driven requests", messages.HdrRequestID, ri.id, messages.DriveSep)
+	}
 	req, err := messages.DecodeRequest(msg.Header, msg.Data)
 	if err != nil {
 		if errors.Is(err, messages.ErrVersion) {
@@ -410,6 +445,10 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 				return nil, bad("Malformed request: %v", err)
 			}
 		}
+	}
+	// scope.tier narrows an assembly to one tier; alone it names nothing.
+	if req.Header.Scope.Tier != "" && req.Header.Scope.Assembly == "" {
+		return nil, bad("scope.tier is valid only with scope.assembly")
 	}
 	args, st := g.decodeArgs(&req)
 	if !st.IsOK() {
@@ -502,16 +541,16 @@ func emptyArgs(c messages.Content, p []byte) bool {
 // chooseRC picks the RC for a scope. Early after start it waits (up to
 // Config.StartupWait) for RCs to announce themselves rather than failing the
 // first requests.
-func (g *GW) chooseRC(assembly string) (string, string) {
+func (g *GW) chooseRC(assembly string) (string, int64, string) {
 	for {
 		ch := g.rcs.Changed()
-		id, why := g.rcs.pick(assembly, g.cfg.Affinity, time.Now())
+		id, started, why := g.rcs.pick(assembly, g.cfg.Affinity, time.Now())
 		if id != "" {
-			return id, ""
+			return id, started, ""
 		}
 		wait := time.Until(g.startupUntil)
 		if wait <= 0 {
-			return "", why
+			return "", 0, why
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -519,33 +558,30 @@ func (g *GW) chooseRC(assembly string) (string, string) {
 		case <-t.C:
 		case <-g.abort:
 			t.Stop()
-			return "", why
+			return "", 0, why
 		}
 		t.Stop()
 	}
 }
 
 func (g *GW) submitAndWait(ri *reqInfo, sub *messages.RCSubmission) {
-	rcID, why := g.chooseRC(sub.Header.Scope.Assembly)
+	rcID, rcStarted, why := g.chooseRC(sub.Header.Scope.Assembly)
 	if rcID == "" {
 		ri.log.Info().Str("assembly", sub.Header.Scope.Assembly).Str("why", why).Msg("no RC for the request")
 		g.respondStatus(ri, messages.Errorf(messages.CodeNoResources, messages.CodeErr, TextNoResources))
 		return
 	}
-	ri.rcID = rcID
-	ri.log = ri.log.With().Str("rc_id", rcID).Logger()
-
 	timeout := g.cfg.Timeout
 	if ms := sub.Header.Opts.TimeoutMS; ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
-	deadline := ri.received.Add(timeout)
-	sub.Deadline = deadline.UnixNano()
-	body, err := messages.Encode(sub)
-	if err != nil {
-		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode RC submission: %v", err))
+	if g.rlog != nil && timeout+g.cfg.TimeoutMargin >= g.cfg.RequestLog.MaxAge {
+		g.respondStatus(ri, bad("Timeout %s plus the margin %s is not below the request log's retention %s",
+			timeout, g.cfg.TimeoutMargin, g.cfg.RequestLog.MaxAge))
 		return
 	}
+	deadline := ri.received.Add(timeout)
+	sub.Deadline = deadline.UnixNano()
 
 	p := &pending{id: ri.id, done: make(chan answer, 1), streams: map[string]*messages.Reassembler{}}
 	g.mu.Lock()
@@ -557,32 +593,200 @@ func (g *GW) submitAndWait(ri *reqInfo, sub *messages.RCSubmission) {
 	g.pending[ri.id] = p
 	g.mu.Unlock()
 
-	h := nats.Header{}
-	messages.Routing{RequestID: ri.id, API: ri.api, Deadline: sub.Deadline, LogCorr: ri.logCorr, Content: sub.Content}.Write(h)
-	if err := g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(rcID), Header: h, Data: body}); err != nil {
-		if g.claim(ri.id) {
-			g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Could not submit the request to RC %s: %v", rcID, err))
+	d := &driveState{sub: *sub, rcID: rcID, rcStarted: rcStarted, deadline: deadline}
+	// "Every accepted request is logged before it is dispatched."
+	if g.rlog != nil {
+		ref, err := g.rlog.create(messages.LogEntry{V: messages.RecoveryVersion, RequestID: ri.id, State: messages.LogOpen,
+			GWID: g.cfg.ID, GWStarted: g.startedAt, ClientReply: ri.reply, API: ri.api, Content: ri.content,
+			LogCorr: ri.logCorr, Submission: *sub, RCID: rcID, RCStarted: rcStarted})
+		if err != nil {
+			g.met.logErrors.WithLabelValues("create").Inc()
+			ri.log.Error().Err(err).Msg("request log write failed; refusing the request")
+			if g.claim(ri.id) {
+				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
+					"The request could not be logged: %v; retry later", err))
+			}
+			return
 		}
-		return
+		d.ref = ref
 	}
-	ri.log.Debug().Time("deadline", deadline).Msg("request submitted")
+	g.drive(ri, p, d, driveNew)
+}
 
-	// Seed: "The GW waits KXI_SG_TIMEOUT_MARGIN milliseconds after a request
-	// has timed out for the RC to issue the timeout response."
-	t := time.NewTimer(time.Until(deadline.Add(g.cfg.TimeoutMargin)))
-	defer t.Stop()
-	var st messages.Status
-	select {
-	case a := <-p.done:
-		g.forward(ri, a)
-		return
-	case <-t.C:
-		st = messages.Status{RC: messages.CodeTimeout, AC: messages.CodeErr, AI: TextTimeout}
-	case <-g.abort:
-		st = messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The service gateway shut down before the request was answered")
+// driveState is one request's current drive: the submission as the RC got
+// it, which RC incarnation has it, and its log entry.
+type driveState struct {
+	sub       messages.RCSubmission // RequestID is the client's id; the drive's id is DriveID(id, drive)
+	drive     uint32
+	rcID      string
+	rcStarted int64
+	deadline  time.Time
+	ref       *logRef
+}
+
+type driveStart int
+
+const (
+	driveNew     driveStart = iota // submit to the chosen RC
+	driveAdopted                   // taken over from the log: drive again, or time out
+)
+
+// drive submits a request and waits for its one answer. When the RC that has
+// it restarts, drains or falls silent, the request is driven again, under a
+// new drive id, on an RC chosen afresh: the RC's state is gone, and nothing
+// of the old drive can mix into the new one at the DAPs or the Agg. Past the
+// deadline there is nothing to drive: the GW answers the timeout.
+func (g *GW) drive(ri *reqInfo, p *pending, d *driveState, start driveStart) {
+	clientID := ri.id
+	if start == driveAdopted {
+		clientID = d.ref.entry.RequestID
 	}
-	if !g.claim(ri.id) {
-		g.forward(ri, <-p.done) // the answer won the race
+	d.sub.RequestID = messages.DriveID(clientID, d.drive)
+	timeoutStatus := messages.Status{RC: messages.CodeTimeout, AC: messages.CodeErr, AI: TextTimeout}
+	switch {
+	case start == driveAdopted && !time.Now().Before(d.deadline):
+		g.answerStatus(ri, p, d, timeoutStatus)
+		return
+	case start == driveAdopted:
+		if !g.redrive(ri, p, d, clientID, "adopted") {
+			return
+		}
+	default:
+		if !g.submit(ri, p, d) {
+			return
+		}
+	}
+	t := time.NewTimer(time.Until(d.deadline.Add(g.cfg.TimeoutMargin)))
+	defer t.Stop()
+	for {
+		var gone <-chan struct{}
+		if d.rcID != "" {
+			gone = g.rcs.Gone(d.rcID, d.rcStarted)
+		} else {
+			gone = g.rcs.Changed() // waiting for any RC to drive it on
+		}
+		select {
+		case a := <-p.done:
+			g.settle(ri, p, d, &a, messages.Status{})
+			return
+		case <-gone:
+			if !time.Now().Before(d.deadline) {
+				// The RC that held it is gone and the deadline has passed:
+				// nobody else will answer.
+				g.answerStatus(ri, p, d, timeoutStatus)
+				return
+			}
+			why := "rc " + d.rcID + " gone"
+			if d.rcID == "" {
+				why = "rc available"
+			}
+			if !g.redrive(ri, p, d, clientID, why) {
+				return
+			}
+		case <-t.C:
+			g.answerStatus(ri, p, d, timeoutStatus)
+			return
+		case <-g.abort:
+			if g.rlog != nil {
+				// Shut down unanswered: the entry stays open for a peer GW or
+				// this GW's next incarnation to adopt.
+				g.claim(ri.id)
+				ri.log.Info().Msg("left unanswered at shutdown; the request log keeps it for adoption")
+				return
+			}
+			g.answerStatus(ri, p, d, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The service gateway shut down before the request was answered"))
+			return
+		}
+	}
+}
+
+// submit publishes the current drive to its RC; false when the request was
+// answered (with an error) instead.
+func (g *GW) submit(ri *reqInfo, p *pending, d *driveState) bool {
+	ri.rcID = d.rcID
+	ri.log = ri.log.With().Str("rc_id", d.rcID).Logger()
+	body, err := messages.Encode(&d.sub)
+	if err == nil {
+		h := nats.Header{}
+		messages.Routing{RequestID: d.sub.RequestID, API: ri.api, Deadline: d.sub.Deadline, LogCorr: ri.logCorr, Content: d.sub.Content}.Write(h)
+		err = g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(d.rcID), Header: h, Data: body})
+	}
+	if err != nil {
+		if g.claim(ri.id) {
+			g.settle(ri, p, d, nil, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Could not submit the request to RC %s: %v", d.rcID, err))
+		}
+		return false
+	}
+	g.met.byRC.WithLabelValues(d.rcID).Inc()
+	ri.log.Debug().Time("deadline", d.deadline).Uint32("drive", d.drive).Msg("request submitted")
+	return true
+}
+
+// redrive starts a new drive on an RC chosen afresh. With no RC to take it,
+// the request waits (rcID "") for one until its deadline. False when the
+// request is no longer this GW's to answer.
+func (g *GW) redrive(ri *reqInfo, p *pending, d *driveState, clientID, why string) bool {
+	rcID, rcStarted, _ := g.rcs.pick(d.sub.Header.Scope.Assembly, g.cfg.Affinity, time.Now())
+	if rcID == "" {
+		d.rcID, d.rcStarted = "", 0
+		ri.log.Info().Str("why", why).Msg("no RC to drive the request again yet; waiting")
+		return true
+	}
+	d.drive++
+	d.rcID, d.rcStarted = rcID, rcStarted
+	d.sub.RequestID = messages.DriveID(clientID, d.drive)
+	if d.ref != nil {
+		d.ref.entry.Drive, d.ref.entry.RCID, d.ref.entry.RCStarted, d.ref.entry.Submission = d.drive, rcID, rcStarted, d.sub
+		if err := g.rlog.update(d.ref); err != nil {
+			if errors.Is(err, errLogConflict) {
+				g.claim(ri.id)
+				ri.log.Info().Msg("request taken over by another GW; leaving it to that GW")
+				return false
+			}
+			g.met.logErrors.WithLabelValues("update").Inc()
+			ri.log.Warn().Err(err).Msg("request log update failed; driving on")
+		}
+	}
+	g.met.redrives.WithLabelValues(redriveReason(why)).Inc()
+	ri.log.Info().Str("why", why).Uint32("drive", d.drive).Str("new_rc", rcID).Msg("driving the request again")
+	return g.submit(ri, p, d)
+}
+
+func redriveReason(why string) string {
+	switch why {
+	case "adopted", "rc available":
+		return why
+	}
+	return "rc gone"
+}
+
+// answerStatus answers with st, unless an answer has just won the race.
+func (g *GW) answerStatus(ri *reqInfo, p *pending, d *driveState, st messages.Status) {
+	if g.claim(ri.id) {
+		g.settle(ri, p, d, nil, st)
+		return
+	}
+	a := <-p.done
+	g.settle(ri, p, d, &a, messages.Status{})
+}
+
+// settle answers the client once: the answer a, or status st. The pending
+// entry has been claimed by the caller. With a request log, the entry is
+// closed first; if another GW has taken the request over, this GW stays
+// silent and that GW answers.
+func (g *GW) settle(ri *reqInfo, p *pending, d *driveState, a *answer, st messages.Status) {
+	if d.ref != nil {
+		if err := g.rlog.close(d.ref); errors.Is(err, errLogConflict) {
+			g.met.dropped.Inc()
+			ri.log.Info().Msg("request taken over by another GW; not answering here")
+			return
+		} else if err != nil {
+			g.met.logErrors.WithLabelValues("close").Inc()
+			ri.log.Warn().Err(err).Msg("request log close failed; answering anyway")
+		}
+	}
+	if a != nil {
+		g.forward(ri, *a)
 		return
 	}
 	g.respondStatus(ri, st)
@@ -602,8 +806,17 @@ func (g *GW) forward(ri *reqInfo, a answer) {
 	for k, vs := range a.header {
 		h[k] = vs
 	}
-	if h.Get(messages.HdrRequestID) == "" {
+	if got := h.Get(messages.HdrRequestID); got != ri.id {
 		h.Set(messages.HdrRequestID, ri.id)
+		// A later drive runs under id~n: the caller sees its own id.
+		if got != "" {
+			if resp, err := messages.DecodeResponse(h, a.data); err == nil && resp.Header.RequestID != ri.id {
+				resp.Header.RequestID = ri.id
+				if b, err := resp.Encode(); err == nil {
+					a.data = b
+				}
+			}
+		}
 	}
 	st, err := messages.ReadStatus(h)
 	if err != nil {

@@ -8,6 +8,11 @@ type metrics struct {
 	inFlight prometheus.Gauge
 	dropped  prometheus.Counter // answers for a request already answered (or unknown)
 	busy     prometheus.Counter // requests refused past MaxInFlight
+
+	byRC      *prometheus.CounterVec // drives submitted, by RC
+	redrives  *prometheus.CounterVec // by reason
+	adopted   prometheus.Counter
+	logErrors *prometheus.CounterVec // by operation
 }
 
 func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
@@ -34,11 +39,27 @@ func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
 			Help: "Requests refused because the GW had MaxInFlight requests in flight.",
 		}),
 	}
+	m.byRC = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_submissions_total",
+		Help: "Requests (and drives of re-driven requests) submitted, by RC.",
+	}, []string{"rc"})
+	m.redrives = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_redrives_total",
+		Help: "Requests driven again: their RC restarted, drained or went silent (rc gone), an RC became available, or the request was adopted.",
+	}, []string{"reason"})
+	m.adopted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sg_gw_requests_adopted_total",
+		Help: "Open requests taken over from the request log (a stopped, restarted or silent GW's).",
+	})
+	m.logErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_request_log_errors_total",
+		Help: "Request log operations that failed, by operation (create, update, close, purge, scan, adopt).",
+	}, []string{"op"})
 	rcGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sg_gw_rcs_connected",
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ type RCInfo struct {
 	LastSeen    time.Time
 	Period      time.Duration // announcement/heartbeat period; 3 missed periods drop the RC
 	submitted   int           // submitted by this GW since the last announced load
+	gone        chan struct{} // closed when this incarnation restarts, drains or is dropped
 }
 
 // rcRegistry tracks the RCs and picks one per request. Safe for concurrent use.
@@ -55,8 +56,17 @@ func (r *rcRegistry) announce(a *messages.RCAnnouncement, now time.Time) {
 	defer r.mu.Unlock()
 	rc, ok := r.rcs[a.RCID]
 	if !ok {
-		rc = &RCInfo{ID: a.RCID, Period: r.period}
+		rc = &RCInfo{ID: a.RCID, Period: r.period, gone: make(chan struct{})}
 		r.rcs[a.RCID] = rc
+	}
+	// A restart (new start time) or a drain ends the incarnation: requests
+	// submitted to it will not be answered by it, so their GWs drive them again.
+	if (ok && a.StartedAt != rc.StartedAt) || (a.Draining && !rc.Draining) {
+		close(rc.gone)
+		rc.gone = make(chan struct{})
+		if a.Draining {
+			close(rc.gone) // nothing new goes to a draining RC
+		}
 	}
 	rc.Assembly, rc.Addr, rc.Draining, rc.StartedAt = a.Assembly, a.Addr, a.Draining, a.StartedAt
 	rc.Outstanding, rc.Queued, rc.DAPs, rc.submitted = a.Outstanding, a.Queued, a.DAPs, 0
@@ -112,7 +122,42 @@ func (r *rcRegistry) pruneLocked(now time.Time) {
 	for id, rc := range r.rcs {
 		if !live(rc, now) {
 			delete(r.rcs, id)
+			close(rc.gone)
+			r.notifyLocked()
 		}
+	}
+}
+
+// Prune drops the RCs not heard from within three periods (their requests'
+// GWs then drive them again).
+func (r *rcRegistry) Prune(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked(now)
+}
+
+// closedCh is a channel that is always closed.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Gone returns a channel closed when incarnation startedAt of RC id restarts,
+// drains or is dropped (at once if that has already happened).
+func (r *rcRegistry) Gone(id string, startedAt int64) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rc, ok := r.rcs[id]
+	if !ok || rc.StartedAt != startedAt || rc.Draining {
+		return closedCh
+	}
+	return rc.gone
+}
+
+// Alive reports whether incarnation startedAt of RC id is live and not draining.
+func (r *rcRegistry) Alive(id string, startedAt int64) bool {
+	select {
+	case <-r.Gone(id, startedAt):
+		return false
+	default:
+		return true
 	}
 }
 
@@ -125,7 +170,7 @@ func (r *rcRegistry) pruneLocked(now time.Time) {
 // "If the scope parameter is not specified ... the GW targets one of the
 // global RCs." Among candidates the least loaded wins; ties rotate.
 // It returns "" when no RC fits, and why.
-func (r *rcRegistry) pick(assembly, affinity string, now time.Time) (id, why string) {
+func (r *rcRegistry) pick(assembly, affinity string, now time.Time) (id string, startedAt int64, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked(now)
@@ -133,7 +178,7 @@ func (r *rcRegistry) pick(assembly, affinity string, now time.Time) (id, why str
 	if assembly != "" {
 		cands = r.candidatesLocked(assembly)
 		if len(cands) == 0 && affinity != AffinitySoft {
-			return "", "no RC of assembly " + assembly + " (hard affinity)"
+			return "", 0, "no RC of assembly " + assembly + " (hard affinity)"
 		}
 	}
 	if len(cands) == 0 {
@@ -141,9 +186,9 @@ func (r *rcRegistry) pick(assembly, affinity string, now time.Time) (id, why str
 	}
 	if len(cands) == 0 {
 		if len(r.rcs) == 0 {
-			return "", "no RC connected"
+			return "", 0, "no RC connected"
 		}
-		return "", "no global RC connected"
+		return "", 0, "no global RC connected"
 	}
 	slices.SortFunc(cands, func(a, b *RCInfo) int { return compareStrings(a.ID, b.ID) })
 	load := func(rc *RCInfo) int { return rc.Outstanding + rc.submitted }
@@ -160,7 +205,7 @@ func (r *rcRegistry) pick(assembly, affinity string, now time.Time) (id, why str
 	chosen := best[r.turn%len(best)]
 	r.turn++
 	chosen.submitted++
-	return chosen.ID, ""
+	return chosen.ID, chosen.StartedAt, ""
 }
 
 func (r *rcRegistry) candidatesLocked(assembly string) []*RCInfo {
