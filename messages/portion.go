@@ -135,6 +135,10 @@ type PortionCompletion struct {
 	Rows             int64   `msgpack:"rows,omitempty"`    // rows in the partial result, for metrics
 	Bytes            int64   `msgpack:"bytes,omitempty"`   // bytes of the partial result, for metrics
 	ElapsedNS        int64   `msgpack:"elapsed,omitempty"` // execution time on the DAP
+	// Purview is the DAP's current purview, which goes with PurviewVersion: an RC that
+	// learns the version from a RETRY must learn the purview with it, or it would place
+	// a range the DAP no longer holds at a version that matches.
+	Purview *TimeRange `msgpack:"pw,omitempty"`
 }
 
 // Ref returns the portion's reference.

@@ -52,6 +52,13 @@ func (d *DAP) mismatchLocked(p *messages.PortionDispatch) string {
 		return fmt.Sprintf("DAP purview version %d does not match dispatch purview version %d", d.state.pv, p.PurviewVersion)
 	case p.ReferenceVintage != d.state.rv:
 		return fmt.Sprintf("DAP reference vintage %d does not match dispatch reference vintage %d", d.state.rv, p.ReferenceVintage)
+	case p.Range != messages.Unbounded && (p.Range.Start < d.state.purview.Start || p.Range.End > d.state.purview.End):
+		// A time portion is always the intersection of the request with the purview the
+		// RC saw (only a portion of a table without time is unbounded). One outside ours
+		// was placed on a stale purview at a version that happens to match (an RC that
+		// learned the version before the purview): answering it would drop the rows we
+		// gave away.
+		return fmt.Sprintf("dispatch range %s is outside DAP purview %s", p.Range, d.state.purview)
 	}
 	return ""
 }

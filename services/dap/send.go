@@ -44,6 +44,8 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 	c.V, c.RequestID, c.PortionID, c.Attempt, c.DAPID = messages.PortionVersion, p.RequestID, p.PortionID, p.Attempt, d.cfg.ID
 	d.mu.Lock()
 	c.PurviewVersion, c.ReferenceVintage = d.state.pv, d.state.rv
+	purview := d.state.purview
+	c.Purview = &purview
 	d.mu.Unlock()
 	if err := c.Validate(); err != nil {
 		d.portionLog(p).Error().Err(err).Msg("completion not sent")
