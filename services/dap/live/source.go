@@ -1,0 +1,65 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/dap"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/dap/parquetdb"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// hdbSource serves the hdb: time tables from a Parquet catalog, reference tables from
+// memory. Both are immutable for the source's lifetime (a change makes a new source).
+type hdbSource struct {
+	cat *parquetdb.Catalog
+	ref *engine.Store
+}
+
+var pingPayload = []byte{0xc3}
+
+func (s hdbSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+	b, _, err := s.ExecuteRows(ctx, api, args, l, rng)
+	return b, err
+}
+
+func (s hdbSource) ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
+	if api != subjects.APIGetData {
+		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
+	}
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !s.cat.Has(a.Table) {
+		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
+	}
+	p, err := s.cat.Execute(a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	b, err := merge.EncodePartial(p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode partial: %w", err)
+	}
+	rows := int64(p.Rows.NumRows())
+	if p.Aggregated {
+		rows = int64(p.Groups)
+	}
+	return b, rows, nil
+}
+
+func rangeTime(ns, unbounded int64) time.Time {
+	if ns == unbounded {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
