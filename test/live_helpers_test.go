@@ -1,0 +1,216 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg"
+	"github.com/sg-project/sg/services/dap"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/dap/live"
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/services/rc"
+	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
+)
+
+// liveSys is GW, RC and Agg on an embedded NATS server with JetStream, for live groups.
+type liveSys struct {
+	t      *testing.T
+	url    string
+	nc     *nats.Conn
+	s      subjects.Subjects
+	gw     *gw.GW
+	client *client.Client
+	reg    *prometheus.Registry
+	ctx    context.Context
+	wg     sync.WaitGroup
+	errs   chan error
+}
+
+func startLiveSys(t *testing.T, maxRetry int) *liveSys {
+	t.Helper()
+	url := natstest.Start(t).ClientURL()
+	nc, err := nats.Connect(url, nats.Name(t.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ls := &liveSys{t: t, url: url, nc: nc, s: subjects.Default(), reg: prometheus.NewRegistry(), ctx: ctx, errs: make(chan error, 64)}
+	t.Cleanup(func() {
+		cancel()
+		done := make(chan struct{})
+		go func() { ls.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("services did not stop within 15s")
+		}
+		nc.Close()
+		close(ls.errs)
+		for err := range ls.errs {
+			t.Errorf("service: %v", err)
+		}
+	})
+	log := testLogger(t)
+	g, err := gw.New(gw.Config{ID: "gw-1", NC: nc, Subjects: ls.s, Log: log, Timeout: 30 * time.Second,
+		AnnounceEvery: 20 * time.Millisecond, Registry: ls.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: ls.s, Log: log, TickEvery: 200 * time.Millisecond,
+		AnnounceEvery: 20 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: ls.reg, MaxRetry: maxRetry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agg.New(agg.Config{ID: "agg-1", NC: nc, Subjects: ls.s, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls.gw, ls.client = g, client.New(nc, ls.s)
+	ls.run("agg", a.Run)
+	<-a.Ready()
+	ls.run("rc", r.Run)
+	ls.run("gw", g.Run)
+	select {
+	case <-g.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("GW not ready within 10s")
+	}
+	return ls
+}
+
+func (ls *liveSys) run(name string, fn func(context.Context) error) {
+	ls.wg.Go(func() {
+		if err := fn(ls.ctx); err != nil && !errors.Is(err, context.Canceled) {
+			ls.errs <- fmt.Errorf("%s: %w", name, err)
+		}
+	})
+}
+
+// waitDAPs waits until the RC knows n DAPs.
+func (ls *liveSys) waitDAPs(n int) {
+	ls.t.Helper()
+	ctx, cancel := context.WithTimeout(ls.ctx, 30*time.Second)
+	defer cancel()
+	if err := ls.gw.WaitRCs(ctx, func(rcs []gw.RCInfo) bool { return len(rcs) > 0 && rcs[0].DAPs >= n }); err != nil {
+		ls.t.Fatalf("waiting for %d DAPs: %v", n, err)
+	}
+}
+
+func (ls *liveSys) waitQueued(n int) {
+	ls.t.Helper()
+	ctx, cancel := context.WithTimeout(ls.ctx, 10*time.Second)
+	defer cancel()
+	if err := ls.gw.WaitRCs(ctx, func(rcs []gw.RCInfo) bool { return len(rcs) > 0 && rcs[0].Queued >= n }); err != nil {
+		ls.t.Fatalf("waiting for %d queued portions: %v", n, err)
+	}
+}
+
+func (ls *liveSys) counter(name string) float64 {
+	mfs, err := ls.reg.Gather()
+	if err != nil {
+		ls.t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+// getData calls getData and decodes the answer; an error status is returned as an error.
+func (ls *liveSys) getData(ctx context.Context, args messages.GetDataArgs) (string, messages.Table, error) {
+	resp, err := ls.client.Do(ctx, subjects.APIGetData, args, messages.Opts{TimeoutMS: 20_000})
+	if err != nil {
+		return "", messages.Table{}, err
+	}
+	if !resp.Header.Status.IsOK() {
+		return resp.Header.RequestID, messages.Table{}, fmt.Errorf("request %s: %s", resp.Header.RequestID, resp.Header.Status)
+	}
+	var tbl messages.Table
+	if err := msgpack.Unmarshal(resp.Payload, &tbl); err != nil {
+		return resp.Header.RequestID, tbl, fmt.Errorf("decode answer: %w", err)
+	}
+	return resp.Header.RequestID, tbl, nil
+}
+
+// Tables of the live tests: tick is a time table with a unique id per row, inst a
+// reference table.
+var (
+	tickDef = engine.TableDef{Name: "tick", Labels: []string{"region"}, Columns: []messages.ColumnSpec{
+		{Name: "time", Type: messages.TypeTimestamp}, {Name: "region", Type: messages.TypeSymbol},
+		{Name: "id", Type: messages.TypeInt}, {Name: "v", Type: messages.TypeFloat}}}
+	instDef = engine.TableDef{Name: "inst", Labels: []string{"region"}, Columns: []messages.ColumnSpec{
+		{Name: "sym", Type: messages.TypeSymbol}, {Name: "region", Type: messages.TypeSymbol},
+		{Name: "lot", Type: messages.TypeInt}}}
+)
+
+// liveGroup starts the live group of a region under dir, stopped by cancel or at the
+// end of the test; done is closed when its Run returned.
+type liveGroup struct {
+	g      *live.Group
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (ls *liveSys) startGroup(region, dir string, start time.Time, wrap func(messages.Tier, dap.Source) dap.Source) *liveGroup {
+	ls.t.Helper()
+	inst := messages.NewTable(instDef.Columns)
+	_ = inst.AppendRow("A."+region, region, int64(1))
+	g, err := live.NewGroup(live.GroupConfig{NC: ls.nc, Subjects: ls.s, Log: testLogger(ls.t).With().Str("group", region).Logger(),
+		Labels: messages.LabelSet{"region": region}, RCID: "rc-1", Dir: filepath.Join(dir, "region="+region),
+		Tables: []engine.TableDef{tickDef, instDef}, Reference: map[string]messages.Table{"inst": inst},
+		Start: start, Concurrency: 2, Heartbeat: 500 * time.Millisecond, RowGroupRows: 64, WrapSource: wrap})
+	if err != nil {
+		ls.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ls.ctx)
+	lg := &liveGroup{g: g, cancel: cancel, done: make(chan struct{})}
+	ls.wg.Go(func() {
+		defer close(lg.done)
+		if err := g.Run(ctx); err != nil {
+			ls.errs <- fmt.Errorf("group %s: %w", region, err)
+		}
+	})
+	select {
+	case <-g.Ready():
+	case <-time.After(30 * time.Second):
+		ls.t.Fatalf("group %s not ready within 30s", region)
+	}
+	return lg
+}
+
+func (lg *liveGroup) stop(t *testing.T) {
+	t.Helper()
+	lg.cancel()
+	select {
+	case <-lg.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("group did not stop within 15s")
+	}
+}
+
+// tickRows builds rows of the tick table.
+func tickRows(region string, times []time.Time, ids []int64) messages.Table {
+	tb := messages.NewTable(tickDef.Columns)
+	for i, ts := range times {
+		_ = tb.AppendRow(ts, region, ids[i], float64(ids[i]%7))
+	}
+	return tb
+}
