@@ -193,6 +193,14 @@ func (g *Group) Ready() <-chan struct{} { return g.ready }
 // Stats returns the counters.
 func (g *Group) Stats() *Stats { return &g.stats }
 
+// HDBStats are the hdb's Parquet read counters (partitions, row groups, columns, bytes).
+func (g *Group) HDBStats() *parquetdb.Stats {
+	if g.cat == nil {
+		return nil
+	}
+	return g.cat.Stats()
+}
+
 // DAP returns the DAP of a tier (nil before Run has started them).
 func (g *Group) DAP(tier messages.Tier) *dap.DAP {
 	switch tier {

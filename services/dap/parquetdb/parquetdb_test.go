@@ -102,7 +102,7 @@ func TestSameAnswersAsEngine(t *testing.T) {
 // partition, reads a few row groups and only the columns it names.
 func TestNarrowQueryReadsLittle(t *testing.T) {
 	dir := t.TempDir()
-	const days, perDay, rowGroup = 6, 200_000, 8192
+	const days, perDay, rowGroup = 5, 150_000, 8192
 	cfg := demo.Config{Seed: 9, TradesPerDay: perDay}
 	for d := range days {
 		from, to := day0.Add(time.Duration(d)*24*time.Hour), day0.Add(time.Duration(d+1)*24*time.Hour)
@@ -123,8 +123,8 @@ func TestNarrowQueryReadsLittle(t *testing.T) {
 	})
 	// In memory the history is 8 columns of ~8-byte values and short strings per row.
 	const inMemory = days * perDay * 8 * 8
-	const limit = 24 << 20
-	if inMemory < 3*limit {
+	const limit = 16 << 20
+	if inMemory < 2*limit {
 		t.Fatalf("history of %d bytes in memory is not larger than the limit %d", inMemory, limit)
 	}
 	runtime.GC()
