@@ -79,7 +79,7 @@ func New(cfg Config) (*GW, error) {
 		pending: map[string]*pending{},
 		abort:   make(chan struct{}),
 		ready:   make(chan struct{}),
-		peers:   gwPeers{m: map[string]*gwPeer{}, stopped: map[string]int64{}},
+		peers:   gwPeers{m: map[string]*gwPeer{}, gone: map[string]int64{}},
 		sweeps:  make(chan string, 64),
 	}
 	reg := cfg.Registry
@@ -538,6 +538,9 @@ func emptyArgs(c messages.Content, p []byte) bool {
 	return false
 }
 
+// whyShutdown: chooseRC gave up because the GW is stopping.
+const whyShutdown = "gw shutting down"
+
 // chooseRC picks the RC for a scope. Early after start it waits (up to
 // Config.StartupWait) for RCs to announce themselves rather than failing the
 // first requests.
@@ -548,7 +551,12 @@ func (g *GW) chooseRC(assembly string) (string, int64, string) {
 		if id != "" {
 			return id, started, ""
 		}
-		wait := time.Until(g.startupUntil)
+		// Early after start, or while the scope's RCs restart, wait for one.
+		until := g.startupUntil
+		if f := g.rcs.Failover(assembly, g.cfg.Affinity); f.After(until) {
+			until = f
+		}
+		wait := time.Until(until)
 		if wait <= 0 {
 			return "", 0, why
 		}
@@ -558,7 +566,7 @@ func (g *GW) chooseRC(assembly string) (string, int64, string) {
 		case <-t.C:
 		case <-g.abort:
 			t.Stop()
-			return "", 0, why
+			return "", 0, whyShutdown
 		}
 		t.Stop()
 	}
@@ -566,6 +574,11 @@ func (g *GW) chooseRC(assembly string) (string, int64, string) {
 
 func (g *GW) submitAndWait(ri *reqInfo, sub *messages.RCSubmission) {
 	rcID, rcStarted, why := g.chooseRC(sub.Header.Scope.Assembly)
+	if why == whyShutdown {
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
+			"The service gateway is shutting down; retry on another"))
+		return
+	}
 	if rcID == "" {
 		ri.log.Info().Str("assembly", sub.Header.Scope.Assembly).Str("why", why).Msg("no RC for the request")
 		g.respondStatus(ri, messages.Errorf(messages.CodeNoResources, messages.CodeErr, TextNoResources))

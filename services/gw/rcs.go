@@ -22,6 +22,15 @@ type RCInfo struct {
 	Period      time.Duration // announcement/heartbeat period; 3 missed periods drop the RC
 	submitted   int           // submitted by this GW since the last announced load
 	gone        chan struct{} // closed when this incarnation restarts, drains or is dropped
+	ended       bool          // gone is closed
+}
+
+// end closes the incarnation's gone channel, once.
+func (rc *RCInfo) end() {
+	if !rc.ended {
+		close(rc.gone)
+		rc.ended = true
+	}
 }
 
 // rcRegistry tracks the RCs and picks one per request. Safe for concurrent use.
@@ -31,10 +40,28 @@ type rcRegistry struct {
 	period  time.Duration
 	changed chan struct{} // closed and replaced on every change
 	turn    int           // rotates ties between equally loaded RCs
+	// recent: per assembly ("" = global), when an RC of it last served (was
+	// live and not draining). During a rolling restart the scope has no RC
+	// for a moment; a request then waits for the next one instead of failing.
+	recent map[string]time.Time
+}
+
+// Failover reports until when a request for the scope should wait for an RC
+// to come back: three periods after an RC of that scope last served.
+func (r *rcRegistry) Failover(assembly, affinity string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until := r.recent[assembly].Add(announceMisses * r.period)
+	if assembly != "" && affinity == AffinitySoft {
+		if g := r.recent[""].Add(announceMisses * r.period); g.After(until) {
+			until = g
+		}
+	}
+	return until
 }
 
 func newRCRegistry(period time.Duration) *rcRegistry {
-	return &rcRegistry{rcs: map[string]*RCInfo{}, period: period, changed: make(chan struct{})}
+	return &rcRegistry{rcs: map[string]*RCInfo{}, period: period, changed: make(chan struct{}), recent: map[string]time.Time{}}
 }
 
 // notifyLocked wakes requests waiting for an RC.
@@ -61,16 +88,19 @@ func (r *rcRegistry) announce(a *messages.RCAnnouncement, now time.Time) {
 	}
 	// A restart (new start time) or a drain ends the incarnation: requests
 	// submitted to it will not be answered by it, so their GWs drive them again.
-	if (ok && a.StartedAt != rc.StartedAt) || (a.Draining && !rc.Draining) {
-		close(rc.gone)
-		rc.gone = make(chan struct{})
-		if a.Draining {
-			close(rc.gone) // nothing new goes to a draining RC
-		}
+	if ok && a.StartedAt != rc.StartedAt {
+		rc.end()
+		rc.gone, rc.ended = make(chan struct{}), false
+	}
+	if a.Draining {
+		rc.end() // nothing new goes to a draining RC
 	}
 	rc.Assembly, rc.Addr, rc.Draining, rc.StartedAt = a.Assembly, a.Addr, a.Draining, a.StartedAt
 	rc.Outstanding, rc.Queued, rc.DAPs, rc.submitted = a.Outstanding, a.Queued, a.DAPs, 0
 	rc.LastSeen = now
+	if !a.Draining {
+		r.recent[a.Assembly] = now
+	}
 	r.notifyLocked()
 }
 
@@ -122,7 +152,7 @@ func (r *rcRegistry) pruneLocked(now time.Time) {
 	for id, rc := range r.rcs {
 		if !live(rc, now) {
 			delete(r.rcs, id)
-			close(rc.gone)
+			rc.end()
 			r.notifyLocked()
 		}
 	}

@@ -23,9 +23,9 @@ type gwPeer struct {
 }
 
 type gwPeers struct {
-	mu      sync.Mutex
-	m       map[string]*gwPeer
-	stopped map[string]int64 // GW id -> incarnation that said it stopped
+	mu   sync.Mutex
+	m    map[string]*gwPeer
+	gone map[string]int64 // GW id -> incarnation that stopped or fell silent
 }
 
 // heartbeatLoop publishes this GW's heartbeat, prunes silent RCs and GWs and
@@ -33,7 +33,9 @@ type gwPeers struct {
 func (g *GW) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(g.cfg.AnnounceEvery)
 	defer t.Stop()
-	lastFull := time.Now()
+	// The first whole sweep comes once this GW has listened to heartbeats
+	// for three periods (a GW that died before then is judged by silence).
+	lastFull := time.Now().Add(announceMisses*g.cfg.AnnounceEvery - g.cfg.SweepEvery + g.cfg.AnnounceEvery/2)
 	g.beat(false)
 	for {
 		select {
@@ -81,12 +83,13 @@ func (g *GW) onGWHeartbeat(m *nats.Msg) {
 	switch {
 	case h.Stopping:
 		delete(g.peers.m, h.GWID)
-		g.peers.stopped[h.GWID] = h.StartedAt
+		g.peers.gone[h.GWID] = h.StartedAt
 		sweep = true
 	case p == nil:
 		g.peers.m[h.GWID] = &gwPeer{startedAt: h.StartedAt, lastSeen: time.Now(), period: time.Duration(h.IntervalMS) * time.Millisecond}
 	default:
 		if p.startedAt != h.StartedAt {
+			g.peers.gone[h.GWID] = p.startedAt
 			p.startedAt = h.StartedAt
 			sweep = true
 		}
@@ -106,6 +109,7 @@ func (g *GW) prunePeers(now time.Time) []string {
 	for id, p := range g.peers.m {
 		if now.Sub(p.lastSeen) > announceMisses*p.period {
 			delete(g.peers.m, id)
+			g.peers.gone[id] = p.startedAt
 			gone = append(gone, id)
 		}
 	}
@@ -121,7 +125,7 @@ func (g *GW) orphan(e messages.LogEntry) bool {
 	}
 	g.peers.mu.Lock()
 	defer g.peers.mu.Unlock()
-	if st, ok := g.peers.stopped[e.GWID]; ok && st == e.GWStarted {
+	if st, ok := g.peers.gone[e.GWID]; ok && st == e.GWStarted {
 		return true
 	}
 	p := g.peers.m[e.GWID]
