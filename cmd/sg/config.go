@@ -133,11 +133,15 @@ type GWConfig struct {
 	Affinity       string        // SG_SCOPE_AFFINITY, default hard
 	MaxAnswerBytes int64         // default 256 MiB
 	MetricsListen  string        // host:port for /metrics; "" = none
+	Durability     DurabilityConfig
 }
 
 func loadGWConfig(look lookupFunc) (GWConfig, error) {
 	c := GWConfig{Common: loadCommon(look), ID: "gw-1", MaxAnswerBytes: defaultMaxAnswerBytes}
 	var err error
+	if c.Durability, err = loadDurability(look); err != nil {
+		return c, err
+	}
 	if c.Timeout, err = envDuration(look, envTimeout, defaultTimeout); err != nil {
 		return c, err
 	}
@@ -163,12 +167,16 @@ type RCConfig struct {
 	MultiRCMaxWait int           // SG_MULTI_RC_TO_MAX_WAIT, default 1
 	AggIDs         []string      // default agg-1
 	MetricsListen  string
+	Durability     DurabilityConfig
 }
 
 func loadRCConfig(look lookupFunc) (RCConfig, error) {
 	c := RCConfig{Common: loadCommon(look), ID: "rc-1", AggIDs: []string{"agg-1"},
 		Assembly: envString(look, envAssembly, "")}
 	var err error
+	if c.Durability, err = loadDurability(look); err != nil {
+		return c, err
+	}
 	if c.MaxRetry, err = envInt(look, envMaxRetry, defaultMaxRetry, 0); err != nil {
 		return c, err
 	}

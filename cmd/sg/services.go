@@ -131,8 +131,9 @@ func startNATSServer(listen, dataDir string, logs bool) (*server.Server, error) 
 	if dataDir == "" {
 		return nil, errors.New("a data directory is required for JetStream (--data)")
 	}
+	// SyncInterval: see defaultSyncInterval (what a power loss can lose).
 	opts := &server.Options{ServerName: "sg-nats", Host: host, Port: port, JetStream: true, StoreDir: dataDir,
-		NoSigs: true, NoLog: !logs}
+		NoSigs: true, NoLog: !logs, SyncInterval: natsSyncInterval}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats-server: %w", err)
@@ -154,9 +155,18 @@ Runs the NATS server alone, with JetStream, built from the embedded nats-server
 module: the bus of a multi-process deployment (sg gw, rc, agg, dap).`, stdout, stderr)
 	listen := fs.String("listen", "127.0.0.1:4222", "client listen address HOST:PORT (port 0: a free port)")
 	data := fs.String("data", "", "JetStream storage directory (required)")
+	sync, err := envDuration(os.LookupEnv, envNATSSyncPeriod, natsSyncInterval)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&sync, "sync-interval", sync, "how often JetStream files are fsynced: at most this much acknowledged data is lost on a power loss (env SG_NATS_SYNC_INTERVAL)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
+	if sync <= 0 {
+		return fmt.Errorf("--sync-interval %s: want a positive duration", sync)
+	}
+	natsSyncInterval = sync
 	srv, err := startNATSServer(*listen, *data, true)
 	if err != nil {
 		return err
@@ -183,10 +193,15 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	fs.StringVar(&cfg.Affinity, "affinity", cfg.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer forwarded")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	addDurabilityFlags(fs, &cfg.Durability)
+	fs.DurationVar(&cfg.Durability.RequestLogTTL, "request-log-max-age", cfg.Durability.RequestLogTTL, "request log retention; request timeouts stay below it (env SG_REQUEST_LOG_MAX_AGE)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
 	if err := checkAffinity(cfg.Affinity); err != nil {
+		return err
+	}
+	if err := cfg.Durability.check(); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, cfg.LogLevel)
@@ -206,7 +221,8 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 		return err
 	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
-		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, Registry: reg})
+		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, Registry: reg,
+		RequestLog: cfg.Durability.gw()})
 	if err != nil {
 		return err
 	}
@@ -231,7 +247,11 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 	fs.IntVar(&cfg.MultiRCMaxWait, "multi-rc-wait", cfg.MultiRCMaxWait, "timer periods to wait for secondary RCs' status (env SG_MULTI_RC_TO_MAX_WAIT)")
 	fs.StringVar(&aggs, "aggs", aggs, "comma-separated Agg ids to hand requests to")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	addDurabilityFlags(fs, &cfg.Durability)
 	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	if err := cfg.Durability.check(); err != nil {
 		return err
 	}
 	cfg.AggIDs = splitList(aggs)
@@ -260,7 +280,8 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 
 func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger, reg *prometheus.Registry) (*rc.RC, error) {
 	return rc.New(rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
-		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg})
+		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
+		JetStream: cfg.Durability.rc()})
 }
 
 func cmdAgg(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/rc"
+)
+
+// Durability settings of the JetStream streams the GW (request log) and the
+// RC (DAP state) create, and of the bundled NATS server. README.md
+// (Deployment, durability and recovery) says what each choice guarantees.
+var (
+	envJetStream      = envVar{"SG_JETSTREAM", ""}           // on | off (on): request log and DAP state stream
+	envJSReplicas     = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (1; 3 on a NATS cluster)
+	envJSStorage      = envVar{"SG_JS_STORAGE", ""}          // file | memory (file)
+	envRequestLogTTL  = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention (1h); caps request timeouts
+	envNATSSyncPeriod = envVar{"SG_NATS_SYNC_INTERVAL", ""}  // sg nats / sg run: fsync period of JetStream files (1s)
+)
+
+// defaultSyncInterval is the bundled server's JetStream fsync period: at most
+// this much acknowledged data can be lost when the machine loses power (the
+// nats-server default is 2 minutes).
+const defaultSyncInterval = time.Second
+
+// natsSyncInterval is what startNATSServer uses; `sg nats --sync-interval`
+// and SG_NATS_SYNC_INTERVAL change it.
+var natsSyncInterval = defaultSyncInterval
+
+// DurabilityConfig is shared by `sg gw` and `sg rc`.
+type DurabilityConfig struct {
+	JetStream     bool          // SG_JETSTREAM, default on
+	Replicas      int           // SG_JS_REPLICAS, default 1
+	Storage       string        // SG_JS_STORAGE: file (default) or memory
+	RequestLogTTL time.Duration // SG_REQUEST_LOG_MAX_AGE, default 1h (GW)
+}
+
+func loadDurability(look lookupFunc) (DurabilityConfig, error) {
+	c := DurabilityConfig{JetStream: true, Replicas: 1, Storage: "file", RequestLogTTL: time.Hour}
+	switch v := strings.ToLower(envString(look, envJetStream, "on")); v {
+	case "on", "true", "1", "yes":
+	case "off", "false", "0", "no":
+		c.JetStream = false
+	default:
+		return c, fmt.Errorf("SG_JETSTREAM=%q: want on or off", v)
+	}
+	var err error
+	if c.Replicas, err = envInt(look, envJSReplicas, 1, 1); err != nil {
+		return c, err
+	}
+	if c.Replicas > 5 {
+		return c, fmt.Errorf("SG_JS_REPLICAS=%d: JetStream allows at most 5", c.Replicas)
+	}
+	c.Storage = strings.ToLower(envString(look, envJSStorage, "file"))
+	if c.Storage != "file" && c.Storage != "memory" {
+		return c, fmt.Errorf("SG_JS_STORAGE=%q: want file or memory", c.Storage)
+	}
+	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, time.Hour); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func (c DurabilityConfig) check() error {
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("replicas %d: want 1..5", c.Replicas)
+	}
+	if c.Storage != "file" && c.Storage != "memory" {
+		return fmt.Errorf("storage %q: want file or memory", c.Storage)
+	}
+	return nil
+}
+
+func (c DurabilityConfig) gw() *gw.Durability {
+	if !c.JetStream {
+		return nil
+	}
+	return &gw.Durability{Replicas: c.Replicas, Memory: c.Storage == "memory", MaxAge: c.RequestLogTTL}
+}
+
+func (c DurabilityConfig) rc() *rc.Durability {
+	if !c.JetStream {
+		return nil
+	}
+	return &rc.Durability{Replicas: c.Replicas, Memory: c.Storage == "memory"}
+}
+
+func addDurabilityFlags(fs interface {
+	BoolVar(*bool, string, bool, string)
+	IntVar(*int, string, int, string)
+	StringVar(*string, string, string, string)
+}, c *DurabilityConfig) {
+	fs.BoolVar(&c.JetStream, "jetstream", c.JetStream, "use JetStream for recovery: GW request log, RC DAP state (env SG_JETSTREAM)")
+	fs.IntVar(&c.Replicas, "js-replicas", c.Replicas, "replicas of sg's streams: 1 on one NATS server, 3 on a cluster (env SG_JS_REPLICAS)")
+	fs.StringVar(&c.Storage, "js-storage", c.Storage, "file or memory (env SG_JS_STORAGE)")
+}
