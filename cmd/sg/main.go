@@ -44,6 +44,8 @@ var commands = map[string]command{
 	"query": {"call an API: sg query getData '{\"table\":\"trade\"}'", cmdQuery},
 	"ping":  {"call ping: which DAPs are reached", cmdPing},
 	"meta":  {"call getMeta: tables, DAPs and purviews", cmdMeta},
+
+	"publish": {"write rows to the live stream: sg publish trade '[{...}]'", cmdPublish},
 }
 
 func usage(w io.Writer) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/dap/live"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/subjects"
@@ -32,7 +34,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 Runs everything in one process: an embedded NATS server with JetStream, a GW, an RC,
 an Agg and the demo fleet of DAPs (regions eu, us, asia; tiers rdb, idb, hdb) with
 seeded generated data. It answers a sample getData query at start, prints it, then
-serves until interrupted. Query it with: sg query getData '{"table":"trade"}' --nats <url>`, stdout, stderr)
+serves until interrupted. Query it with: sg query getData '{"table":"trade"}' --nats <url>
+
+With --live (the default) the data moves: a demo feed writes trades and quotes to the
+live stream at --feed-rate rows a second, the rdb DAPs ingest them, end of interval
+(--eoi-every) moves the rdb's closed interval to the idb and end of day (--eod-every)
+writes the idb's day as Parquet for the hdb, and an instrument update every
+--ref-every changes a region's reference vintage. To watch rolls and retries:
+  sg run --eoi-every 2s --eod-every 10s --feed-rate 500 --log-level debug`, stdout, stderr)
 	listen := fs.String("nats-listen", "127.0.0.1:4222", "NATS client listen address HOST:PORT (port 0: a free port)")
 	data := fs.String("data", "", "JetStream storage directory (default: a temporary directory, removed at exit)")
 	seed := fs.Uint64("seed", 1, "seed of the demo data")
@@ -41,6 +50,13 @@ serves until interrupted. Query it with: sg query getData '{"table":"trade"}' --
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	natsLogs := fs.Bool("nats-logs", false, "print the NATS server's own logs")
 	metrics := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	liveMode := fs.Bool("live", true, "live data: JetStream feed, ends of interval and of day (false: static demo data)")
+	feed := fs.Bool("feed", true, "run the demo feed (with --live)")
+	feedRate := fs.Int("feed-rate", 300, "demo feed rows per second over all regions")
+	eoiEvery := fs.Duration("eoi-every", time.Minute, "end of interval period (rdb -> idb)")
+	eodEvery := fs.Duration("eod-every", 24*time.Hour, "end of day period (idb -> hdb Parquet); cut at multiples of it, UTC")
+	lateness := fs.Duration("lateness", live.DefaultLateness, "how late a row may arrive; automatic cuts lag the clock by this")
+	refEvery := fs.Duration("ref-every", 30*time.Second, "demo reference (instrument) update period; 0: none")
 	fs.DurationVar(&gwc.Timeout, "timeout", gwc.Timeout, "default request timeout (env SG_TIMEOUT)")
 	fs.StringVar(&gwc.Affinity, "affinity", gwc.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
 	if done, err := parse(fs, args, stdout); done {
@@ -95,7 +111,7 @@ serves until interrupted. Query it with: sg query getData '{"table":"trade"}' --
 	svcCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
 	start := func(name string, run func(context.Context) error) {
 		wg.Go(func() {
 			if err := run(svcCtx); err != nil && !errors.Is(err, context.Canceled) {
@@ -105,9 +121,22 @@ serves until interrupted. Query it with: sg query getData '{"table":"trade"}' --
 	}
 	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, nc, s, log) })
 	start("rc", r.Run)
-	start("dap fleet", func(ctx context.Context) error {
-		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas})
-	})
+	daps := len(demo.Regions) * 3 * *replicas
+	if *liveMode {
+		daps = live.DemoDAPs()
+		rate := *feedRate
+		if !*feed {
+			rate = 0
+		}
+		start("live demo", func(ctx context.Context) error {
+			return live.RunDemo(ctx, live.DemoConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Dir: filepath.Join(dir, "live"),
+				Seed: *seed, EOIEvery: *eoiEvery, EODEvery: *eodEvery, Lateness: *lateness, FeedRate: rate, RefEvery: *refEvery})
+		})
+	} else {
+		start("dap fleet", func(ctx context.Context) error {
+			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas})
+		})
+	}
 	start("gw", g.Run)
 	stopAll := func() {
 		cancel()
@@ -126,7 +155,7 @@ serves until interrupted. Query it with: sg query getData '{"table":"trade"}' --
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
 
 	if *sample {
-		if err := runSample(ctx, g, client.New(nc, s), len(demo.Regions)*3**replicas, stdout, stderr); err != nil {
+		if err := runSample(ctx, g, client.New(nc, s), daps, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "sg run: sample query: %v\n", err)
 		}
 	}
