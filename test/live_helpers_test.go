@@ -64,13 +64,15 @@ func startLiveSys(t *testing.T, maxRetry int) *liveSys {
 		}
 	})
 	log := testLogger(t)
+	// Announcements every 100 ms: the GW drops an RC after 3 silent periods, and a busy
+	// CI machine under -race must not make it look gone.
 	g, err := gw.New(gw.Config{ID: "gw-1", NC: nc, Subjects: ls.s, Log: log, Timeout: 30 * time.Second,
-		AnnounceEvery: 20 * time.Millisecond, Registry: ls.reg})
+		AnnounceEvery: 100 * time.Millisecond, Registry: ls.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: ls.s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: 20 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: ls.reg, MaxRetry: maxRetry})
+		AnnounceEvery: 100 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: ls.reg, MaxRetry: maxRetry})
 	if err != nil {
 		t.Fatal(err)
 	}
