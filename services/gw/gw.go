@@ -185,6 +185,12 @@ func (g *GW) Run(ctx context.Context) error {
 			return fmt.Errorf("gw: add endpoint %s: %w", api, err)
 		}
 	}
+	// Ready means serving: the endpoints' subscriptions are known to the server.
+	if err := g.nc.Flush(); err != nil {
+		_ = svc.Stop()
+		unsubscribe()
+		return fmt.Errorf("gw: flush endpoint subscriptions: %w", err)
+	}
 	// Heartbeats, RC pruning and request log sweeps run beside the
 	// endpoints and stop with them.
 	bgCtx, bgStop := context.WithCancel(context.Background())
