@@ -49,6 +49,7 @@ type deployment struct {
 type process struct {
 	name   string
 	nc     *nats.Conn
+	closed chan struct{} // closed when nc is
 	cancel context.CancelFunc
 	done   chan error
 	reg    *prometheus.Registry
@@ -86,12 +87,26 @@ func (d *deployment) logger(name string) zerolog.Logger {
 
 func (d *deployment) connect(name string) *nats.Conn {
 	d.t.Helper()
-	nc, err := nats.Connect(d.srv.ClientURL(), nats.Name(name), nats.MaxReconnects(0))
+	nc, _ := d.connectNotify(name)
+	return nc
+}
+
+func (d *deployment) connectNotify(name string) (*nats.Conn, chan struct{}) {
+	d.t.Helper()
+	closed := make(chan struct{})
+	nc, err := nats.Connect(d.srv.ClientURL(), nats.Name(name), nats.MaxReconnects(0),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	if err != nil {
 		d.t.Fatalf("connect %s: %v", name, err)
 	}
 	d.t.Cleanup(nc.Close)
-	return nc
+	return nc, closed
+}
+
+// newProcess gives a service its own connection.
+func (d *deployment) newProcess(name string) *process {
+	nc, closed := d.connectNotify(name)
+	return &process{name: name, nc: nc, closed: closed, reg: prometheus.NewRegistry()}
 }
 
 // start runs a service until stop or crash; run returns when ctx ends.
@@ -117,7 +132,9 @@ func (d *deployment) take(name string) *process {
 	return p
 }
 
-// stop ends a service the ordinary way (drain, last announcements).
+// stop ends a service the ordinary way, as the binaries do: its context
+// ends, then its connection drains (messages already delivered to it are
+// still handled) and closes.
 func (d *deployment) stop(name string) {
 	d.t.Helper()
 	p := d.take(name)
@@ -126,7 +143,16 @@ func (d *deployment) stop(name string) {
 	}
 	p.cancel()
 	d.await(p)
-	p.nc.Close()
+	if err := p.nc.Drain(); err != nil {
+		p.nc.Close()
+		return
+	}
+	select {
+	case <-p.closed:
+	case <-time.After(10 * time.Second):
+		d.t.Errorf("%s: connection did not drain within 10s", name)
+		p.nc.Close()
+	}
 }
 
 // crash closes the service's connection first: it can say nothing more,
@@ -161,7 +187,7 @@ type rcOpts struct {
 
 func (d *deployment) startRC(id string, o rcOpts) *rc.RC {
 	d.t.Helper()
-	p := &process{name: id, nc: d.connect(id), reg: prometheus.NewRegistry()}
+	p := d.newProcess(id)
 	cfg := rc.Config{ID: id, Assembly: o.assembly, NC: p.nc, Subjects: d.s, Log: d.logger(id),
 		TickEvery: 100 * time.Millisecond, AnnounceEvery: 100 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: p.reg}
 	if o.durable {
@@ -189,7 +215,7 @@ type gwOpts struct {
 
 func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
 	d.t.Helper()
-	p := &process{name: id, nc: d.connect(id), reg: prometheus.NewRegistry()}
+	p := d.newProcess(id)
 	cfg := gw.Config{ID: id, NC: p.nc, Subjects: d.s, Log: d.logger(id), Affinity: o.affinity,
 		TimeoutMargin: o.margin, AnnounceEvery: 100 * time.Millisecond, ShutdownGrace: 20 * time.Millisecond,
 		StartupWait: 2 * time.Second, Registry: p.reg}
@@ -215,7 +241,7 @@ func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
 
 func (d *deployment) startAgg(id string) {
 	d.t.Helper()
-	p := &process{name: id, nc: d.connect(id)}
+	p := d.newProcess(id)
 	a, err := agg.New(agg.Config{ID: id, NC: p.nc, Subjects: d.s, Log: d.logger(id)})
 	if err != nil {
 		d.t.Fatal(err)
@@ -248,7 +274,7 @@ func (d *deployment) startFleet(owner fleetOwner) {
 		}
 		c := sh.Config
 		c.RCID, c.Assembly = owner(sh.Shard.Region)
-		p := &process{name: c.ID, nc: d.connect(c.ID)}
+		p := d.newProcess(c.ID)
 		g := newDepGate()
 		d.gates[c.ID] = g
 		c.NC, c.Log, c.Source = p.nc, d.logger(c.ID), depGatedSource{g: g, src: dap.EngineSource{Store: store}}
