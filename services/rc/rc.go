@@ -163,11 +163,11 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-tick.C:
 			now := time.Now()
 			r.checkHeartbeats()
-			r.checkPeers(now)
 			r.forgetRelayed(now)
 			r.step(core.Tick{At: now.UnixNano()})
 		case <-announce.C:
 			r.announce(false)
+			r.checkPeers(time.Now())
 		}
 		r.armDeadline(deadline)
 	}

@@ -11,7 +11,7 @@ import (
 // submit takes a request from a GW: getData goes to the core; ping and
 // getMeta are answered from the RC's view of the fleet.
 func (r *RC) submit(sub messages.RCSubmission, now time.Time) {
-	log := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Logger()
+	log := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Str("gw_id", sub.GWID).Logger()
 	if c := sub.Header.Opts.LogCorr; c != "" {
 		log = log.With().Str("log_corr", c).Logger()
 	}
