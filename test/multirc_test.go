@@ -180,3 +180,35 @@ func TestMultiRCSilentSecondaryIsUnknown(t *testing.T) {
 		t.Fatalf("timeout:\n got %s %q\nwant TIMEOUT %q", st.RC, st.AI, want)
 	}
 }
+
+func TestMultiRCSecondaryRestartRetriesItsPortions(t *testing.T) {
+	d := twoRCs(t)
+	ans := d.collect()
+	g := d.startGW("gw-1", gwOpts{durable: true})
+	depWaitGWRCs(t, g, "rc-1", "rc-2")
+	held := d.dapIDs("us")[0]
+	d.gates[held].hold()
+
+	args := tradeArgs()
+	d.send(d.newRequest("sec", args, messages.Scope{}, 20*time.Second))
+	d.waitEntered(held)
+	// The secondary dies with its DAP's portion in flight and comes back:
+	// the primary hears the new incarnation, completes the lost portions as
+	// RETRY and places them again, through the new secondary.
+	d.crash("rc-2")
+	d.startRC("rc-2", rcOpts{assembly: "a2", durable: true})
+	d.waitEntered(held)
+	d.gates[held].release()
+
+	st, tbl := depStatus(t, ans.wait(t, "sec", 15*time.Second))
+	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
+		t.Fatalf("after the secondary restarted: %+v, %d rows", st, tbl.NumRows())
+	}
+	if n := depCounter(t, d.proc("rc-1").reg, "sg_rc_retries_total", nil); n < 1 {
+		t.Errorf("primary retries %v, want at least 1", n)
+	}
+	if n := depCounter(t, d.proc("gw-1").reg, "sg_gw_redrives_total", nil); n != 0 {
+		t.Errorf("the GW re-drove %v times; the primary was alive and should have recovered alone", n)
+	}
+	quiet(t, d, ans, "sec")
+}
