@@ -42,7 +42,8 @@ type deployment struct {
 
 	mu    sync.Mutex
 	procs map[string]*process
-	gates map[string]*depGate // per DAP id
+	gates map[string]*depGate   // per DAP id
+	daps  map[string]dap.Config // per DAP id, with its gated source
 }
 
 // process is one running service.
@@ -61,7 +62,7 @@ func newDeployment(t *testing.T) *deployment {
 	t.Helper()
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &deployment{t: t, srv: srv, s: subjects.Default(), ctx: ctx, procs: map[string]*process{}, gates: map[string]*depGate{}}
+	d := &deployment{t: t, srv: srv, s: subjects.Default(), ctx: ctx, procs: map[string]*process{}, gates: map[string]*depGate{}, daps: map[string]dap.Config{}}
 	d.nc = d.connect("test")
 	t.Cleanup(func() {
 		d.mu.Lock()
@@ -278,11 +279,45 @@ func (d *deployment) startFleet(owner fleetOwner) {
 		g := newDepGate()
 		d.gates[c.ID] = g
 		c.NC, c.Log, c.Source = p.nc, d.logger(c.ID), depGatedSource{g: g, src: dap.EngineSource{Store: store}}
+		d.daps[c.ID] = c
 		x, err := dap.New(c)
 		if err != nil {
 			d.t.Fatal(err)
 		}
 		d.start(p, x.Run)
+	}
+}
+
+// restartDAP runs DAP id again, with the same data and gate.
+func (d *deployment) restartDAP(id string) {
+	d.t.Helper()
+	p := d.newProcess(id)
+	c := d.daps[id]
+	c.NC = p.nc
+	x, err := dap.New(c)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.start(p, x.Run)
+}
+
+// waitAnnouncedDAPs waits until RC rcID announces exactly n DAPs.
+func (d *deployment) waitAnnouncedDAPs(rcID string, n int) {
+	d.t.Helper()
+	sub, err := d.nc.SubscribeSync(d.s.RCAnnounce(rcID))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			d.t.Fatalf("%s did not announce %d DAPs within 10s", rcID, n)
+		}
+		if a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data); err == nil && a.DAPs == n {
+			return
+		}
 	}
 }
 

@@ -159,3 +159,33 @@ func quiet(t *testing.T, d *deployment, ans *depAnswers, ids ...string) {
 		}
 	}
 }
+
+func TestRestartDAPSilentIsDroppedAndItsWorkRetried(t *testing.T) {
+	d := oneRC(t)
+	ans := d.collect()
+	g := d.startGW("gw-1", gwOpts{durable: true})
+	depWaitGWRCs(t, g, "rc-1")
+	held := d.dapIDs("eu")[0]
+	d.gates[held].hold()
+
+	args := tradeArgs()
+	d.send(d.newRequest("dap1", args, messages.Scope{}, 20*time.Second))
+	d.waitEntered(held)
+	// The DAP dies without a word: its heartbeats stop, the RC drops it
+	// after three intervals and requeues its portion.
+	d.crash(held)
+	d.waitAnnouncedDAPs("rc-1", 8)
+	// A DAP for that shard comes back: the requeued portion goes to it.
+	d.restartDAP(held)
+	d.waitEntered(held)
+	d.gates[held].release()
+
+	st, tbl := depStatus(t, ans.wait(t, "dap1", 15*time.Second))
+	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
+		t.Fatalf("after the DAP was lost: %+v, %d rows", st, tbl.NumRows())
+	}
+	if n := depCounter(t, d.proc("gw-1").reg, "sg_gw_redrives_total", nil); n != 0 {
+		t.Errorf("GW re-drives %v: the RC alone should have recovered", n)
+	}
+	quiet(t, d, ans, "dap1")
+}
