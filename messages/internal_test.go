@@ -47,6 +47,15 @@ func envSamples() []any {
 		&RCHeartbeat{V: 1, RCID: "rc-1", Seq: 1, IntervalMS: 1000},
 		&RCSubmission{V: 1, RequestID: "req", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"}, Args: envArgs(),
 			ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentMsgpack, Deadline: envDeadline, ReceivedAt: 4},
+		&PeerPortion{V: 1, PrimaryID: "rc-1", DAPID: "d", Table: "trade", Retries: 1, QueuedAt: 3,
+			Dispatch: PortionDispatch{V: 1, RequestID: "req", PortionID: "7", RCID: "rc-1", API: "getData", Args: envArgs(),
+				Labels: LabelSet{"region": "us"}, Range: r, AggID: "agg-1", Deadline: envDeadline}},
+		&PeerStatusBlock{V: 1, RequestID: "req", RCID: "rc-2", Block: `[rc=rc-2;status="completed"]`},
+		&GWHeartbeat{V: 1, GWID: "gw-1", StartedAt: 5, IntervalMS: 1000, Stopping: true},
+		&LogEntry{V: 1, RequestID: "req", State: LogOpen, GWID: "gw-1", GWStarted: 5, ClientReply: "_INBOX.x", API: "getData",
+			Content: ContentJSON, Drive: 2, RCID: "rc-1", RCStarted: 6,
+			Submission: RCSubmission{V: 1, RequestID: "req~2", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"}, Args: envArgs(),
+				ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline, ReceivedAt: 4}},
 	}
 }
 
