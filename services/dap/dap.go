@@ -37,6 +37,7 @@ type state struct {
 	running   int
 	hbSeq     uint64
 	source    Source // what portions admitted now run on; Apply swaps it with the versions
+	stopped   bool   // DAPLost sent: no more heartbeats
 }
 
 // counters are the DAP's metrics; Stats reads them.

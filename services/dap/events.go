@@ -79,14 +79,19 @@ func (d *DAP) heartbeats(ctx context.Context) {
 		case <-t.C:
 		}
 		d.mu.Lock()
+		if d.state.stopped { // the loss notice is out: a heartbeat now would revive us
+			d.mu.Unlock()
+			return
+		}
 		d.state.hbSeq++
 		hb := messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: d.cfg.ID, Seq: d.state.hbSeq,
 			SentAt: time.Now().UnixNano(), Running: d.state.running, PurviewVersion: d.state.pv,
 			ReferenceVintage: d.state.rv, IntervalMS: d.cfg.Heartbeat.Milliseconds()}
 		reg := d.registrationLocked()
 		hb.Registration = &reg
-		d.mu.Unlock()
+		// Under the lock, like every event: the RC sees them in the order made.
 		_ = d.publish(d.cfg.Subjects.DAPHeartbeat(d.cfg.ID), &hb, nil)
+		d.mu.Unlock()
 	}
 }
 
@@ -136,6 +141,9 @@ func (d *DAP) SetVintage(v uint64) {
 }
 
 func (d *DAP) publishLost(reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.state.stopped = true
 	l := messages.DAPLost{V: messages.DAPVersion, DAPID: d.cfg.ID, Reason: reason, DetectedBy: d.cfg.ID, At: time.Now().UnixNano()}
 	_ = d.publish(d.cfg.Subjects.DAPLost(d.cfg.ID), &l, nil)
 }
