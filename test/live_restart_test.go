@@ -102,6 +102,9 @@ func TestLiveRestartMidFeed(t *testing.T) {
 	if err := g.g.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if late := g.g.Stats().LateRows.Load(); late != 0 {
+		t.Fatalf("%d rows rejected as late: a roll cut before rows already published", late)
+	}
 	seen := allIDs(ctx, t, ls, plan.base, plan.base.Add(time.Hour))
 	var lost []int
 	for b := range batches {

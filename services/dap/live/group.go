@@ -101,6 +101,7 @@ type Group struct {
 	lastSeq          uint64
 	held             []heldMsg // messages with rows at or after the hdb end, in stream order
 	cons             jetstream.Consumer
+	stream           jetstream.Stream
 	msgs             chan jetstream.Msg
 	replayLeft       uint64
 	started, running atomic.Bool
@@ -407,6 +408,7 @@ func (g *Group) consume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.stream = st
 	durable := g.ID(messages.TierRDB)
 	// The durable's ack floor says what the rdb held, not what is persisted: a restarted
 	// rdb holds nothing, so it starts again from the manifest's ReplayFrom.
@@ -505,21 +507,26 @@ func (g *Group) isReady() bool {
 	}
 }
 
-// catchUp applies every message the consumer has not yet delivered or had acked, so a
-// roll never cuts before a row that was already published.
+// catchUp applies every message of the label set that the stream held when it was
+// called, so a roll never cuts before a row that was already published. The target is the
+// stream's last sequence on the label set's subjects: a consumer's pending count can lag
+// a publish that the stream has already acknowledged.
 func (g *Group) catchUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.CatchUp)
 	defer cancel()
-	info, err := g.cons.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("live: catch up: %w", err)
+	last, err := g.stream.GetLastMsgForSubject(ctx, g.cfg.Subjects.LiveLabelSetPattern(g.key))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
 	}
-	for n := info.NumPending + uint64(info.NumAckPending); n > 0; n-- {
+	if err != nil {
+		return fmt.Errorf("live: catch up: last message of %s: %w", g.key, err)
+	}
+	for g.lastSeq < last.Sequence {
 		select {
 		case m := <-g.msgs:
 			g.handle(ctx, m)
 		case <-ctx.Done():
-			return fmt.Errorf("live: catching up with the stream (%d messages left): %w", n, ctx.Err())
+			return fmt.Errorf("live: catching up with the stream (at %d of %d): %w", g.lastSeq, last.Sequence, ctx.Err())
 		}
 	}
 	return nil
