@@ -9,8 +9,11 @@
 //     SetVintage);
 //  3. takes portions on subjects.DAPPortion(ID): a portion whose purview version or
 //     reference vintage differs from the DAP's own is answered RETRY without running
-//     (seed: Retries); the others run on the Source, at most Config.Concurrency at once,
-//     in arrival order, until the dispatch deadline;
+//     (seed: Retries), and so is a time portion whose range is not inside the DAP's
+//     purview (placed on a stale purview); the others run on the Source, at most
+//     Config.Concurrency at once, in arrival order, until the dispatch deadline. A portion
+//     runs on the source that went with the versions it was admitted at: Apply changes
+//     availability, purview, versions and source in one step (package live's rolls);
 //  4. sends the partial result to the Agg (chunked when above NATS's max payload) and a
 //     completion to the RC, for every dispatch: the completion is what frees its slot;
 //  5. on shutdown says DAPLost{Reason: "shutdown"} so the RC requeues its portions now
