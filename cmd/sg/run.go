@@ -130,7 +130,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 		}
 		start("live demo", func(ctx context.Context) error {
 			return live.RunDemo(ctx, live.DemoConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Dir: filepath.Join(dir, "live"),
-				Seed: *seed, EOIEvery: *eoiEvery, EODEvery: *eodEvery, Lateness: *lateness, FeedRate: rate, RefEvery: *refEvery})
+				Seed: *seed, EOIEvery: *eoiEvery, EODEvery: *eodEvery, Lateness: *lateness, FeedRate: rate, RefEvery: *refEvery, Registry: reg})
 		})
 	} else {
 		start("dap fleet", func(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
@@ -38,6 +39,7 @@ type DemoConfig struct {
 
 	Concurrency int
 	Heartbeat   time.Duration
+	Registry    prometheus.Registerer // the groups' sg_live_* counters; nil: none
 }
 
 // DemoDAPs is the number of DAPs RunDemo starts.
@@ -74,7 +76,7 @@ func RunDemo(ctx context.Context, cfg DemoConfig) error {
 			RCID: cfg.RCID, Assembly: cfg.Assembly, Dir: dir, Tables: demo.Defs(),
 			Reference: map[string]messages.Table{demo.Instrument: inst}, Start: start,
 			EOIEvery: cfg.EOIEvery, EODEvery: cfg.EODEvery, Lateness: cfg.Lateness,
-			Concurrency: cfg.Concurrency, Heartbeat: cfg.Heartbeat})
+			Concurrency: cfg.Concurrency, Heartbeat: cfg.Heartbeat, Registry: cfg.Registry})
 		if err != nil {
 			return err
 		}

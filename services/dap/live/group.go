@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
@@ -70,6 +71,8 @@ type GroupConfig struct {
 	WrapSource func(tier messages.Tier, s dap.Source) dap.Source
 	// Now is the clock of the automatic cuts; default time.Now.
 	Now func() time.Time
+	// Registry, if set, gets the group's counters (sg_live_*, label "labels") while it runs.
+	Registry prometheus.Registerer
 }
 
 // Stats are a group's counters.
@@ -256,6 +259,11 @@ func (g *Group) Run(ctx context.Context) error {
 	if err := g.load(); err != nil {
 		return err
 	}
+	unregister, err := g.registerMetrics(g.cfg.Registry)
+	if err != nil {
+		return err
+	}
+	defer unregister()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -269,7 +277,7 @@ func (g *Group) Run(ctx context.Context) error {
 			}
 		})
 	}
-	err := g.consume(ctx)
+	err = g.consume(ctx)
 	cancel()
 	wg.Wait()
 	close(errc)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/engine"
@@ -22,9 +23,10 @@ var tickDef = engine.TableDef{Name: "tick", Labels: []string{"region"}, Columns:
 func TestGroupRejectsBadUpdates(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Start(t))
 	s := subjects.Default()
+	reg := prometheus.NewRegistry()
 	start := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	g, err := NewGroup(GroupConfig{NC: nc, Subjects: s, Log: zerolog.Nop(), Labels: messages.LabelSet{"region": "eu"},
-		Dir: t.TempDir(), Tables: []engine.TableDef{tickDef}, Start: start, Heartbeat: time.Hour})
+		Dir: t.TempDir(), Tables: []engine.TableDef{tickDef}, Start: start, Heartbeat: time.Hour, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +75,9 @@ func TestGroupRejectsBadUpdates(t *testing.T) {
 	if st.Malformed.Load() != 3 || st.LateRows.Load() != 1 || st.Rows.Load() != 1 || st.Messages.Load() != 2 {
 		t.Fatalf("malformed %d, late %d, rows %d, messages %d", st.Malformed.Load(), st.LateRows.Load(), st.Rows.Load(), st.Messages.Load())
 	}
+	if v := counterValue(t, reg, "sg_live_late_rows_total"); v != 1 {
+		t.Fatalf("sg_live_late_rows_total %v", v)
+	}
 	if s := g.DAP(messages.TierRDB).State(); !s.Available || s.Purview.Start != start.UnixNano() {
 		t.Fatalf("rdb %+v", s)
 	}
@@ -93,4 +98,20 @@ func TestGroupRejectsBadUpdates(t *testing.T) {
 	if s := g.DAP(messages.TierIDB).State(); !s.Available || s.Purview != (messages.TimeRange{Start: start.UnixNano(), End: start.Add(2 * time.Second).UnixNano()}) {
 		t.Fatalf("idb after end of interval %+v", s)
 	}
+}
+
+// counterValue reads the one counter of a metric family.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }
