@@ -159,6 +159,8 @@ func allIDs(ctx context.Context, t *testing.T, ls *liveSys, from, to time.Time) 
 // are answered RETRY by the DAPs, retried by the RC and still answered exactly; at the
 // end every row is found exactly once.
 func TestLiveChurn(t *testing.T) {
+	// A roll every ~40 ms on each label set is far beyond production rates; a request
+	// may meet several, each a retry, so the retry budget is raised from the default 3.
 	ls := startLiveSys(t, 50)
 	// Crosses midnight, so end of day writes two date partitions.
 	plan := feedPlan{base: time.Date(2026, 1, 5, 23, 59, 57, 0, time.UTC), step: 100 * time.Millisecond, perBatch: 25, regions: []string{"eu", "us"}}
