@@ -68,6 +68,13 @@ type Config struct {
 	// requests of a GW that stops or dies are adopted by a peer GW (or its
 	// next incarnation). Nil: no log; requests in flight die with the GW.
 	RequestLog *Durability
+	// DeadAfter: an RC silent this long is dead and the requests it holds are
+	// driven again; a GW silent this long has its open requests adopted
+	// (default 10 announcement periods, at least 3 s). After three silent
+	// periods an RC only stops getting new requests: a busy process that
+	// misses a few announcements must not have its work duplicated. A
+	// restart (new start time) or a stop is acted on at once.
+	DeadAfter time.Duration
 	// SweepEvery: how often the whole request log is examined for orphans
 	// beyond the ones found through GW heartbeats (default 30 s).
 	SweepEvery time.Duration
@@ -116,6 +123,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.DeadAfter <= 0 {
+		c.DeadAfter = max(10*c.AnnounceEvery, 3*time.Second)
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = 30 * time.Second

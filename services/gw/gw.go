@@ -74,7 +74,7 @@ func New(cfg Config) (*GW, error) {
 		log:     cfg.Log.With().Str("service", subjects.ServiceGW).Str("gw_id", cfg.ID).Logger(),
 		nc:      cfg.NC,
 		s:       cfg.Subjects,
-		rcs:     newRCRegistry(cfg.AnnounceEvery),
+		rcs:     newRCRegistry(cfg.AnnounceEvery, cfg.DeadAfter),
 		sem:     make(chan struct{}, cfg.MaxInFlight),
 		pending: map[string]*pending{},
 		abort:   make(chan struct{}),
@@ -362,6 +362,7 @@ type reqInfo struct {
 	received time.Time
 	rcID     string
 	log      zerolog.Logger
+	base     *zerolog.Logger // log without the RC of the current drive
 }
 
 func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo {
@@ -723,7 +724,11 @@ func (g *GW) drive(ri *reqInfo, p *pending, d *driveState, start driveStart) {
 // answered (with an error) instead.
 func (g *GW) submit(ri *reqInfo, p *pending, d *driveState) bool {
 	ri.rcID = d.rcID
-	ri.log = ri.log.With().Str("rc_id", d.rcID).Logger()
+	if ri.base == nil {
+		base := ri.log
+		ri.base = &base
+	}
+	ri.log = ri.base.With().Str("rc_id", d.rcID).Uint32("drive", d.drive).Logger()
 	body, err := messages.Encode(&d.sub)
 	if err == nil {
 		h := nats.Header{}

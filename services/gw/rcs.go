@@ -44,6 +44,12 @@ type rcRegistry struct {
 	// live and not draining). During a rolling restart the scope has no RC
 	// for a moment; a request then waits for the next one instead of failing.
 	recent map[string]time.Time
+	// suspects: RCs silent for three periods. They get no new requests, but
+	// the requests they hold are driven again only after deadAfter of
+	// silence (or at once if they come back restarted): a busy RC that
+	// misses a few announcements must not set off a storm of re-drives.
+	suspects  map[string]*RCInfo
+	deadAfter time.Duration
 }
 
 // Failover reports until when a request for the scope should wait for an RC
@@ -60,8 +66,9 @@ func (r *rcRegistry) Failover(assembly, affinity string) time.Time {
 	return until
 }
 
-func newRCRegistry(period time.Duration) *rcRegistry {
-	return &rcRegistry{rcs: map[string]*RCInfo{}, period: period, changed: make(chan struct{}), recent: map[string]time.Time{}}
+func newRCRegistry(period, deadAfter time.Duration) *rcRegistry {
+	return &rcRegistry{rcs: map[string]*RCInfo{}, period: period, changed: make(chan struct{}), recent: map[string]time.Time{},
+		suspects: map[string]*RCInfo{}, deadAfter: deadAfter}
 }
 
 // notifyLocked wakes requests waiting for an RC.
@@ -83,7 +90,13 @@ func (r *rcRegistry) announce(a *messages.RCAnnouncement, now time.Time) {
 	defer r.mu.Unlock()
 	rc, ok := r.rcs[a.RCID]
 	if !ok {
-		rc = &RCInfo{ID: a.RCID, Period: r.period, gone: make(chan struct{})}
+		if sus := r.suspects[a.RCID]; sus != nil {
+			// Back from silence: the same incarnation keeps its requests.
+			delete(r.suspects, a.RCID)
+			rc, ok = sus, true
+		} else {
+			rc = &RCInfo{ID: a.RCID, Period: r.period, gone: make(chan struct{})}
+		}
 		r.rcs[a.RCID] = rc
 	}
 	// A restart (new start time) or a drain ends the incarnation: requests
@@ -152,14 +165,20 @@ func (r *rcRegistry) pruneLocked(now time.Time) {
 	for id, rc := range r.rcs {
 		if !live(rc, now) {
 			delete(r.rcs, id)
-			rc.end()
+			r.suspects[id] = rc
 			r.notifyLocked()
+		}
+	}
+	for id, rc := range r.suspects {
+		if now.Sub(rc.LastSeen) > max(r.deadAfter, announceMisses*rc.Period) {
+			delete(r.suspects, id)
+			rc.end()
 		}
 	}
 }
 
-// Prune drops the RCs not heard from within three periods (their requests'
-// GWs then drive them again).
+// Prune stops choosing RCs not heard from within three periods, and declares
+// dead those silent for deadAfter (their requests' GWs then drive them again).
 func (r *rcRegistry) Prune(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,6 +194,9 @@ func (r *rcRegistry) Gone(id string, startedAt int64) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rc, ok := r.rcs[id]
+	if !ok {
+		rc, ok = r.suspects[id]
+	}
 	if !ok || rc.StartedAt != startedAt || rc.Draining {
 		return closedCh
 	}

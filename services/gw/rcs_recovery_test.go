@@ -19,7 +19,7 @@ func closed(ch <-chan struct{}) bool {
 // An RC incarnation ends on a restart, a drain or silence; each ends once.
 func TestRCIncarnationEnds(t *testing.T) {
 	now := time.Unix(1000, 0)
-	r := newRCRegistry(time.Second)
+	r := newRCRegistry(time.Second, 10*time.Second)
 	a := &messages.RCAnnouncement{V: 1, RCID: "rc-1", StartedAt: 1}
 	r.announce(a, now)
 	gone := r.Gone("rc-1", 1)
@@ -42,10 +42,27 @@ func TestRCIncarnationEnds(t *testing.T) {
 	if id, started, _ := r.pick("", AffinityHard, now); id != "rc-1" || started != 2 {
 		t.Fatalf("pick %s/%d, want rc-1/2", id, started)
 	}
-	// Silence: pruned after three periods.
+	// Silence: after three periods no new requests, but the incarnation
+	// lives on (a busy RC); if it speaks again, nothing happened.
 	r.Prune(now.Add(3500 * time.Millisecond))
+	if closed(g2) {
+		t.Fatal("three silent periods ended the incarnation")
+	}
+	if id, _, _ := r.pick("", AffinityHard, now.Add(3500*time.Millisecond)); id != "" {
+		t.Fatalf("silent RC %s picked", id)
+	}
+	r.announce(&messages.RCAnnouncement{V: 1, RCID: "rc-1", StartedAt: 2}, now.Add(4*time.Second))
+	if closed(g2) || r.Gone("rc-1", 2) != g2 {
+		t.Fatal("the RC came back, yet its incarnation ended")
+	}
+	// Silent for deadAfter: dead, its requests are driven again.
+	r.Prune(now.Add(14 * time.Second))
+	if closed(g2) {
+		t.Fatal("ended before deadAfter")
+	}
+	r.Prune(now.Add(14 * time.Second).Add(time.Millisecond))
 	if !closed(g2) {
-		t.Fatal("silence did not end the incarnation")
+		t.Fatal("deadAfter of silence did not end the incarnation")
 	}
 	r.Prune(now.Add(time.Hour)) // nothing left to end twice
 }
@@ -54,7 +71,7 @@ func TestRCIncarnationEnds(t *testing.T) {
 // failover window is three periods after one last served.
 func TestFailoverWindow(t *testing.T) {
 	now := time.Unix(1000, 0)
-	r := newRCRegistry(time.Second)
+	r := newRCRegistry(time.Second, 10*time.Second)
 	if until := r.Failover("a2", AffinityHard); !until.Before(now) {
 		t.Fatalf("no RC ever served a2, yet wait until %v", until)
 	}

@@ -34,8 +34,8 @@ func (g *GW) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(g.cfg.AnnounceEvery)
 	defer t.Stop()
 	// The first whole sweep comes once this GW has listened to heartbeats
-	// for three periods (a GW that died before then is judged by silence).
-	lastFull := time.Now().Add(announceMisses*g.cfg.AnnounceEvery - g.cfg.SweepEvery + g.cfg.AnnounceEvery/2)
+	// for DeadAfter (a GW that died before then is judged by its silence).
+	lastFull := time.Now().Add(max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter) - g.cfg.SweepEvery + g.cfg.AnnounceEvery/2)
 	g.beat(false)
 	for {
 		select {
@@ -45,7 +45,7 @@ func (g *GW) heartbeatLoop(ctx context.Context) {
 			g.beat(false)
 			g.rcs.Prune(now)
 			for _, id := range g.prunePeers(now) {
-				g.log.Warn().Str("peer_gw", id).Msg("peer GW silent for three heartbeats: adopting its open requests")
+				g.log.Warn().Str("peer_gw", id).Dur("dead_after", g.cfg.DeadAfter).Msg("peer GW silent: adopting its open requests")
 				g.requestSweep(id)
 			}
 			if now.Sub(lastFull) >= g.cfg.SweepEvery {
@@ -107,7 +107,7 @@ func (g *GW) prunePeers(now time.Time) []string {
 	defer g.peers.mu.Unlock()
 	var gone []string
 	for id, p := range g.peers.m {
-		if now.Sub(p.lastSeen) > announceMisses*p.period {
+		if now.Sub(p.lastSeen) > max(announceMisses*p.period, g.cfg.DeadAfter) {
 			delete(g.peers.m, id)
 			g.peers.gone[id] = p.startedAt
 			gone = append(gone, id)
@@ -118,7 +118,7 @@ func (g *GW) prunePeers(now time.Time) []string {
 
 // orphan reports whether an open entry has no live driver: its GW is this
 // one's earlier incarnation, a stopped or restarted GW, or a GW not heard from
-// for three heartbeats (judged only once this GW has listened that long).
+// for DeadAfter (judged only once this GW has listened that long).
 func (g *GW) orphan(e messages.LogEntry) bool {
 	if e.GWID == g.cfg.ID {
 		return e.GWStarted != g.startedAt
@@ -130,7 +130,7 @@ func (g *GW) orphan(e messages.LogEntry) bool {
 	}
 	p := g.peers.m[e.GWID]
 	if p == nil {
-		return time.Since(time.Unix(0, g.startedAt)) > announceMisses*g.cfg.AnnounceEvery
+		return time.Since(time.Unix(0, g.startedAt)) > max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter)
 	}
 	return p.startedAt != e.GWStarted
 }
