@@ -151,10 +151,13 @@ func (r *RC) onRCAnnounce(a messages.RCAnnouncement, now time.Time) {
 	}
 }
 
-// checkPeers drops RCs silent for three announcement periods.
+// checkPeers drops RCs silent for ten announcement periods (at least 3 s):
+// a busy secondary that misses a few announcements must not have its portions
+// retried (each retry counts against SG_MAX_RETRY). A restart or a stop is
+// acted on at once (onRCAnnounce).
 func (r *RC) checkPeers(now time.Time) {
 	for id, p := range r.peers {
-		if now.Sub(p.lastSeen) > 3*p.period {
+		if now.Sub(p.lastSeen) > max(10*p.period, 3*time.Second) {
 			delete(r.peers, id)
 			r.log.Warn().Str("peer_rc", id).Dur("silent", now.Sub(p.lastSeen)).Msg("peer RC lost: missed announcements")
 			r.peerGone(id, "secondary RC "+id+" lost", now)
