@@ -219,7 +219,7 @@ func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
 	p := d.newProcess(id)
 	cfg := gw.Config{ID: id, NC: p.nc, Subjects: d.s, Log: d.logger(id), Affinity: o.affinity,
 		TimeoutMargin: o.margin, AnnounceEvery: 100 * time.Millisecond, ShutdownGrace: 20 * time.Millisecond,
-		StartupWait: 2 * time.Second, Registry: p.reg}
+		StartupWait: 2 * time.Second, DeadAfter: time.Second, Registry: p.reg}
 	if cfg.TimeoutMargin == 0 {
 		cfg.TimeoutMargin = 500 * time.Millisecond
 	}
