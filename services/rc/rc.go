@@ -2,6 +2,11 @@
 // GW submissions, DAP completions and Agg notices into events for the
 // scheduling core (services/rc/core), and the core's commands into NATS
 // messages. One goroutine owns the core (see Run).
+//
+// Several RCs share the fleet: each sees every DAP's events and owns some
+// DAPs; a request that needs another RC's DAPs is run with this RC as primary
+// and the owners as secondaries (peers.go). With Config.JetStream the RC
+// rebuilds the fleet at start from the DAP state stream (fleetstate.go).
 package rc
 
 import (
