@@ -811,9 +811,12 @@ func (g *GW) settle(ri *reqInfo, p *pending, d *driveState, a *answer, st messag
 	}
 	if a != nil {
 		g.forward(ri, *a)
-		return
+	} else {
+		g.respondStatus(ri, st)
 	}
-	g.respondStatus(ri, st)
+	if d.ref != nil {
+		g.rlog.purge(d.ref.subject)
+	}
 }
 
 // forward sends an RC's or Agg's answer to the client unchanged.

@@ -126,19 +126,17 @@ func (l *requestLog) update(ref *logRef) error {
 	return nil
 }
 
-// close marks the entry answered, if it is still ours, and purges it. It
-// returns errLogConflict when another GW has taken the request over: the
-// caller must not answer then. Any other error is the log's: the caller
-// answers anyway (a caller waiting is worse than the small chance of a
-// second answer from an adopter).
+// close marks the entry answered, if it is still ours; the caller answers,
+// then purges the subject (the purge is off the answer's path). It returns
+// errLogConflict when another GW has taken the request over: the caller must
+// not answer then. Any other error is the log's: the caller answers anyway (a
+// caller waiting is worse than the small chance of a second answer from an
+// adopter).
 func (l *requestLog) close(ref *logRef) error {
 	e := ref.entry
 	e.State, e.By = messages.LogAnswered, l.g.cfg.ID
-	if _, err := l.write(ref.subject, &e, ref.seq); err != nil {
-		return err
-	}
-	l.purge(ref.subject)
-	return nil
+	_, err := l.write(ref.subject, &e, ref.seq)
+	return err
 }
 
 func (l *requestLog) purge(subject string) {
