@@ -33,7 +33,7 @@ import (
 var deployEnd = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
 type deployment struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *server.Server
 	s     subjects.Subjects
 	ctx   context.Context
@@ -58,7 +58,7 @@ type process struct {
 	gw     *gw.GW
 }
 
-func newDeployment(t *testing.T) *deployment {
+func newDeployment(t testing.TB) *deployment {
 	t.Helper()
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -439,7 +439,7 @@ func (d *deployment) waitFleet(n int, rcIDs ...string) {
 }
 
 // waitGWs waits until GW g knows the listed RCs.
-func depWaitGWRCs(t *testing.T, g *gw.GW, rcIDs ...string) {
+func depWaitGWRCs(t testing.TB, g *gw.GW, rcIDs ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -557,7 +557,7 @@ func (d *deployment) send(r depRequest) {
 }
 
 // wait returns the first answer of id, waiting at most limit.
-func (a *depAnswers) wait(t *testing.T, id string, limit time.Duration) *nats.Msg {
+func (a *depAnswers) wait(t testing.TB, id string, limit time.Duration) *nats.Msg {
 	t.Helper()
 	deadline := time.After(limit)
 	for {
@@ -582,7 +582,7 @@ func (a *depAnswers) count(id string) int {
 }
 
 // status decodes an answer's status and, when OK, its table.
-func depStatus(t *testing.T, m *nats.Msg) (messages.Status, messages.Table) {
+func depStatus(t testing.TB, m *nats.Msg) (messages.Status, messages.Table) {
 	t.Helper()
 	if m.Header.Get(messages.HdrChunkCount) != "" {
 		t.Fatalf("unexpected chunked answer")
@@ -617,7 +617,7 @@ func depTablesEqual(t *testing.T, got, want messages.Table) bool {
 }
 
 // counter reads a counter (summed over its series) from a registry.
-func depCounter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+func depCounter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -1,0 +1,39 @@
+package test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// BenchmarkRequestLogCost: the price of the request log, one request at a
+// time through GW, RC, 9 DAPs and the Agg, with and without it (three
+// JetStream writes per request: create, answered, purge; file storage, R1).
+//
+//	go test ./test -run '^$' -bench RequestLogCost -benchtime 500x
+func BenchmarkRequestLogCost(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		b.Run(fmt.Sprintf("log=%v", durable), func(b *testing.B) {
+			d := newDeployment(b)
+			d.startAgg("agg-1")
+			d.startRC("rc-1", rcOpts{})
+			d.startFleet(func(string) (string, string) { return "rc-1", "" })
+			d.waitFleet(9, "rc-1")
+			g := d.startGW("gw-1", gwOpts{durable: durable})
+			depWaitGWRCs(b, g, "rc-1")
+			ans := d.collect()
+			args := tradeArgs()
+			args.StartTS = deployEnd.Add(-10 * time.Minute) // one DAP per region: a small request
+			b.ResetTimer()
+			for i := range b.N {
+				id := fmt.Sprintf("b%d", i)
+				d.send(d.newRequest(id, args, messages.Scope{}, 10*time.Second))
+				if st, _ := depStatus(b, ans.wait(b, id, 10*time.Second)); !st.IsOK() {
+					b.Fatalf("%+v", st)
+				}
+			}
+		})
+	}
+}
