@@ -168,6 +168,11 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if err := subjects.Validate("label set key", g.key); err != nil {
 		errs = append(errs, err)
 	}
+	// The stream is the only copy of what is not yet in Parquet: it must keep messages
+	// for longer than a day, or a restart could find them gone.
+	if cfg.EODEvery > 0 && cfg.StreamMaxAge < 2*cfg.EODEvery {
+		errs = append(errs, fmt.Errorf("StreamMaxAge %v must be at least twice EODEvery %v", cfg.StreamMaxAge, cfg.EODEvery))
+	}
 	if cfg.Lateness < 0 || cfg.EOIEvery < 0 || cfg.EODEvery < 0 {
 		errs = append(errs, errors.New("Lateness, EOIEvery and EODEvery must not be negative"))
 	}
