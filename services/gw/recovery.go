@@ -223,6 +223,10 @@ func (g *GW) adoptEntry(old logRef) {
 		// there if it is another GW's subject.
 		if !g.ownsReply(e.Submission.ReplyTo) {
 			sub, err := g.nc.Subscribe(e.Submission.ReplyTo, g.onAnswer)
+			if err == nil {
+				// A large chunked answer must not make it a slow consumer.
+				err = sub.SetPendingLimits(-1, int(min(4*g.cfg.MaxAnswerBytes, 1<<31-1)))
+			}
 			if err != nil {
 				ri.log.Error().Err(err).Msg("subscribe to the adopted request's answer subject")
 			} else {
