@@ -46,6 +46,7 @@ var commands = map[string]command{
 	"meta":  {"call getMeta: tables, DAPs and purviews", cmdMeta},
 
 	"publish": {"write rows to the live stream: sg publish trade '[{...}]'", cmdPublish},
+	"live":    {"live label sets: rdb, idb, hdb DAPs fed by the live stream, with rolls", cmdLive},
 }
 
 func usage(w io.Writer) {

@@ -29,7 +29,7 @@ type DemoConfig struct {
 	Dir      string // one directory per region below it: <Dir>/region=<region>
 
 	Seed    uint64
-	History time.Duration // history generated into a fresh region's hdb; default 72h
+	History time.Duration // history generated into a fresh region's hdb; default 72h, negative: none
 
 	EOIEvery, EODEvery, Lateness time.Duration
 
@@ -65,8 +65,10 @@ func RunDemo(ctx context.Context, cfg DemoConfig) error {
 	var groups []*Group
 	for _, region := range demo.Regions {
 		dir := filepath.Join(cfg.Dir, "region="+region)
-		if err := seedHistory(dir, hist, region, start.Add(-cfg.History), start); err != nil {
-			return err
+		if cfg.History > 0 {
+			if err := seedHistory(dir, hist, region, start.Add(-cfg.History), start); err != nil {
+				return err
+			}
 		}
 		inst, err := hist.Rows(demo.Instrument, region, time.Time{}, time.Time{})
 		if err != nil {
