@@ -95,19 +95,20 @@ type Group struct {
 	rolls chan rollReq
 
 	// Owned by Run's loop goroutine.
-	rdb, idb, hdb    *dap.DAP
-	rdbStore, idbSt  *engine.Store
-	ref              *engine.Store
-	cat              *parquetdb.Catalog
-	man              manifest
-	idbEmpty         bool
-	lastSeq          uint64
-	held             []heldMsg // messages with rows at or after the hdb end, in stream order
-	cons             jetstream.Consumer
-	stream           jetstream.Stream
-	msgs             chan jetstream.Msg
-	replayLeft       uint64
-	started, running atomic.Bool
+	rdb, idb, hdb   *dap.DAP
+	rdbStore, idbSt *engine.Store
+	ref             *engine.Store
+	cat             *parquetdb.Catalog
+	man             manifest
+	idbEmpty        bool
+	lastSeq         uint64
+	held            []heldMsg // messages with rows at or after the hdb end, in stream order
+	cons            jetstream.Consumer
+	stream          jetstream.Stream
+	msgs            chan jetstream.Msg
+	replayLeft      uint64
+	started         atomic.Bool
+	hdbStats        atomic.Pointer[parquetdb.Stats]
 }
 
 // heldMsg: message seq holds rows up to maxTime that are not in Parquet yet.
@@ -202,15 +203,11 @@ func (g *Group) Ready() <-chan struct{} { return g.ready }
 // Stats returns the counters.
 func (g *Group) Stats() *Stats { return &g.stats }
 
-// HDBStats are the hdb's Parquet read counters (partitions, row groups, columns, bytes).
-func (g *Group) HDBStats() *parquetdb.Stats {
-	if g.cat == nil {
-		return nil
-	}
-	return g.cat.Stats()
-}
+// HDBStats are the hdb's Parquet read counters (partitions, row groups, columns, bytes);
+// nil before Run has opened the catalog.
+func (g *Group) HDBStats() *parquetdb.Stats { return g.hdbStats.Load() }
 
-// DAP returns the DAP of a tier (nil before Run has started them).
+// DAP returns the DAP of a tier. Call it once Ready is closed (Run creates the DAPs).
 func (g *Group) DAP(tier messages.Tier) *dap.DAP {
 	switch tier {
 	case messages.TierRDB:
@@ -332,6 +329,7 @@ func (g *Group) load() error {
 	if g.cat, err = parquetdb.Open(g.hdbDir(), g.time, m.HDBEnd); err != nil {
 		return err
 	}
+	g.hdbStats.Store(g.cat.Stats())
 	g.ref = engine.NewStore()
 	for _, d := range g.refs {
 		if err := g.ref.Create(d); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -98,14 +97,4 @@ func (p *Publisher) publish(ctx context.Context, subject, table string, rows mes
 		return nil, fmt.Errorf("live: publish %d rows of %s on %s: %w", rows.NumRows(), table, subject, err)
 	}
 	return []uint64{ack.Sequence}, nil
-}
-
-// LabelKeysOf returns the label keys of a label set key ("region=eu" -> ["region"]).
-func LabelKeysOf(key string) []string {
-	var out []string
-	for kv := range strings.SplitSeq(key, ",") {
-		k, _, _ := strings.Cut(kv, "=")
-		out = append(out, k)
-	}
-	return out
 }
