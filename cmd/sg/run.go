@@ -45,7 +45,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 	listen := fs.String("nats-listen", "127.0.0.1:4222", "NATS client listen address HOST:PORT (port 0: a free port)")
 	data := fs.String("data", "", "JetStream storage directory (default: a temporary directory, removed at exit)")
 	seed := fs.Uint64("seed", 1, "seed of the demo data")
-	replicas := fs.Int("replicas", 1, "demo DAPs per region and tier")
+	replicas := fs.Int("replicas", 1, "demo DAPs per region and tier (with --live=false)")
 	sample := fs.Bool("sample", true, "answer and print a sample getData query at start")
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	natsLogs := fs.Bool("nats-logs", false, "print the NATS server's own logs")

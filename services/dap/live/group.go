@@ -43,7 +43,10 @@ type GroupConfig struct {
 	Log      zerolog.Logger
 
 	Labels   messages.LabelSet // the label set; its key is a subject token
-	IDPrefix string            // DAP ids are <IDPrefix>-rdb, -idb, -hdb; default "dap-<label values>"
+	// IDPrefix: DAP ids are <IDPrefix>-rdb, -idb, -hdb, and the rdb's id names the durable
+	// consumer; default "dap-<label values>". A replica of a label set needs its own
+	// IDPrefix and Dir: a group deletes and recreates its consumer when it starts.
+	IDPrefix string
 	RCID     string
 	Assembly string
 	Dir      string // data directory of the label set: manifest, hdb Parquet, reference snapshot
