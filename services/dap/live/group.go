@@ -42,7 +42,7 @@ type GroupConfig struct {
 	Subjects subjects.Subjects // zero value: subjects.Default()
 	Log      zerolog.Logger
 
-	Labels   messages.LabelSet // the label set; its key is a subject token
+	Labels messages.LabelSet // the label set; its key is a subject token
 	// IDPrefix: DAP ids are <IDPrefix>-rdb, -idb, -hdb, and the rdb's id names the durable
 	// consumer; default "dap-<label values>". A replica of a label set needs its own
 	// IDPrefix and Dir: a group deletes and recreates its consumer when it starts.
