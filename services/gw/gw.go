@@ -34,6 +34,8 @@ type GW struct {
 	pending map[string]*pending // by request id, until answered
 	closing bool                // Run is stopping: refuse new requests
 	wg      sync.WaitGroup      // requests in flight
+	// handlers counts micro handler calls under way (see handle).
+	handlers sync.WaitGroup
 
 	startupUntil time.Time     // set in Run before the endpoints exist
 	abort        chan struct{} // closed when the shutdown grace ends
@@ -215,6 +217,7 @@ func (g *GW) Run(ctx context.Context) error {
 	if err := svc.Stop(); err != nil {
 		g.log.Warn().Err(err).Msg("stop micro service")
 	}
+	g.handlers.Wait() // handler calls that were under way when it stopped
 	idle := make(chan struct{})
 	go func() { g.wg.Wait(); close(idle) }()
 	grace := time.NewTimer(g.cfg.ShutdownGrace)
@@ -326,6 +329,10 @@ func (g *GW) handle(api string, r micro.Request) {
 	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
 	received := time.Now()
 	g.mu.Lock()
+	// Every handler call is counted, refusals too: Run waits for them after
+	// stopping the endpoints, so nothing logs or answers after Run returns.
+	g.handlers.Add(1)
+	defer g.handlers.Done()
 	if g.closing {
 		g.mu.Unlock()
 		g.refuse(api, msg, received, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
