@@ -45,8 +45,20 @@ func TestLiveRestartMidFeed(t *testing.T) {
 			}
 		}
 	}
+	// Late rows: one whose interval is closed but whose day is open (the idb takes it),
+	// one whose day is in Parquet (rejected).
+	lateOK := tickRows("eu", []time.Time{plan.batchEnd(12).Add(-time.Millisecond)}, []int64{999_001})
+	lateNo := tickRows("eu", []time.Time{plan.batchEnd(3)}, []int64{999_002})
+	for _, rows := range []messages.Table{lateOK, lateNo} {
+		if _, err := pub.Publish(ctx, tickDef.Name, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := g.g.Sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if st := g.g.Stats(); st.LateRows.Load() != 1 || st.LateInIDB.Load() != 1 {
+		t.Fatalf("late rows: %d rejected, %d taken by the idb; want 1 and 1", st.LateRows.Load(), st.LateInIDB.Load())
 	}
 	held := g.g.Stats().Rows.Load()
 	g.stop(t)
@@ -103,9 +115,13 @@ func TestLiveRestartMidFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if late := g.g.Stats().LateRows.Load(); late != 0 {
-		t.Fatalf("%d rows rejected as late: a roll cut before rows already published", late)
+		t.Fatalf("%d rows rejected as late after the restart: a roll cut before rows already published", late)
 	}
 	seen := allIDs(ctx, t, ls, plan.base, plan.base.Add(time.Hour))
+	if !seen[999_001] || seen[999_002] {
+		t.Fatalf("late row in the idb's interval found: %v (want true); late row of a closed day found: %v (want false)", seen[999_001], seen[999_002])
+	}
+	delete(seen, 999_001)
 	var lost []int
 	for b := range batches {
 		rows := plan.rows(0, b)
@@ -120,10 +136,10 @@ func TestLiveRestartMidFeed(t *testing.T) {
 		t.Fatalf("%d rows after the restart, want %d; batches with lost rows: %v", len(seen), batches*plan.perBatch, lost)
 	}
 	_, n, _, err := countByRegion(ctx, ls, plan.base, plan.batchEnd(batches-1))
-	if err != nil || n["eu"] != batches*int64(plan.perBatch) {
-		t.Fatalf("count %v (%v), want %d", n, err, batches*plan.perBatch)
+	if err != nil || n["eu"] != batches*int64(plan.perBatch)+1 { // and the late row the idb took
+		t.Fatalf("count %v (%v), want %d", n, err, batches*plan.perBatch+1)
 	}
-	t.Logf("replayed %d messages (%d rows) of %d published; %d rows served once", st.Replayed.Load(), st.Rows.Load(), batches, len(seen))
+	t.Logf("replayed %d messages (%d rows) of %d batches published; %d rows served once, and the late row the idb took", st.Replayed.Load(), st.Rows.Load(), batches, len(seen))
 }
 
 // waitRCDAPs waits until the RC's DAP count satisfies ok.

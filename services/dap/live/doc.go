@@ -55,12 +55,14 @@
 //
 // # Time and late rows
 //
-// Rows carry their own time. The rdb accepts a row with time at or after its purview
-// start R; an older row is late, counted (Stats.LateRows), logged and acked without being
-// held: it would belong to a closed interval. Automatic rolls therefore cut Lateness
-// behind the clock, and every roll first catches up with the stream (it applies every
-// message the consumer has pending), so that a row published before the roll is never
-// late for it.
+// Rows carry their own time. A row at or after the rdb's start R goes to the rdb. A row
+// that arrives after its interval closed but while its day is open (H <= t < R) is taken
+// by the idb, which swaps to a copy holding it with a purview version bump (I3). A row
+// before the hdb's end H is late: its day is in Parquet, corrections to history are not
+// taken; it is counted (Stats.LateRows, sg_live_late_rows_total), logged and acked.
+// Automatic rolls cut Lateness behind the clock, and every roll first catches up with the
+// stream (to the last sequence the stream holds for the label set), so rows published
+// before a roll are never late for it.
 //
 // # Restart
 //
@@ -68,9 +70,9 @@
 // end H, the history of rdb cuts with the stream sequence at which each happened, and
 // ReplayFrom: the first stream sequence that may hold rows not yet in Parquet. A group
 // that starts registers its DAPs unavailable ("replaying the live stream"), recreates
-// its durable consumer from ReplayFrom and applies every message again with the cut that
-// was in effect when it first arrived: rows before H are already in Parquet and skipped,
-// rows that were late are late again, the others go to the idb or rdb. Then it becomes
+// its durable consumer from ReplayFrom and applies every message again: rows before H are
+// in Parquet already (or were late) and are skipped, the others go to the idb or the rdb,
+// as they did live (the live rule depends only on H, which only grows). Then it becomes
 // available. Parquet files that start at or after H (an end of day interrupted before
 // the manifest recorded it) are deleted first. Nothing is lost or doubled.
 package live

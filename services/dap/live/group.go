@@ -83,6 +83,7 @@ type Stats struct {
 	Messages, Duplicates, Malformed atomic.Uint64 // stream messages applied, seen again, rejected
 	Rows, LateRows, Replayed        atomic.Uint64 // rows held, late rows rejected, messages replayed at start
 	EOIs, EODs, ReferenceUpdates    atomic.Uint64
+	LateInIDB                       atomic.Uint64 // late rows taken by the idb (their day still open)
 }
 
 // Group is the live data of one label set: rdb, idb and hdb DAPs, ingest and rolls.
@@ -103,7 +104,6 @@ type Group struct {
 	ref             *engine.Store
 	cat             *parquetdb.Catalog
 	man             manifest
-	idbEmpty        bool
 	lastSeq         uint64
 	held            []heldMsg // messages with rows at or after the hdb end, in stream order
 	cons            jetstream.Consumer
@@ -353,7 +353,6 @@ func (g *Group) load() error {
 		}
 	}
 	g.rdbStore, g.idbSt = g.newStore(), g.newStore()
-	g.idbEmpty = true
 
 	pv := m.Generation << generationShift
 	R := m.rdbStart()
@@ -460,12 +459,17 @@ func (g *Group) consume(ctx context.Context) error {
 	return g.loop(ctx)
 }
 
+// idbEmpty: the idb's interval [H, R) is empty (after an end of day, or fresh), so it
+// serves nothing until the next end of interval. An idb whose interval has no rows is not
+// empty: it answers for its interval, with no rows.
+func (g *Group) idbEmpty() bool { return g.man.HDBEnd == g.man.rdbStart() }
+
 // replayed makes the DAPs available after the replay: hdb and rdb, and the idb if it
 // holds rows (else it waits for the next end of interval).
 func (g *Group) replayed() {
 	yes, no := true, false
 	g.hdb.Apply(dap.Change{Available: &yes})
-	if g.idbEmpty {
+	if g.idbEmpty() {
 		g.idb.Apply(dap.Change{Available: &no, Reason: emptyIDBReason})
 	} else {
 		g.idb.Apply(dap.Change{Available: &yes})

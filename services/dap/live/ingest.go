@@ -97,24 +97,27 @@ func (g *Group) checkLabels(def engine.TableDef, rows *messages.Table) error {
 	return nil
 }
 
-// applyRows puts each row in the tier whose purview holds its time, with the cut that
-// was in effect when the message first arrived (the same on replay): before the hdb's
-// end it is in Parquet already (replay), before that cut it was late, before the rdb's
-// current start it belongs to the idb (replay), else to the rdb.
+// applyRows puts each row in the tier whose purview holds its time: before the hdb's end
+// it is late (a closed day: corrections to history are not taken) or, on replay, already
+// in Parquet; before the rdb's start it belongs to the idb; else to the rdb.
+//
+// A row older than the rdb's start but within the idb's interval (it arrived after its
+// interval closed) is taken by the idb: the idb changes its data in one step with a
+// purview version bump, so portions in flight RETRY (I3). The rule depends only on the
+// hdb's end, which only grows, so a replay decides every row as it was decided live:
+// a row at or after the current hdb end was taken then, one before it is in Parquet or
+// was late.
 func (g *Group) applyRows(seq uint64, def engine.TableDef, rows messages.Table) error {
 	times := rows.Col(engine.TimeColumn).Ints
-	cutThen, rdbStart, hdbEnd := g.man.cutAt(seq), g.man.rdbStart(), g.man.HDBEnd
+	rdbStart, hdbEnd := g.man.rdbStart(), g.man.HDBEnd
 	var toIDB, toRDB []int
 	late, maxT := 0, int64(-1<<63)
 	for i, t := range times {
 		switch {
-		case t < hdbEnd && t < cutThen:
+		case t < hdbEnd:
 			if g.isReady() {
 				late++
 			}
-			continue // replay: already in Parquet
-		case t < cutThen:
-			late++
 			continue
 		case t < rdbStart:
 			toIDB = append(toIDB, i)
@@ -126,13 +129,12 @@ func (g *Group) applyRows(seq uint64, def engine.TableDef, rows messages.Table) 
 	if late > 0 {
 		g.stats.LateRows.Add(uint64(late))
 		g.log.Warn().Uint64("seq", seq).Str("table", def.Name).Int("rows", late).
-			Int64("rdb_start", cutThen).Msg("late rows rejected: their interval is closed")
+			Str("hdb_end", ts(hdbEnd)).Msg("late rows rejected: their day is closed")
 	}
 	if len(toIDB) > 0 {
-		if err := g.idbSt.Append(def.Name, rows.Take(toIDB)); err != nil {
+		if err := g.idbTake(def.Name, rows.Take(toIDB)); err != nil {
 			return err
 		}
-		g.idbEmpty = false
 	}
 	if len(toRDB) > 0 {
 		if err := g.rdbStore.Append(def.Name, rows.Take(toRDB)); err != nil {
@@ -143,6 +145,24 @@ func (g *Group) applyRows(seq uint64, def engine.TableDef, rows messages.Table) 
 		g.stats.Rows.Add(uint64(n))
 		g.held = append(g.held, heldMsg{seq: seq, maxTime: maxT})
 	}
+	return nil
+}
+
+// idbTake adds rows of the idb's interval to it. On replay the idb is unavailable and
+// being rebuilt: they are appended. Live, they change what the idb serves: a copy takes
+// them and replaces the store with a purview version bump, in one step.
+func (g *Group) idbTake(table string, rows messages.Table) error {
+	if !g.isReady() {
+		return g.idbSt.Append(table, rows)
+	}
+	next := g.idbSt.Slice(messages.TSMin, messages.TSMax)
+	if err := next.Append(table, rows); err != nil {
+		return err
+	}
+	g.idbSt = next
+	g.stats.LateInIDB.Add(uint64(rows.NumRows()))
+	g.idb.Apply(dap.Change{BumpPurviewVersion: true, Source: g.wrap(messages.TierIDB, dap.EngineSource{Store: next})})
+	g.log.Info().Str("table", table).Int("rows", rows.NumRows()).Msg("late rows taken by the idb: their interval is closed, their day is not")
 	return nil
 }
 

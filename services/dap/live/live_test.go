@@ -10,13 +10,8 @@ import (
 
 func TestManifestCuts(t *testing.T) {
 	m := manifest{HDBEnd: 10, Cuts: []cut{{Seq: 0, RDBStart: 10}, {Seq: 5, RDBStart: 20}, {Seq: 9, RDBStart: 30}}, ReplayFrom: 7}
-	for seq, want := range map[uint64]int64{1: 10, 5: 10, 6: 20, 9: 20, 10: 30, 99: 30} {
-		if got := m.cutAt(seq); got != want {
-			t.Errorf("cut at seq %d: %d, want %d", seq, got, want)
-		}
-	}
 	m.prune() // ReplayFrom 7 needs the cut of seq 5 and later ones
-	if len(m.Cuts) != 2 || m.Cuts[0].Seq != 5 || m.cutAt(7) != 20 || m.rdbStart() != 30 {
+	if len(m.Cuts) != 2 || m.Cuts[0].Seq != 5 || m.rdbStart() != 30 {
 		t.Fatalf("pruned cuts %+v", m.Cuts)
 	}
 	if err := m.validate(); err != nil {

@@ -13,8 +13,8 @@ import (
 
 const manifestName = "manifest.json"
 
-// cut records that the rdb's purview started at RDBStart from the message after stream
-// sequence Seq on: the messages up to Seq were applied with the previous cut.
+// cut records that the rdb's purview started at RDBStart after the message at stream
+// sequence Seq (kept for the record; the last one is the rdb's start).
 type cut struct {
 	Seq      uint64 `json:"seq"`
 	RDBStart int64  `json:"rdbStart"`
@@ -31,15 +31,6 @@ type manifest struct {
 }
 
 func (m *manifest) rdbStart() int64 { return m.Cuts[len(m.Cuts)-1].RDBStart }
-
-// cutAt is the rdb start in effect for the message at stream sequence seq.
-func (m *manifest) cutAt(seq uint64) int64 {
-	i := sort.Search(len(m.Cuts), func(i int) bool { return m.Cuts[i].Seq >= seq })
-	if i == 0 {
-		return m.Cuts[0].RDBStart
-	}
-	return m.Cuts[i-1].RDBStart
-}
 
 // prune drops the cuts that no replay from ReplayFrom can need (it keeps the one in
 // effect at ReplayFrom).

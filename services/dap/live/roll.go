@@ -68,7 +68,6 @@ func (g *Group) endOfInterval(T int64) error {
 		Source: g.wrap(messages.TierRDB, dap.EngineSource{Store: next})})
 	g.rdbStore = next
 	g.man.Cuts = append(g.man.Cuts, cut{Seq: g.lastSeq, RDBStart: T})
-	g.idbEmpty = false
 	if err := g.man.save(g.cfg.Dir); err != nil {
 		// The cut is live; a restart before the next save replays with the previous cut,
 		// which puts the same rows in the rdb instead of the idb: nothing lost or doubled.
@@ -143,7 +142,6 @@ func (g *Group) endOfDay(D int64) error {
 	g.idbSt = g.idbSt.Slice(D, R)
 	src := g.wrap(messages.TierIDB, dap.EngineSource{Store: g.idbSt})
 	if D == R {
-		g.idbEmpty = true
 		g.idb.Apply(dap.Change{Available: &no, Reason: emptyIDBReason, BumpPurviewVersion: true, Source: src})
 	} else {
 		idbPurview := messages.TimeRange{Start: D, End: R}
