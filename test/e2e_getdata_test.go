@@ -18,7 +18,7 @@ import (
 var demoEnd = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
 func demoFleetConfig(sys *system, tradesPerDay int) dap.DemoFleetConfig {
-	return dap.DemoFleetConfig{NC: sys.nc, Subjects: sys.s, Log: testLogger(sys.t), RCID: "rc-1", Seed: 7,
+	return dap.DemoFleetConfig{NC: sys.nc, Subjects: sys.s, Log: sys.log, RCID: "rc-1", Seed: 7,
 		End: demoEnd, Start: demoEnd.Add(-48 * time.Hour), TradesPerDay: tradesPerDay, QuotesPerDay: 1000,
 		Heartbeat: 500 * time.Millisecond}
 }

@@ -34,12 +34,14 @@ type system struct {
 	ctx    context.Context
 	wg     *sync.WaitGroup
 	errs   chan error
+	log    zerolog.Logger
 }
 
 type systemOptions struct {
 	url           string        // NATS URL; "" starts an embedded server
 	gwTimeout     time.Duration // default request timeout
 	timeoutMargin time.Duration
+	log           *zerolog.Logger // every service's logger; default testLogger
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -60,9 +62,12 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	}
 	s := subjects.Default()
 	log := testLogger(t)
+	if o.log != nil {
+		log = *o.log
+	}
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
-	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64)}
+	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64), log: log}
 	t.Cleanup(func() {
 		cancel()
 		done := make(chan struct{})
@@ -143,7 +148,7 @@ func (sys *system) waitQueued(n int) {
 // startDAP runs one DAP in the system and returns it.
 func (sys *system) startDAP(cfg dap.Config) *dap.DAP {
 	sys.t.Helper()
-	cfg.NC, cfg.Subjects, cfg.Log = sys.nc, sys.s, testLogger(sys.t)
+	cfg.NC, cfg.Subjects, cfg.Log = sys.nc, sys.s, sys.log
 	d, err := dap.New(cfg)
 	if err != nil {
 		sys.t.Fatal(err)

@@ -436,7 +436,7 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	ri.content = req.Content
 	if req.Header.Opts.LogCorr != "" {
 		ri.logCorr = req.Header.Opts.LogCorr
-		ri.log = ri.log.With().Str("logCorr", ri.logCorr).Logger()
+		ri.log = ri.log.With().Str("log_corr", ri.logCorr).Logger()
 	}
 	if !slices.Contains(subjects.APIs, req.Header.API) {
 		return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,

@@ -24,13 +24,13 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.AggFail:
 		// The DAP sent its error to the Agg as a partial: the Agg answers it.
 		ref := messages.PortionRef{PortionID: strconv.FormatUint(c.Portion.ID, 10), Attempt: uint32(c.Portion.Attempt)}
-		r.log.Info().Str("request_id", c.Request).Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
+		r.reqLog(c.Request).Info().Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
 		r.expect(c.Request, []messages.PortionRef{ref}, false)
 	case core.Reply:
 		r.reply(c)
 	case core.RetryNoted:
 		r.metrics.retries.Inc()
-		r.log.Info().Str("request_id", c.Request).Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
+		r.reqLog(c.Request).Info().Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
 	case core.QueryPeerStatus:
 		r.queryPeer(c)
 	case core.ReportPeerStatus:
@@ -56,7 +56,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 		// to us (RCID), and we forward it.
 		m.Args, m.LogCorr = ri.tmpl.Args, ri.tmpl.LogCorr
 	} else {
-		r.log.Error().Str("request_id", c.Portion.Request).Msg("dispatch for a request the shell does not hold")
+		r.reqLog(c.Portion.Request).Error().Msg("dispatch for a request the shell does not hold")
 		return
 	}
 	if c.ViaRC != "" {
@@ -66,7 +66,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 	h := dispatchHeader(&m)
 	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
-	r.log.Debug().Str("request_id", m.RequestID).Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
+	r.reqLog(m.RequestID).Debug().Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
 		Str("range", m.Range.String()).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
 	r.publish(subject, h, &m)
 }
@@ -90,7 +90,7 @@ func (r *RC) expect(requestID string, refs []messages.PortionRef, cancel bool) {
 func (r *RC) reply(c core.Reply) {
 	p := r.pending[c.Request]
 	if p == nil {
-		r.log.Error().Str("request_id", c.Request).Msg("reply for a request the shell does not hold")
+		r.reqLog(c.Request).Error().Msg("reply for a request the shell does not hold")
 		return
 	}
 	st := replyStatus(c)
@@ -131,7 +131,7 @@ func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byt
 	}
 	data, err := resp.Encode()
 	if err != nil {
-		r.log.Error().Err(err).Str("request_id", sub.RequestID).Msg("encode answer")
+		r.reqLog(sub.RequestID).Error().Err(err).Msg("encode answer")
 		return
 	}
 	h := nats.Header{}
@@ -143,10 +143,10 @@ func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byt
 	}
 	st.Write(h)
 	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: sub.ReplyTo, Header: h, Data: data}); err != nil {
-		r.log.Error().Err(err).Str("request_id", sub.RequestID).Msg("publish answer")
+		r.reqLog(sub.RequestID).Error().Err(err).Msg("publish answer")
 	}
 	if !st.IsOK() {
-		r.log.Info().Str("request_id", sub.RequestID).Stringer("rc", st.RC).Str("ai", st.AI).Msg("answered")
+		r.reqLog(sub.RequestID).Info().Stringer("rc", st.RC).Str("ai", st.AI).Msg("answered")
 	}
 }
 

@@ -46,7 +46,7 @@ func (r *RC) handle(in input) {
 			return
 		}
 		r.metrics.peerMessages.WithLabelValues("status_received").Inc()
-		r.log.Debug().Str("request_id", b.RequestID).Str("secondary", b.RCID).Str("block", b.Block).Msg("secondary RC status")
+		r.reqLog(b.RequestID).Debug().Str("secondary", b.RCID).Str("block", b.Block).Msg("secondary RC status")
 		r.step(core.PeerStatusReport{At: now.UnixNano(), RC: b.RCID, Request: b.RequestID, Block: b.Block})
 	case s.RCSubmit(r.cfg.ID):
 		sub, err := messages.DecodeValid[messages.RCSubmission](in.msg.Data)
@@ -204,7 +204,7 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 	id, err := strconv.ParseUint(c.PortionID, 10, 64)
 	if err != nil {
 		r.metrics.badMessages.Inc()
-		r.log.Warn().Str("request_id", c.RequestID).Str("portion", c.PortionID).Msg("completion for a portion id this RC never issued")
+		r.reqLog(c.RequestID).Warn().Str("portion", c.PortionID).Msg("completion for a portion id this RC never issued")
 		return
 	}
 	out := core.OutcomeOK
@@ -216,7 +216,7 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 	case c.Outcome == messages.OutcomeError:
 		out = core.OutcomeError
 	}
-	r.log.Debug().Str("request_id", c.RequestID).Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	r.reqLog(c.RequestID).Debug().Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
 	// A RETRY carries the DAP's current watermarks: learn them now, so the
 	// retry is placed on what the DAP really holds, not on an event still
 	// in flight.

@@ -54,7 +54,7 @@ func (r *RC) sendPeerPortion(c core.Dispatch, m messages.PortionDispatch) {
 		p.via[c.Portion.ID] = viaPortion{rc: c.ViaRC, dap: c.DAP}
 	}
 	r.metrics.peerMessages.WithLabelValues("portion_sent").Inc()
-	r.log.Debug().Str("request_id", m.RequestID).Str("dap", c.DAP).Str("secondary", c.ViaRC).Str("portion", m.PortionID).Msg("dispatch via secondary RC")
+	r.reqLog(m.RequestID).Debug().Str("dap", c.DAP).Str("secondary", c.ViaRC).Str("portion", m.PortionID).Msg("dispatch via secondary RC")
 	r.publish(r.cfg.Subjects.RCSecondaryDispatch(c.ViaRC), nil, &pp)
 }
 
@@ -64,7 +64,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	id, err := strconv.ParseUint(d.PortionID, 10, 64)
 	if err != nil {
 		r.metrics.badMessages.Inc()
-		r.log.Warn().Str("request_id", d.RequestID).Str("portion", d.PortionID).Str("primary", pp.PrimaryID).Msg("peer portion with a foreign portion id")
+		r.reqLog(d.RequestID).Warn().Str("portion", d.PortionID).Str("primary", pp.PrimaryID).Msg("peer portion with a foreign portion id")
 		return
 	}
 	r.metrics.peerMessages.WithLabelValues("portion_relayed").Inc()
@@ -79,7 +79,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	// Kept for as long as the core keeps the relayed request (it may still be
 	// asked for its status after the deadline), plus a timer period.
 	ri.forget = time.Unix(0, d.Deadline).Add(time.Duration(2*r.cfg.MultiRCMaxWait+1) * r.cfg.TickEvery)
-	r.log.Debug().Str("request_id", d.RequestID).Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
+	r.reqLog(d.RequestID).Debug().Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
 	r.step(core.PeerDispatch{At: now.UnixNano(), Primary: pp.PrimaryID, Dispatch: core.Dispatch{
 		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: core.Labels(d.Labels), Start: d.Range.Start, End: d.Range.End,
 			Attempt: int(d.Attempt), PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},
@@ -116,14 +116,14 @@ func (r *RC) forwardCompletion(c core.ForwardCompletion) {
 func (r *RC) queryPeer(c core.QueryPeerStatus) {
 	q := messages.SecondaryQuery{V: messages.PortionVersion, RequestID: c.Request, PrimaryRCID: r.cfg.ID}
 	r.metrics.peerMessages.WithLabelValues("status_query_sent").Inc()
-	r.log.Debug().Str("request_id", c.Request).Str("secondary", c.RC).Msg("asking secondary RC for its status")
+	r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("asking secondary RC for its status")
 	r.publish(r.cfg.Subjects.RCSecondaryQuery(c.RC), nil, &q)
 }
 
 func (r *RC) reportPeer(c core.ReportPeerStatus) {
 	b := messages.PeerStatusBlock{V: messages.PortionVersion, RequestID: c.Request, RCID: r.cfg.ID, Block: c.Block}
 	r.metrics.peerMessages.WithLabelValues("status_sent").Inc()
-	r.log.Debug().Str("request_id", c.Request).Str("primary", c.RC).Str("block", c.Block).Msg("status reported to primary RC")
+	r.reqLog(c.Request).Debug().Str("primary", c.RC).Str("block", c.Block).Msg("status reported to primary RC")
 	r.publish(r.cfg.Subjects.RCSecondaryStatus(c.RC), nil, &b)
 }
 
@@ -180,7 +180,7 @@ func (r *RC) peerGone(rcID, why string, now time.Time) {
 		}
 	}
 	for _, l := range all {
-		r.log.Info().Str("request_id", l.req).Str("secondary", rcID).Str("dap", l.dapID).Msg("relayed portion lost with its secondary RC: retrying")
+		r.reqLog(l.req).Info().Str("secondary", rcID).Str("dap", l.dapID).Msg("relayed portion lost with its secondary RC: retrying")
 		r.completePortion(core.PortionCompleted{At: now.UnixNano(), Request: l.req, Portion: l.id, DAP: l.dapID,
 			Outcome: core.OutcomeRetry, Message: why})
 	}

@@ -55,7 +55,9 @@ func (r *RC) ID() string { return r.cfg.ID }
 // pendingRequest is what the shell keeps of a request beside the core's state:
 // what it needs to carry out commands about it.
 type pendingRequest struct {
-	sub      messages.RCSubmission
+	sub messages.RCSubmission
+	// log carries the request id, the caller's logCorr and the GW.
+	log      zerolog.Logger
 	agg      string
 	arrived  time.Time
 	aggSeq   uint32
@@ -67,6 +69,16 @@ type dapRecord struct {
 	reg      messages.DAPRegistration
 	lastSeen time.Time
 	interval time.Duration
+}
+
+// reqLog is the logger for lines about a request: with its id, and with the
+// caller's logCorr and the GW while the RC holds it.
+func (r *RC) reqLog(id string) *zerolog.Logger {
+	if p := r.pending[id]; p != nil {
+		return &p.log
+	}
+	l := r.log.With().Str("request_id", id).Logger()
+	return &l
 }
 
 // New checks the configuration and builds an RC; Run starts it.

@@ -40,7 +40,7 @@ func (r *RC) submit(sub messages.RCSubmission, now time.Time) {
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
 		return
 	}
-	p := &pendingRequest{sub: sub, arrived: now, agg: r.cfg.AggIDs[r.nextAgg%len(r.cfg.AggIDs)]}
+	p := &pendingRequest{sub: sub, log: log, arrived: now, agg: r.cfg.AggIDs[r.nextAgg%len(r.cfg.AggIDs)]}
 	r.nextAgg++
 	r.pending[sub.RequestID] = p
 	req := core.Request{
