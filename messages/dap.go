@@ -239,8 +239,11 @@ func (k TableKind) Valid() bool {
 
 // TableInfo is a table a DAP serves.
 type TableInfo struct {
-	Name string    `msgpack:"name"`
-	Kind TableKind `msgpack:"kind"`
+	Name string    `msgpack:"name" json:"name"`
+	Kind TableKind `msgpack:"kind" json:"kind"`
+	// Columns is the table's schema, when the DAP's source knows it
+	// (getMeta shows it).
+	Columns []ColumnSpec `msgpack:"columns,omitempty" json:"columns,omitempty"`
 }
 
 // DAPStatusUpdate is sent when availability or purview changes: end of

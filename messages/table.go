@@ -51,6 +51,30 @@ func (t ColumnType) String() string {
 }
 
 // Valid reports whether t is one of the known column types.
+// MarshalJSON names the type in JSON (getMeta): "symbol", "float", ... (not
+// MarshalText, which msgpack would also use, changing the wire form).
+func (t ColumnType) MarshalJSON() ([]byte, error) {
+	if !t.Valid() {
+		return nil, fmt.Errorf("column type %d is not valid", uint8(t))
+	}
+	return []byte(`"` + t.String() + `"`), nil
+}
+
+// UnmarshalJSON reads the name MarshalJSON writes.
+func (t *ColumnType) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		return fmt.Errorf("column type: %w", err)
+	}
+	for ct, n := range columnTypeNames {
+		if n == name {
+			*t = ct
+			return nil
+		}
+	}
+	return fmt.Errorf("column type %q: want one of symbol, string, float, int, bool, timestamp", name)
+}
+
 func (t ColumnType) Valid() bool { _, ok := columnTypeNames[t]; return ok }
 
 // TableVersion is the version of the msgpack form of Table.
@@ -66,8 +90,8 @@ const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 
 // ColumnSpec names and types one column: a table schema is a []ColumnSpec.
 type ColumnSpec struct {
-	Name string
-	Type ColumnType
+	Name string     `json:"name"`
+	Type ColumnType `json:"type"`
 }
 
 // Column is one named, typed column. Exactly one slice is used, chosen by Type:

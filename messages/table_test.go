@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -194,4 +195,22 @@ func FuzzDecodeTableMsgpack(f *testing.F) {
 			t.Fatalf("decoded table does not marshal: %v", err)
 		}
 	})
+}
+
+func TestColumnSpecJSON(t *testing.T) {
+	in := []ColumnSpec{{Name: "sym", Type: TypeSymbol}, {Name: "price", Type: TypeFloat}, {Name: "time", Type: TypeTimestamp}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `[{"name":"sym","type":"symbol"},{"name":"price","type":"float"},{"name":"time","type":"timestamp"}]` {
+		t.Fatalf("JSON %s", b)
+	}
+	var out []ColumnSpec
+	if err := json.Unmarshal(b, &out); err != nil || len(out) != 3 || out[2] != in[2] {
+		t.Fatalf("round trip %v %v", out, err)
+	}
+	if err := json.Unmarshal([]byte(`[{"name":"x","type":"decimal"}]`), &out); err == nil {
+		t.Fatal("want an error for an unknown type")
+	}
 }

@@ -40,6 +40,16 @@ func (d *DAP) publishRegistration() {
 func (d *DAP) registrationLocked() messages.DAPRegistration {
 	reg := registration(d.cfg, d.state.available)
 	reg.Purview, reg.PurviewVersion, reg.ReferenceVintage = d.state.purview, d.state.pv, d.state.rv
+	if ss, ok := d.cfg.Source.(SchemaSource); ok {
+		tables := make([]messages.TableInfo, len(reg.Tables))
+		for i, t := range reg.Tables {
+			if len(t.Columns) == 0 {
+				t.Columns, _ = ss.Schema(t.Name)
+			}
+			tables[i] = t
+		}
+		reg.Tables = tables
+	}
 	return reg
 }
 

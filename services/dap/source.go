@@ -30,6 +30,21 @@ type RowCounter interface {
 // label selector is applied by the engine like a filter.
 type EngineSource struct{ Store *engine.Store }
 
+// SchemaSource is an optional interface of a Source: the columns of a table,
+// which the DAP adds to its registration for getMeta.
+type SchemaSource interface {
+	Schema(table string) ([]messages.ColumnSpec, bool)
+}
+
+// Schema returns the store's columns of the table.
+func (s EngineSource) Schema(table string) ([]messages.ColumnSpec, bool) {
+	if s.Store == nil {
+		return nil, false
+	}
+	def, ok := s.Store.Def(table)
+	return def.Columns, ok
+}
+
 // pingPayload is the partial answer of ping: msgpack true, "this DAP is reachable".
 var pingPayload = []byte{0xc3}
 

@@ -63,14 +63,16 @@ func tsPtr(ts int64) *time.Time {
 
 func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 	m := Meta{Aggs: r.cfg.AggIDs, RCs: []MetaRC{{ID: r.cfg.ID, Addr: r.cfg.Addr, Assembly: r.cfg.Assembly}}}
-	kinds := map[string]messages.TableKind{}
+	tables := map[string]messages.TableInfo{}
 	for _, d := range r.core.DAPs() {
 		md := MetaDAP{ID: d.ID, Addr: d.Addr, RC: d.RC, Labels: d.Labels, Tier: string(d.Tier),
 			Start: tsPtr(d.Start), End: tsPtr(d.End), PurviewVersion: d.PurviewVersion,
 			ReferenceVintage: d.Vintage, Available: d.Available, Running: r.core.Running(d.ID)}
 		if rec := r.daps[d.ID]; rec != nil {
 			for _, t := range rec.reg.Tables {
-				kinds[t.Name] = t.Kind
+				if have, ok := tables[t.Name]; !ok || len(have.Columns) == 0 {
+					tables[t.Name] = t
+				}
 			}
 		}
 		for t := range d.Tables {
@@ -79,8 +81,8 @@ func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 		sort.Strings(md.Tables)
 		m.DAPs = append(m.DAPs, md)
 	}
-	for name, kind := range kinds {
-		m.Tables = append(m.Tables, messages.TableInfo{Name: name, Kind: kind})
+	for _, t := range tables {
+		m.Tables = append(m.Tables, t)
 	}
 	sort.Slice(m.Tables, func(i, j int) bool { return m.Tables[i].Name < m.Tables[j].Name })
 	r.answerValue(sub, m)
