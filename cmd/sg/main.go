@@ -73,6 +73,9 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_SCOPE_AFFINITY / KXI_SCOPE_AFFINITY             GW: hard | soft (hard)
   SG_ASSEMBLY_NAME / KXI_ASSEMBLY_NAME               RC, DAP: assembly ("" = global)
   SG_PREFIX                                          subject prefix (sg)
+  SG_JETSTREAM                                       GW, RC: request log and DAP state stream, on | off (on)
+  SG_JS_STORAGE / SG_JS_REPLICAS                     their storage, file | memory (file), and replicas (1)
+  SG_REQUEST_LOG_MAX_AGE                             request log retention (1h); request timeouts must stay below it
 SG_ durations take Go durations (60s) or milliseconds (60000); KXI_ durations are milliseconds.
 `
 
