@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,16 +100,37 @@ func (p feedPlan) rows(ri, b int) messages.Table {
 	return tickRows(p.regions[ri], times, ids)
 }
 
+// lateRows of region ri arrive after the end of interval at batch b (b%4 == 3) closed
+// their interval, while their day is open: the idb takes them.
+func (p feedPlan) lateRows(ri, b int) messages.Table {
+	times := make([]time.Time, 3)
+	ids := make([]int64, 3)
+	for k := range times {
+		times[k] = p.batchEnd(b).Add(-time.Duration(k+1) * 13 * time.Millisecond)
+		ids[k] = 5_000_000 + int64(ri)*100_000 + int64(b)*10 + int64(k)
+	}
+	return tickRows(p.regions[ri], times, ids)
+}
+
+// isLateBatch: the feed publishes late rows after the end of interval at batch b.
+func isLateBatch(b int) bool { return b%4 == 3 }
+
 // count and sum of v of region ri's rows with time in [from, to), over the first
-// batches batches.
-func (p feedPlan) expect(ri, batches int, from, to time.Time) (n int64, sum float64) {
-	for b := range batches {
-		rows := p.rows(ri, b)
+// batches batches and the late rows published after the ends of interval before
+// lateBefore.
+func (p feedPlan) expect(ri, batches, lateBefore int, from, to time.Time) (n int64, sum float64) {
+	add := func(rows messages.Table) {
 		for i, ts := range rows.Col("time").Ints {
 			if ts >= from.UnixNano() && ts < to.UnixNano() {
 				n++
 				sum += rows.Col("v").Floats[i]
 			}
+		}
+	}
+	for b := range batches {
+		add(p.rows(ri, b))
+		if isLateBatch(b) && b < lateBefore {
+			add(p.lateRows(ri, b))
 		}
 	}
 	return n, sum
@@ -218,7 +240,7 @@ func TestLiveChurn(t *testing.T) {
 				}
 				queries.Add(1)
 				for ri, r := range plan.regions {
-					wn, ws := plan.expect(ri, b, from, to)
+					wn, ws := plan.expect(ri, b, b, from, to)
 					if n[r] != wn || s[r] != ws {
 						t.Errorf("request %s: region %s over [%s, %s) of %d batches: count %d sum %v, want %d %v (RETRY completions %d)",
 							id, r, from.Format("15:04:05.000"), to.Format("15:04:05.000"), b, n[r], s[r], wn, ws, watch.of(id))
@@ -244,17 +266,15 @@ func TestLiveChurn(t *testing.T) {
 			t.Fatal(ctx.Err())
 		}
 		plan.publish(ctx, t, pub, b)
-		for _, g := range groups {
-			if err := g.g.Sync(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if synced.Swap(int64(b+1)) == 0 {
-			close(firstSync)
-		}
-		if b%4 == 3 {
+		if isLateBatch(b) {
 			for _, g := range groups {
 				if err := g.g.EndOfInterval(ctx, plan.batchEnd(b)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Rows that missed the interval just closed: the idb takes them, under load.
+			for ri := range plan.regions {
+				if _, err := pub.Publish(ctx, tickDef.Name, plan.lateRows(ri, b)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -265,6 +285,15 @@ func TestLiveChurn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+		}
+		// From here the load counts batch b (and its late rows): every group holds them.
+		for _, g := range groups {
+			if err := g.g.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if synced.Swap(int64(b+1)) == 0 {
+			close(firstSync)
 		}
 	}
 	close(stopLoad)
@@ -281,6 +310,10 @@ func TestLiveChurn(t *testing.T) {
 	for ri := range plan.regions {
 		for bb := range batches {
 			rows := plan.rows(ri, bb)
+			if isLateBatch(bb) {
+				late := plan.lateRows(ri, bb)
+				rows.Columns[2].Ints = append(slices.Clone(rows.Columns[2].Ints), late.Col("id").Ints...)
+			}
 			for _, id := range rows.Col("id").Ints {
 				if !seen[id] {
 					t.Fatalf("row %d (batch %d) not found", id, bb)
@@ -301,21 +334,24 @@ func TestLiveChurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for ri, r := range plan.regions {
-			if wn, ws := plan.expect(ri, batches, from, to); n[r] != wn || s[r] != ws {
+			if wn, ws := plan.expect(ri, batches, batches, from, to); n[r] != wn || s[r] != ws {
 				t.Fatalf("%s over [%s, %s): %d %v, want %d %v", r, from, to, n[r], s[r], wn, ws)
 			}
 		}
 	}
-	var eois, eods, late uint64
+	var eois, eods, late, lateIDB uint64
 	for _, g := range groups {
 		st := g.g.Stats()
-		eois, eods, late = eois+st.EOIs.Load(), eods+st.EODs.Load(), late+st.LateRows.Load()
+		eois, eods, late, lateIDB = eois+st.EOIs.Load(), eods+st.EODs.Load(), late+st.LateRows.Load(), lateIDB+st.LateInIDB.Load()
 	}
-	t.Logf("%d batches (%d rows), %d ends of interval, %d ends of day, %d queries, %d RETRY completions, %d answers that were retried, RC retries %v",
-		batches, batches*plan.perBatch*len(plan.regions), eois, eods, queries.Load(), watch.total(), retriedOK.Load(), ls.counter("sg_rc_retries_total"))
+	t.Logf("%d batches (%d rows, %d late rows taken by the idbs), %d ends of interval, %d ends of day, %d queries, %d RETRY completions, %d answers that were retried, RC retries %v",
+		batches, batches*plan.perBatch*len(plan.regions), lateIDB, eois, eods, queries.Load(), watch.total(), retriedOK.Load(), ls.counter("sg_rc_retries_total"))
 	t.Logf("roll invariant checked after each of %d DAP events", coverage.verify(t))
 	if late != 0 {
 		t.Fatalf("%d rows rejected as late", late)
+	}
+	if want := uint64(len(plan.regions) * 3 * ((batches + 1) / 4)); lateIDB != want {
+		t.Fatalf("the idbs took %d late rows, want %d", lateIDB, want)
 	}
 	if retriedOK.Load() < 3 || ls.counter("sg_rc_retries_total") < 3 {
 		t.Fatalf("the load saw %d retried answers and the RC %v retries; want rolls to meet requests in flight", retriedOK.Load(), ls.counter("sg_rc_retries_total"))

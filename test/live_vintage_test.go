@@ -163,9 +163,9 @@ func TestLiveVintageRetry(t *testing.T) {
 		for _, d := range ds {
 			last = max(last, d.Attempt)
 		}
-		want, _ := plan.expect(0, 10, plan.base, plan.batchEnd(9))
+		want, _ := plan.expect(0, 10, 0, plan.base, plan.batchEnd(9))
 		if len(ds) == 1 { // a blocker: one hdb portion, before the update
-			want, _ = plan.expect(0, 10, plan.base, plan.batchEnd(2))
+			want, _ = plan.expect(0, 10, 0, plan.base, plan.batchEnd(2))
 			if ds[0].ReferenceVintage != v0 {
 				t.Fatalf("blocker ran at vintage %d", ds[0].ReferenceVintage)
 			}
