@@ -134,7 +134,19 @@ func TestPurviewChangeBetweenDispatchAndExecutionRetries(t *testing.T) {
 	src, fleet := engineSource(t, sys)
 	cfg := oneDAP(src, 2)
 	cfg.Heartbeat = time.Hour // no heartbeat corrects the RC's view first
+	// The DAP registers at start and again on first seeing the RC; the
+	// stale registration must come after both. They all leave on the one
+	// connection the test shares, so order is kept once both are seen.
+	regs, err := sys.nc.SubscribeSync(sys.s.DAPRegister("d1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sys.startDAP(cfg)
+	for i := 0; i < 2; i++ {
+		if _, err := regs.NextMsg(10 * time.Second); err != nil {
+			t.Fatalf("DAP registration %d: %v", i+1, err)
+		}
+	}
 	sys.waitDAPs(1)
 	stale, err := messages.Encode(&messages.DAPRegistration{V: messages.DAPVersion, DAPID: "d1", RCID: "rc-1",
 		Labels: cfg.Labels, Tier: cfg.Tier, Purview: messages.Unbounded, Tables: cfg.Tables,

@@ -222,8 +222,13 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 	// in flight.
 	if rec := r.daps[c.DAPID]; rec != nil && out == core.OutcomeRetry {
 		at := now.UnixNano()
-		if c.PurviewVersion != rec.reg.PurviewVersion {
+		// The purview comes with its version: learning the version alone
+		// would send ranges the DAP has given away, at a matching version.
+		if c.PurviewVersion != rec.reg.PurviewVersion || (c.Purview != nil && *c.Purview != rec.reg.Purview) {
 			rec.reg.PurviewVersion = c.PurviewVersion
+			if c.Purview != nil && c.Purview.Valid() {
+				rec.reg.Purview = *c.Purview
+			}
 			r.step(core.DAPStatusChanged{At: at, DAP: dapInfo(rec.reg)})
 		}
 		if c.ReferenceVintage != rec.reg.ReferenceVintage {
