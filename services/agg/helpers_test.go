@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
@@ -14,6 +13,7 @@ import (
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -27,21 +27,7 @@ var (
 
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(wait) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, natstest.Start(t))
 }
 
 // env is one Agg on an embedded server, with the subjects a GW and an RC listen on.
@@ -83,17 +69,7 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 
 func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
 	t.Helper()
-	sub, err := nc.SubscribeSync(subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return sub
+	return natstest.Subscribe(t, nc, subject)
 }
 
 func (e *env) publish(subject string, v any) {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -40,17 +41,7 @@ func startNATS(t *testing.T, maxPayload int32) *nats.Conn {
 
 func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
 	t.Helper()
-	sub, err := nc.SubscribeSync(subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return sub
+	return natstest.Subscribe(t, nc, subject)
 }
 
 // next returns the next message on sub, failing the test after wait.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +16,7 @@ import (
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -24,21 +24,7 @@ const wait = 10 * time.Second // bound on every wait for an event
 
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(wait) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	return natstest.Connect(t, natstest.Start(t))
 }
 
 type env struct {

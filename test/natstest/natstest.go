@@ -48,3 +48,20 @@ func Connect(t testing.TB, s *server.Server) *nats.Conn {
 	t.Cleanup(nc.Close)
 	return nc
 }
+
+// Subscribe is a synchronous subscription that buffers without limit, so a
+// test that reads late loses nothing; the server has it when it returns.
+func Subscribe(t testing.TB, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatalf("natstest: subscribe %s: %v", subject, err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatalf("natstest: pending limits: %v", err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("natstest: flush: %v", err)
+	}
+	return sub
+}
