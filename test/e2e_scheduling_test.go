@@ -180,8 +180,15 @@ func TestPurviewChangeBetweenDispatchAndExecutionRetries(t *testing.T) {
 	sameTable(t, got, expected(t, fleet, withLabels(args, "eu")))
 }
 
-// metaPurviewVersion asks getMeta whether the RC sees the DAP at version pv.
-func (sys *system) metaPurviewVersion(dapID string, pv uint64) bool {
+// metaDAP is a DAP as the RC's getMeta shows it.
+type metaDAP struct {
+	ID             string `msgpack:"id"`
+	PurviewVersion uint64 `msgpack:"purviewVersion"`
+	Available      bool   `msgpack:"available"`
+}
+
+// metaDAP asks getMeta for the RC's view of one DAP (ok false: not known).
+func (sys *system) metaDAP(dapID string) (metaDAP, bool) {
 	sys.t.Helper()
 	ctx, cancel := context.WithTimeout(sys.ctx, 5*time.Second)
 	defer cancel()
@@ -190,20 +197,27 @@ func (sys *system) metaPurviewVersion(dapID string, pv uint64) bool {
 		sys.t.Fatalf("getMeta: %v %+v", err, resp.Header.Status)
 	}
 	var meta struct {
-		DAPs []struct {
-			ID             string `msgpack:"id"`
-			PurviewVersion uint64 `msgpack:"purviewVersion"`
-		} `msgpack:"daps"`
+		DAPs []metaDAP `msgpack:"daps"`
 	}
 	if err := msgpack.Unmarshal(resp.Payload, &meta); err != nil {
 		sys.t.Fatal(err)
 	}
 	for _, d := range meta.DAPs {
 		if d.ID == dapID {
-			return d.PurviewVersion == pv
+			return d, true
 		}
 	}
-	return false
+	return metaDAP{}, false
+}
+
+func (sys *system) metaPurviewVersion(dapID string, pv uint64) bool {
+	d, ok := sys.metaDAP(dapID)
+	return ok && d.PurviewVersion == pv
+}
+
+func (sys *system) metaAvailable(dapID string, avail bool) bool {
+	d, ok := sys.metaDAP(dapID)
+	return ok && d.Available == avail
 }
 
 // A timeout answers with the seed's message.
@@ -231,29 +245,4 @@ func TestTimeoutAnswersWithTheSeedMessage(t *testing.T) {
 	if !strings.HasPrefix(st.AI, "Request timed out, [rc=") {
 		t.Fatal("not the seed's form")
 	}
-}
-
-func (sys *system) metaAvailable(dapID string, avail bool) bool {
-	sys.t.Helper()
-	ctx, cancel := context.WithTimeout(sys.ctx, 5*time.Second)
-	defer cancel()
-	resp, err := sys.client.Do(ctx, "getMeta", nil, messages.Opts{})
-	if err != nil || !resp.Header.Status.IsOK() {
-		sys.t.Fatalf("getMeta: %v %+v", err, resp.Header.Status)
-	}
-	var meta struct {
-		DAPs []struct {
-			ID        string `msgpack:"id"`
-			Available bool   `msgpack:"available"`
-		} `msgpack:"daps"`
-	}
-	if err := msgpack.Unmarshal(resp.Payload, &meta); err != nil {
-		sys.t.Fatal(err)
-	}
-	for _, d := range meta.DAPs {
-		if d.ID == dapID {
-			return d.Available == avail
-		}
-	}
-	return false
 }
