@@ -41,6 +41,16 @@ func (c *Core) completed(e PortionCompleted) {
 		}
 		return
 	}
+	if e.Outcome == OutcomeTimeout && r.Deadline <= c.now {
+		// The DAP gave up at the deadline, as the RC is about to: it was
+		// executing when time ran out, and the message says so (not
+		// "respTooLate", which is a response the RC could not process).
+		c.expire()
+		if d != nil {
+			c.dequeue(d)
+		}
+		return
+	}
 	ps.finished = true
 	ls := ps.ls
 	r.setRunning(ls, ls.running-1)

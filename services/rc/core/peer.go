@@ -81,6 +81,11 @@ func (c *Core) relayCompleted(rr *relayedRequest, e PortionCompleted) {
 	if p.done {
 		return
 	}
+	if e.Outcome == OutcomeTimeout && c.now >= rr.deadline {
+		// Executing when time ran out: still shown as such (see completed).
+		c.emit(ForwardCompletion{RC: rr.primary, Completion: e})
+		return
+	}
 	p.done = true
 	p.tooLate = c.now >= rr.deadline
 	c.emit(ForwardCompletion{RC: rr.primary, Completion: e})

@@ -150,6 +150,17 @@ func TestTimeoutExecutingResponseTooLate(t *testing.T) {
 	wantText(t, rep.Text, `Request timed out, [rc=rc-1;status="executing";respTooLate=[a:5080];agg=agg-1]`)
 }
 
+func TestTimeoutDAPGivesUpAtTheDeadline(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.register("a", lbl("region", "eu"))
+	d := dispatchedTo(t, h.request("q1", "trade", nil, t0, t0+hour, time.Second), "a")
+	// The DAP's own deadline fires first: its TIMEOUT arrives before the
+	// RC's timer. It was executing when time ran out, not late.
+	h.now = t0 + int64(time.Second)
+	rep := only[Reply](t, h.complete(d, OutcomeTimeout))
+	wantText(t, rep.Text, `Request timed out, [rc=rc-1;status="executing";dap=[a:5080]]`)
+}
+
 func TestTimeoutAggregating(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.register("a", lbl("region", "eu"))
