@@ -180,8 +180,7 @@ func (g *GW) Run(ctx context.Context) error {
 	}
 	grp := svc.AddGroup(g.s.GWAPIGroup())
 	for _, api := range subjects.APIs {
-		h := micro.HandlerFunc(func(r micro.Request) { g.handle(api, r) })
-		if err := grp.AddEndpoint(api, h, micro.WithEndpointMetadata(map[string]string{"api": api})); err != nil {
+		if err := grp.AddEndpoint(api, endpoint{g: g, api: api}, micro.WithEndpointMetadata(map[string]string{"api": api})); err != nil {
 			_ = svc.Stop()
 			unsubscribe()
 			return fmt.Errorf("gw: add endpoint %s: %w", api, err)
@@ -325,6 +324,16 @@ func (g *GW) finish(p *pending, a answer) {
 
 // handle is the micro handler: it never blocks, it hands the request to a
 // goroutine or refuses it at once.
+// endpoint is one API's micro handler. A value, not a closure: micro copies
+// it into the endpoint before subscribing, so no captured variable is
+// shared with the handler's goroutine.
+type endpoint struct {
+	g   *GW
+	api string
+}
+
+func (e endpoint) Handle(r micro.Request) { e.g.handle(e.api, r) }
+
 func (g *GW) handle(api string, r micro.Request) {
 	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
 	received := time.Now()
