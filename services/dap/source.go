@@ -75,7 +75,17 @@ func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 	}
 	// The engine cannot be interrupted; it is fast on one shard, and the caller stops
 	// waiting at the deadline anyway.
-	p, err := s.Store.Execute(a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	return RunGetData(ctx, s.Store.Execute, a, rng)
+}
+
+// GetDataExecutor runs getData on one portion's range (the zero time is an open
+// end): the engine's Store.Execute and the Parquet catalog's Execute.
+type GetDataExecutor func(args messages.GetDataArgs, start, end time.Time) (merge.Partial, error)
+
+// RunGetData runs exec on the portion's range and encodes the partial, with its
+// row count (groups, for an aggregate): the part every getData source shares.
+func RunGetData(ctx context.Context, exec GetDataExecutor, a messages.GetDataArgs, rng messages.TimeRange) ([]byte, int64, error) {
+	p, err := exec(a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -2,11 +2,8 @@ package live
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/parquetdb"
@@ -39,27 +36,5 @@ func (s hdbSource) ExecuteRows(ctx context.Context, api string, args msgpack.Raw
 	if !s.cat.Has(a.Table) {
 		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
 	}
-	p, err := s.cat.Execute(a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, 0, err
-	}
-	b, err := merge.EncodePartial(p)
-	if err != nil {
-		return nil, 0, fmt.Errorf("encode partial: %w", err)
-	}
-	rows := int64(p.Rows.NumRows())
-	if p.Aggregated {
-		rows = int64(p.Groups)
-	}
-	return b, rows, nil
-}
-
-func rangeTime(ns, unbounded int64) time.Time {
-	if ns == unbounded {
-		return time.Time{}
-	}
-	return time.Unix(0, ns).UTC()
+	return dap.RunGetData(ctx, s.cat.Execute, a, rng)
 }
