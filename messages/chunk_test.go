@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 func randomPayload(n int, seed uint64) []byte {
@@ -23,20 +23,7 @@ func randomPayload(n int, seed uint64) []byte {
 }
 
 func TestChunkedOverNATS(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t, natstest.Start(t))
 
 	const subject = "sg.gw.gw-1.answer.req-1"
 	sub, err := nc.SubscribeSync(subject)

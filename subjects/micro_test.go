@@ -4,29 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // TestMicroEndpointSubjects checks that registering the GW endpoints the way
 // the GW does (one micro group, one endpoint per API) yields exactly the
 // subjects that GWAPI builds, so clients and the GW cannot disagree.
 func TestMicroEndpointSubjects(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc := natstest.Connect(t, natstest.Start(t))
 
 	s, _ := New("acme.sg")
 	svc, err := micro.AddService(nc, micro.Config{Name: s.ServiceName(ServiceGW), Version: "0.1.0"})

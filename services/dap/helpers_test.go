@@ -22,21 +22,8 @@ const wait = 10 * time.Second
 // keeps the server's default (1 MiB).
 func startNATS(t *testing.T, maxPayload int32) *nats.Conn {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, MaxPayload: maxPayload})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(wait) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	return nc
+	srv := natstest.Start(t, func(o *server.Options) { o.MaxPayload = maxPayload })
+	return natstest.Connect(t, srv)
 }
 
 func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {

@@ -11,8 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Start runs a server for the test and returns it.
-func Start(t testing.TB) *server.Server {
+// Start runs a server for the test and returns it; tune adjusts its options
+// (e.g. MaxPayload).
+func Start(t testing.TB, tune ...func(*server.Options)) *server.Server {
 	t.Helper()
 	opts := &server.Options{
 		Host:      "127.0.0.1",
@@ -21,6 +22,9 @@ func Start(t testing.TB) *server.Server {
 		NoSigs:    true,
 		JetStream: true,
 		StoreDir:  t.TempDir(),
+	}
+	for _, f := range tune {
+		f(opts)
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
