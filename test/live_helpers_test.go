@@ -2,122 +2,30 @@ package test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/sg-project/sg/services/agg"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/live"
-	"github.com/sg-project/sg/services/gw"
-	"github.com/sg-project/sg/services/gw/client"
-	"github.com/sg-project/sg/services/rc"
 	"github.com/sg-project/sg/subjects"
-	"github.com/sg-project/sg/test/natstest"
 )
 
-// liveSys is GW, RC and Agg on an embedded NATS server with JetStream, for live groups.
-type liveSys struct {
-	t      *testing.T
-	url    string
-	nc     *nats.Conn
-	s      subjects.Subjects
-	gw     *gw.GW
-	client *client.Client
-	reg    *prometheus.Registry
-	ctx    context.Context
-	wg     sync.WaitGroup
-	errs   chan error
-}
+// liveSys is the system (GW, RC and Agg on an embedded NATS server with
+// JetStream) that live groups run in.
+type liveSys struct{ *system }
 
 func startLiveSys(t *testing.T, maxRetry int) *liveSys {
 	t.Helper()
-	url := natstest.Start(t).ClientURL()
-	nc, err := nats.Connect(url, nats.Name(t.Name()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ls := &liveSys{t: t, url: url, nc: nc, s: subjects.Default(), reg: prometheus.NewRegistry(), ctx: ctx, errs: make(chan error, 64)}
-	t.Cleanup(func() {
-		cancel()
-		done := make(chan struct{})
-		go func() { ls.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("services did not stop within 15s")
-		}
-		nc.Close()
-		close(ls.errs)
-		for err := range ls.errs {
-			t.Errorf("service: %v", err)
-		}
-	})
-	log := testLogger(t)
 	// Announcements every 100 ms: the GW drops an RC after 3 silent periods, and a busy
 	// CI machine under -race must not make it look gone.
-	g, err := gw.New(gw.Config{ID: "gw-1", NC: nc, Subjects: ls.s, Log: log, Timeout: 30 * time.Second,
-		AnnounceEvery: 100 * time.Millisecond, Registry: ls.reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: ls.s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: 100 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: ls.reg, MaxRetry: maxRetry})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agg.New(agg.Config{ID: "agg-1", NC: nc, Subjects: ls.s, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls.gw, ls.client = g, client.New(nc, ls.s)
-	ls.run("agg", a.Run)
-	<-a.Ready()
-	ls.run("rc", r.Run)
-	ls.run("gw", g.Run)
-	select {
-	case <-g.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("GW not ready within 10s")
-	}
-	return ls
-}
-
-func (ls *liveSys) run(name string, fn func(context.Context) error) {
-	ls.wg.Go(func() {
-		if err := fn(ls.ctx); err != nil && !errors.Is(err, context.Canceled) {
-			ls.errs <- fmt.Errorf("%s: %w", name, err)
-		}
-	})
-}
-
-// waitDAPs waits until the RC knows n DAPs.
-func (ls *liveSys) waitDAPs(n int) {
-	ls.t.Helper()
-	ctx, cancel := context.WithTimeout(ls.ctx, 30*time.Second)
-	defer cancel()
-	if err := ls.gw.WaitRCs(ctx, func(rcs []gw.RCInfo) bool { return len(rcs) > 0 && rcs[0].DAPs >= n }); err != nil {
-		ls.t.Fatalf("waiting for %d DAPs: %v", n, err)
-	}
-}
-
-func (ls *liveSys) waitQueued(n int) {
-	ls.t.Helper()
-	ctx, cancel := context.WithTimeout(ls.ctx, 10*time.Second)
-	defer cancel()
-	if err := ls.gw.WaitRCs(ctx, func(rcs []gw.RCInfo) bool { return len(rcs) > 0 && rcs[0].Queued >= n }); err != nil {
-		ls.t.Fatalf("waiting for %d queued portions: %v", n, err)
-	}
+	return &liveSys{startSystem(t, systemOptions{gwTimeout: 30 * time.Second, maxRetry: maxRetry,
+		announceEvery: 100 * time.Millisecond})}
 }
 
 func (ls *liveSys) counter(name string) float64 {

@@ -35,6 +35,7 @@ type system struct {
 	wg     *sync.WaitGroup
 	errs   chan error
 	log    zerolog.Logger
+	url    string // the NATS server's
 }
 
 type systemOptions struct {
@@ -42,6 +43,8 @@ type systemOptions struct {
 	gwTimeout     time.Duration // default request timeout
 	timeoutMargin time.Duration
 	log           *zerolog.Logger // every service's logger; default testLogger
+	maxRetry      int             // RC; default 3
+	announceEvery time.Duration   // RC announcements (the GW's expectation too); default 20 ms
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -56,6 +59,9 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	if o.url == "" {
 		o.url = natstest.Start(t).ClientURL()
 	}
+	if o.announceEvery == 0 {
+		o.announceEvery = 20 * time.Millisecond
+	}
 	nc, err := nats.Connect(o.url, nats.Name(t.Name()))
 	if err != nil {
 		t.Fatalf("connect %s: %v", o.url, err)
@@ -67,7 +73,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	}
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
-	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64), log: log}
+	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64), log: log, url: o.url}
 	t.Cleanup(func() {
 		cancel()
 		done := make(chan struct{})
@@ -85,12 +91,12 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	})
 
 	g, err := gw.New(gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
-		TimeoutMargin: o.timeoutMargin, AnnounceEvery: 20 * time.Millisecond, Registry: reg})
+		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: 20 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: reg})
+		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry})
 	if err != nil {
 		t.Fatal(err)
 	}
