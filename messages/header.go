@@ -26,7 +26,10 @@ const (
 	HdrAI               = "Sg-Ai"                // application information: the error text
 	HdrContentType      = "Sg-Content-Type"      // body encoding: "msgpack" or "json"
 	HdrLogCorr          = "Sg-Log-Corr"          // client's log correlation id, echoed in every log line
-	HdrRetryAfter       = "Sg-Retry-After"       // milliseconds to wait before polling or retrying
+	HdrRetryAfter       = "Sg-Retry-After"       // whole seconds to wait before polling or retrying (as HTTP's Retry-After)
+	HdrClientRequestID  = "Sg-Client-Request-Id" // the caller's own request id: a label in logs, never a key inside sg
+	HdrCaller           = "Sg-Caller"            // GW -> RC: the caller a request is counted against (per-caller limits)
+	HdrLimit            = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
 	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk
 	HdrChunkCount       = "Sg-Chunk-Count"       // number of chunks of the payload
 	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload

@@ -60,6 +60,11 @@ const (
 	GWAnswer  = "gw.*.answer.*"
 	GWAnswerT = "gw.%s.answer.%s"
 
+	// GWCancel: client -> GW, "I gave up on my request" (the request's id in
+	// Sg-Request-Id, the caller known by the reply inbox); a micro endpoint in
+	// the api group, so a client still publishes only under api.>.
+	GWCancel = "api.cancel"
+
 	// RCAnnounce: RC -> all GWs, "I exist, this is my assembly and load", per RC id.
 	RCAnnounce  = "evt.rc.*.announce"
 	RCAnnounceT = "evt.rc.%s.announce"
@@ -77,6 +82,10 @@ const (
 	// RCAggDone: Agg -> RC, the request was answered, per RC id.
 	RCAggDone  = "rc.*.aggdone"
 	RCAggDoneT = "rc.%s.aggdone"
+	// RCCancel: GW -> RC, cancel a request's drive (drive id in Sg-Request-Id, no body), per RC id.
+	RCCancel  = "rc.*.cancel"
+	RCCancelT = "rc.%s.cancel"
+
 	// RCSecondaryDispatch: primary RC -> secondary RC, the label sets the secondary must run, per secondary RC id.
 	RCSecondaryDispatch  = "rc.*.secondary.dispatch"
 	RCSecondaryDispatchT = "rc.%s.secondary.dispatch"
@@ -108,6 +117,17 @@ const (
 	// DAPPortion: RC -> DAP, one portion to execute, per DAP id.
 	DAPPortion  = "dap.*.portion"
 	DAPPortionT = "dap.%s.portion"
+
+	// DAPCancel: RC -> DAP, stop the portions of a request (request id in Sg-Request-Id, no body), per DAP id.
+	DAPCancel  = "dap.*.cancel"
+	DAPCancelT = "dap.%s.cancel"
+
+	// AggHeartbeat: Agg -> RCs, periodic liveness, per Agg id.
+	AggHeartbeat  = "evt.agg.*.heartbeat"
+	AggHeartbeatT = "evt.agg.%s.heartbeat"
+	// AggCancel: RC -> Agg, drop the partials of a request (request id in Sg-Request-Id, no body), per Agg id.
+	AggCancel  = "agg.*.cancel"
+	AggCancelT = "agg.%s.cancel"
 
 	// AggExpect: RC -> Agg, which portions (and attempts) to expect for a request, per Agg id.
 	AggExpect  = "agg.*.expect"
@@ -193,6 +213,9 @@ func (s Subjects) GWAnswer(gwID, requestID string) string {
 	return s.build(GWAnswerT, gwID, requestID)
 }
 
+// GWCancel is where a client cancels its request.
+func (s Subjects) GWCancel() string { return s.rel(GWCancel) }
+
 // --- RC ---
 
 // RCAnnouncePattern matches the announcements of every RC (a GW subscribes).
@@ -227,6 +250,12 @@ func (s Subjects) RCAggDonePattern() string { return s.rel(RCAggDone) }
 
 // RCAggDone is where an Agg tells RC rcID that it answered a request.
 func (s Subjects) RCAggDone(rcID string) string { return s.build(RCAggDoneT, rcID) }
+
+// RCCancelPattern matches cancellations sent to every RC.
+func (s Subjects) RCCancelPattern() string { return s.rel(RCCancel) }
+
+// RCCancel is where a GW cancels a drive on RC rcID.
+func (s Subjects) RCCancel(rcID string) string { return s.build(RCCancelT, rcID) }
 
 // RCSecondaryDispatchPattern matches secondary dispatches to every RC.
 func (s Subjects) RCSecondaryDispatchPattern() string { return s.rel(RCSecondaryDispatch) }
@@ -298,7 +327,25 @@ func (s Subjects) DAPPortionPattern() string { return s.rel(DAPPortion) }
 // DAPPortion is where an RC dispatches a portion to DAP dapID.
 func (s Subjects) DAPPortion(dapID string) string { return s.build(DAPPortionT, dapID) }
 
+// DAPCancelPattern matches cancellations sent to every DAP.
+func (s Subjects) DAPCancelPattern() string { return s.rel(DAPCancel) }
+
+// DAPCancel is where an RC tells DAP dapID to stop a request's portions.
+func (s Subjects) DAPCancel(dapID string) string { return s.build(DAPCancelT, dapID) }
+
 // --- Agg ---
+
+// AggHeartbeatPattern matches the heartbeats of every Agg (an RC subscribes).
+func (s Subjects) AggHeartbeatPattern() string { return s.rel(AggHeartbeat) }
+
+// AggHeartbeat is where Agg aggID publishes its heartbeat.
+func (s Subjects) AggHeartbeat(aggID string) string { return s.build(AggHeartbeatT, aggID) }
+
+// AggCancelPattern matches cancellations sent to every Agg.
+func (s Subjects) AggCancelPattern() string { return s.rel(AggCancel) }
+
+// AggCancel is where an RC tells Agg aggID to drop a request's partials.
+func (s Subjects) AggCancel(aggID string) string { return s.build(AggCancelT, aggID) }
 
 // AggExpectPattern matches expectations sent to every Agg.
 func (s Subjects) AggExpectPattern() string { return s.rel(AggExpect) }
