@@ -1,0 +1,472 @@
+// Package httpapi serves sg's APIs over HTTP: a thin adapter in front of the
+// GW's NATS endpoints, so that HTTP and NATS callers get the same answers from
+// the same code path (admission, limits, exactly one answer, timeouts).
+//
+//	POST /v1/{api}        the API's arguments as a JSON body (or a whole
+//	                      {"header": ..., "payload": ...} envelope); answers the
+//	                      JSON envelope {header, payload} with the HTTP status of
+//	                      its return code (Status, the README's HTTP table)
+//	GET  /v1/health       200 when the path GW -> RC -> DAP answers a ping and at
+//	                      least one DAP is reached, 503 otherwise
+//	GET  /v1/openapi.json the OpenAPI document of the above
+//
+// Large answers, which the GW sends in chunks, stream to the caller chunk by
+// chunk with chunked transfer encoding, in memory bounded by the chunks that
+// arrive out of order, not by the answer's size. A transfer that breaks after
+// the status line was written (a missing chunk, a checksum mismatch) aborts the
+// HTTP connection, so the caller sees a failed transfer, never a cut document
+// that looks whole.
+//
+// A caller that closes its connection before the answer cancels its request:
+// the adapter sends the GW a cancel (subjects.GWCancel) from the same inbox.
+//
+// The adapter holds one NATS subscription for all its requests (a wildcard
+// on its own inbox prefix) and routes answers to waiting handlers by the
+// reply subject's last token.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxRequestBytes = 256 << 10          // a request body above it is TOO_LARGE (413)
+	DefaultWait            = 95 * time.Second   // GW timeout + margin + 5 s, for a request that sets no timeout
+	DefaultChunkIdle       = 30 * time.Second   // longest wait between two chunks of one answer
+	DefaultHealthTimeout   = 2 * time.Second    // the health check's ping timeout
+	maxWaiterBacklog       = 64                 // messages buffered per request before the router waits
+	waitMargin             = 35 * time.Second   // beyond a request's own timeout: the GW's margin + 5 s
+	healthPath             = "/v1/health"       //
+	openAPIPath            = "/v1/openapi.json" //
+	apiPattern             = "POST /v1/{api}"   //
+	contentJSON            = "application/json" //
+	contentProblem         = "application/json" // error answers are envelopes too
+	hdrRequestID           = "X-Request-Id"     // the caller's request id, echoed
+)
+
+// Config configures the adapter. The zero value of a field means its default.
+type Config struct {
+	Subjects        subjects.Subjects
+	MaxRequestBytes int64         // request body limit (the GW has its own, too)
+	MaxAnswerBytes  int64         // answer limit (messages.DefaultChunkLimit)
+	Wait            time.Duration // how long to wait for an answer when the request sets no timeout
+	ChunkIdle       time.Duration // how long to wait between two chunks of one answer
+	HealthTimeout   time.Duration
+	Log             zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Subjects == (subjects.Subjects{}) {
+		c.Subjects = subjects.Default()
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxAnswerBytes <= 0 {
+		c.MaxAnswerBytes = messages.DefaultChunkLimit
+	}
+	if c.Wait <= 0 {
+		c.Wait = DefaultWait
+	}
+	if c.ChunkIdle <= 0 {
+		c.ChunkIdle = DefaultChunkIdle
+	}
+	if c.HealthTimeout <= 0 {
+		c.HealthTimeout = DefaultHealthTimeout
+	}
+	return c
+}
+
+// Server is the HTTP adapter. Close it to drop its subscription.
+type Server struct {
+	nc    *nats.Conn
+	cfg   Config
+	inbox string // this adapter's inbox prefix; replies are inbox.<n>
+	sub   *nats.Subscription
+	next  atomic.Uint64
+
+	mu      sync.Mutex
+	waiters map[string]chan *nats.Msg
+}
+
+// New subscribes to the adapter's inbox on nc and returns the adapter.
+func New(nc *nats.Conn, cfg Config) (*Server, error) {
+	s := &Server{nc: nc, cfg: cfg.withDefaults(), waiters: map[string]chan *nats.Msg{}}
+	s.inbox = nc.NewInbox()
+	sub, err := nc.Subscribe(s.inbox+".*", s.route)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: subscribe %s.*: %w", s.inbox, err)
+	}
+	// Answers arrive in bursts of chunks; the router hands them on at once,
+	// so the default pending limits are only a backstop.
+	s.sub = sub
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("httpapi: flush: %w", err)
+	}
+	return s, nil
+}
+
+// Close drops the subscription; requests under way end with an error.
+func (s *Server) Close() error { return s.sub.Unsubscribe() }
+
+// route hands a message on the inbox to the handler waiting for it; a message
+// for nobody (a late chunk, a cancel's answer) is dropped.
+func (s *Server) route(m *nats.Msg) {
+	s.mu.Lock()
+	ch := s.waiters[m.Subject]
+	s.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- m:
+	default:
+		// The handler is not reading (the caller is slow to take the
+		// stream): block rather than drop a chunk, which would break the
+		// transfer. The handler's ChunkIdle bounds how long.
+		t := time.NewTimer(s.cfg.ChunkIdle)
+		defer t.Stop()
+		select {
+		case ch <- m:
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) wait(reply string) chan *nats.Msg {
+	ch := make(chan *nats.Msg, maxWaiterBacklog)
+	s.mu.Lock()
+	s.waiters[reply] = ch
+	s.mu.Unlock()
+	return ch
+}
+
+func (s *Server) done(reply string) {
+	s.mu.Lock()
+	delete(s.waiters, reply)
+	s.mu.Unlock()
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(apiPattern, s.serveAPI)
+	mux.HandleFunc("GET "+healthPath, s.serveHealth)
+	mux.HandleFunc("GET "+openAPIPath, serveOpenAPI)
+	return mux
+}
+
+// serveAPI runs one API request: body in, envelope out.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	api := r.PathValue("api")
+	reqID := r.Header.Get(hdrRequestID)
+	if reqID == "" || subjects.Validate("request id", reqID) != nil {
+		reqID = nuid.Next()
+	}
+	log := s.cfg.Log.With().Str("request_id", reqID).Str("api", api).Logger()
+	if !slices.Contains(subjects.APIs, api) {
+		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,
+			"Unknown API %q: want one of %v", truncate(api, 64), subjects.APIs))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeStatus(w, reqID, api, messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+				"Request body is larger than the limit of %d bytes", s.cfg.MaxRequestBytes))
+			return
+		}
+		writeStatus(w, reqID, api, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "Request body could not be read: %v", err))
+		return
+	}
+	env, wait, st := envelope(api, body, r, s.cfg.Wait)
+	if !st.IsOK() {
+		writeStatus(w, reqID, api, st)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	s.call(ctx, w, r, log, api, reqID, env, wait)
+}
+
+// envelope builds the JSON request envelope from the body: a body with a
+// top-level "header" is an envelope already (its header names the API and
+// options); anything else is the API's arguments. Query parameters timeout
+// (ms) and logCorr set the options of a bare-arguments body.
+func envelope(api string, body []byte, r *http.Request, defaultWait time.Duration) ([]byte, time.Duration, messages.Status) {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && !json.Valid(body) {
+		return nil, 0, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "Request body is not valid JSON")
+	}
+	var probe struct {
+		Header *struct {
+			API  string        `json:"api"`
+			Opts messages.Opts `json:"opts"`
+		} `json:"header"`
+	}
+	if len(body) > 0 && body[0] == '{' && json.Unmarshal(body, &probe) == nil && probe.Header != nil {
+		if probe.Header.API != "" && probe.Header.API != api {
+			return nil, 0, messages.Errorf(messages.CodeBadRequest, messages.CodeErr,
+				"Envelope header api %q does not match the path's %q", truncate(probe.Header.API, 64), api)
+		}
+		return body, waitFor(probe.Header.Opts.TimeoutMS, defaultWait), messages.Status{}
+	}
+	opts := messages.Opts{LogCorr: r.URL.Query().Get("logCorr")}
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		ms, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, 0, messages.Errorf(messages.CodeBadRequest, messages.CodeErr,
+				"Query parameter timeout=%q: want a positive number of milliseconds", truncate(t, 32))
+		}
+		opts.TimeoutMS = ms
+	}
+	var payload []byte
+	if len(body) > 0 && !bytes.Equal(body, []byte("null")) {
+		payload = body
+	}
+	b, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: payload, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return nil, 0, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "Request could not be encoded: %v", err)
+	}
+	return b, waitFor(opts.TimeoutMS, defaultWait), messages.Status{}
+}
+
+// waitFor bounds the wait for an answer: the request's own timeout plus the
+// GW's margin, which is when the GW answers a timeout itself at the latest.
+func waitFor(timeoutMS int64, defaultWait time.Duration) time.Duration {
+	if timeoutMS <= 0 {
+		return defaultWait
+	}
+	return time.Duration(timeoutMS)*time.Millisecond + waitMargin
+}
+
+// call sends env to the GW and streams its answer to w.
+func (s *Server) call(ctx context.Context, w http.ResponseWriter, r *http.Request, log zerolog.Logger, api, reqID string, env []byte, wait time.Duration) {
+	reply := s.inbox + "." + strconv.FormatUint(s.next.Add(1), 36)
+	ch := s.wait(reply)
+	defer s.done(reply)
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
+	messages.SetString(h, messages.HdrRequestID, reqID)
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: s.cfg.Subjects.GWAPI(api), Reply: reply, Header: h, Data: env}); err != nil {
+		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The gateway could not be reached: %v", err))
+		return
+	}
+	var first *nats.Msg
+	select {
+	case first = <-ch:
+	case <-ctx.Done():
+		if r.Context().Err() != nil {
+			// The caller went away: tell the GW, from the same inbox, so
+			// it can free what the request holds.
+			s.cancel(reqID, log)
+			return
+		}
+		writeStatus(w, reqID, api, messages.Errorf(messages.CodeTimeout, messages.CodeErr,
+			"No answer from the gateway within %s", wait))
+		return
+	}
+	if first.Header.Get(messages.HdrChunkCount) == "" {
+		writeAnswer(w, reqID, first.Header, int64(len(first.Data)))
+		_, _ = w.Write(first.Data)
+		return
+	}
+	s.stream(ctx, w, log, reqID, first, ch)
+}
+
+// cancel tells the GW the caller gave up on reqID; its answer is not awaited.
+func (s *Server) cancel(reqID string, log zerolog.Logger) {
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, reqID)
+	reply := s.inbox + ".c" + strconv.FormatUint(s.next.Add(1), 36)
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: s.cfg.Subjects.GWCancel(), Reply: reply, Header: h}); err != nil {
+		log.Warn().Err(err).Msg("cancel for a request whose HTTP caller went away could not be sent")
+		return
+	}
+	log.Info().Msg("HTTP caller went away: request cancelled")
+}
+
+// stream writes a chunked answer as its chunks arrive, in order, checking
+// that the chunks belong together and add up to the announced size and
+// checksum. Once the status line is out, a broken transfer can only abort
+// the connection.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, reqID string, first *nats.Msg, ch <-chan *nats.Msg) {
+	tr, err := newTransfer(first.Header, s.cfg.MaxAnswerBytes)
+	if err != nil {
+		code := messages.CodeErr
+		if errors.Is(err, messages.ErrTooLarge) {
+			code = messages.CodeTooLarge
+		}
+		writeStatus(w, reqID, first.Header.Get(messages.HdrAPI), messages.Errorf(code, messages.CodeErr, "Answer could not be received: %v", err))
+		return
+	}
+	writeAnswer(w, reqID, first.Header, -1) // no length: chunked transfer encoding
+	flusher, _ := w.(http.Flusher)
+	m := first
+	idle := time.NewTimer(s.cfg.ChunkIdle)
+	defer idle.Stop()
+	for {
+		if err := tr.add(m.Header, m.Data, w); err != nil {
+			log.Error().Err(err).Msg("chunked answer broke mid-stream; aborting the HTTP transfer")
+			panic(http.ErrAbortHandler)
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if tr.complete() {
+			return
+		}
+		idle.Reset(s.cfg.ChunkIdle)
+		select {
+		case m = <-ch:
+		case <-idle.C:
+			log.Error().Int("missing", tr.count-tr.next).Msg("chunked answer stalled; aborting the HTTP transfer")
+			panic(http.ErrAbortHandler)
+		case <-ctx.Done():
+			log.Warn().Err(ctx.Err()).Msg("chunked answer not finished; aborting the HTTP transfer")
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// transfer writes the chunks of one answer in index order. Chunks that
+// arrive early wait in held, whose size is bounded by the answer's limit.
+type transfer struct {
+	stream, sum  string
+	count, next  int
+	total, wrote int64
+	held         map[int][]byte
+	heldBytes    int64
+	limit        int64
+	crc          uint32
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func newTransfer(h nats.Header, limit int64) (*transfer, error) {
+	count, err := messages.GetInt(h, messages.HdrChunkCount)
+	if err != nil {
+		return nil, err
+	}
+	total, err := messages.GetInt(h, messages.HdrChunkTotal)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case total > limit:
+		return nil, fmt.Errorf("%w: answer of %d bytes is above the limit of %d bytes", messages.ErrTooLarge, total, limit)
+	case total < 0 || count < 1 || (total > 0 && count > total) || (total == 0 && count != 1):
+		return nil, fmt.Errorf("%w: chunk count %d does not fit an answer of %d bytes", messages.ErrChunk, count, total)
+	}
+	return &transfer{stream: h.Get(messages.HdrChunkStream), sum: h.Get(messages.HdrChunkSum), count: int(count),
+		total: total, held: map[int][]byte{}, limit: limit}, nil
+}
+
+func (t *transfer) complete() bool { return t.next == t.count }
+
+func (t *transfer) add(h nats.Header, data []byte, w io.Writer) error {
+	idx, err := messages.GetInt(h, messages.HdrChunkIndex)
+	if err != nil {
+		return err
+	}
+	if h.Get(messages.HdrChunkStream) != t.stream || h.Get(messages.HdrChunkSum) != t.sum {
+		return fmt.Errorf("%w: a chunk of another transfer", messages.ErrChunk)
+	}
+	if idx < 0 || idx >= int64(t.count) {
+		return fmt.Errorf("%w: chunk index %d outside 0..%d", messages.ErrChunk, idx, t.count-1)
+	}
+	i := int(idx)
+	if _, dup := t.held[i]; dup || i < t.next {
+		return nil // a duplicate
+	}
+	if t.wrote+t.heldBytes+int64(len(data)) > t.total {
+		return fmt.Errorf("%w: chunks add up to more than the announced %d bytes", messages.ErrChunk, t.total)
+	}
+	t.held[i] = data
+	t.heldBytes += int64(len(data))
+	for {
+		b, ok := t.held[t.next]
+		if !ok {
+			return nil
+		}
+		delete(t.held, t.next)
+		t.heldBytes -= int64(len(b))
+		if _, err := w.Write(b); err != nil {
+			return fmt.Errorf("httpapi: write chunk %d: %w", t.next, err)
+		}
+		t.crc = crc32.Update(t.crc, castagnoli, b)
+		t.wrote += int64(len(b))
+		t.next++
+		if t.complete() {
+			if t.wrote != t.total {
+				return fmt.Errorf("%w: %d chunks carried %d bytes, announced %d", messages.ErrChunk, t.count, t.wrote, t.total)
+			}
+			if t.sum != "" && strconv.FormatUint(uint64(t.crc), 16) != t.sum {
+				return fmt.Errorf("%w: checksum mismatch", messages.ErrChunk)
+			}
+			return nil
+		}
+	}
+}
+
+// writeAnswer writes the status line and headers of an answer whose NATS
+// headers are h.
+func writeAnswer(w http.ResponseWriter, reqID string, h nats.Header, size int64) {
+	st, err := messages.ReadStatus(h)
+	if err != nil {
+		st = messages.Status{RC: messages.CodeErr, AC: messages.CodeErr}
+	}
+	hh := w.Header()
+	hh.Set("Content-Type", contentJSON)
+	hh.Set(hdrRequestID, reqID)
+	if ra := h.Get(messages.HdrRetryAfter); ra != "" {
+		if n, err := strconv.ParseUint(ra, 10, 32); err == nil {
+			hh.Set("Retry-After", strconv.FormatUint(n, 10))
+		}
+	}
+	if size >= 0 {
+		hh.Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	w.WriteHeader(Status(st.RC))
+}
+
+// writeStatus answers an error found by the adapter itself, as the GW would:
+// a JSON envelope with the status and no payload.
+func writeStatus(w http.ResponseWriter, reqID, api string, st messages.Status) {
+	resp := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: reqID, API: api, Status: st},
+		Content: messages.ContentJSON}
+	body, _ := resp.Encode() // a header alone always encodes
+	w.Header().Set("Content-Type", contentProblem)
+	w.Header().Set(hdrRequestID, reqID)
+	w.WriteHeader(Status(st.RC))
+	_, _ = w.Write(body)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,429 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/httpapi"
+	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
+)
+
+// fakeGW answers sg.api.* as a GW would, with whatever answer builds; it
+// records the cancels it gets.
+type fakeGW struct {
+	t       *testing.T
+	nc      *nats.Conn
+	cancels chan *nats.Msg
+}
+
+func startFakeGW(t *testing.T, nc *nats.Conn, answer func(m *nats.Msg, req messages.Request)) *fakeGW {
+	t.Helper()
+	g := &fakeGW{t: t, nc: nc, cancels: make(chan *nats.Msg, 8)}
+	s := subjects.Default()
+	if _, err := nc.Subscribe(s.GWCancel(), func(m *nats.Msg) { g.cancels <- m }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe(s.GWAPIPattern(), func(m *nats.Msg) {
+		if m.Subject == s.GWCancel() {
+			return
+		}
+		req, err := messages.DecodeRequest(m.Header, m.Data)
+		if err != nil {
+			g.respond(m.Reply, "", messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%v", err), nil)
+			return
+		}
+		answer(m, req)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// respond publishes an envelope with status st and JSON payload.
+func (g *fakeGW) respond(reply, reqID string, st messages.Status, payload []byte) {
+	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: reqID, Status: st},
+		Payload: payload, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		g.t.Error(err)
+		return
+	}
+	h := nats.Header{}
+	st.Write(h)
+	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
+	if err := g.nc.PublishMsg(&nats.Msg{Subject: reply, Header: h, Data: body}); err != nil {
+		g.t.Error(err)
+	}
+}
+
+type env struct {
+	srv  *server.Server
+	nc   *nats.Conn
+	http *httptest.Server
+}
+
+func start(t *testing.T, cfg httpapi.Config, tune ...func(*server.Options)) *env {
+	t.Helper()
+	srv := natstest.Start(t, tune...)
+	nc := natstest.Connect(t, srv)
+	cfg.Log = zerolog.Nop()
+	a, err := httpapi.New(natstest.Connect(t, srv), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	hs := httptest.NewServer(a.Handler())
+	t.Cleanup(hs.Close)
+	return &env{srv: srv, nc: nc, http: hs}
+}
+
+func (e *env) post(t *testing.T, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, b
+}
+
+func decode(t *testing.T, b []byte) messages.Response {
+	t.Helper()
+	r, err := messages.DecodeResponse(nil, b)
+	if err != nil {
+		t.Fatalf("answer is not an envelope: %v: %.200s", err, b)
+	}
+	return r
+}
+
+func TestSyncRoundTripAndOptions(t *testing.T) {
+	e := start(t, httpapi.Config{})
+	got := make(chan messages.Request, 1)
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		got <- req
+		g := &fakeGW{t: t, nc: e.nc}
+		g.respond(m.Reply, m.Header.Get(messages.HdrRequestID), messages.Status{}, []byte(`[{"sym":"A","n":3}]`))
+	})
+	resp, b := e.post(t, "/v1/getData?timeout=5000&logCorr=abc", `{"table":"trade"}`, "X-Request-Id", "my-id")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if resp.Header.Get("X-Request-Id") != "my-id" {
+		t.Errorf("X-Request-Id %q, want my-id", resp.Header.Get("X-Request-Id"))
+	}
+	r := decode(t, b)
+	if string(r.Payload) != `[{"sym":"A","n":3}]` || r.Header.RequestID != "my-id" {
+		t.Errorf("answer %+v %s", r.Header, r.Payload)
+	}
+	req := <-got
+	if req.Header.API != "getData" || req.Header.Opts.TimeoutMS != 5000 || req.Header.Opts.LogCorr != "abc" || string(req.Payload) != `{"table":"trade"}` {
+		t.Errorf("GW got %+v payload %s", req.Header, req.Payload)
+	}
+
+	// A whole envelope is forwarded as it is.
+	resp, b = e.post(t, "/v1/ping", `{"header":{"api":"ping","opts":{"timeout":100}},"payload":{"labels":{"region":"eu"}}}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("envelope: status %d: %s", resp.StatusCode, b)
+	}
+	if req := <-got; req.Header.API != "ping" || req.Header.Opts.TimeoutMS != 100 || !bytes.Contains(req.Payload, []byte(`"eu"`)) {
+		t.Errorf("envelope: GW got %+v payload %s", req.Header, req.Payload)
+	}
+}
+
+func TestStatusesAndBadInputs(t *testing.T) {
+	e := start(t, httpapi.Config{MaxRequestBytes: 1024})
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		var args struct {
+			RC int `json:"rc"`
+		}
+		_ = json.Unmarshal(req.Payload, &args)
+		st := messages.Errorf(messages.Code(args.RC), messages.CodeErr, "code %d", args.RC)
+		body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, Status: st}, Content: messages.ContentJSON}.Encode()
+		h := nats.Header{}
+		st.Write(h)
+		if st.RC == messages.CodeRateLimited {
+			h.Set(messages.HdrRetryAfter, "7")
+		}
+		_ = e.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: body})
+	})
+	for _, c := range []struct {
+		rc   messages.Code
+		want int
+	}{
+		{messages.CodeBadRequest, 400}, {messages.CodeUnknownAPI, 404}, {messages.CodeTooLarge, 413},
+		{messages.CodeRateLimited, 429}, {messages.CodeNoResources, 503}, {messages.CodeTimeout, 504},
+	} {
+		resp, b := e.post(t, "/v1/getData", `{"rc":`+itoa(int(c.rc))+`}`)
+		if resp.StatusCode != c.want {
+			t.Errorf("rc %s: HTTP %d, want %d", c.rc, resp.StatusCode, c.want)
+		}
+		if decode(t, b).Header.RC != c.rc {
+			t.Errorf("rc %s: envelope rc %s", c.rc, decode(t, b).Header.RC)
+		}
+		if c.rc == messages.CodeRateLimited && resp.Header.Get("Retry-After") != "7" {
+			t.Errorf("RATE_LIMITED: Retry-After %q, want 7", resp.Header.Get("Retry-After"))
+		}
+	}
+	// Refused by the adapter itself, each with a clear envelope.
+	for _, c := range []struct {
+		path, body string
+		want       int
+		text       string
+	}{
+		{"/v1/nosuch", `{}`, 404, "Unknown API"},
+		{"/v1/cancel", `{}`, 404, "Unknown API"},
+		{"/v1/getData", strings.Repeat(" ", 2048), 413, "larger than the limit of 1024"},
+		{"/v1/getData", `{"table":`, 400, "not valid JSON"},
+		{"/v1/getData?timeout=-1", `{}`, 400, "timeout"},
+		{"/v1/getData", `{"header":{"api":"ping"}}`, 400, "does not match"},
+	} {
+		resp, b := e.post(t, c.path, c.body)
+		if resp.StatusCode != c.want || !strings.Contains(decode(t, b).Header.AI, c.text) {
+			t.Errorf("%s %q: HTTP %d %q, want %d with %q", c.path, truncate(c.body), resp.StatusCode, decode(t, b).Header.AI, c.want, c.text)
+		}
+	}
+	// GET on an API is not allowed.
+	resp, err := http.Get(e.http.URL + "/v1/getData")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/getData: %d, want 405", resp.StatusCode)
+	}
+}
+
+// A large answer comes from the GW in chunks and streams to the HTTP caller
+// whole, with chunked transfer encoding.
+func TestLargeAnswerStreams(t *testing.T) {
+	e := start(t, httpapi.Config{}, func(o *server.Options) { o.MaxPayload = 64 << 10 })
+	rows := make([]map[string]any, 0, 20000)
+	for i := range 20000 {
+		rows = append(rows, map[string]any{"i": i, "sym": "SYM" + itoa(i%97)})
+	}
+	payload, _ := json.Marshal(rows)
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion}, Payload: payload, Content: messages.ContentJSON}.Encode()
+		h := nats.Header{}
+		messages.Status{}.Write(h)
+		n, err := messages.SendChunked(e.nc, m.Reply, h, body, 0)
+		if err != nil || n < 4 {
+			t.Errorf("sent %d chunks: %v", n, err)
+		}
+	})
+	resp, b := e.post(t, "/v1/getData", `{"table":"trade"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+		t.Errorf("transfer encoding %v, want chunked", resp.TransferEncoding)
+	}
+	r := decode(t, b)
+	if !bytes.Equal(r.Payload, payload) {
+		t.Errorf("payload of %d bytes differs from the %d sent", len(r.Payload), len(payload))
+	}
+}
+
+// A transfer that breaks mid-way (a chunk with a wrong checksum) aborts the
+// connection: the caller gets an error, never a document that looks whole.
+func TestBrokenTransferAborts(t *testing.T) {
+	e := start(t, httpapi.Config{}, func(o *server.Options) { o.MaxPayload = 16 << 10 })
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		body := bytes.Repeat([]byte("x"), 100<<10)
+		h := nats.Header{}
+		messages.Status{}.Write(h)
+		msgs, err := messages.SplitChunks(m.Reply, h, body, 0+16<<10)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for i, c := range msgs {
+			if i == len(msgs)-1 {
+				c.Header.Set(messages.HdrChunkSum, "0") // a different transfer's chunk
+			}
+			_ = e.nc.PublishMsg(c)
+		}
+	})
+	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getData", strings.NewReader(`{}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // aborted before the headers: also no cut document
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("a broken transfer read to the end without an error")
+	}
+}
+
+// A caller that goes away cancels its request at the GW, from the inbox the
+// request came from (the GW matches the caller by it).
+func TestDisconnectCancels(t *testing.T) {
+	e := start(t, httpapi.Config{})
+	requests := make(chan *nats.Msg, 1)
+	g := startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) { requests <- m }) // never answers
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.http.URL+"/v1/getData", strings.NewReader(`{"table":"trade"}`))
+	req.Header.Set("X-Request-Id", "r-1")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	var m *nats.Msg
+	select {
+	case m = <-requests:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the GW")
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v", err)
+	}
+	select {
+	case c := <-g.cancels:
+		if c.Header.Get(messages.HdrRequestID) != "r-1" {
+			t.Errorf("cancel for %q, want r-1", c.Header.Get(messages.HdrRequestID))
+		}
+		if inboxOf(c.Reply) != inboxOf(m.Reply) {
+			t.Errorf("cancel from inbox %q, request from %q: the GW could not match the caller", c.Reply, m.Reply)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no cancel reached the GW after the caller went away")
+	}
+}
+
+func TestHealth(t *testing.T) {
+	e := start(t, httpapi.Config{HealthTimeout: 200 * time.Millisecond})
+	get := func() (int, httpapi.Health) {
+		resp, err := http.Get(e.http.URL + "/v1/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h httpapi.Health
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, h
+	}
+	// No GW at all: not ready, and it says why.
+	if code, h := get(); code != 503 || h.Ready || h.Reason == "" {
+		t.Errorf("no GW: %d %+v", code, h)
+	}
+	reached := make(chan string, 4)
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		g := &fakeGW{t: t, nc: e.nc}
+		g.respond(m.Reply, "", messages.Status{}, []byte(<-reached))
+	})
+	for _, c := range []struct {
+		daps  string
+		code  int
+		ready bool
+	}{
+		{`[]`, 503, false},
+		{`[{"dap":"d1","reached":false}]`, 503, false},
+		{`[{"dap":"d1","reached":false},{"dap":"d2","reached":true}]`, 200, true},
+	} {
+		reached <- c.daps
+		if code, h := get(); code != c.code || h.Ready != c.ready {
+			t.Errorf("ping answer %s: %d %+v, want %d ready=%v", c.daps, code, h, c.code, c.ready)
+		}
+	}
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	e := start(t, httpapi.Config{})
+	resp, err := http.Get(e.http.URL + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+		Paths   map[string]struct {
+			Post *struct {
+				Parameters []struct {
+					Name   string `json:"name"`
+					Schema struct {
+						Enum []string `json:"enum"`
+					} `json:"schema"`
+				} `json:"parameters"`
+			} `json:"post"`
+		} `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("openapi.json is not JSON: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Errorf("openapi %q", doc.OpenAPI)
+	}
+	for _, p := range []string{"/v1/{api}", "/v1/health", "/v1/openapi.json"} {
+		if _, ok := doc.Paths[p]; !ok {
+			t.Errorf("path %s missing", p)
+		}
+	}
+	// The document lists exactly the APIs sg serves.
+	post := doc.Paths["/v1/{api}"].Post
+	if post == nil || len(post.Parameters) == 0 || strings.Join(post.Parameters[0].Schema.Enum, ",") != strings.Join(subjects.APIs, ",") {
+		t.Errorf("api enum %+v, want %v", post, subjects.APIs)
+	}
+}
+
+// The README's HTTP table is the one Status uses.
+func TestReadmeStatusTable(t *testing.T) {
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- http-status:begin (generated from httpapi.StatusMarkdown; a test keeps it true) -->\n", "<!-- http-status:end -->"
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no http-status table between %q and %q", begin, end)
+	}
+	if got, want := s[i+len(begin):j], httpapi.StatusMarkdown(); got != want {
+		t.Errorf("README's HTTP table is out of date; want:\n%s", want)
+	}
+}
+
+func inboxOf(reply string) string { return reply[:strings.LastIndexByte(reply, '.')] }
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func truncate(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "..."
+	}
+	return s
+}
