@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +62,35 @@ func TestNATSCommandStartsAndStops(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("sg nats did not stop")
+	}
+}
+
+// sg bench runs end to end on its own system and writes a table in which
+// every figure was measured (no zero, no missing ratio).
+func TestBenchWritesTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two systems")
+	}
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	var stdout, stderr bytes.Buffer
+	err := realMain(context.Background(), []string{"bench", "--requests", "10", "--clients", "2", "--duration", "200ms", "--large", "1", "--large-last", "20m", "--publish-mib", "8", "--out", out}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("sg bench: %v\n%s", err, stderr.String())
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"request log on", "request log off", "- command: `sg bench --requests 10", "- machine: ", "small getData p50", "large answer"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, doc)
+		}
+	}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "| small") || strings.HasPrefix(line, "| large") {
+			if strings.Contains(line, "| - |") || strings.Contains(line, "| 0.00 |") {
+				t.Errorf("a figure was not measured: %s", line)
+			}
+		}
 	}
 }

@@ -1,0 +1,573 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap"
+	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/subjects"
+)
+
+// sg bench measures what DESIGN.md section 9 asks for, always as a ratio to
+// plain NATS measured in the same run on the same server: a small getData's
+// latency (p50, p99) and requests per second at 1 and at many clients, and a
+// large answer's MB/s against plain publish MB/s; for JSON callers (a plain
+// NATS client with a JSON envelope) and msgpack callers (the sg client).
+
+type benchConfig struct {
+	requests  int           // sequential requests per latency run
+	clients   int           // concurrent clients of the throughput run
+	duration  time.Duration // bound of each throughput run
+	large     int           // large answers per encoding
+	largeLast time.Duration // large answer: the last this much of trade (0: the whole table)
+	pubBytes  int           // plain publish: message size
+	pubTotal  int64         // plain publish: bytes per run
+	ownSystem bool
+}
+
+// benchRow is one line of the table: a figure for plain NATS and for sg.
+type benchRow struct {
+	what      string
+	unit      string
+	plain     float64
+	sgJSON    float64
+	sgMsgpack float64
+	higher    bool // higher is better (throughput); else lower (latency)
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", "[flags]", `
+Measures sg against plain NATS on the same server, in the same run: small getData
+latency (p50, p99) at 1 client, requests/s at 1 and --clients clients, and a large
+answer's MB/s against plain NATS publish MB/s, for JSON and msgpack callers. Without
+--nats it starts its own sg (embedded NATS, static demo fleet) and measures it twice:
+with the GW's request log on (as every deployment runs) and off. It prints the table
+and writes it, with the machine and the command, to --out.`, stdout, stderr)
+	url := fs.String("nats", "", "NATS URL of a running sg (\"\": start one in this process)")
+	prefix := fs.String("prefix", subjects.DefaultPrefix, "subject prefix of the running sg")
+	requests := fs.Int("requests", 2000, "sequential small requests per latency run")
+	clients := fs.Int("clients", 50, "concurrent clients of the throughput run")
+	duration := fs.Duration("duration", 3*time.Second, "length of each throughput run")
+	large := fs.Int("large", 3, "large answers per encoding")
+	largeLast := fs.Duration("large-last", 0, "large answer: only the last this much of trade (0: the whole table)")
+	pubMiB := fs.Int("publish-mib", 512, "plain publish: MiB to send")
+	out := fs.String("out", "BENCHMARKS.md", "file to write the table to (\"\": none)")
+	if done, err := parse(fs, args, stdout); done {
+		return err
+	}
+	if *requests < 10 || *clients < 1 || *duration <= 0 || *large < 1 || *pubMiB < 1 {
+		return errors.New("bench: want --requests >= 10, --clients >= 1, --duration > 0, --large >= 1, --publish-mib >= 1")
+	}
+	cfg := benchConfig{requests: *requests, clients: *clients, duration: *duration, large: *large, largeLast: *largeLast,
+		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == ""}
+	log := zerolog.New(stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+
+	type pass struct {
+		name string
+		rows []benchRow
+	}
+	var passes []pass
+	if *url != "" {
+		rows, err := benchAgainst(ctx, cfg, *url, *prefix, log, stderr)
+		if err != nil {
+			return err
+		}
+		passes = append(passes, pass{"running sg at " + maskURL(*url), rows})
+	} else {
+		for _, withLog := range []bool{true, false} {
+			name := "request log on"
+			if !withLog {
+				name = "request log off"
+			}
+			fmt.Fprintf(stderr, "bench: %s ...\n", name)
+			rows, err := benchOwn(ctx, cfg, withLog, log, stderr)
+			if err != nil {
+				return fmt.Errorf("bench (%s): %w", name, err)
+			}
+			passes = append(passes, pass{name, rows})
+		}
+	}
+	var b strings.Builder
+	for _, p := range passes {
+		fmt.Fprintf(&b, "\n### sg, %s\n\n", p.name)
+		writeBenchTable(&b, p.rows)
+	}
+	fmt.Fprint(stdout, b.String())
+	if *out == "" {
+		return nil
+	}
+	doc := benchHeader(append([]string{"sg", "bench"}, args...), cfg) + b.String()
+	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+		return fmt.Errorf("bench: write %s: %w", *out, err)
+	}
+	fmt.Fprintf(stdout, "\nbench: written to %s\n", *out)
+	return nil
+}
+
+// benchOwn starts NATS, an RC, an Agg and the static demo fleet in this
+// process, then a GW with or without the request log, and measures.
+func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Logger, stderr io.Writer) ([]benchRow, error) {
+	dir, err := os.MkdirTemp("", "sg-bench-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startNATSServer("127.0.0.1:0", dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix}
+	nc, s, stop, err := connect(common, "sg-bench-services", log)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	rcc, err := loadRCConfig(func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, err
+	}
+	aggc := loadAggConfig(func(string) (string, bool) { return "", false })
+	rcc.AggIDs = []string{aggc.ID}
+	reg := prometheus.NewRegistry()
+	r, err := newRC(rcc, nc, s, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	gwCfg := gw.Config{ID: "gw-bench", NC: nc, Subjects: s, Log: log, Registry: reg}
+	if withLog {
+		gwCfg.RequestLog = &gw.Durability{Replicas: 1, MaxAge: time.Hour}
+	}
+	g, err := gw.New(gwCfg)
+	if err != nil {
+		return nil, err
+	}
+	svcCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	errc := make(chan error, 4)
+	start := func(name string, run func(context.Context) error) {
+		wg.Go(func() {
+			if err := run(svcCtx); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		})
+	}
+	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, nc, s, log) })
+	start("rc", r.Run)
+	start("dap fleet", func(ctx context.Context) error {
+		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: 1, Replicas: 1})
+	})
+	start("gw", g.Run)
+	daps := len(demo.Regions) * 3
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := g.WaitRCs(wctx, func(rcs []gw.RCInfo) bool {
+		return slices.ContainsFunc(rcs, func(rc gw.RCInfo) bool { return rc.DAPs >= daps })
+	}); err != nil {
+		select {
+		case err := <-errc:
+			return nil, err
+		default:
+		}
+		return nil, fmt.Errorf("waiting for %d DAPs: %w", daps, err)
+	}
+	return benchAgainst(ctx, cfg, srv.ClientURL(), subjects.DefaultPrefix, log, stderr)
+}
+
+// benchAgainst measures plain NATS and sg on the server at url.
+func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log zerolog.Logger, stderr io.Writer) ([]benchRow, error) {
+	s, err := subjects.New(prefix)
+	if err != nil {
+		return nil, err
+	}
+	conns := make([]*nats.Conn, 0, cfg.clients+2)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	dial := func() (*nats.Conn, error) {
+		c, err := nats.Connect(url, nats.Name("sg-bench"))
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", maskURL(url), err)
+		}
+		conns = append(conns, c)
+		return c, nil
+	}
+	// Clients get a connection each, as separate callers would.
+	clientConns := make([]*nats.Conn, cfg.clients)
+	for i := range clientConns {
+		if clientConns[i], err = dial(); err != nil {
+			return nil, err
+		}
+	}
+	responder, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	echoSubject := "_sg_bench.echo"
+	if _, err := responder.Subscribe(echoSubject, func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+		return nil, err
+	}
+	if err := responder.Flush(); err != nil {
+		return nil, err
+	}
+
+	small := smallArgs()
+	smallJSON, err := small.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	callers := map[string]func(c *nats.Conn) (int, error){
+		"plain": func(c *nats.Conn) (int, error) {
+			m, err := c.Request(echoSubject, smallJSON, 10*time.Second)
+			if err != nil {
+				return 0, err
+			}
+			return len(m.Data), nil
+		},
+		"json": func(c *nats.Conn) (int, error) { return jsonCall(ctx, c, s, smallJSON) },
+		"msgpack": func(c *nats.Conn) (int, error) {
+			resp, err := client.New(c, s).Do(ctx, subjects.APIGetData, small, messages.Opts{})
+			if err != nil {
+				return 0, err
+			}
+			if !resp.Header.Status.IsOK() {
+				return 0, fmt.Errorf("getData: %s %s", resp.Header.RC, resp.Header.AI)
+			}
+			return len(resp.Payload), nil
+		},
+	}
+	// Warm up every path (connections, caches, the RC's view of the fleet).
+	for _, name := range []string{"plain", "json", "msgpack"} {
+		for range 20 {
+			if _, err := callers[name](clientConns[0]); err != nil {
+				return nil, fmt.Errorf("warm-up %s: %w", name, err)
+			}
+		}
+	}
+	p50, p99, rps1 := map[string]float64{}, map[string]float64{}, map[string]float64{}
+	rpsN := map[string]float64{}
+	for _, name := range []string{"plain", "json", "msgpack"} {
+		fmt.Fprintf(stderr, "bench: %s: %d sequential requests, then %d clients for %s\n", name, cfg.requests, cfg.clients, cfg.duration)
+		lat, elapsed, err := sequential(cfg.requests, cfg.duration*10, func() error { _, err := callers[name](clientConns[0]); return err })
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		p50[name], p99[name] = percentile(lat, 0.50), percentile(lat, 0.99)
+		rps1[name] = float64(len(lat)) / elapsed.Seconds()
+		n, elapsed, err := concurrent(clientConns, cfg.duration, func(c *nats.Conn) error { _, err := callers[name](c); return err })
+		if err != nil {
+			return nil, fmt.Errorf("%s, %d clients: %w", name, cfg.clients, err)
+		}
+		rpsN[name] = float64(n) / elapsed.Seconds()
+	}
+
+	fmt.Fprintf(stderr, "bench: plain publish of %d KiB messages, %d MiB\n", cfg.pubBytes>>10, cfg.pubTotal>>20)
+	pubMBs, err := publishMBs(responder, clientConns[0], cfg.pubBytes, cfg.pubTotal, cfg.duration*10)
+	if err != nil {
+		return nil, fmt.Errorf("plain publish: %w", err)
+	}
+	fmt.Fprintf(stderr, "bench: large answers (whole %s table), %d per encoding\n", demo.Trade, cfg.large)
+	largeJSON, largeMsgpack, err := largeMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast)
+	if err != nil {
+		return nil, fmt.Errorf("large answer: %w", err)
+	}
+	us := func(d float64) float64 { return d * 1e6 }
+	return []benchRow{
+		{"small getData p50, 1 client", "µs", us(p50["plain"]), us(p50["json"]), us(p50["msgpack"]), false},
+		{"small getData p99, 1 client", "µs", us(p99["plain"]), us(p99["json"]), us(p99["msgpack"]), false},
+		{"small getData, 1 client", "req/s", rps1["plain"], rps1["json"], rps1["msgpack"], true},
+		{fmt.Sprintf("small getData, %d clients", cfg.clients), "req/s", rpsN["plain"], rpsN["json"], rpsN["msgpack"], true},
+		{"large answer (plain: publish)", "MB/s", pubMBs, largeJSON, largeMsgpack, true},
+	}, nil
+}
+
+// smallArgs is the small request: one minute of one label set, limit 1.
+func smallArgs() messages.GetDataArgs {
+	end := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	return messages.GetDataArgs{Table: demo.Trade, StartTS: end, EndTS: end.Add(time.Minute), Limit: 1,
+		Labels: messages.LabelSelector{demo.LabelKey: {demo.Regions[0]}}}
+}
+
+// jsonCall is what any NATS client does: a JSON envelope to sg.api.getData,
+// one reply (a small answer always fits one message).
+func jsonCall(ctx context.Context, c *nats.Conn, s subjects.Subjects, args []byte) (int, error) {
+	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return 0, err
+	}
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
+	m, err := c.RequestMsgWithContext(ctx, &nats.Msg{Subject: s.GWAPI(subjects.APIGetData), Header: h, Data: body})
+	if err != nil {
+		return 0, err
+	}
+	st, err := messages.ReadStatus(m.Header)
+	if err != nil {
+		return 0, err
+	}
+	if !st.IsOK() {
+		return 0, fmt.Errorf("getData: %s %s", st.RC, st.AI)
+	}
+	return len(m.Data), nil
+}
+
+// sequential runs call n times (or until limit) and returns each latency.
+func sequential(n int, limit time.Duration, call func() error) ([]float64, time.Duration, error) {
+	lat := make([]float64, 0, n)
+	start := time.Now()
+	for range n {
+		t := time.Now()
+		if err := call(); err != nil {
+			return nil, 0, err
+		}
+		lat = append(lat, time.Since(t).Seconds())
+		if time.Since(start) > limit {
+			break
+		}
+	}
+	return lat, time.Since(start), nil
+}
+
+// concurrent runs call in a loop on every connection for d; it returns the
+// calls completed. The first error stops the run.
+func concurrent(conns []*nats.Conn, d time.Duration, call func(*nats.Conn) error) (int64, time.Duration, error) {
+	var done atomic.Int64
+	var first atomic.Pointer[error]
+	stop := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			for time.Now().Before(stop) && first.Load() == nil {
+				if err := call(c); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return 0, 0, *e
+	}
+	return done.Load(), time.Since(start), nil
+}
+
+// publishMBs is plain NATS's throughput from one publisher to one
+// subscriber on another connection: bytes received per second.
+func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Duration) (float64, error) {
+	if int64(size) > pub.MaxPayload() {
+		size = int(pub.MaxPayload()) - 1024
+	}
+	var got atomic.Int64
+	all := make(chan struct{})
+	want := total / int64(size)
+	var n atomic.Int64
+	sub, err := subConn.Subscribe("_sg_bench.pub", func(m *nats.Msg) {
+		got.Add(int64(len(m.Data)))
+		if n.Add(1) == want {
+			close(all)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return 0, err
+	}
+	if err := subConn.Flush(); err != nil {
+		return 0, err
+	}
+	payload := make([]byte, size)
+	start := time.Now()
+	for range want {
+		if err := pub.Publish("_sg_bench.pub", payload); err != nil {
+			return 0, err
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		return 0, err
+	}
+	select {
+	case <-all:
+	case <-time.After(limit):
+		return 0, fmt.Errorf("only %d of %d messages arrived within %s", n.Load(), want, limit)
+	}
+	return float64(got.Load()) / 1e6 / time.Since(start).Seconds(), nil
+}
+
+// largeMBs asks for the whole trade table k times per encoding and returns
+// answer bytes per second: JSON as a plain NATS client would (a subscription
+// that reassembles chunks), msgpack through the sg client.
+func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
+	args := messages.GetDataArgs{Table: demo.Trade}
+	if last > 0 {
+		args.StartTS = time.Now().UTC().Add(-last)
+	}
+	argsJSON, err := args.MarshalJSON()
+	if err != nil {
+		return 0, 0, err
+	}
+	var bytesJSON, bytesMsgpack int64
+	start := time.Now()
+	for range k {
+		n, err := jsonLarge(ctx, c, s, argsJSON)
+		if err != nil {
+			return 0, 0, err
+		}
+		bytesJSON += int64(n)
+	}
+	jsonMBs = float64(bytesJSON) / 1e6 / time.Since(start).Seconds()
+	cl := client.New(c, s)
+	start = time.Now()
+	for range k {
+		resp, err := cl.Do(ctx, subjects.APIGetData, args, messages.Opts{})
+		if err != nil {
+			return 0, 0, err
+		}
+		if !resp.Header.Status.IsOK() {
+			return 0, 0, fmt.Errorf("getData: %s %s", resp.Header.RC, resp.Header.AI)
+		}
+		bytesMsgpack += int64(len(resp.Payload))
+	}
+	msgpackMBs = float64(bytesMsgpack) / 1e6 / time.Since(start).Seconds()
+	return jsonMBs, msgpackMBs, nil
+}
+
+func jsonLarge(ctx context.Context, c *nats.Conn, s subjects.Subjects, args []byte) (int, error) {
+	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return 0, err
+	}
+	inbox := c.NewInbox()
+	sub, err := c.SubscribeSync(inbox)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return 0, err
+	}
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
+	if err := c.PublishMsg(&nats.Msg{Subject: s.GWAPI(subjects.APIGetData), Reply: inbox, Header: h, Data: body}); err != nil {
+		return 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	payload, hdr, err := messages.ReceiveChunked(cctx, sub, 0)
+	if err != nil {
+		return 0, err
+	}
+	if st, err := messages.ReadStatus(hdr); err != nil || !st.IsOK() {
+		return 0, fmt.Errorf("getData: %v %+v", err, st)
+	}
+	return len(payload), nil
+}
+
+func percentile(v []float64, q float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(s)-1))
+	return s[i]
+}
+
+func writeBenchTable(w io.Writer, rows []benchRow) {
+	fmt.Fprintln(w, "| what | unit | plain NATS | sg JSON | sg / plain | sg msgpack | sg / plain |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+	ratio := func(r benchRow, v float64) string {
+		if r.plain == 0 || v == 0 {
+			return "-"
+		}
+		if r.higher {
+			return fmt.Sprintf("%.1f%%", 100*v/r.plain)
+		}
+		return fmt.Sprintf("%.1fx", v/r.plain)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.what, r.unit, num(r.plain), num(r.sgJSON), ratio(r, r.sgJSON), num(r.sgMsgpack), ratio(r, r.sgMsgpack))
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// benchHeader says what the figures are and where they come from.
+func benchHeader(cmd []string, cfg benchConfig) string {
+	var b strings.Builder
+	b.WriteString("# sg benchmarks\n\nWritten by `sg bench`; every figure is measured in one run, sg beside plain NATS on the same\n")
+	b.WriteString("server. Latency ratios are sg / plain (lower is better); throughput is sg as a percentage of plain.\n")
+	b.WriteString("Plain NATS: request-reply to an echo responder, and publish of 512 KiB messages to one subscriber.\n")
+	b.WriteString("sg JSON: a plain NATS client sending a JSON envelope; sg msgpack: the sg client library.\n")
+	b.WriteString("Small getData: one minute of one label set, limit 1. Large answer: the whole demo `trade` table.\n\n")
+	fmt.Fprintf(&b, "- command: `%s`\n", strings.Join(cmd, " "))
+	fmt.Fprintf(&b, "- machine: %s, %d cores, %s memory, %s/%s, %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(&b, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "- runs: %d sequential requests; %d clients for %s; %d large answers per encoding\n", cfg.requests, cfg.clients, cfg.duration, cfg.large)
+	return b.String()
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "unknown"
+	}
+	var kb int64
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+			return fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return "unknown"
+}
