@@ -29,4 +29,8 @@
 // context. Metrics (per endpoint key): sg_ratelimit_pauses_total,
 // sg_ratelimit_paused_seconds_total, sg_ratelimit_escalations_total (an
 // answer asking a longer pause than the one before).
+//
+// Throttle is a test endpoint that behaves like the seed's ad platform, with
+// its time scaled down; throttle_test.go holds the proof that the actor keeps
+// to the allowed rate with no escalation, where per-caller retry does not.
 package ratelimit
