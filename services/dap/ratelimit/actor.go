@@ -217,7 +217,7 @@ func (a *Actor) run(ctx context.Context) {
 			continue
 		}
 		var in chan *call
-		if canRun {
+		if canRun || (paused && a.cfg.FailFast) {
 			in = a.queue
 		}
 		var wake <-chan time.Time
@@ -229,6 +229,10 @@ func (a *Actor) run(ctx context.Context) {
 		case c := <-in:
 			if c.ctx.Err() != nil {
 				c.done <- a.ctxErr(c.ctx) // its caller has left already
+				continue
+			}
+			if paused { // FailFast
+				c.done <- fmt.Errorf("ratelimit: endpoint %s: paused: %w", a.key, &Error{Endpoint: a.key, Delay: max(time.Until(pausedUntil), time.Millisecond)})
 				continue
 			}
 			dispatch(c)

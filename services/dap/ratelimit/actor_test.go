@@ -246,3 +246,48 @@ func value(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// FailFast: while paused, calls are answered at once with what is left of
+// the pause, and nothing reaches the endpoint; after the pause calls run.
+func TestActorFailFast(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := Start(ctx, "ads", Config{Slots: 1, MaxAttempts: 1, FailFast: true})
+	const pause = 200 * time.Millisecond
+	var calls atomic.Int32
+	refusedAt := time.Now()
+	err := a.Do(ctx, func(ctx context.Context, slot int) error {
+		calls.Add(1)
+		return &Error{Endpoint: "ads", Delay: pause}
+	})
+	if d, ok := Delay(err); !ok || d != pause {
+		t.Fatalf("refused call: %v, want its rate-limit error back at once (MaxAttempts 1)", err)
+	}
+	for range 5 {
+		err := a.Do(ctx, func(ctx context.Context, slot int) error { calls.Add(1); return nil })
+		d, ok := Delay(err)
+		if time.Since(refusedAt) >= pause {
+			break // the machine was slow: the pause is over
+		}
+		if !ok || d <= 0 || d > pause {
+			t.Fatalf("call inside the pause: %v, want a rate-limit error with what is left of %s", err, pause)
+		}
+	}
+	if n := calls.Load(); n != 1 && time.Since(refusedAt) < pause {
+		t.Fatalf("endpoint saw %d calls inside the pause, want only the refused one", n)
+	}
+	// After the pause, calls run again (wait for it on the actor, not a sleep).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := a.Do(ctx, func(ctx context.Context, slot int) error { return nil })
+		if err == nil {
+			break
+		}
+		d, ok := Delay(err)
+		if !ok || time.Now().After(deadline) {
+			t.Fatalf("after the pause: %v", err)
+		}
+		tm := time.NewTimer(d)
+		<-tm.C
+	}
+}

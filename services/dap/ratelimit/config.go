@@ -25,6 +25,13 @@ type Config struct {
 	MinPause    time.Duration // DefaultMinPause
 	MaxPause    time.Duration // DefaultMaxPause
 
+	// FailFast: while the endpoint is paused, calls are answered at once
+	// with an *Error carrying what is left of the pause, instead of waiting
+	// in the queue. For a caller that can send the work elsewhere (a DAP
+	// answers its portion THROTTLED and the RC places it on a replica).
+	// Use it with MaxAttempts 1.
+	FailFast bool
+
 	// Classify says whether err asks for a pause, and how long (the seed's
 	// delayError). Default: Delay, which recognises *Error.
 	Classify func(err error) (time.Duration, bool)
