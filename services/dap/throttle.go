@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/ratelimit"
@@ -100,4 +102,38 @@ func (d *DAP) throttled(p *messages.PortionDispatch, log *zerolog.Logger, err er
 	messages.SetThrottle(h, key, delay)
 	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, h)
 	return true
+}
+
+// ThrottleDemo returns a DemoFleetConfig.Wrap that puts a rate-limited test
+// endpoint in front of every demo DAP (sg run --throttle): one
+// ratelimit.Throttle per replica index ("demo-remote-<replica>"), like the
+// seed's ad platform with its time at a tenth (a first pause of 1.5 s,
+// escalating to 90 s), allowing rate calls a second, each reached through
+// its endpoint's actor. With --replicas 2, a pause of one endpoint sends
+// the work to the other replica.
+func ThrottleDemo(ctx context.Context, rate float64, reg prometheus.Registerer, log zerolog.Logger) (func(DemoShard, Source) Source, error) {
+	m, err := ratelimit.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("dap: throttle demo metrics: %w", err)
+	}
+	const scale = 0.1
+	actors := ratelimit.NewRegistry(ctx, SourceActorConfig(m, log), 0)
+	var mu sync.Mutex
+	endpoints := map[string]*ratelimit.Throttle{}
+	return func(s DemoShard, src Source) Source {
+		key := fmt.Sprintf("demo-remote-%d", s.Shard.Replica)
+		mu.Lock()
+		th := endpoints[key]
+		if th == nil {
+			th = ratelimit.NewThrottle(ratelimit.ThrottleConfig{Endpoint: key, Rate: rate * scale, Scale: scale})
+			endpoints[key] = th
+		}
+		mu.Unlock()
+		a, err := actors.Actor(key)
+		if err != nil { // a key per replica: far below the limit
+			log.Error().Err(err).Str("endpoint", key).Msg("throttle demo: source left unthrottled")
+			return src
+		}
+		return RemoteSource{Actor: a, Call: func(ctx context.Context, _ int) error { return th.Call(ctx) }, Inner: src}
+	}, nil
 }

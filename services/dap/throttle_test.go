@@ -2,10 +2,12 @@ package dap
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/ratelimit"
@@ -64,5 +66,48 @@ func TestThrottledPortionIsAnsweredToTheRC(t *testing.T) {
 	}
 	if n, _, _ := partials.Pending(); n != 0 {
 		t.Fatalf("%d partial results sent to the Agg, want none", n)
+	}
+}
+
+// The sg run --throttle demo: past the endpoint's burst, a call is refused
+// with the platform's first pause (1.5 s at a tenth of the seed's time),
+// and the next one inside the pause fails fast; the pause is counted.
+func TestThrottleDemo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	wrap, err := ThrottleDemo(ctx, 2, reg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := funcSource(func(ctx context.Context, api string, args msgpack.RawMessage) ([]byte, error) {
+		return []byte{0xc3}, nil
+	})
+	src := wrap(DemoShard{}, inner)
+	var refused *ratelimit.Error
+	for i := 0; i < 100 && refused == nil; i++ {
+		_, err := src.Execute(ctx, "ping", nil, nil, messages.Unbounded)
+		if err != nil && !errors.As(err, &refused) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if refused == nil || refused.Endpoint != "demo-remote-0" || refused.Delay != 1500*time.Millisecond {
+		t.Fatalf("refusal %+v: want demo-remote-0 asking 1.5s", refused)
+	}
+	if _, err := src.Execute(ctx, "ping", nil, nil, messages.Unbounded); !errors.Is(err, ratelimit.ErrRateLimited) {
+		t.Fatalf("inside the pause: %v", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == ratelimit.MetricPauses && mf.GetMetric()[0].GetCounter().GetValue() == 1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("%s not 1 in %v", ratelimit.MetricPauses, mfs)
 	}
 }
