@@ -16,8 +16,8 @@ import (
 // the same callers each retrying on their own (the seed's "pre-actor
 // implementation") provoke escalations and lose throughput.
 //
-// The platform runs 100 times faster than the seed's: 2 calls/s and a 15 s
-// first pause become 200 calls/s and 150 ms (escalating to 9 s). Callers
+// The platform runs 50 times faster than the seed's: 4 calls/s and a 15 s
+// first pause become 200 calls/s and 300 ms (escalating to 18 s). Callers
 // think 100 ms between calls, so together they offer 3 times the allowed rate.
 func TestProofActorHonoursTheAdPlatform(t *testing.T) {
 	const (
@@ -25,7 +25,7 @@ func TestProofActorHonoursTheAdPlatform(t *testing.T) {
 		run     = 2 * time.Second
 		think   = 100 * time.Millisecond
 	)
-	platform := ThrottleConfig{Endpoint: "ads", Rate: 2, Pause: 15 * time.Second, MaxPause: 15 * time.Minute, Scale: 0.01}
+	platform := ThrottleConfig{Endpoint: "ads", Rate: 4, Pause: 15 * time.Second, MaxPause: 15 * time.Minute, Scale: 0.02}
 	allowed := platform.Rate / platform.Scale
 
 	// thinkFor waits d or until ctx ends; false when ctx ended.

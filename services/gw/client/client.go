@@ -116,7 +116,7 @@ func (c *Client) setup() error {
 			MaxPause:    c.opts.MaxPause,
 			Metrics:     c.opts.Metrics,
 			Log:         c.opts.Log,
-		}, len(subjects.APIs)+16)
+		}, 64) // actors are per API subject: a handful
 	})
 	return c.err
 }
