@@ -25,6 +25,11 @@
 // No caller sleeps on its own: waiting is done by the one dispatcher, with one
 // timer. A caller whose context ends leaves the queue at once.
 //
+// With Config.FailFast (and MaxAttempts 1), a call inside a pause is answered
+// at once with an *Error carrying what is left of the pause: a DAP uses this
+// to answer its portion THROTTLED, so that the RC can place it elsewhere
+// rather than the DAP holding it (services/dap/throttle.go).
+//
 // A Registry holds one actor per endpoint key (bounded), all stopped by one
 // context. Metrics (per endpoint key): sg_ratelimit_pauses_total,
 // sg_ratelimit_paused_seconds_total, sg_ratelimit_escalations_total (an
