@@ -69,13 +69,13 @@ func (a *Actor) Done() <-chan struct{} { return a.stopped }
 // with ctx's error (the call is dropped if it has not started).
 func (a *Actor) Do(ctx context.Context, fn func(ctx context.Context, slot int) error) error {
 	if err := ctx.Err(); err != nil {
-		return a.ctxErr(ctx)
+		return a.ctxErr(ctx, "before the call")
 	}
 	c := &call{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case a.queue <- c:
 	case <-ctx.Done():
-		return a.ctxErr(ctx)
+		return a.ctxErr(ctx, "waiting for the queue")
 	case <-a.stopped:
 		return fmt.Errorf("ratelimit: endpoint %s: %w", a.key, ErrStopped)
 	}
@@ -83,7 +83,7 @@ func (a *Actor) Do(ctx context.Context, fn func(ctx context.Context, slot int) e
 	case err := <-c.done:
 		return err
 	case <-ctx.Done():
-		return a.ctxErr(ctx)
+		return a.ctxErr(ctx, "waiting for the answer")
 	case <-a.stopped:
 		// The dispatcher answers every call it holds before it stops.
 		select {
@@ -95,8 +95,8 @@ func (a *Actor) Do(ctx context.Context, fn func(ctx context.Context, slot int) e
 	}
 }
 
-func (a *Actor) ctxErr(ctx context.Context) error {
-	return fmt.Errorf("ratelimit: endpoint %s: waiting for a slot: %w", a.key, context.Cause(ctx))
+func (a *Actor) ctxErr(ctx context.Context, while string) error {
+	return fmt.Errorf("ratelimit: endpoint %s: %s: %w", a.key, while, context.Cause(ctx))
 }
 
 // Call is Do for a function with a result.
@@ -210,7 +210,7 @@ func (a *Actor) run(ctx context.Context) {
 			retry[0] = nil
 			retry = retry[1:]
 			if err := c.ctx.Err(); err != nil {
-				c.done <- a.ctxErr(c.ctx)
+				c.done <- a.ctxErr(c.ctx, "waiting for a slot")
 				continue
 			}
 			dispatch(c)
@@ -228,7 +228,7 @@ func (a *Actor) run(ctx context.Context) {
 		select {
 		case c := <-in:
 			if c.ctx.Err() != nil {
-				c.done <- a.ctxErr(c.ctx) // its caller has left already
+				c.done <- a.ctxErr(c.ctx, "waiting for a slot") // its caller has left already
 				continue
 			}
 			if paused { // FailFast
