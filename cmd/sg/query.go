@@ -138,6 +138,7 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 	}
 	defer stop()
 	cl := client.New(nc, s)
+	defer cl.Close()
 	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr)
 }
 

@@ -46,6 +46,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 	data := fs.String("data", "", "JetStream storage directory (default: a temporary directory, removed at exit)")
 	seed := fs.Uint64("seed", 1, "seed of the demo data")
 	replicas := fs.Int("replicas", 1, "demo DAPs per region and tier (with --live=false)")
+	throttle := fs.Float64("throttle", 0, "with --live=false: demo DAPs call a rate-limited test endpoint (one per replica, the seed's ad platform at a tenth of its time) allowing this many calls a second; 0: off")
 	sample := fs.Bool("sample", true, "answer and print a sample getData query at start")
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	natsLogs := fs.Bool("nats-logs", false, "print the NATS server's own logs")
@@ -110,6 +111,15 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 
 	svcCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var throttled func(dap.DemoShard, dap.Source) dap.Source
+	if *throttle > 0 {
+		if *liveMode {
+			return errors.New("--throttle needs --live=false")
+		}
+		if throttled, err = dap.ThrottleDemo(svcCtx, *throttle, reg, log); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	errc := make(chan error, 5)
 	start := func(name string, run func(context.Context) error) {
@@ -134,7 +144,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 		})
 	} else {
 		start("dap fleet", func(ctx context.Context) error {
-			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas})
+			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas, Wrap: throttled})
 		})
 	}
 	start("gw", g.Run)

@@ -33,6 +33,9 @@ type DemoFleetConfig struct {
 	Heartbeat    time.Duration // default DefaultHeartbeat
 	TradesPerDay int           // per region; 0 = demo's default
 	QuotesPerDay int           // per region; 0 = demo's default
+
+	// Wrap, when set, wraps each DAP's source (sg run --throttle: ThrottleDemo).
+	Wrap func(DemoShard, Source) Source
 }
 
 // DemoShard is one DAP of the demo fleet: its data shard and its configuration (without
@@ -150,6 +153,9 @@ func RunDemoFleet(ctx context.Context, cfg DemoFleetConfig) error {
 			}
 			c := s.Config
 			c.NC, c.Log, c.Source = cfg.NC, cfg.Log, EngineSource{Store: store}
+			if cfg.Wrap != nil {
+				c.Source = cfg.Wrap(s, c.Source)
+			}
 			daps[i], errs[i] = New(c)
 		})
 	}

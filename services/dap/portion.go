@@ -133,6 +133,8 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
 		d.timedOut(&p, log, elapsed) // never a result after the deadline
 		return
+	case d.throttled(&p, log, r.err, elapsed): // throttle.go
+		return
 	case r.err != nil:
 		d.stats.failed.Add(1)
 		st := statusOf(r.err)

@@ -59,6 +59,9 @@ func (r *RC) handle(in input) {
 		if r.bad(in, err) {
 			return
 		}
+		if r.throttled(c, in.msg.Header, now) { // throttle.go
+			return
+		}
 		r.completion(c, now)
 	case s.RCAggDone(r.cfg.ID):
 		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)

@@ -1,6 +1,3 @@
-// Package client calls the sg gateway over NATS: it builds the request
-// envelope, sends it to the API's subject, reassembles a chunked answer and
-// decodes it.
 package client
 
 import (
@@ -9,28 +6,130 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/sg-project/sg/subjects"
 )
 
-// DefaultWait is how long a call waits for its answer when ctx has no
-// deadline: the GW's default timeout and margin, plus a little.
-const DefaultWait = 60*time.Second + 30*time.Second + 5*time.Second
+// Defaults, in one place; a zero Options field takes these.
+const (
+	// DefaultWait is how long a call waits for its answer when ctx has no
+	// deadline: the GW's default timeout and margin, plus a little.
+	DefaultWait = 60*time.Second + 30*time.Second + 5*time.Second
+	// DefaultMaxInFlight is how many requests one GW endpoint has in flight
+	// from this client at once; more wait in its queue.
+	DefaultMaxInFlight = 64
+	// DefaultMaxAttempts is how many times a request answered RATE_LIMITED
+	// is sent, counting the first; then the caller gets the RATE_LIMITED answer.
+	DefaultMaxAttempts = 5
+	// DefaultMinPause is the pause when RATE_LIMITED comes without Retry-After.
+	DefaultMinPause = time.Second
+	// DefaultMaxPause caps a Retry-After (it comes from the network).
+	DefaultMaxPause = 15 * time.Minute
+)
 
-// Client calls one sg deployment. It is safe for concurrent use.
-type Client struct {
-	nc *nats.Conn
-	s  subjects.Subjects
-	// MaxAnswerBytes bounds a reassembled answer (default 256 MiB).
-	MaxAnswerBytes int64
+// ErrClosed: the client was closed.
+var ErrClosed = errors.New("client closed")
+
+// Options tune a client; the zero value is the defaults.
+type Options struct {
+	MaxInFlight    int           // per GW endpoint; DefaultMaxInFlight
+	MaxAttempts    int           // per request answered RATE_LIMITED; DefaultMaxAttempts
+	MinPause       time.Duration // DefaultMinPause
+	MaxPause       time.Duration // DefaultMaxPause
+	MaxAnswerBytes int64         // bounds a reassembled answer; messages.DefaultChunkLimit (256 MiB)
+	// Metrics counts the pauses per GW endpoint (sg_ratelimit_*); nil: none.
+	Metrics *ratelimit.Metrics
+	Log     zerolog.Logger // zero value: no logs
 }
 
-// New returns a client of the deployment whose subjects s builds.
-func New(nc *nats.Conn, s subjects.Subjects) *Client {
-	return &Client{nc: nc, s: s, MaxAnswerBytes: messages.DefaultChunkLimit}
+// Client calls one sg deployment. It is safe for concurrent use. Close it
+// when done: it stops its actors and its reply subscription.
+type Client struct {
+	nc   *nats.Conn
+	s    subjects.Subjects
+	opts Options
+	// MaxAnswerBytes bounds a reassembled answer; set it before the first
+	// call (Options.MaxAnswerBytes does the same).
+	MaxAnswerBytes int64
+
+	stop   context.CancelFunc
+	closed atomic.Bool
+	once   sync.Once
+	err    error // of the first call's setup
+	in     *inbox
+	reg    *ratelimit.Registry
+}
+
+// New returns a client of the deployment whose subjects s builds, with the
+// default options.
+func New(nc *nats.Conn, s subjects.Subjects) *Client { return NewWithOptions(nc, s, Options{}) }
+
+// NewWithOptions returns a client with opts.
+func NewWithOptions(nc *nats.Conn, s subjects.Subjects, opts Options) *Client {
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
+	}
+	if opts.MinPause <= 0 {
+		opts.MinPause = DefaultMinPause
+	}
+	if opts.MaxPause <= 0 {
+		opts.MaxPause = DefaultMaxPause
+	}
+	if opts.MaxAnswerBytes <= 0 {
+		opts.MaxAnswerBytes = messages.DefaultChunkLimit
+	}
+	return &Client{nc: nc, s: s, opts: opts, MaxAnswerBytes: opts.MaxAnswerBytes}
+}
+
+// setup starts the reply subscription and the actors on the first call.
+func (c *Client) setup() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	c.once.Do(func() {
+		limit := c.MaxAnswerBytes
+		if limit <= 0 {
+			limit = messages.DefaultChunkLimit
+		}
+		in, err := newInbox(c.nc, limit)
+		if err != nil {
+			c.err = err
+			return
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		c.in, c.stop = in, stop
+		c.reg = ratelimit.NewRegistry(ctx, ratelimit.Config{
+			Slots:       c.opts.MaxInFlight,
+			MaxAttempts: c.opts.MaxAttempts,
+			MinPause:    c.opts.MinPause,
+			MaxPause:    c.opts.MaxPause,
+			Metrics:     c.opts.Metrics,
+			Log:         c.opts.Log,
+		}, 64) // actors are per API subject: a handful
+	})
+	return c.err
+}
+
+// Close stops the client's actors (calls still waiting fail) and its reply
+// subscription. The NATS connection stays open: it is the caller's.
+func (c *Client) Close() {
+	c.closed.Store(true)
+	c.once.Do(func() { c.err = ErrClosed })
+	if c.stop != nil {
+		c.stop()
+		c.in.close()
+	}
 }
 
 // Do calls api with args in msgpack and returns the decoded answer; an
@@ -80,49 +179,120 @@ func (c *Client) DoJSON(ctx context.Context, api string, args []byte, opts messa
 	return data, err
 }
 
+// answer is one whole answer: headers and payload.
+type answer struct {
+	h    nats.Header
+	data []byte
+}
+
 // RoundTrip sends body (with headers h) to the API's subject and returns
 // the answer's headers and payload, reassembled if it came in chunks.
+//
+// The request goes through the actor of the API's GW endpoint: at most
+// MaxInFlight requests in flight, and when the GW answers RATE_LIMITED every
+// caller of that endpoint pauses for its Sg-Retry-After, then the request is
+// sent again (up to MaxAttempts; then the RATE_LIMITED answer is returned).
+// The request carries Sg-Request-Id: h's, or a new one per attempt. When ctx
+// ends before the answer, the client tells the GW it gave up (GWCancel).
 func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body []byte) (nats.Header, []byte, error) {
+	if err := c.setup(); err != nil {
+		return nil, nil, err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
 		defer cancel()
 	}
-	inbox := c.nc.NewInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
+	subject := c.s.GWAPI(api)
+	actor, err := c.reg.Actor(subject)
 	if err != nil {
-		return nil, nil, fmt.Errorf("client: subscribe %s: %w", inbox, err)
+		return nil, nil, fmt.Errorf("client: %w", err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	limit := c.MaxAnswerBytes
-	if limit <= 0 {
-		limit = messages.DefaultChunkLimit
-	}
-	// A whole chunked answer must fit in the pending buffer, or chunks are lost.
-	if err := sub.SetPendingLimits(-1, int(min(2*limit, 1<<31-1))); err != nil {
-		return nil, nil, err
-	}
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: c.s.GWAPI(api), Reply: inbox, Header: h, Data: body}); err != nil {
-		return nil, nil, fmt.Errorf("client: publish %s: %w", c.s.GWAPI(api), err)
-	}
-	ra := messages.NewReassembler(limit)
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
+	var last answer
+	err = actor.Do(ctx, func(ctx context.Context, _ int) error {
+		a, err := c.send(ctx, subject, h, body)
 		if err != nil {
-			return nil, nil, fmt.Errorf("client: waiting for the answer to %s: %w", api, err)
+			return err
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return nil, nil, fmt.Errorf("client: %s: %w (is the gateway running?)", c.s.GWAPI(api), nats.ErrNoResponders)
+		last = a
+		if d, limited := c.rateLimited(a.h, a.data); limited {
+			return &ratelimit.Error{Endpoint: subject, Delay: d}
 		}
-		done, err := ra.Add(m.Header, m.Data)
-		if err != nil {
-			return nil, nil, fmt.Errorf("client: answer to %s: %w", api, err)
-		}
-		if done {
-			p, err := ra.Payload()
-			return ra.Header(), p, err
-		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return last.h, last.data, nil
+	case errors.Is(err, ratelimit.ErrRateLimited) && last.h != nil:
+		// Asked to pause MaxAttempts times: the caller gets the GW's answer.
+		return last.h, last.data, nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, nil, fmt.Errorf("client: %s: %w (is the gateway running?)", subject, err)
 	}
+	return nil, nil, fmt.Errorf("client: %s: %w", subject, err)
+}
+
+// send is one attempt: publish, wait for the whole answer or ctx.
+func (c *Client) send(ctx context.Context, subject string, h nats.Header, body []byte) (answer, error) {
+	hh := make(nats.Header, len(h)+1)
+	for k, v := range h {
+		hh[k] = v
+	}
+	id := hh.Get(messages.HdrRequestID)
+	if id == "" {
+		id = nuid.Next()
+		hh.Set(messages.HdrRequestID, id)
+	}
+	reply, token, w, err := c.in.reply()
+	if err != nil {
+		return answer{}, err
+	}
+	defer c.in.forget(token)
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: hh, Data: body}); err != nil {
+		return answer{}, fmt.Errorf("publish: %w", err)
+	}
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return answer{}, fmt.Errorf("answer to request %s: %w", id, w.err)
+		}
+		return answer{h: w.h, data: w.data}, nil
+	case <-ctx.Done():
+		c.cancel(id)
+		return answer{}, fmt.Errorf("waiting for the answer to request %s: %w", id, context.Cause(ctx))
+	}
+}
+
+// cancel tells the GW that the caller gave up on request id: a request on
+// GWCancel with Sg-Request-Id, whose reply subject is under the same inbox
+// as the request's, so the GW knows the caller; its answer is dropped.
+func (c *Client) cancel(id string) {
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, id)
+	err := c.nc.PublishMsg(&nats.Msg{Subject: c.s.GWCancel(), Reply: c.in.subject(), Header: h})
+	ev := c.opts.Log.Debug()
+	if err != nil {
+		ev = c.opts.Log.Warn().Err(err)
+	}
+	ev.Str("request_id", id).Msg("request cancelled: told the GW")
+}
+
+// rateLimited reads a RATE_LIMITED answer's pause: Sg-Retry-After in whole
+// seconds, else the envelope's retryAfter (ms); 0 when neither says (the
+// actor then pauses MinPause).
+func (c *Client) rateLimited(h nats.Header, data []byte) (time.Duration, bool) {
+	st, err := messages.ReadStatus(h)
+	if err != nil || st.RC != messages.CodeRateLimited {
+		return 0, false
+	}
+	maxSecs := uint64(c.opts.MaxPause / time.Second)
+	if secs, ok, err := messages.LookupUint(h, messages.HdrRetryAfter); err == nil && ok {
+		return time.Duration(min(secs, maxSecs+1)) * time.Second, true
+	}
+	if resp, err := messages.DecodeResponse(h, data); err == nil && resp.Header.RetryAfterMS > 0 {
+		return time.Duration(min(resp.Header.RetryAfterMS, c.opts.MaxPause.Milliseconds()+1)) * time.Millisecond, true
+	}
+	return 0, true
 }
 
 // encodeArgs turns args into the msgpack payload of api and finds a scope
@@ -190,16 +360,4 @@ func encodeArgs(api string, args any) ([]byte, messages.Scope, error) {
 	}
 	b, err := messages.Encode(v)
 	return b, w.Scope, err
-}
-
-// ErrAnswer is wrapped by StatusError.
-var ErrAnswer = errors.New("error answer")
-
-// StatusError turns an error answer into an error (nil for OK): for callers
-// that want Go error handling.
-func StatusError(r messages.Response) error {
-	if r.Header.Status.IsOK() {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrAnswer, r.Header.Status)
 }

@@ -25,6 +25,7 @@ type Core struct {
 	out         []Command
 	scratch     ageHeap
 	stats       Stats
+	throttle    throttleState // downstream rate limits (throttle.go)
 }
 
 // queueGroup holds the subqueues of one group: unlocked items and items per
@@ -107,6 +108,8 @@ func (c *Core) Step(ev Event) []Command {
 	case PeerStatusReport:
 		c.expire()
 		c.peerStatusReport(e)
+	case DAPThrottled:
+		c.throttled(e)
 	case DAPPaused:
 		c.expire()
 		if d, ok := c.fleet.byID[e.DAP]; ok {

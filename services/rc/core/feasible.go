@@ -66,9 +66,13 @@ func (c *Core) reasons(d *dap, it *item) []string {
 	if !prev && d.freeSlots() <= 0 {
 		out = append(out, ReasonBusy)
 	}
-	// Is it available (and not paused by a rate-limit signal)?
-	if !d.Available || d.pausedUntil > c.now {
+	// Is it available?
+	if !d.Available {
 		out = append(out, ReasonUnavailable)
+	}
+	// Is it paused by a downstream rate limit (throttle.go)?
+	if d.pausedUntil > c.now {
+		out = append(out, pausedReason(d.pausedUntil))
 	}
 	// Is its reference vintage the one the label set needs?
 	if want, word := c.wantVintage(it); d.Vintage != want {

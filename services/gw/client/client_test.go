@@ -1,0 +1,286 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
+)
+
+// fakeGW answers on a GW API subject like the GW does (status in headers,
+// envelope in msgpack); it is a plain NATS responder.
+type fakeGW struct {
+	t  *testing.T
+	nc *nats.Conn
+	s  subjects.Subjects
+}
+
+func newFakeGW(t *testing.T) (*fakeGW, *nats.Conn) {
+	srv := natstest.Start(t)
+	return &fakeGW{t: t, nc: natstest.Connect(t, srv), s: subjects.Default()}, natstest.Connect(t, srv)
+}
+
+func (g *fakeGW) handle(api string, fn func(m *nats.Msg)) {
+	g.t.Helper()
+	sub, err := g.nc.Subscribe(g.s.GWAPI(api), fn)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := g.nc.Flush(); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// answer replies to m with status st, payload (msgpack) and extra headers,
+// in chunks of at most chunk bytes when chunk > 0.
+func (g *fakeGW) answer(m *nats.Msg, st messages.Status, payload []byte, extra nats.Header, chunk int) {
+	id := m.Header.Get(messages.HdrRequestID)
+	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: id,
+		API: subjects.APIGetData, Status: st}, Payload: payload}.Encode()
+	if err != nil {
+		g.t.Error(err)
+		return
+	}
+	h := nats.Header{}
+	st.Write(h)
+	h.Set(messages.HdrRequestID, id)
+	h.Set(messages.HdrContentType, string(messages.ContentMsgpack))
+	for k, v := range extra {
+		h[k] = v
+	}
+	if chunk > 0 {
+		_, err = messages.SendChunked(g.nc, m.Reply, h, body, chunk)
+	} else {
+		err = g.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: body})
+	}
+	if err != nil {
+		g.t.Error(err)
+	}
+}
+
+func table(t testing.TB, rows int) []byte {
+	tb := messages.NewTable([]messages.ColumnSpec{{Name: "sym", Type: messages.TypeSymbol}, {Name: "n", Type: messages.TypeInt}})
+	for i := range rows {
+		if err := tb.AppendRow(fmt.Sprintf("s%d", i%7), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := messages.Encode(tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func query() client.GetDataQuery {
+	return client.GetDataQuery{Args: messages.GetDataArgs{Table: "trade", StartTS: time.Unix(0, 0), EndTS: time.Unix(3600, 0)}}
+}
+
+// The proof for the client: the GW answers RATE_LIMITED
+// (Sg-Retry-After: 1) to the requests in flight; every caller pauses
+// together, the GW sees no request inside the pause, and after it every
+// caller gets its answer.
+func TestRateLimitedPausesAllCallersTogether(t *testing.T) {
+	const (
+		inFlight = 4
+		callers  = 20
+		pause    = time.Second
+	)
+	g, cnc := newFakeGW(t)
+	var (
+		mu       sync.Mutex
+		held     []*nats.Msg
+		pauseEnd time.Time // zero until the RATE_LIMITED answers went out
+		inside   int       // requests that arrived inside the pause
+		total    int
+	)
+	ok := table(t, 3)
+	limited := messages.Errorf(messages.CodeRateLimited, messages.CodeErr, "A downstream asked for a pause")
+	retry := nats.Header{messages.HdrRetryAfter: {"1"}}
+	g.handle(subjects.APIGetData, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		total++
+		now := time.Now()
+		switch {
+		case pauseEnd.IsZero():
+			// Hold the first requests until every slot is in flight, then refuse them all.
+			held = append(held, m)
+			if len(held) == inFlight {
+				pauseEnd = time.Now().Add(pause)
+				for _, h := range held {
+					g.answer(h, limited, nil, retry, 0)
+				}
+			}
+		case now.Before(pauseEnd):
+			inside++
+			g.answer(m, limited, nil, retry, 0)
+		default:
+			g.answer(m, messages.StatusOK, ok, nil, 0)
+		}
+	})
+
+	cl := client.NewWithOptions(cnc, subjects.Default(), client.Options{MaxInFlight: inFlight})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	done := make(chan time.Time, callers)
+	for range callers {
+		wg.Go(func() {
+			r, err := cl.GetData(ctx, query())
+			if err != nil {
+				t.Errorf("caller: %v", err)
+				return
+			}
+			if r.Table.NumRows() != 3 || r.RequestID == "" {
+				t.Errorf("caller got %d rows, request id %q", r.Table.NumRows(), r.RequestID)
+			}
+			done <- time.Now()
+		})
+	}
+	wg.Wait()
+	close(done)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("GW saw %d requests: %d refused in flight, %d inside the pause", total, inFlight, inside)
+	if inside != 0 {
+		t.Errorf("%d requests reached the GW inside the pause, want 0", inside)
+	}
+	if total != callers+inFlight {
+		t.Errorf("GW saw %d requests, want %d callers + %d tried again", total, callers, inFlight)
+	}
+	for at := range done {
+		if at.Before(pauseEnd) {
+			t.Errorf("a caller was answered %s before the pause ended", pauseEnd.Sub(at))
+		}
+	}
+}
+
+// A caller whose context ends before the answer leaves at once, and the GW
+// gets a cancel with the request's id, from the same inbox as the request.
+func TestContextEndSendsCancel(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	requests := natstest.Subscribe(t, g.nc, g.s.GWAPI(subjects.APIGetData))
+	cancels := natstest.Subscribe(t, g.nc, g.s.GWCancel())
+	cl := client.New(cnc, subjects.Default())
+	defer cl.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := cl.GetData(ctx, query())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the deadline", err)
+	}
+	req, err := requests.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cancels.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no cancel: %v", err)
+	}
+	id := req.Header.Get(messages.HdrRequestID)
+	if id == "" || c.Header.Get(messages.HdrRequestID) != id || len(c.Data) != 0 {
+		t.Fatalf("cancel %v %q for request %q", c.Header, c.Data, id)
+	}
+	prefix := func(s string) string { return s[:strings.LastIndexByte(s, '.')+1] }
+	if c.Reply == "" || prefix(c.Reply) != prefix(req.Reply) {
+		t.Fatalf("cancel reply %q, request reply %q: want the same inbox", c.Reply, req.Reply)
+	}
+	// The GW's answer to the cancel, and a late answer to the request, are dropped.
+	if err := g.nc.Publish(c.Reply, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	g.answer(req, messages.StatusOK, table(t, 1), nil, 0)
+	if err := g.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Concurrent answers in chunks, on the one reply subscription, each reach
+// their own caller whole.
+func TestChunkedAnswersReassembled(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	g.handle(subjects.APIGetData, func(m *nats.Msg) {
+		var req messages.Request
+		req, err := messages.DecodeRequest(m.Header, m.Data)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		a, err := messages.DecodeGetDataArgsMsgpack(req.Payload)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		g.answer(m, messages.StatusOK, table(t, a.Limit), nil, 4096)
+	})
+	cl := client.New(cnc, subjects.Default())
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			q := query()
+			q.Args.Limit = 3000 + i
+			r, err := cl.GetData(ctx, q)
+			if err != nil {
+				t.Errorf("caller %d: %v", i, err)
+				return
+			}
+			if n := r.Table.NumRows(); n != 3000+i {
+				t.Errorf("caller %d: %d rows, want %d", i, n, 3000+i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A bad chunk fails the call with a chunk error instead of hanging; no GW
+// is a quick ErrNoResponders; a RATE_LIMITED answer is returned to the
+// caller after MaxAttempts, as an AnswerError.
+func TestErrors(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	g.handle(subjects.APIGetData, func(m *nats.Msg) {
+		h := nats.Header{messages.HdrChunkIndex: {"5"}, messages.HdrChunkCount: {"2"}, messages.HdrChunkTotal: {"10"}}
+		_ = g.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: []byte("xx")})
+	})
+	g.handle(subjects.APIPing, func(m *nats.Msg) {
+		g.answer(m, messages.Errorf(messages.CodeRateLimited, messages.CodeErr, "slow down"), nil,
+			nats.Header{messages.HdrRetryAfter: {"0"}}, 0)
+	})
+	cl := client.NewWithOptions(cnc, subjects.Default(), client.Options{MaxAttempts: 2, MinPause: 10 * time.Millisecond})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.GetData(ctx, query()); !errors.Is(err, messages.ErrChunk) {
+		t.Errorf("bad chunk: err = %v, want ErrChunk", err)
+	}
+	if _, err := cl.Do(ctx, subjects.APISQL, nil, messages.Opts{}); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("no GW: err = %v, want ErrNoResponders", err)
+	}
+	resp, err := cl.Do(ctx, subjects.APIPing, nil, messages.Opts{})
+	if err != nil || resp.Header.Status.RC != messages.CodeRateLimited {
+		t.Fatalf("ping: %+v, %v; want the RATE_LIMITED answer", resp.Header, err)
+	}
+	var ae *client.AnswerError
+	if err := client.StatusError(resp); !errors.As(err, &ae) || !errors.Is(err, client.ErrAnswer) || ae.Status.RC != messages.CodeRateLimited {
+		t.Fatalf("StatusError = %v", err)
+	}
+	cl.Close()
+	if _, err := cl.Do(ctx, subjects.APIPing, nil, messages.Opts{}); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("after Close: err = %v, want ErrClosed", err)
+	}
+}
