@@ -33,6 +33,7 @@ and hand the new <name>.nk to its owner.`, stdout, stderr)
 	prefix := fs.String("prefix", envString(os.LookupEnv, envPrefix, subjects.DefaultPrefix), "init: subject prefix of the deployment (env SG_PREFIX)")
 	role := fs.String("role", string(subjects.RoleClient), "add: role of the new user")
 	id := fs.String("id", "", "add: with --role dap, the one DAP id the user may speak for")
+	existOK := fs.Bool("exist-ok", false, "init: succeed without change when dir already holds credentials (an init step of a compose file)")
 	pos, done, err := parseMixed(fs, args, stdout)
 	if done {
 		return err
@@ -52,6 +53,12 @@ and hand the new <name>.nk to its owner.`, stdout, stderr)
 	case "init":
 		if len(rest) != 0 {
 			return errors.New("sg auth init: want <dir> only")
+		}
+		if *existOK {
+			if m, err := auth.Load(dir); err == nil {
+				fmt.Fprintf(stdout, "sg auth: %s already holds %d users (prefix %s)\n", dir, len(m.Users), m.Prefix)
+				return nil
+			}
 		}
 		m, err := auth.Init(dir, *prefix)
 		if err != nil {

@@ -35,6 +35,9 @@ func TestAuthCommand(t *testing.T) {
 	if out, err := sg(t, "auth", "init", dir); err != nil || !strings.Contains(out, "8 users") {
 		t.Fatalf("auth init: %v\n%s", err, out)
 	}
+	if out, err := sg(t, "auth", "init", "--exist-ok", dir); err != nil || !strings.Contains(out, "already holds 8 users") {
+		t.Fatalf("auth init --exist-ok: %v\n%s", err, out)
+	}
 	if out, err := sg(t, "auth", "add-client", dir, "alice"); err != nil || !strings.Contains(out, "_INBOX.alice") {
 		t.Fatalf("add-client: %v\n%s", err, out)
 	}
