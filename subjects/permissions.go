@@ -280,3 +280,47 @@ func (p Permissions) Allows(pub bool, subject string) bool {
 	}
 	return false
 }
+
+// RoleSummaries says in one line what each role is for, for PermissionsMarkdown.
+var RoleSummaries = map[Role]string{
+	RoleClient: "a caller: calls the APIs and reads its own answers",
+	RoleGW:     "a gateway",
+	RoleRC:     "a resource coordinator",
+	RoleDAP:    "a data access process; with `--id` only that DAP's own subjects",
+	RoleAgg:    "an aggregator",
+	RoleFeed:   "a writer of the live stream (`sg publish`, a feed)",
+	RoleDemo:   "dap and feed on one connection: the live demo of `sg run` and `sg live --feed-rate`",
+	RoleAdmin:  "operators and monitoring (`nats` CLI, `$SRV` discovery): everything",
+}
+
+// PermissionsMarkdown is the README's table of roles: what each may publish
+// and subscribe to, for a credential called NAME, with the JetStream API of
+// a stream in one line.
+func (s Subjects) PermissionsMarkdown() (string, error) {
+	var b strings.Builder
+	b.WriteString("| role | for | may publish | may subscribe to |\n| --- | --- | --- | --- |\n")
+	for _, r := range Roles {
+		p, err := s.Permissions(Grant{Role: r, Name: "NAME"})
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r, RoleSummaries[r], markdownList(p.Publish), markdownList(p.Subscribe))
+	}
+	return b.String(), nil
+}
+
+// markdownList lists subjects, each stream's JetStream API as one item.
+func markdownList(subjects []string) string {
+	var items []string
+	for _, subj := range subjects {
+		if stream, ok := strings.CutPrefix(subj, "$JS.API.STREAM.CREATE."); ok {
+			items = append(items, "JetStream API of stream `"+stream+"`")
+			continue
+		}
+		if strings.HasPrefix(subj, "$JS.") {
+			continue // in its stream's item
+		}
+		items = append(items, "`"+subj+"`")
+	}
+	return strings.Join(items, ", ")
+}

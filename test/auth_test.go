@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -344,4 +345,38 @@ func TestAuthGWAnswersOnlyCallers(t *testing.T) {
 		}
 		t.Logf("the server refused the GW: %v", err)
 	}
+}
+
+const (
+	rolesBegin = "<!-- roles:begin (generated from subjects.PermissionsMarkdown; a test keeps it true) -->"
+	rolesEnd   = "<!-- roles:end -->"
+)
+
+// The README's table of roles is the permissions the server enforces. Run
+// with SG_UPDATE_README=1 to rewrite it.
+func TestREADMERolesTable(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	i, j := strings.Index(s, rolesBegin), strings.Index(s, rolesEnd)
+	if i < 0 || j < i {
+		t.Fatal("README.md lacks the roles markers")
+	}
+	table, err := subjects.Default().PermissionsMarkdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rolesBegin + "\n" + table + rolesEnd
+	if s[i:j+len(rolesEnd)] == want {
+		return
+	}
+	if os.Getenv("SG_UPDATE_README") != "" {
+		if err := os.WriteFile("../README.md", []byte(s[:i]+want+s[j+len(rolesEnd):]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("README.md's roles table differs from subjects.PermissionsMarkdown(); run SG_UPDATE_README=1 go test ./test -run READMERoles")
 }
