@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg"
 	"github.com/sg-project/sg/services/auth"
+	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
@@ -118,6 +120,10 @@ func startAuthSystem(t *testing.T) *authSystem {
 			t.Fatal(err)
 		}
 	}
+	// A per-DAP credential: DAP d1 and no other.
+	if _, err := auth.Add(dir, "d1", subjects.RoleDAP, "d1"); err != nil {
+		t.Fatal(err)
+	}
 	// The server loads the users from the config file that sg auth wrote,
 	// as sg nats --auth and a standalone nats-server do.
 	users, err := auth.LoadConf(filepath.Join(dir, auth.ConfFile))
@@ -205,6 +211,48 @@ func TestAuthWholeSystem(t *testing.T) {
 	}
 }
 
+// TestAuthPerDAPCredential: a DAP on a credential restricted to its id
+// registers, serves portions and sends partials without a violation, and
+// cannot speak for, or listen as, another DAP.
+func TestAuthPerDAPCredential(t *testing.T) {
+	as := startAuthSystem(t)
+	src, fleet := engineSource(t, as.system)
+	cfg := oneDAP(src, 1)
+	cfg.NC, cfg.Subjects, cfg.Log = as.connectAs(t, "d1"), as.s, as.log
+	d, err := dap.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.run("dap d1", d.Run)
+	as.waitDAPs(1)
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: fleet.Layout.Start, EndTS: fleet.Layout.End,
+		Labels: messages.LabelSelector{demo.LabelKey: {"eu"}}, GroupBy: []string{"sym"},
+		Agg: []messages.AggSpec{{Name: "n", Func: messages.AggCount}}}
+	resp, got := as.getData(args, messages.Opts{})
+	if !resp.Header.Status.IsOK() {
+		t.Fatalf("status %+v", resp.Header.Status)
+	}
+	sameTable(t, got, expected(t, fleet, args))
+	if errs := as.seen["d1"].list(); len(errs) > 0 {
+		t.Fatalf("DAP d1 met permissions violations: %v", errs)
+	}
+
+	nc, v := as.connect(t, "d1")
+	s := as.s
+	for _, subject := range []string{s.DAPRegister("d2"), s.DAPLost("d2"), s.DAPState("d2")} {
+		if err := nc.Publish(subject, []byte{0x80}); err != nil {
+			t.Fatal(err)
+		}
+		v.await(t, "Publish", subject)
+	}
+	for _, subject := range []string{s.DAPPortion("d2"), s.DAPPortionPattern()} {
+		if _, err := nc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		v.await(t, "Subscription", subject)
+	}
+}
+
 // TestAuthClientCannotForge: a client credential cannot pose as a DAP, an
 // RC, an Agg or a GW, nor read another caller's answers; the server refuses
 // every attempt with a permissions violation, and none of them reaches a
@@ -217,6 +265,7 @@ func TestAuthClientCannotForge(t *testing.T) {
 	spied := natstest.Subscribe(t, spy, ">")
 
 	mallory, v := as.connect(t, "alice")
+	forgery := []byte("forged by alice")
 	forged := []struct{ what, subject string }{
 		{"a DAP event", s.DAPRegister(fleet.Shards[0].Config.ID)},
 		{"a DAP loss", s.DAPLost(fleet.Shards[0].Config.ID)},
@@ -230,7 +279,7 @@ func TestAuthClientCannotForge(t *testing.T) {
 	}
 	for _, f := range forged {
 		t.Run("publish "+f.what, func(t *testing.T) {
-			if err := mallory.Publish(f.subject, []byte{0x81, 0xa1, 0x76, 0x01}); err != nil {
+			if err := mallory.Publish(f.subject, forgery); err != nil {
 				t.Fatal(err)
 			}
 			v.await(t, "Publish", f.subject)
@@ -272,7 +321,7 @@ func TestAuthClientCannotForge(t *testing.T) {
 			break
 		}
 		for _, f := range forged {
-			if m.Subject == f.subject {
+			if m.Subject == f.subject && bytes.Equal(m.Data, forgery) {
 				t.Errorf("%s on %s reached a subscriber", f.what, f.subject)
 			}
 		}
