@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,7 +182,8 @@ func TestRunWithAuth(t *testing.T) {
 		t.Skip("starts the whole system")
 	}
 	authDir := filepath.Join(t.TempDir(), "auth")
-	text, stop := startRun(t, "--auth", authDir)
+	var logs lockedBuffer
+	text, stop := startRunLogging(t, &logs, "--auth", authDir)
 	defer stop()
 	if !strings.Contains(text, "made 8 credentials") || !strings.Contains(text, "(6 rows)") {
 		t.Fatalf("sg run --auth output:\n%s", text)
@@ -198,4 +200,27 @@ func TestRunWithAuth(t *testing.T) {
 	if err == nil || !strings.Contains(out, "permissions violation") {
 		t.Fatalf("ping as a DAP: %v\n%s", err, out)
 	}
+	// Every part of sg run, the live demo's DAPs and feed included, worked
+	// within its role's permissions.
+	if l := logs.String(); strings.Contains(l, "violation") {
+		t.Fatalf("sg run --auth logged violations:\n%s", l)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that sg run's goroutines may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

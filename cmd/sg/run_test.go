@@ -14,11 +14,17 @@ import (
 // serves; it returns the output so far and a stop that must end it cleanly.
 func startRun(t *testing.T, args ...string) (out string, stop func()) {
 	t.Helper()
+	return startRunLogging(t, io.Discard, args...)
+}
+
+// startRunLogging is startRun with the logs (stderr) to logs.
+func startRunLogging(t *testing.T, logs io.Writer, args ...string) (out string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := realMain(ctx, append([]string{"run", "--nats-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error"}, args...), pw, io.Discard)
+		err := realMain(ctx, append([]string{"run", "--nats-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error"}, args...), pw, logs)
 		pw.Close()
 		done <- err
 	}()
