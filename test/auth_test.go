@@ -1,12 +1,16 @@
 package test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -394,6 +398,70 @@ func TestAuthGWAnswersOnlyCallers(t *testing.T) {
 		}
 		t.Logf("the server refused the GW: %v", err)
 	}
+}
+
+// TestAuthStandaloneServer: a nats-server process started on the config
+// that sg auth writes (nats-server -js -c nats-server.conf) enforces the same
+// permissions as sg nats --auth.
+func TestAuthStandaloneServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a nats-server process")
+	}
+	dir := t.TempDir()
+	if _, err := auth.Init(filepath.Join(dir, "auth"), subjects.DefaultPrefix); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "nats-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
+		t.Fatalf("build nats-server: %v\n%s", err, out)
+	}
+	srv := exec.Command(bin, "-c", filepath.Join(dir, "auth", auth.ConfFile), "-a", "127.0.0.1", "-p", "-1", "-js",
+		"-sd", filepath.Join(dir, "js"), "-l", "/dev/stderr")
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := regexp.MustCompile(`Listening for client connections on (\S+:\d+)`).FindStringSubmatch(sc.Text()); m != nil {
+				found <- "nats://" + m[1]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	as := &authSystem{dir: filepath.Join(dir, "auth"), seen: map[string]*violations{}}
+	select {
+	case as.url = <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatal("nats-server did not report its client port within 30s")
+	}
+	if nc, err := nats.Connect(as.url); err == nil {
+		nc.Close()
+		t.Fatal("the standalone server admitted a connection without a credential")
+	}
+	s := subjects.Default()
+	gwc, _ := as.connect(t, "gw")
+	sub := natstest.Subscribe(t, gwc, s.GWAPI(subjects.APIPing))
+	cl, v := as.connect(t, "client")
+	if err := cl.PublishRequest(s.GWAPI(subjects.APIPing), cl.NewInbox(), []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("the GW did not get the client's request: %v", err)
+	}
+	if err := cl.Publish(s.AggPartial("agg-1"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	v.await(t, "Publish", s.AggPartial("agg-1"))
 }
 
 const (
