@@ -67,6 +67,13 @@ func TestAuthCommand(t *testing.T) {
 		{"auth", "rotate", dir, "nobody"},
 		{"auth", "frobnicate", dir},
 		{"auth", "list", filepath.Join(dir, "missing")},
+		{"auth"},
+		{"auth", "init"},
+		{"nats", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--auth", filepath.Join(dir, "missing")},
+		{"nats", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--tls-cert", "c.pem"},
+		{"nats", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--tls-ca", "ca.pem"},
+		{"ping", "--creds", filepath.Join(dir, "missing.nk")},
+		{"ping", "--tls-cert", "c.pem"},
 	} {
 		if out, err := sg(t, args...); err == nil {
 			t.Errorf("sg %q: no error\n%s", args, out)
@@ -223,4 +230,52 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestReloadAfterRotate: what sg nats does on SIGHUP. After a rotation and a
+// reload the old key is refused and its open connection is closed; the new
+// seed connects.
+func TestReloadAfterRotate(t *testing.T) {
+	dir := t.TempDir()
+	authDir := filepath.Join(dir, "auth")
+	if _, err := auth.Init(authDir, "sg"); err != nil {
+		t.Fatal(err)
+	}
+	srv, opts, err := startNATSServer(natsServerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js"), AuthDir: authDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	oldSeed := filepath.Join(dir, "old.nk")
+	b, _ := os.ReadFile(auth.SeedFile(authDir, "client"))
+	if err := os.WriteFile(oldSeed, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	old, err := nats.Connect(srv.ClientURL(), must(nats.NkeyOptionFromSeed(oldSeed)), nats.NoReconnect(),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := auth.Rotate(authDir, "client"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reloadAuth(srv, opts, authDir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection on the old key was not closed by the reload")
+	}
+	if nc, err := nats.Connect(srv.ClientURL(), must(nats.NkeyOptionFromSeed(oldSeed))); err == nil {
+		nc.Close()
+		t.Fatal("the old key still connects")
+	}
+	nc, err := nats.Connect(srv.ClientURL(), must(nats.NkeyOptionFromSeed(auth.SeedFile(authDir, "client"))))
+	if err != nil {
+		t.Fatalf("the new key: %v", err)
+	}
+	nc.Close()
 }
