@@ -141,7 +141,7 @@ func TestTLSAndCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	ca, cert, key, ccert, ckey := writeCerts(t, dir)
-	srv, _, err := startNATSServer(natsServerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js"), AuthDir: authDir,
+	srv, _, err := startNATSServerWith(natsServerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js"), AuthDir: authDir,
 		TLSCert: cert, TLSKey: key, TLSCA: ca})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestReloadAfterRotate(t *testing.T) {
 	if _, err := auth.Init(authDir, "sg"); err != nil {
 		t.Fatal(err)
 	}
-	srv, opts, err := startNATSServer(natsServerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js"), AuthDir: authDir})
+	srv, opts, err := startNATSServerWith(natsServerConfig{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "js"), AuthDir: authDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 			fmt.Fprintf(stdout, "sg run: made %d credentials in %s\n", len(m.Users), *authDir)
 		}
 	}
-	srv, _, err := startNATSServer(natsServerConfig{Listen: *listen, DataDir: dir, Logs: *natsLogs, AuthDir: *authDir})
+	srv, _, err := startNATSServerWith(natsServerConfig{Listen: *listen, DataDir: dir, Logs: *natsLogs, AuthDir: *authDir})
 	if err != nil {
 		return err
 	}

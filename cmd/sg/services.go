@@ -218,8 +218,16 @@ func serverOptions(c natsServerConfig) (*server.Options, error) {
 	return opts, nil
 }
 
-// startNATSServer starts an embedded nats-server with JetStream.
-func startNATSServer(c natsServerConfig) (*server.Server, *server.Options, error) {
+// startNATSServer starts an embedded nats-server with JetStream in dataDir,
+// open to anyone (tests, sg bench). Port 0 picks a free port.
+func startNATSServer(listen, dataDir string, logs bool) (*server.Server, error) {
+	srv, _, err := startNATSServerWith(natsServerConfig{Listen: listen, DataDir: dataDir, Logs: logs})
+	return srv, err
+}
+
+// startNATSServerWith starts an embedded nats-server with JetStream, and
+// returns the options it runs with (reloadAuth changes them).
+func startNATSServerWith(c natsServerConfig) (*server.Server, *server.Options, error) {
 	opts, err := serverOptions(c)
 	if err != nil {
 		return nil, nil, err
@@ -284,7 +292,7 @@ with --tls-ca too, they must present a certificate signed by that CA.`, stdout, 
 	}
 	natsSyncInterval = sync
 	c.Logs = true
-	srv, opts, err := startNATSServer(c)
+	srv, opts, err := startNATSServerWith(c)
 	if err != nil {
 		return err
 	}
