@@ -36,12 +36,16 @@ var (
 	envAssembly       = envVar{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME"}                  // RC/DAP: assembly ("" = global)
 	envNATSURL        = envVar{"SG_NATS_URL", ""}                                        // NATS URL (nats://127.0.0.1:4222)
 	envPrefix         = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
-	envCreds          = envVar{"SG_NATS_CREDS", ""}                                      // credential file: nkey seed (sg auth) or .creds
-	envInboxPrefix    = envVar{"SG_NATS_INBOX_PREFIX", ""}                               // inbox prefix (default: the credential's)
-	envTLSCA          = envVar{"SG_NATS_TLS_CA", ""}                                     // CA file that signs the server's certificate
-	envTLSCert        = envVar{"SG_NATS_TLS_CERT", ""}                                   // client certificate file (mutual TLS)
-	envTLSKey         = envVar{"SG_NATS_TLS_KEY", ""}                                    // its key file
-	envAuthDir        = envVar{"SG_AUTH_DIR", ""}                                        // sg nats, sg run: credential directory (auth on)
+)
+
+// The environment variables of authentication and TLS (README: Security).
+var (
+	envCreds       = envVar{"SG_NATS_CREDS", ""}        // credential file: nkey seed (sg auth) or .creds
+	envInboxPrefix = envVar{"SG_NATS_INBOX_PREFIX", ""} // inbox prefix (default: the credential's)
+	envTLSCA       = envVar{"SG_NATS_TLS_CA", ""}       // CA file that signs the server's certificate
+	envTLSCert     = envVar{"SG_NATS_TLS_CERT", ""}     // client certificate file (mutual TLS)
+	envTLSKey      = envVar{"SG_NATS_TLS_KEY", ""}      // its key file
+	envAuthDir     = envVar{"SG_AUTH_DIR", ""}          // sg nats, sg run: credential directory (auth on)
 )
 
 // Defaults.

@@ -132,7 +132,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 			stop()
 		}
 	}()
-	gwNC, err := connectAs(subjects.RoleGW)
+	nc, err := connectAs(subjects.RoleGW) // the GW's
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		return err
 	}
 
-	g, err := gw.New(gw.Config{ID: gwc.ID, NC: gwNC, Subjects: s, Log: log, Timeout: gwc.Timeout,
+	g, err := gw.New(gw.Config{ID: gwc.ID, NC: nc, Subjects: s, Log: log, Timeout: gwc.Timeout,
 		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, Registry: reg})
 	if err != nil {
 		return err
@@ -197,8 +197,9 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 				Seed: *seed, EOIEvery: *eoiEvery, EODEvery: *eodEvery, Lateness: *lateness, FeedRate: rate, RefEvery: *refEvery, Registry: reg})
 		})
 	} else {
+		nc := dapNC // the fleet's
 		start("dap fleet", func(ctx context.Context) error {
-			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: dapNC, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas})
+			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas})
 		})
 	}
 	start("gw", g.Run)
