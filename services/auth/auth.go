@@ -172,6 +172,9 @@ func (m *Manifest) add(dir string, u User) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
+	if !validName(u.Name) {
+		return User{}, fmt.Errorf("auth: user name %q: want 1 to %d of A-Z a-z 0-9 _ - (it names a file and an inbox)", u.Name, subjects.MaxTokenLen)
+	}
 	if _, err := s.Permissions(u.Grant()); err != nil {
 		return User{}, fmt.Errorf("auth: user %q: %w", u.Name, err)
 	}
@@ -180,6 +183,20 @@ func (m *Manifest) add(dir string, u User) (User, error) {
 	}
 	m.Users = append(m.Users, u)
 	return u, nil
+}
+
+// validName: a user name is a file name and an inbox token, so only the
+// characters that are safe in both.
+func validName(name string) bool {
+	if name == "" || len(name) > subjects.MaxTokenLen {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // writeSeed makes a new user key and writes its seed (0600), returning the public key.
@@ -234,24 +251,24 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err == nil {
+	defer os.Remove(tmp.Name()) // after a successful rename: nothing left to remove
+	err = tmp.Chmod(mode)
+	if err == nil {
 		_, err = tmp.Write(data)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-		if err == nil {
-			return nil
-		}
 	}
-	_ = tmp.Close()
-	return fmt.Errorf("auth: write %s: %w", path, err)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("auth: write %s: %w", path, err)
+	}
+	return nil
 }
 
 // NkeyUsers are the server-side users of m: public key and permissions.

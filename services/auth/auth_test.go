@@ -110,6 +110,11 @@ func TestRotateAndRemove(t *testing.T) {
 	if _, err := Add(dir, "x", subjects.RoleRC, "rc-1"); err == nil {
 		t.Error("an rc restricted to one id was added")
 	}
+	for _, bad := range []string{"", "a/b", "a.b", "a b", "../x", "x*", strings.Repeat("x", 200)} {
+		if _, err := Add(dir, bad, subjects.RoleClient, ""); err == nil {
+			t.Errorf("user name %q was accepted", bad)
+		}
+	}
 	old, _ := os.ReadFile(SeedFile(dir, "alice"))
 	oldFile := filepath.Join(t.TempDir(), "old.nk")
 	if err := os.WriteFile(oldFile, old, 0o600); err != nil {
