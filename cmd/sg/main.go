@@ -69,6 +69,7 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_NATS_CREDS                                      credential file: nkey seed from sg auth, or .creds (none)
   SG_NATS_INBOX_PREFIX                               inbox prefix (the credential's; else _INBOX)
   SG_NATS_TLS_CA / SG_NATS_TLS_CERT / SG_NATS_TLS_KEY  TLS: CA of the server, client certificate and key
+  SG_AUTH_DIR                                        sg nats, sg run: credential directory, auth on (none)
   SG_TIMEOUT / KXI_SG_TIMEOUT                        default request timeout (60s)
   SG_TIMEOUT_MARGIN / KXI_SG_TIMEOUT_MARGIN          GW: wait after a deadline for the RC's timeout (30s)
   SG_MAX_RETRY / KXI_SG_MAX_RETRY                    RC: retries per request (3)
