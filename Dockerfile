@@ -5,6 +5,7 @@
 #   docker build -t sg:local .
 FROM scratch
 COPY bin/sg /sg
+# Credentials (sg auth init) are mounted, never baked in: see docker-compose.yml.
 # JetStream storage of `sg nats`, and the temp dir of `sg run`.
 ENV TMPDIR=/data
 VOLUME ["/data"]

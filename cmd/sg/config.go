@@ -38,6 +38,16 @@ var (
 	envPrefix         = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
 )
 
+// The environment variables of authentication and TLS (README: Security).
+var (
+	envCreds       = envVar{"SG_NATS_CREDS", ""}        // credential file: nkey seed (sg auth) or .creds
+	envInboxPrefix = envVar{"SG_NATS_INBOX_PREFIX", ""} // inbox prefix (default: the credential's)
+	envTLSCA       = envVar{"SG_NATS_TLS_CA", ""}       // CA file that signs the server's certificate
+	envTLSCert     = envVar{"SG_NATS_TLS_CERT", ""}     // client certificate file (mutual TLS)
+	envTLSKey      = envVar{"SG_NATS_TLS_KEY", ""}      // its key file
+	envAuthDir     = envVar{"SG_AUTH_DIR", ""}          // sg nats, sg run: credential directory (auth on)
+)
+
 // Defaults.
 const (
 	defaultNATSURL        = "nats://127.0.0.1:4222"
@@ -114,13 +124,28 @@ type Common struct {
 	NATSURL  string // SG_NATS_URL, default nats://127.0.0.1:4222
 	Prefix   string // SG_PREFIX, default "sg"
 	LogLevel string // default info
+	// Creds is the credential file (SG_NATS_CREDS): an nkey seed file made
+	// by sg auth, or a NATS .creds file; "" connects without credentials.
+	// The path is printed, never the content.
+	Creds string
+	// InboxPrefix (SG_NATS_INBOX_PREFIX) overrides the inbox prefix written
+	// in the credential; a client credential may receive only on its own.
+	InboxPrefix string
+	TLSCA       string // SG_NATS_TLS_CA: verify the server with this CA (TLS on)
+	TLSCert     string // SG_NATS_TLS_CERT: client certificate, for servers that verify clients
+	TLSKey      string // SG_NATS_TLS_KEY: its private key
 }
 
 func loadCommon(look lookupFunc) Common {
 	return Common{
-		NATSURL:  envString(look, envNATSURL, defaultNATSURL),
-		Prefix:   envString(look, envPrefix, "sg"),
-		LogLevel: "info",
+		NATSURL:     envString(look, envNATSURL, defaultNATSURL),
+		Prefix:      envString(look, envPrefix, "sg"),
+		LogLevel:    "info",
+		Creds:       envString(look, envCreds, ""),
+		InboxPrefix: envString(look, envInboxPrefix, ""),
+		TLSCA:       envString(look, envTLSCA, ""),
+		TLSCert:     envString(look, envTLSCert, ""),
+		TLSKey:      envString(look, envTLSKey, ""),
 	}
 }
 

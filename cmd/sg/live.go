@@ -87,7 +87,9 @@ tables of a JSON file:
        {"name": "time", "type": "timestamp"}, {"name": "region", "type": "symbol"},
        {"name": "sym", "type": "symbol"}, {"name": "price", "type": "float"}]}]}
 A table without a "time" column is reference data. Bring history as Parquet files under
-<dir>/<label set>/hdb/<table>/date=YYYY-MM-DD/<from>-<to>.parquet (README).`, stdout, stderr)
+<dir>/<label set>/hdb/<table>/date=YYYY-MM-DD/<from>-<to>.parquet (README).
+With authentication on, connect with a dap credential, or demo with --feed-rate
+(the feed writes the live stream on the same connection).`, stdout, stderr)
 	addCommonFlags(fs, &common)
 	dir := fs.String("dir", "sg-live", "data directory: one subdirectory per label set")
 	tables := fs.String("tables", "", "JSON file of label sets and tables (default: the demo)")

@@ -36,7 +36,8 @@ type command struct {
 
 var commands = map[string]command{
 	"run":   {"everything in one process: NATS, GW, RC, Agg and a demo fleet of DAPs", cmdRun},
-	"nats":  {"the NATS server alone, with JetStream", cmdNATS},
+	"nats":  {"the NATS server alone, with JetStream (and with --auth, sg's users)", cmdNATS},
+	"auth":  {"credentials: sg auth init <dir>, add, rotate, remove, list", cmdAuth},
 	"gw":    {"a gateway", cmdGW},
 	"rc":    {"a resource coordinator", cmdRC},
 	"agg":   {"an aggregator", cmdAgg},
@@ -66,6 +67,10 @@ func usage(w io.Writer) {
 const envHelp = `
 Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_NATS_URL                                        NATS URL (nats://127.0.0.1:4222)
+  SG_NATS_CREDS                                      credential file: nkey seed from sg auth, or .creds (none)
+  SG_NATS_INBOX_PREFIX                               inbox prefix (the credential's; else _INBOX)
+  SG_NATS_TLS_CA / SG_NATS_TLS_CERT / SG_NATS_TLS_KEY  TLS: CA of the server, client certificate and key
+  SG_AUTH_DIR                                        sg nats, sg run: credential directory, auth on (none)
   SG_TIMEOUT / KXI_SG_TIMEOUT                        default request timeout (60s)
   SG_TIMEOUT_MARGIN / KXI_SG_TIMEOUT_MARGIN          GW: wait after a deadline for the RC's timeout (30s)
   SG_MAX_RETRY / KXI_SG_MAX_RETRY                    RC: retries per request (3)

@@ -22,6 +22,7 @@ instrument-like reference table instead sets the label set's reference vintage).
 Rows are a JSON array of objects; '-' reads them from stdin. Each row goes to the
 subject of its label set, read from its --label-keys columns. Rows without a "time"
 key get the current time, except for the --reference tables.
+With authentication on, connect with a feed credential (--creds <dir>/feed.nk).
 Example:
   sg publish trade '[{"sym":"VOD.L","region":"eu","price":0.72,"size":100,"side":"B","venue":"XLON","block":false}]'`, stdout, stderr)
 	addCommonFlags(fs, &common)

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/auth"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/live"
@@ -41,7 +43,11 @@ live stream at --feed-rate rows a second, the rdb DAPs ingest them, end of inter
 (--eoi-every) moves the rdb's closed interval to the idb and end of day (--eod-every)
 writes the idb's day as Parquet for the hdb, and an instrument update every
 --ref-every changes a region's reference vintage. To watch rolls and retries:
-  sg run --eoi-every 2s --eod-every 10s --feed-rate 500 --log-level debug`, stdout, stderr)
+  sg run --eoi-every 2s --eod-every 10s --feed-rate 500 --log-level debug
+
+With --auth DIR the server admits only the users of DIR (made by sg auth init, and
+made here if DIR has none yet), and every service connects with its role's
+credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	listen := fs.String("nats-listen", "127.0.0.1:4222", "NATS client listen address HOST:PORT (port 0: a free port)")
 	data := fs.String("data", "", "JetStream storage directory (default: a temporary directory, removed at exit)")
 	seed := fs.Uint64("seed", 1, "seed of the demo data")
@@ -50,6 +56,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 	sample := fs.Bool("sample", true, "answer and print a sample getData query at start")
 	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
 	natsLogs := fs.Bool("nats-logs", false, "print the NATS server's own logs")
+	authDir := fs.String("auth", envString(os.LookupEnv, envAuthDir, ""), "credential directory: authentication and per-role permissions on; made if it has no users (env SG_AUTH_DIR)")
 	metrics := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	liveMode := fs.Bool("live", true, "live data: JetStream feed, ends of interval and of day (false: static demo data)")
 	feed := fs.Bool("feed", true, "run the demo feed (with --live)")
@@ -79,7 +86,16 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 	}
 	log.Info().Interface("gw", gwc).Interface("rc", rcc).Interface("agg", aggc).Str("data", dir).Uint64("seed", *seed).Msg("sg run starting")
 
-	srv, err := startNATSServer(*listen, dir, *natsLogs)
+	if *authDir != "" {
+		if _, err := auth.Load(*authDir); err != nil {
+			m, ierr := auth.Init(*authDir, subjects.DefaultPrefix)
+			if ierr != nil {
+				return fmt.Errorf("--auth %s: %w", *authDir, errors.Join(err, ierr))
+			}
+			fmt.Fprintf(stdout, "sg run: made %d credentials in %s\n", len(m.Users), *authDir)
+		}
+	}
+	srv, _, err := startNATSServerWith(natsServerConfig{Listen: *listen, DataDir: dir, Logs: *natsLogs, AuthDir: *authDir})
 	if err != nil {
 		return err
 	}
@@ -87,12 +103,60 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	common := Common{NATSURL: srv.ClientURL(), Prefix: "sg", LogLevel: *logLevel}
-	nc, s, stop, err := connect(common, "sg-run", log)
+	// connectAs connects a part of the system: without --auth every part
+	// shares one connection, as before; with it each connects as its role.
+	conns := map[string]*nats.Conn{}
+	var stops []func()
+	var s subjects.Subjects
+	connectAs := func(role subjects.Role) (*nats.Conn, error) {
+		name := string(role)
+		common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix, LogLevel: *logLevel}
+		if *authDir == "" {
+			name = "sg-run"
+		} else {
+			common.Creds = auth.SeedFile(*authDir, name)
+		}
+		if nc := conns[name]; nc != nil {
+			return nc, nil
+		}
+		nc, subj, stop, err := connect(common, "sg-run-"+name, log.With().Str("conn", name).Logger())
+		if err != nil {
+			return nil, err
+		}
+		s = subj
+		conns[name] = nc
+		stops = append(stops, stop)
+		return nc, nil
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	nc, err := connectAs(subjects.RoleGW) // the GW's
 	if err != nil {
 		return err
 	}
-	defer stop()
+	rcNC, err := connectAs(subjects.RoleRC)
+	if err != nil {
+		return err
+	}
+	aggNC, err := connectAs(subjects.RoleAgg)
+	if err != nil {
+		return err
+	}
+	dapRole := subjects.RoleDAP
+	if *liveMode {
+		dapRole = subjects.RoleDemo // the live demo runs its DAPs and its feed on one connection
+	}
+	dapNC, err := connectAs(dapRole)
+	if err != nil {
+		return err
+	}
+	clientNC, err := connectAs(subjects.RoleClient)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	if err := serveMetrics(ctx, *metrics, reg, log); err != nil {
 		return err
@@ -104,7 +168,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 		return err
 	}
 	rcc.AggIDs = []string{aggc.ID}
-	r, err := newRC(rcc, nc, s, log, reg)
+	r, err := newRC(rcc, rcNC, s, log, reg)
 	if err != nil {
 		return err
 	}
@@ -129,7 +193,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 			}
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, nc, s, log) })
+	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, aggNC, s, log) })
 	start("rc", r.Run)
 	daps := len(demo.Regions) * 3 * *replicas
 	if *liveMode {
@@ -139,10 +203,11 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 			rate = 0
 		}
 		start("live demo", func(ctx context.Context) error {
-			return live.RunDemo(ctx, live.DemoConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Dir: filepath.Join(dir, "live"),
+			return live.RunDemo(ctx, live.DemoConfig{NC: dapNC, Subjects: s, Log: log, RCID: rcc.ID, Dir: filepath.Join(dir, "live"),
 				Seed: *seed, EOIEvery: *eoiEvery, EODEvery: *eodEvery, Lateness: *lateness, FeedRate: rate, RefEvery: *refEvery, Registry: reg})
 		})
 	} else {
+		nc := dapNC // the fleet's
 		start("dap fleet", func(ctx context.Context) error {
 			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas, Wrap: throttled})
 		})
@@ -165,11 +230,15 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
 
 	if *sample {
-		if err := runSample(ctx, g, client.New(nc, s), daps, stdout, stderr); err != nil {
+		if err := runSample(ctx, g, client.New(clientNC, s), daps, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "sg run: sample query: %v\n", err)
 		}
 	}
-	fmt.Fprintf(stdout, "sg run: serving; try: sg query getData '{\"table\":\"trade\",\"groupBy\":[\"sym\"],\"agg\":[[\"n\",\"count\"]]}' --nats %s\n", srv.ClientURL())
+	creds := ""
+	if *authDir != "" {
+		creds = " --creds " + auth.SeedFile(*authDir, string(subjects.RoleClient))
+	}
+	fmt.Fprintf(stdout, "sg run: serving; try: sg query getData '{\"table\":\"trade\",\"groupBy\":[\"sym\"],\"agg\":[[\"n\",\"count\"]]}' --nats %s%s\n", srv.ClientURL(), creds)
 
 	var runErr error
 	select {

@@ -9,19 +9,22 @@ import (
 	"time"
 )
 
-// TestRunAllInOne runs `sg run` as main does, on a free port with a
-// temporary data directory: the sample query must come back as a table of
-// the six eu symbols, and the command must stop cleanly when ctx ends.
-func TestRunAllInOne(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole system")
-	}
+// startRun runs `sg run` with args as main does, on a free port with a
+// temporary data directory, until the sample query is answered and it
+// serves; it returns the output so far and a stop that must end it cleanly.
+func startRun(t *testing.T, args ...string) (out string, stop func()) {
+	t.Helper()
+	return startRunLogging(t, io.Discard, args...)
+}
+
+// startRunLogging is startRun with the logs (stderr) to logs.
+func startRunLogging(t *testing.T, logs io.Writer, args ...string) (out string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := realMain(ctx, []string{"run", "--nats-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error"}, pw, io.Discard)
+		err := realMain(ctx, append([]string{"run", "--nats-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error"}, args...), pw, logs)
 		pw.Close()
 		done <- err
 	}()
@@ -33,38 +36,51 @@ func TestRunAllInOne(t *testing.T) {
 		}
 		close(lines)
 	}()
-	var out []string
+	stop = func() {
+		t.Helper()
+		cancel()
+		go func() {
+			for range lines {
+			}
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("sg run did not stop")
+		}
+	}
+	var got []string
 	bound := time.After(90 * time.Second)
-wait:
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				break wait
+				stop()
+				t.Fatalf("sg run ended early; output:\n%s", strings.Join(got, "\n"))
 			}
-			out = append(out, l)
+			got = append(got, l)
 			if strings.HasPrefix(l, "sg run: serving") {
-				break wait
+				return strings.Join(got, "\n"), stop
 			}
 		case <-bound:
-			t.Fatalf("no sample answer within the bound; output so far:\n%s", strings.Join(out, "\n"))
+			stop()
+			t.Fatalf("no sample answer within the bound; output so far:\n%s", strings.Join(got, "\n"))
 		}
 	}
-	text := strings.Join(out, "\n")
+}
+
+// TestRunAllInOne: the sample query must come back as a table of the six eu
+// symbols, and the command must stop cleanly when ctx ends.
+func TestRunAllInOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole system")
+	}
+	text, stop := startRun(t)
+	defer stop()
 	if !strings.Contains(text, "(6 rows)") || !strings.Contains(text, "VOD.L") || !strings.Contains(text, "trades") {
 		t.Fatalf("sample query output:\n%s", text)
-	}
-	cancel()
-	go func() {
-		for range lines {
-		}
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("sg run did not stop")
 	}
 }

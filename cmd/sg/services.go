@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -18,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/auth"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/engine"
@@ -47,6 +51,36 @@ func addCommonFlags(fs interface {
 	fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS URL(s), comma-separated (env SG_NATS_URL)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "subject prefix of the deployment (env SG_PREFIX)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.Creds, "creds", c.Creds, "credential file: an nkey seed made by sg auth, or a NATS .creds file (env SG_NATS_CREDS)")
+	fs.StringVar(&c.InboxPrefix, "inbox-prefix", c.InboxPrefix, "inbox prefix; default: the one in the credential (env SG_NATS_INBOX_PREFIX)")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA file that signs the server's certificate; turns TLS on (env SG_NATS_TLS_CA)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "client certificate file, for a server that verifies clients (env SG_NATS_TLS_CERT)")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "client certificate key file (env SG_NATS_TLS_KEY)")
+}
+
+// securityOptions are the credential and TLS options of c.
+func securityOptions(c Common) ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.Creds != "" {
+		o, err := auth.ConnectOptions(c.Creds)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o...)
+	}
+	if c.InboxPrefix != "" { // after the credential's, so it wins
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts, nil
 }
 
 // connect dials NATS, retrying in the background if it is not up yet (a
@@ -58,23 +92,39 @@ func connect(c Common, name string, log zerolog.Logger) (nc *nats.Conn, s subjec
 	if err != nil {
 		return nil, s, nil, err
 	}
+	sec, err := securityOptions(c)
+	if err != nil {
+		return nil, s, nil, err
+	}
 	closed := make(chan struct{})
-	nc, err = nats.Connect(c.NATSURL, nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-		nats.ReconnectWait(500*time.Millisecond),
+	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil { // e.g. an authorization violation: a bad or revoked credential
+				log.Error().Err(err).Str("creds", c.Creds).Msg("NATS connection closed")
+			}
+			close(closed)
+		}),
+		nats.ReconnectWait(500 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil { // nil on a deliberate close
 				log.Warn().Err(err).Msg("NATS disconnected")
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("NATS reconnected") }),
+		// A permissions violation arrives here, not as a Publish error: log it
+		// loudly, it means this credential lacks a subject the service uses.
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			ev := log.Error().Err(err)
 			if sub != nil {
 				ev = ev.Str("subject", sub.Subject)
 			}
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				ev.Str("creds", c.Creds).Msg("NATS permissions violation: the server refused a publish or subscription of this credential")
+				return
+			}
 			ev.Msg("NATS async error")
-		}))
+		})}, sec...)
+	nc, err = nats.Connect(c.NATSURL, opts...)
 	if err != nil {
 		return nil, s, nil, fmt.Errorf("connect to NATS at %s: %w", maskURL(c.NATSURL), err)
 	}
@@ -114,47 +164,121 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	return nil
 }
 
-// startNATSServer starts an embedded nats-server with JetStream in dataDir.
-// Port 0 picks a free port.
-func startNATSServer(listen, dataDir string, logs bool) (*server.Server, error) {
-	host, portStr, err := net.SplitHostPort(listen)
+// natsServerConfig is what sg nats and sg run start a server with.
+type natsServerConfig struct {
+	Listen  string // HOST:PORT; port 0 picks a free port
+	DataDir string // JetStream storage
+	Logs    bool   // the server's own logs, to stderr
+	// AuthDir turns authentication on: the users of <AuthDir>/nats-server.conf
+	// (sg auth init); "" lets anyone connect, as before.
+	AuthDir string
+	// TLS for client connections: certificate and key of the server; with
+	// TLSCA, clients must also present a certificate signed by that CA.
+	TLSCert, TLSKey, TLSCA string
+}
+
+// serverOptions builds the options of an embedded server from c.
+func serverOptions(c natsServerConfig) (*server.Options, error) {
+	host, portStr, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen address %q: want HOST:PORT: %w", listen, err)
+		return nil, fmt.Errorf("listen address %q: want HOST:PORT: %w", c.Listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("listen address %q: bad port", listen)
+		return nil, fmt.Errorf("listen address %q: bad port", c.Listen)
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
 	}
-	if dataDir == "" {
+	if c.DataDir == "" {
 		return nil, errors.New("a data directory is required for JetStream (--data)")
 	}
 	// SyncInterval: see defaultSyncInterval (what a power loss can lose).
-	opts := &server.Options{ServerName: "sg-nats", Host: host, Port: port, JetStream: true, StoreDir: dataDir,
-		NoSigs: true, NoLog: !logs, SyncInterval: natsSyncInterval}
+	opts := &server.Options{ServerName: "sg-nats", Host: host, Port: port, JetStream: true, StoreDir: c.DataDir,
+		NoSigs: true, NoLog: !c.Logs, SyncInterval: natsSyncInterval}
+	if c.AuthDir != "" {
+		if opts.Nkeys, err = auth.LoadConf(filepath.Join(c.AuthDir, auth.ConfFile)); err != nil {
+			return nil, err
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSCA != "" && c.TLSCert == "" {
+		return nil, errors.New("--tls-ca (verify clients) needs the server's --tls-cert and --tls-key")
+	}
+	if c.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: c.TLSCert, KeyFile: c.TLSKey, CaFile: c.TLSCA,
+			Verify: c.TLSCA != "", Timeout: 2})
+		if err != nil {
+			return nil, fmt.Errorf("nats-server TLS: %w", err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify, opts.TLSTimeout = tc, true, c.TLSCA != "", 2
+	}
+	return opts, nil
+}
+
+// startNATSServer starts an embedded nats-server with JetStream in dataDir,
+// open to anyone (tests, sg bench). Port 0 picks a free port.
+func startNATSServer(listen, dataDir string, logs bool) (*server.Server, error) {
+	srv, _, err := startNATSServerWith(natsServerConfig{Listen: listen, DataDir: dataDir, Logs: logs})
+	return srv, err
+}
+
+// startNATSServerWith starts an embedded nats-server with JetStream, and
+// returns the options it runs with (reloadAuth changes them).
+func startNATSServerWith(c natsServerConfig) (*server.Server, *server.Options, error) {
+	opts, err := serverOptions(c)
+	if err != nil {
+		return nil, nil, err
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("nats-server: %w", err)
+		return nil, nil, fmt.Errorf("nats-server: %w", err)
 	}
-	if logs {
+	if c.Logs {
 		srv.ConfigureLogger()
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(15 * time.Second) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("nats-server on %s did not become ready", listen)
+		return nil, nil, fmt.Errorf("nats-server on %s did not become ready", c.Listen)
 	}
-	return srv, nil
+	return srv, opts, nil
+}
+
+// reloadAuth re-reads the users of dir into a running server: a rotated or
+// removed credential stops working, and its connections are closed.
+func reloadAuth(srv *server.Server, opts *server.Options, dir string) error {
+	users, err := auth.LoadConf(filepath.Join(dir, auth.ConfFile))
+	if err != nil {
+		return err
+	}
+	next := opts.Clone()
+	next.Nkeys = users
+	if err := srv.ReloadOptions(next); err != nil {
+		return fmt.Errorf("reload %s: %w", filepath.Join(dir, auth.ConfFile), err)
+	}
+	*opts = *next
+	return nil
 }
 
 func cmdNATS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("nats", "--listen HOST:PORT --data DIR", `
+	fs := newFlagSet("nats", "--listen HOST:PORT --data DIR [--auth DIR] [--tls-cert F --tls-key F [--tls-ca F]]", `
 Runs the NATS server alone, with JetStream, built from the embedded nats-server
-module: the bus of a multi-process deployment (sg gw, rc, agg, dap).`, stdout, stderr)
-	listen := fs.String("listen", "127.0.0.1:4222", "client listen address HOST:PORT (port 0: a free port)")
-	data := fs.String("data", "", "JetStream storage directory (required)")
+module: the bus of a multi-process deployment (sg gw, rc, agg, dap).
+
+With --auth DIR (made by sg auth init) only sg's users connect, each limited to
+the subjects of its role; SIGHUP re-reads DIR/nats-server.conf after sg auth
+add, rotate or remove. With --tls-cert and --tls-key clients connect over TLS;
+with --tls-ca too, they must present a certificate signed by that CA.`, stdout, stderr)
+	var c natsServerConfig
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:4222", "client listen address HOST:PORT (port 0: a free port)")
+	fs.StringVar(&c.DataDir, "data", "", "JetStream storage directory (required)")
+	fs.StringVar(&c.AuthDir, "auth", envString(os.LookupEnv, envAuthDir, ""), "credential directory (sg auth init): authentication and per-role permissions on (env SG_AUTH_DIR)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "server certificate file: TLS for client connections")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "server certificate key file")
+	fs.StringVar(&c.TLSCA, "tls-ca", "", "CA file: clients must present a certificate it signed (mutual TLS)")
 	sync, err := envDuration(os.LookupEnv, envNATSSyncPeriod, natsSyncInterval)
 	if err != nil {
 		return err
@@ -167,15 +291,36 @@ module: the bus of a multi-process deployment (sg gw, rc, agg, dap).`, stdout, s
 		return fmt.Errorf("--sync-interval %s: want a positive duration", sync)
 	}
 	natsSyncInterval = sync
-	srv, err := startNATSServer(*listen, *data, true)
+	c.Logs = true
+	srv, opts, err := startNATSServerWith(c)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "sg nats: listening at %s, JetStream in %s\n", srv.ClientURL(), *data)
-	<-ctx.Done()
-	srv.Shutdown()
-	srv.WaitForShutdown()
-	return nil
+	mode := "no authentication"
+	if c.AuthDir != "" {
+		mode = fmt.Sprintf("%d users from %s", len(opts.Nkeys), filepath.Join(c.AuthDir, auth.ConfFile))
+	}
+	fmt.Fprintf(stdout, "sg nats: listening at %s, JetStream in %s, %s\n", srv.ClientURL(), c.DataDir, mode)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			if c.AuthDir == "" {
+				continue
+			}
+			if err := reloadAuth(srv, opts, c.AuthDir); err != nil {
+				fmt.Fprintf(stderr, "sg nats: %v; keeping the previous users\n", err)
+				continue
+			}
+			fmt.Fprintf(stdout, "sg nats: reloaded %d users from %s\n", len(opts.Nkeys), c.AuthDir)
+		case <-ctx.Done():
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil
+		}
+	}
 }
 
 func cmdGW(ctx context.Context, args []string, stdout, stderr io.Writer) error {
