@@ -58,6 +58,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	natsLogs := fs.Bool("nats-logs", false, "print the NATS server's own logs")
 	authDir := fs.String("auth", envString(os.LookupEnv, envAuthDir, ""), "credential directory: authentication and per-role permissions on; made if it has no users (env SG_AUTH_DIR)")
 	metrics := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	httpListen := fs.String("http-listen", defaultHTTPListen, "HOST:PORT to serve the HTTP API (/v1) on (\"\" = off; port 0: a free port)")
 	liveMode := fs.Bool("live", true, "live data: JetStream feed, ends of interval and of day (false: static demo data)")
 	feed := fs.Bool("feed", true, "run the demo feed (with --live)")
 	feedRate := fs.Int("feed-rate", 300, "demo feed rows per second over all regions")
@@ -228,6 +229,15 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		return nil
 	}
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
+	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, clientNC, s, log)
+	if err != nil {
+		stopAll()
+		return err
+	}
+	defer func() { <-httpDone }()
+	if httpAddr != "" {
+		fmt.Fprintf(stdout, "sg run: HTTP API at http://%s/v1 (try: curl -s -X POST http://%s/v1/getData -d '{\"table\":\"trade\",\"limit\":3}')\n", httpAddr, httpAddr)
+	}
 
 	if *sample {
 		if err := runSample(ctx, g, client.New(clientNC, s), daps, stdout, stderr); err != nil {

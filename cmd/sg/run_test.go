@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +26,7 @@ func startRunLogging(t *testing.T, logs io.Writer, args ...string) (out string, 
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := realMain(ctx, append([]string{"run", "--nats-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error"}, args...), pw, logs)
+		err := realMain(ctx, append([]string{"run", "--nats-listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "error", "--http-listen", "127.0.0.1:0"}, args...), pw, logs)
 		pw.Close()
 		done <- err
 	}()
@@ -82,5 +84,29 @@ func TestRunAllInOne(t *testing.T) {
 	defer stop()
 	if !strings.Contains(text, "(6 rows)") || !strings.Contains(text, "VOD.L") || !strings.Contains(text, "trades") {
 		t.Fatalf("sample query output:\n%s", text)
+	}
+	// The HTTP API it prints answers getData as the NATS API does.
+	_, rest, ok := strings.Cut(text, "sg run: HTTP API at http://")
+	if !ok {
+		t.Fatalf("no HTTP API address printed:\n%s", text)
+	}
+	addr, _, _ := strings.Cut(rest, "/v1")
+	resp, err := http.Post("http://"+addr+"/v1/getData", "application/json",
+		strings.NewReader(`{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Header struct {
+			RC int `json:"rc"`
+		} `json:"header"`
+		Payload []map[string]any `json:"payload"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || env.Header.RC != 0 || len(env.Payload) != 6 {
+		t.Errorf("HTTP getData: status %d rc %d, %d rows; want 200, 0, 6", resp.StatusCode, env.Header.RC, len(env.Payload))
 	}
 }

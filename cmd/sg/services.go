@@ -338,6 +338,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	fs.StringVar(&cfg.Affinity, "affinity", cfg.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer forwarded")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
+	httpListen := fs.String("http-listen", "", "HOST:PORT to serve the HTTP API (/v1) on, as a client of this deployment's GWs (\"\" = off)")
 	addDurabilityFlags(fs, &cfg.Durability)
 	fs.DurationVar(&cfg.Durability.RequestLogTTL, "request-log-max-age", cfg.Durability.RequestLogTTL, "request log retention; request timeouts stay below it (env SG_REQUEST_LOG_MAX_AGE)")
 	if done, err := parse(fs, args, stdout); done {
@@ -371,6 +372,11 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	if err != nil {
 		return err
 	}
+	_, httpDone, err := serveHTTPAPI(ctx, *httpListen, nc, s, log)
+	if err != nil {
+		return err
+	}
+	defer func() { <-httpDone }()
 	return g.Run(ctx)
 }
 
