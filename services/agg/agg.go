@@ -38,7 +38,7 @@ type stream struct {
 }
 
 type counters struct {
-	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired atomic.Uint64
+	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.
@@ -51,6 +51,7 @@ type Stats struct {
 	Errors       uint64 // of which answered with an error status
 	TooLarge     uint64 // of which answered TOO_LARGE
 	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
+	Cancelled    uint64 // requests dropped on the RC's cancel (the RC answered them)
 	Pending      int    // requests held now
 }
 
@@ -72,7 +73,7 @@ func (a *Agg) Stats() Stats {
 	s := &a.stats
 	return Stats{Expectations: s.expectations.Load(), Partials: s.partials.Load(), Discarded: s.discarded.Load(),
 		Malformed: s.malformed.Load(), Answered: s.answered.Load(), Errors: s.errors.Load(),
-		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Pending: pending}
+		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Pending: pending}
 }
 
 // Ready is closed once Run's subscriptions are live at the server, so that a caller
@@ -96,6 +97,11 @@ func (a *Agg) Run(ctx context.Context) error {
 		return fmt.Errorf("agg %s: subscribe partials: %w", a.cfg.ID, err)
 	}
 	defer partial.Unsubscribe()
+	cancel, err := nc.Subscribe(subj.AggCancel(a.cfg.ID), a.onCancel)
+	if err != nil {
+		return fmt.Errorf("agg %s: subscribe cancels: %w", a.cfg.ID, err)
+	}
+	defer cancel.Unsubscribe()
 	// Whole answers' worth of chunks may be pending while one is merged: a slow
 	// consumer would lose chunks and fail the transfer.
 	pendingBytes := int(min(max(2*a.cfg.MaxAnswerBytes, 64<<20), 1<<40))
@@ -122,6 +128,7 @@ func (a *Agg) Run(ctx context.Context) error {
 	}
 	_ = expect.Unsubscribe()
 	_ = partial.Unsubscribe()
+	_ = cancel.Unsubscribe()
 	a.mu.Lock()
 	a.closing = true
 	a.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
 )
 
 // envelopeSlack is room for the PartialResult fields around a payload of
@@ -48,6 +49,40 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	r.expectation(e)
 	a.stats.discarded.Add(r.takeDropped())
 	a.answerIfReadyLocked(r, now)
+}
+
+// onCancel: the RC answered the request itself (timeout, cancel, failure) and tells us
+// to drop it (no body; the id in Sg-Request-Id): its partials, its chunk transfers, and
+// any that come later, so that it is never answered a second time.
+func (a *Agg) onCancel(m *nats.Msg) {
+	id := m.Header.Get(messages.HdrRequestID)
+	if err := subjects.Validate("request id", id); err != nil {
+		a.stats.malformed.Add(1)
+		a.log.Warn().Err(err).Msg("malformed cancel")
+		return
+	}
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, done := a.finished[id]; done {
+		return
+	}
+	var deadline int64
+	held := 0
+	if r := a.requests[id]; r != nil {
+		held = len(r.partials)
+		if r.exp != nil {
+			deadline = r.exp.Deadline
+		}
+	}
+	for k, s := range a.streams {
+		if s.requestID == id {
+			delete(a.streams, k)
+		}
+	}
+	a.stats.cancelled.Add(1)
+	a.finishLocked(id, deadline, now)
+	a.log.Info().Str("request_id", id).Int("partials", held).Msg("request dropped on the RC's cancel")
 }
 
 func (a *Agg) onPartial(m *nats.Msg) {

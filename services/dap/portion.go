@@ -26,6 +26,10 @@ func (d *DAP) onPortion(m *nats.Msg) {
 		d.retry(&p, reason)
 		return
 	}
+	if d.isCancelled(p.RequestID) {
+		d.cancelled1(&p, 0) // its cancel overtook it
+		return
+	}
 	d.queue.push(p)
 }
 
@@ -93,9 +97,17 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 		d.timedOut(&p, log, 0)
 		return
 	}
+	if d.isCancelled(p.RequestID) {
+		d.cancelled1(&p, 0)
+		return
+	}
 	d.setRunning(+1)
 	defer d.setRunning(-1)
-	execCtx, cancel := context.WithDeadline(ctx, deadline)
+	// Stopped by the deadline, by shutdown (ctx) or by the RC's cancel (onCancel).
+	cancelCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer d.track(&p, stop)()
+	execCtx, cancel := context.WithDeadline(cancelCtx, deadline)
 	defer cancel()
 
 	type result struct {
@@ -120,7 +132,11 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	case <-execCtx.Done():
 		// Answer now, so the RC need not wait for a Source that is slow to stop; the
 		// slot stays taken until it does.
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil: // shutdown: DAPLost tells the RC
+		case errors.Is(context.Cause(cancelCtx), errCancelled):
+			d.cancelled1(&p, time.Since(start))
+		default:
 			d.timedOut(&p, log, time.Since(start))
 		}
 		<-done
@@ -130,6 +146,8 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	switch {
 	case ctx.Err() != nil:
 		return // shutdown: DAPLost tells the RC
+	case errors.Is(context.Cause(cancelCtx), errCancelled):
+		d.cancelled1(&p, elapsed) // never a result for a cancelled request
 	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
 		d.timedOut(&p, log, elapsed) // never a result after the deadline
 		return

@@ -40,6 +40,24 @@ func (q *fifo) pop() (messages.PortionDispatch, bool) {
 	return p, true
 }
 
+// removeRequest takes every queued portion of a request out of the queue.
+func (q *fifo) removeRequest(id string) []messages.PortionDispatch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []messages.PortionDispatch
+	kept := q.items[:0]
+	for _, p := range q.items {
+		if p.RequestID == id {
+			out = append(out, p)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(q.items[len(kept):]) // let the args be collected
+	q.items = kept
+	return out
+}
+
 func (q *fifo) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -37,6 +37,18 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.reportPeer(c)
 	case core.ForwardCompletion:
 		r.forwardCompletion(c)
+	case core.CancelDAP:
+		r.reqLog(c.Request).Debug().Str("dap", c.DAP).Msg("telling the DAP to stop the request")
+		r.metrics.cancels.WithLabelValues("dap").Inc()
+		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request)
+	case core.CancelPeer:
+		r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
+		r.metrics.cancels.WithLabelValues("peer").Inc()
+		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request)
+	case core.CancelAgg:
+		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
+		r.metrics.cancels.WithLabelValues("agg").Inc()
+		r.publishCancel(r.cfg.Subjects.AggCancel(c.Agg), c.Request)
 	}
 }
 
@@ -49,7 +61,6 @@ func (r *RC) dispatch(c core.Dispatch) {
 		AggID: c.Agg, Deadline: c.Deadline,
 	}
 	if p := r.pending[c.Portion.Request]; p != nil {
-		p.dispatch++
 		m.Args, m.LogCorr = p.sub.Args, p.sub.Header.Opts.LogCorr
 	} else if ri := r.relayed[c.Portion.Request]; ri != nil {
 		// A secondary relaying a primary's portion: the DAP's completion comes
@@ -97,12 +108,18 @@ func (r *RC) reply(c core.Reply) {
 	if c.Kind == core.ReplyTimeout {
 		r.metrics.timeouts.Inc()
 	}
-	// The Agg may hold partials: it drops them and answers nothing.
-	if p.dispatch > 0 {
-		r.expect(c.Request, nil, true)
-	}
+	// The Agg is told to drop the request by the core's CancelAgg.
 	r.answer(p.sub, st, nil)
 	r.finish(c.Request, st)
+}
+
+// publishCancel sends a cancel: no body, the request id in Sg-Request-Id.
+func (r *RC) publishCancel(subject, requestID string) {
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, requestID)
+	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h}); err != nil {
+		r.reqLog(requestID).Error().Err(err).Str("subject", subject).Msg("publish cancel")
+	}
 }
 
 // replyStatus maps the core's answers to codes: TIMEOUT is the seed's rc 45

@@ -60,6 +60,8 @@ func (r *RC) handle(in input) {
 			return
 		}
 		r.completion(c, now)
+	case s.RCCancel(r.cfg.ID):
+		r.onCancel(in, now)
 	case s.RCAggDone(r.cfg.ID):
 		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)
 		if r.bad(in, err) {
@@ -71,6 +73,26 @@ func (r *RC) handle(in input) {
 		r.metrics.badMessages.Inc()
 		r.log.Warn().Str("subject", in.subject).Msg("message on an unknown RC subject")
 	}
+}
+
+// onCancel: a GW gave up on a drive (client cancel or deadline), or our
+// primary cancels a request we relay. The body is empty; the id travels in
+// Sg-Request-Id.
+func (r *RC) onCancel(in input, now time.Time) {
+	id := in.msg.Header.Get(messages.HdrRequestID)
+	if err := subjects.Validate("request id", id); err != nil {
+		r.bad(in, err)
+		return
+	}
+	_, primary := r.pending[id]
+	_, secondary := r.relayed[id]
+	if !primary && !secondary {
+		r.reqLog(id).Debug().Msg("cancel for a request this RC does not hold")
+		return
+	}
+	r.metrics.cancels.WithLabelValues("received").Inc()
+	r.reqLog(id).Info().Bool("primary", primary).Msg("request cancelled")
+	r.step(core.RequestCancelled{At: now.UnixNano(), Request: id, Reason: "by the caller"})
 }
 
 func (r *RC) bad(in input, err error) bool {

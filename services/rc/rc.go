@@ -57,12 +57,11 @@ func (r *RC) ID() string { return r.cfg.ID }
 type pendingRequest struct {
 	sub messages.RCSubmission
 	// log carries the request id, the caller's logCorr and the GW.
-	log      zerolog.Logger
-	agg      string
-	arrived  time.Time
-	aggSeq   uint32
-	dispatch int
-	via      map[uint64]viaPortion // portions relayed through secondary RCs
+	log     zerolog.Logger
+	agg     string
+	arrived time.Time
+	aggSeq  uint32
+	via     map[uint64]viaPortion // portions relayed through secondary RCs
 }
 
 type dapRecord struct {

@@ -136,6 +136,29 @@ type ForwardCompletion struct {
 	Completion PortionCompleted
 }
 
+// CancelDAP: the request has ended at this RC (answered, timed out,
+// cancelled); tell the DAP to stop its portions of it, running or waiting
+// (subjects.DAPCancel). The DAP answers each one it stops; its slot is freed
+// here when that answer comes, as for any completion.
+type CancelDAP struct {
+	Request string
+	DAP     string
+}
+
+// CancelPeer: tell a secondary RC to stop the request's portions on its DAPs
+// (subjects.RCCancel of the peer); it turns that into CancelDAP.
+type CancelPeer struct {
+	Request string
+	RC      string
+}
+
+// CancelAgg: tell the Agg to drop the request's partials and state
+// (subjects.AggCancel): the RC answered, so the Agg must not.
+type CancelAgg struct {
+	Request string
+	Agg     string
+}
+
 func (Dispatch) isCommand()          {}
 func (AggExpect) isCommand()         {}
 func (AggFail) isCommand()           {}
@@ -144,3 +167,6 @@ func (RetryNoted) isCommand()        {}
 func (QueryPeerStatus) isCommand()   {}
 func (ReportPeerStatus) isCommand()  {}
 func (ForwardCompletion) isCommand() {}
+func (CancelDAP) isCommand()         {}
+func (CancelPeer) isCommand()        {}
+func (CancelAgg) isCommand()         {}

@@ -177,5 +177,6 @@ func (c *Core) end(r *request) {
 func (c *Core) reply(r *request, kind ReplyKind, text string) {
 	c.emit(Reply{Request: r.ID, Kind: kind, Text: text, Retries: r.retries})
 	c.stats.Replies[kind]++
+	c.stopWork(r)
 	c.end(r)
 }

@@ -92,10 +92,10 @@ func (c *Core) Step(ev Event) []Command {
 		}
 		c.expire()
 	case RequestCancelled:
-		if r, ok := c.requests[e.Request]; ok {
-			c.reply(r, ReplyCancelled, "Request cancelled: "+e.Reason)
-		}
+		// Deadlines first: a cancel that comes at or after the deadline (the
+		// GW gives up then too) must not replace the seed's timeout message.
 		c.expire()
+		c.cancel(e)
 	case Tick:
 		c.expire()
 	case PeerDispatch:

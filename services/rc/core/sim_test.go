@@ -68,8 +68,11 @@ type simRequest struct {
 	expected bool // AggExpect or AggFail seen; the Agg will answer
 	aggAt    int64
 	retries  int
-	attempt  map[labelKey]int
-	vintage  map[string]uint64 // (ls, attempt) -> vintage of its dispatches
+	// dispatched: a portion was sent; told: DAPs told to stop the request.
+	dispatched bool
+	told       map[string]bool
+	attempt    map[labelKey]int
+	vintage    map[string]uint64 // (ls, attempt) -> vintage of its dispatches
 }
 
 type sim struct {
@@ -88,7 +91,9 @@ type sim struct {
 	maxRetry int
 	// dapTimedOut: the current event is a DAP's timeout report.
 	dapTimedOut bool
-	tops        map[string]uint64
+	// cancelled: the current event cancels this request.
+	cancelled string
+	tops      map[string]uint64
 }
 
 func simulate(seed uint64, logf func(string, ...any)) error {
@@ -237,6 +242,8 @@ func (s *sim) randomEvent() error {
 		}
 	case x < 95:
 		return s.aggAnswers()
+	case x < 98:
+		return s.cancelOne()
 	}
 	return s.step(Tick{At: s.now})
 }
@@ -331,17 +338,34 @@ func (s *sim) aggAnswers() error {
 	return s.step(Tick{At: s.now})
 }
 
+// cancelOne: the caller gives up on a random request (sometimes one that
+// has already ended, or one the RC never heard of).
+func (s *sim) cancelOne() error {
+	id := fmt.Sprintf("q-unknown-%d", s.rng.IntN(3))
+	if len(s.reqOrder) > 0 && s.rng.IntN(4) > 0 {
+		id = s.reqOrder[len(s.reqOrder)-1-s.rng.IntN(min(len(s.reqOrder), 8))]
+	}
+	return s.step(RequestCancelled{At: s.now, Request: id, Reason: "sim"})
+}
+
 // step feeds one event, checks the commands and the invariants.
 func (s *sim) step(ev Event) error {
 	before := s.queuedSnapshot()
 	s.tops = map[string]uint64{}
 	pc, ok := ev.(PortionCompleted)
 	s.dapTimedOut = ok && pc.Outcome == OutcomeTimeout
+	s.cancelled = ""
+	if rc, ok := ev.(RequestCancelled); ok {
+		s.cancelled = rc.Request
+	}
 	out := s.c.Step(ev)
 	for _, cmd := range out {
 		if err := s.apply(cmd); err != nil {
 			return fmt.Errorf("after %T%+v: %w", ev, ev, err)
 		}
+	}
+	if err := s.checkStopped(out); err != nil {
+		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
 	}
 	if err := s.checkOrder(out, before); err != nil {
 		return fmt.Errorf("after %T: %w", ev, err)
@@ -407,6 +431,38 @@ func (s *sim) apply(cmd Command) error {
 		}
 		d.inflight = append(d.inflight, simPortion{d: c, outcome: outcome})
 		s.portions[c.Portion.ID] = c
+		r.dispatched = true
+	case CancelDAP:
+		r := s.reqs[c.Request]
+		if r == nil || !r.ended || !r.replied {
+			return fmt.Errorf("DAP %s told to stop request %s, which the RC has not answered", c.DAP, c.Request)
+		}
+		d := s.daps[c.DAP]
+		if d == nil {
+			return fmt.Errorf("cancel to unknown DAP %s", c.DAP)
+		}
+		found := false
+		for i := range d.inflight {
+			if d.inflight[i].d.Portion.Request == c.Request {
+				// The DAP stops it and answers (an error the RC finds stale).
+				d.inflight[i].outcome = OutcomeError
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("DAP %s told to stop request %s, which it does not run", c.DAP, c.Request)
+		}
+		if r.told == nil {
+			r.told = map[string]bool{}
+		}
+		r.told[c.DAP] = true
+	case CancelPeer:
+		return fmt.Errorf("cancel to peer RC %s in a one-RC simulation", c.RC)
+	case CancelAgg:
+		r := s.reqs[c.Request]
+		if r == nil || !r.replied || !r.dispatched {
+			return fmt.Errorf("agg told to drop request %s (answered by the RC: %v, dispatched: %v)", c.Request, r != nil && r.replied, r != nil && r.dispatched)
+		}
 	case AggExpect:
 		r := s.reqs[c.Request]
 		if r == nil || r.ended || r.expected {
@@ -430,6 +486,12 @@ func (s *sim) apply(cmd Command) error {
 		}
 		if s.now > r.req.Deadline {
 			return fmt.Errorf("request %s answered %s after its deadline", c.Request, time.Duration(s.now-r.req.Deadline))
+		}
+		if c.Kind == ReplyCancelled && s.cancelled != c.Request {
+			return fmt.Errorf("request %s answered cancelled by another event", c.Request)
+		}
+		if s.cancelled == c.Request && c.Kind != ReplyCancelled && c.Kind != ReplyTimeout {
+			return fmt.Errorf("cancelled request %s answered %s", c.Request, c.Kind)
 		}
 		// Early only when a DAP reported the timeout (its clock may lead).
 		if c.Kind == ReplyTimeout && s.now != r.req.Deadline && !s.dapTimedOut {
@@ -462,6 +524,40 @@ func (s *sim) apply(cmd Command) error {
 		r.retries++
 		if r.retries > s.maxRetry {
 			return fmt.Errorf("request %s retried %d times, max %d", c.Request, r.retries, s.maxRetry)
+		}
+	}
+	return nil
+}
+
+// checkStopped: a request the RC answered in this step has every DAP that
+// still runs one of its portions told to stop, and its Agg told to drop it
+// if anything was dispatched.
+func (s *sim) checkStopped(out []Command) error {
+	aggDropped := map[string]bool{}
+	replied := map[string]bool{}
+	for _, cmd := range out {
+		switch c := cmd.(type) {
+		case CancelAgg:
+			aggDropped[c.Request] = true
+		case Reply:
+			replied[c.Request] = true
+		}
+	}
+	for id := range replied {
+		r := s.reqs[id]
+		if r.dispatched != aggDropped[id] {
+			return fmt.Errorf("request %s answered by the RC: dispatched %v, agg told to drop %v", id, r.dispatched, aggDropped[id])
+		}
+		for _, did := range s.dapOrder {
+			d := s.daps[did]
+			if d.lost {
+				continue
+			}
+			for _, p := range d.inflight {
+				if p.d.Portion.Request == id && !r.told[did] {
+					return fmt.Errorf("request %s answered by the RC, DAP %s still runs portion %d untold", id, did, p.d.Portion.ID)
+				}
+			}
 		}
 	}
 	return nil

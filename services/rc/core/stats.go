@@ -14,11 +14,14 @@ type Stats struct {
 	Retries   int
 	Timeouts  int
 	// Replies counts the RC's own answers by kind.
-	Replies                   [ReplyCancelled + 1]int
-	Stale                     int
-	Duplicates                int
-	DAPsLost                  int
-	Relayed                   int
+	Replies    [ReplyCancelled + 1]int
+	Stale      int
+	Duplicates int
+	DAPsLost   int
+	Relayed    int
+	// Cancels counts CancelDAP and CancelPeer commands (DAPs and
+	// secondaries told to stop an ended request's portions).
+	Cancels                   int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
 	Events                    int

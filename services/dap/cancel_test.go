@@ -1,0 +1,153 @@
+package dap
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// slotFreeWithin is the bound: a cancelled portion, or one past its deadline,
+// gives its slot back within this.
+const slotFreeWithin = 50 * time.Millisecond
+
+// slowScan is a getData source whose scan takes batchTime per batch of rows, looking at
+// its context between batches as the engine and the Parquet reader do; it runs through
+// RunGetData, the path every getData source takes.
+type slowScan struct {
+	batchTime time.Duration
+	batches   int
+	started   chan string // request id of each execution, in start order
+}
+
+func (s *slowScan) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return nil, err
+	}
+	b, _, err := RunGetData(ctx, func(ctx context.Context, a messages.GetDataArgs, _, _ time.Time) (merge.Partial, error) {
+		s.started <- a.Table
+		for range s.batches {
+			if err := ctx.Err(); err != nil {
+				return merge.Partial{}, err
+			}
+			time.Sleep(s.batchTime) // one batch of rows
+		}
+		return merge.Partial{}, ctx.Err()
+	}, a, rng)
+	return b, err
+}
+
+// slowDispatch is a getData dispatch of request id; the table names the request so the
+// source can say which one it runs.
+func slowDispatch(t *testing.T, id string, deadline time.Time) messages.PortionDispatch {
+	t.Helper()
+	args, err := msgpack.Marshal(messages.GetDataArgs{Table: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := dispatch("p-"+id, nil)
+	p.RequestID, p.Args, p.Deadline = id, args, deadline.UnixNano()
+	return p
+}
+
+func sendCancel(t *testing.T, nc *nats.Conn, dapID, requestID string) {
+	t.Helper()
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, requestID)
+	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPCancel(dapID), Header: h}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startedWithin(t *testing.T, ch chan string, want string, d time.Duration) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got != want {
+			t.Fatalf("%s started, want %s", got, want)
+		}
+	case <-time.After(d):
+		t.Fatalf("%s did not start within %v", want, d)
+	}
+}
+
+// A cancel stops a running portion between two batches: its slot is free within 50 ms,
+// the next queued portion runs at once, and the RC hears that the portion was stopped.
+func TestCancelFreesTheSlotWithin50ms(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+
+	send(t, nc, d.ID(), slowDispatch(t, "q1", time.Now().Add(time.Minute)))
+	startedWithin(t, src.started, "q1", wait)
+	send(t, nc, d.ID(), slowDispatch(t, "q2", time.Now().Add(time.Minute)))
+	send(t, nc, d.ID(), slowDispatch(t, "q3", time.Now().Add(time.Minute)))
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, d, 2)
+
+	// q3 is cancelled while queued: answered at once, never run.
+	sendCancel(t, nc, d.ID(), "q3")
+	if c := nextAs[messages.PortionCompletion](t, completions); c.RequestID != "q3" || c.Outcome != messages.OutcomeError {
+		t.Fatalf("completion %+v", c)
+	}
+	at := time.Now()
+	sendCancel(t, nc, d.ID(), "q1")
+	startedWithin(t, src.started, "q2", slotFreeWithin)
+	t.Logf("slot free and the next portion running %v after the cancel", time.Since(at))
+	c := nextAs[messages.PortionCompletion](t, completions)
+	if c.RequestID != "q1" || c.Outcome != messages.OutcomeError || c.Code == messages.CodeTimeout {
+		t.Fatalf("completion %+v", c)
+	}
+	// A dispatch that comes after its request's cancel is answered without running.
+	send(t, nc, d.ID(), slowDispatch(t, "q1", time.Now().Add(time.Minute)))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.RequestID != "q1" || c.Outcome != messages.OutcomeError {
+		t.Fatalf("completion %+v", c)
+	}
+	if s := d.Stats(); s.Cancelled != 3 || s.Running != 1 || s.Queued != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// The deadline stops a running portion the same way.
+func TestDeadlineFreesTheSlotWithin50ms(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+
+	deadline := time.Now().Add(300 * time.Millisecond)
+	send(t, nc, d.ID(), slowDispatch(t, "q1", deadline))
+	startedWithin(t, src.started, "q1", wait)
+	send(t, nc, d.ID(), slowDispatch(t, "q2", time.Now().Add(time.Minute)))
+	waitQueued(t, d, 1)
+	startedWithin(t, src.started, "q2", time.Until(deadline)+slotFreeWithin)
+	t.Logf("next portion running %v after the deadline", time.Since(deadline))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.RequestID != "q1" || c.Code != messages.CodeTimeout {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+// waitQueued waits (bounded) until n portions wait in the DAP's queue.
+func waitQueued(t *testing.T, d *DAP, n int) {
+	t.Helper()
+	for end := time.Now().Add(wait); time.Now().Before(end); {
+		if d.Stats().Queued == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("queue never reached %d: %+v", n, d.Stats())
+}
