@@ -24,10 +24,12 @@ type Agg struct {
 	streams  map[string]*stream   // chunked partials being reassembled, by transfer id
 	closing  bool                 // Run is stopping: start no answer (answers.Add must precede Wait)
 
-	answers sync.WaitGroup // answer goroutines; Run waits for them
-	ready   chan struct{}  // closed once Run's subscriptions are live
-	started atomic.Bool
-	stats   counters
+	answers   sync.WaitGroup // answer goroutines; Run waits for them
+	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
+	hbSeq     uint64         // owned by Run
+	ready     chan struct{}  // closed once Run's subscriptions are live
+	started   atomic.Bool
+	stats     counters
 }
 
 // stream is one chunked partial in transit.
@@ -114,18 +116,27 @@ func (a *Agg) Run(ctx context.Context) error {
 		return fmt.Errorf("agg %s: flush subscriptions: %w", a.cfg.ID, err)
 	}
 	close(a.ready)
-	a.log.Info().Int64("max_answer_bytes", a.cfg.MaxAnswerBytes).Dur("partial_ttl", a.cfg.PartialTTL).Msg("Agg started")
+	a.startedAt = time.Now().UnixNano()
+	a.heartbeat(false)
+	a.log.Info().Int64("max_answer_bytes", a.cfg.MaxAnswerBytes).Dur("partial_ttl", a.cfg.PartialTTL).
+		Dur("heartbeat", a.cfg.Heartbeat).Msg("Agg started")
 
 	sweep := time.NewTicker(min(max(a.cfg.PartialTTL/4, 10*time.Millisecond), time.Second))
 	defer sweep.Stop()
+	beat := time.NewTicker(a.cfg.Heartbeat)
+	defer beat.Stop()
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case now := <-sweep.C:
 			a.sweep(now)
+		case <-beat.C:
+			a.heartbeat(false)
 		}
 	}
+	// RCs drive what we hold again elsewhere now, rather than after missed beats.
+	a.heartbeat(true)
 	_ = expect.Unsubscribe()
 	_ = partial.Unsubscribe()
 	_ = cancel.Unsubscribe()
@@ -133,8 +144,32 @@ func (a *Agg) Run(ctx context.Context) error {
 	a.closing = true
 	a.mu.Unlock()
 	a.answers.Wait()
+	if err := nc.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		a.log.Warn().Err(err).Msg("flush on stop")
+	}
 	a.log.Info().Msg("Agg stopped")
 	return nil
+}
+
+// heartbeat tells the RCs we are alive (or, stopping, that we are gone).
+func (a *Agg) heartbeat(stopping bool) {
+	a.mu.Lock()
+	pending := len(a.requests)
+	var held int64
+	for _, r := range a.requests {
+		held += r.bytes
+	}
+	a.mu.Unlock()
+	a.hbSeq++
+	hb := messages.AggHeartbeat{V: messages.AggVersion, AggID: a.cfg.ID, Seq: a.hbSeq, SentAt: time.Now().UnixNano(),
+		StartedAt: a.startedAt, IntervalMS: a.cfg.Heartbeat.Milliseconds(), Pending: pending, HeldBytes: held, Stopping: stopping}
+	b, err := messages.Encode(&hb)
+	if err == nil {
+		err = a.cfg.NC.Publish(a.cfg.Subjects.AggHeartbeat(a.cfg.ID), b)
+	}
+	if err != nil {
+		a.log.Warn().Err(err).Msg("heartbeat not sent")
+	}
 }
 
 // finishLocked forgets request id and drops anything about it that arrives later; a.mu

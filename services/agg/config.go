@@ -11,8 +11,14 @@ import (
 	"github.com/sg-project/sg/subjects"
 )
 
-// DefaultPartialTTL is how long partials of a request without expectation are kept.
-const DefaultPartialTTL = 2 * time.Minute
+// Defaults of Config.
+const (
+	// DefaultPartialTTL is how long partials of a request without expectation are kept.
+	DefaultPartialTTL = 2 * time.Minute
+	// DefaultHeartbeat is the heartbeat period, the DAPs' default: an RC declares an
+	// Agg lost after three missed periods, as it does a DAP.
+	DefaultHeartbeat = 2 * time.Second
+)
 
 // Config configures an Agg.
 type Config struct {
@@ -26,6 +32,9 @@ type Config struct {
 	// PartialTTL: partials of a request whose expectation has not come are dropped after
 	// it, and answered ids are remembered for it past their deadline. Default 2 min.
 	PartialTTL time.Duration
+	// Heartbeat is the period of the heartbeat on subjects.AggHeartbeat(ID), by which
+	// RCs know the Agg is alive. Default DefaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -38,6 +47,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PartialTTL == 0 {
 		c.PartialTTL = DefaultPartialTTL
 	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
 	var errs []error
 	if err := subjects.Validate("Agg id", c.ID); err != nil {
 		errs = append(errs, err)
@@ -47,6 +59,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxAnswerBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxAnswerBytes %d is negative", c.MaxAnswerBytes))
+	}
+	if c.Heartbeat < 0 || c.Heartbeat > time.Hour {
+		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to 1h", c.Heartbeat))
 	}
 	if c.PartialTTL < 0 {
 		errs = append(errs, fmt.Errorf("PartialTTL %v is negative", c.PartialTTL))

@@ -20,12 +20,12 @@ func (r *RC) carryOut(cmd core.Command) {
 		for i, p := range c.Portions {
 			refs[i] = messages.PortionRef{PortionID: strconv.FormatUint(p.ID, 10), Attempt: uint32(p.Attempt)}
 		}
-		r.expect(c.Request, refs, false)
+		r.expect(c.Request, c.Agg, refs)
 	case core.AggFail:
 		// The DAP sent its error to the Agg as a partial: the Agg answers it.
 		ref := messages.PortionRef{PortionID: strconv.FormatUint(c.Portion.ID, 10), Attempt: uint32(c.Portion.Attempt)}
 		r.reqLog(c.Request).Info().Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
-		r.expect(c.Request, []messages.PortionRef{ref}, false)
+		r.expect(c.Request, c.Agg, []messages.PortionRef{ref})
 	case core.Reply:
 		r.reply(c)
 	case core.RetryNoted:
@@ -45,6 +45,12 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
 		r.metrics.cancels.WithLabelValues("peer").Inc()
 		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request)
+	case core.AggChanged:
+		if p := r.pending[c.Request]; p != nil {
+			p.aggSeq = 0 // the new Agg's expectations start at Seq 1
+		}
+		r.metrics.aggRedrives.Inc()
+		r.reqLog(c.Request).Warn().Str("lost_agg", c.From).Str("agg", c.To).Msg("Agg lost: request driven again on another Agg")
 	case core.CancelAgg:
 		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
 		r.metrics.cancels.WithLabelValues("agg").Inc()
@@ -83,7 +89,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 }
 
 // expect tells the request's Agg which partials make its answer.
-func (r *RC) expect(requestID string, refs []messages.PortionRef, cancel bool) {
+func (r *RC) expect(requestID, agg string, refs []messages.PortionRef) {
 	p := r.pending[requestID]
 	if p == nil {
 		return
@@ -91,10 +97,10 @@ func (r *RC) expect(requestID string, refs []messages.PortionRef, cancel bool) {
 	p.aggSeq++
 	m := messages.AggExpectation{
 		V: messages.PortionVersion, RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API, Args: p.sub.Args,
-		Expect: refs, Sealed: true, Cancel: cancel, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
+		Expect: refs, Sealed: true, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
 		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr,
 	}
-	r.publish(r.cfg.Subjects.AggExpect(p.agg), nil, &m)
+	r.publish(r.cfg.Subjects.AggExpect(agg), nil, &m)
 }
 
 // reply answers the caller from the RC itself: errors and timeouts.

@@ -20,6 +20,10 @@ func (r *RC) handle(in input) {
 		r.dapEvent(dapID, event, in.msg.Data, now)
 		return
 	}
+	if id := r.aggOf(in.subject); id != "" {
+		r.onAggHeartbeat(id, in.msg.Data, now)
+		return
+	}
 	switch in.subject {
 	case s.RCAnnounce(r.rcOf(in.subject)):
 		a, err := messages.DecodeValid[messages.RCAnnouncement](in.msg.Data)

@@ -33,9 +33,9 @@ type RC struct {
 	// Owned by the Run goroutine alone:
 	pending map[string]*pendingRequest // requests in flight, by id
 	daps    map[string]*dapRecord      // last registration and heartbeat per DAP
-	nextAgg int
-	relayed map[string]*relayInfo // peers' requests this RC relays as secondary
-	peers   map[string]*peerRC    // other RCs, from their announcements
+	aggs    map[string]*aggRecord      // the configured Aggs, alive or not
+	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
+	peers   map[string]*peerRC         // other RCs, from their announcements
 
 	ready     chan struct{} // closed once subscribed and the fleet is rebuilt
 	recovered atomic.Int64  // DAPs rebuilt from the DAP state stream
@@ -58,7 +58,6 @@ type pendingRequest struct {
 	sub messages.RCSubmission
 	// log carries the request id, the caller's logCorr and the GW.
 	log     zerolog.Logger
-	agg     string
 	arrived time.Time
 	aggSeq  uint32
 	via     map[uint64]viaPortion // portions relayed through secondary RCs
@@ -92,10 +91,11 @@ func New(cfg Config) (*RC, error) {
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
-			FirstPortion: uint64(time.Now().UnixNano()),
+			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},
+		aggs:    map[string]*aggRecord{},
 		relayed: map[string]*relayInfo{},
 		peers:   map[string]*peerRC{},
 		ready:   make(chan struct{}),
@@ -125,7 +125,7 @@ func (r *RC) Run(ctx context.Context) error {
 	}
 	s := r.cfg.Subjects
 	var subs []*nats.Subscription
-	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID), s.RCAnnouncePattern()} {
+	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID), s.RCAnnouncePattern(), s.AggHeartbeatPattern()} {
 		sub, err := r.cfg.NC.Subscribe(subj, deliver)
 		if err != nil {
 			return fmt.Errorf("rc %s: subscribe %s: %w", r.cfg.ID, subj, err)
@@ -155,6 +155,10 @@ func (r *RC) Run(ctx context.Context) error {
 		r.metrics.recoveredDAPs.Set(float64(n))
 		r.log.Info().Int("daps", n).Dur("took", time.Since(r.started)).Msg("fleet rebuilt from the DAP state stream")
 	}
+	// Until its first heartbeat says otherwise, a configured Agg is assumed alive.
+	for _, id := range r.cfg.AggIDs {
+		r.aggs[id] = &aggRecord{lastSeen: time.Now(), interval: defaultAggHeartbeat}
+	}
 	close(r.ready)
 	r.announce(false)
 	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
@@ -179,6 +183,7 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-tick.C:
 			now := time.Now()
 			r.checkHeartbeats()
+			r.checkAggs(now)
 			r.forgetRelayed(now)
 			r.step(core.Tick{At: now.UnixNano()})
 		case <-announce.C:

@@ -40,15 +40,14 @@ func (r *RC) submit(sub messages.RCSubmission, now time.Time) {
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
 		return
 	}
-	p := &pendingRequest{sub: sub, log: log, arrived: now, agg: r.cfg.AggIDs[r.nextAgg%len(r.cfg.AggIDs)]}
-	r.nextAgg++
+	p := &pendingRequest{sub: sub, log: log, arrived: now}
 	r.pending[sub.RequestID] = p
 	req := core.Request{
 		ID: sub.RequestID, API: sub.Header.API, Table: args.Table, Labels: core.Selector(args.Labels),
 		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
-		Agg: p.agg, Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier),
+		Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier), // the core picks the Agg
 	}
-	log.Info().Str("table", args.Table).Str("agg", p.agg).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
+	log.Info().Str("table", args.Table).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
 	r.step(core.RequestArrived{At: now.UnixNano(), Request: req})
 }
 

@@ -33,6 +33,10 @@ func (c *Core) arrive(q Request) {
 		c.reply(r, err.kind, err.text)
 		return
 	}
+	if err := c.chooseAgg(r); err != nil {
+		c.reply(r, err.kind, err.text)
+		return
+	}
 	if q.Deadline <= c.now {
 		c.timeout(r)
 		return

@@ -63,7 +63,8 @@ func (c *Core) stopWork(r *request) {
 			c.emit(CancelDAP{Request: r.ID, DAP: ps.dap})
 		}
 	}
-	if len(r.portions) > 0 {
+	// r.Agg is "" when its Agg was lost with no other to take over.
+	if len(r.portions) > 0 && r.Agg != "" {
 		c.emit(CancelAgg{Request: r.ID, Agg: r.Agg})
 	}
 	c.stats.Cancels += len(seen)

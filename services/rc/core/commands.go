@@ -159,6 +159,14 @@ type CancelAgg struct {
 	Agg     string
 }
 
+// AggChanged: the request's Agg was lost and another merges it now; every
+// label set was restarted (the new portions name To). Carry on with To:
+// its expectation sequence starts again.
+type AggChanged struct {
+	Request  string
+	From, To string
+}
+
 func (Dispatch) isCommand()          {}
 func (AggExpect) isCommand()         {}
 func (AggFail) isCommand()           {}
@@ -170,3 +178,4 @@ func (ForwardCompletion) isCommand() {}
 func (CancelDAP) isCommand()         {}
 func (CancelPeer) isCommand()        {}
 func (CancelAgg) isCommand()         {}
+func (AggChanged) isCommand()        {}

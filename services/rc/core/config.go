@@ -21,6 +21,10 @@ type Config struct {
 	// time, so that a restarted RC never reuses an id of its previous life
 	// (a late completion of an old portion then frees nothing of a new one).
 	FirstPortion uint64
+	// Aggs are the Aggs the core may give requests to, alive until an
+	// AggLost says otherwise. Empty: a request keeps the Agg it names (until
+	// an AggUp makes the core track Aggs).
+	Aggs []string
 }
 
 func (c Config) withDefaults() Config {

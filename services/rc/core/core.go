@@ -10,6 +10,7 @@ import (
 type Core struct {
 	cfg   Config
 	fleet fleet
+	aggs  aggSet
 
 	requests map[string]*request
 	timers   timerHeap
@@ -39,6 +40,7 @@ func New(cfg Config) *Core {
 	c := &Core{
 		cfg:      cfg.withDefaults(),
 		fleet:    newFleet(),
+		aggs:     newAggSet(cfg.Aggs),
 		requests: map[string]*request{},
 		groups:   map[groupKey]*queueGroup{},
 		relayed:  map[string]*relayedRequest{},
@@ -98,6 +100,12 @@ func (c *Core) Step(ev Event) []Command {
 		c.cancel(e)
 	case Tick:
 		c.expire()
+	case AggUp:
+		c.expire()
+		c.aggs.up(e.Agg)
+	case AggLost:
+		c.expire()
+		c.aggLost(e.Agg)
 	case PeerDispatch:
 		c.expire()
 		c.peerDispatch(e)

@@ -24,8 +24,10 @@
 //     the Agg), Reply (to the caller: rc/ac from the ReplyKind, ai = Text),
 //     QueryPeerStatus, ReportPeerStatus and ForwardCompletion (to peer
 //     RCs), CancelDAP, CancelPeer and CancelAgg (tell a DAP, a secondary
-//     RC, the Agg to stop work on a request the RC has answered); RetryNoted
-//     is for logs and metrics. The slice is reused by the next Step.
+//     RC, the Agg to stop work on a request the RC has answered);
+//     AggChanged says a request moved to another Agg (its expectations start
+//     again there); RetryNoted is for logs and metrics. The slice is reused
+//     by the next Step.
 //  4. After each Step, call NextDeadline and arm a timer for it; when it
 //     fires, Step a Tick. This answers timeouts on time instead of on the
 //     next periodic check. Keep a periodic Tick as well (SG_RC_TIMER).
@@ -73,6 +75,12 @@
 //     relaying some and the Agg are told to stop. A DAP's slot is freed
 //     when it answers the portion, not when it is told, so a DAP never
 //     holds more portions than its concurrency.
+//   - Aggs are tracked like DAPs (AggUp, AggLost from the shell's
+//     heartbeat watch). A request gets an alive Agg in turn (or keeps the
+//     one it names while that one is alive). When its Agg is lost, every
+//     label set restarts on another Agg, not counted as a retry; with none
+//     left it is answered "Agg <id> was lost and no other Agg is connected"
+//     (NO_RESOURCES) at once.
 //   - RequestCancelled at or after the deadline is a timeout (the seed's
 //     message), and one during the multi-RC timeout wait lets the timeout
 //     finish. A cancel for an unknown request does nothing.

@@ -192,3 +192,19 @@ type DAPPaused struct {
 }
 
 func (e DAPPaused) at() int64 { return e.At }
+
+// AggUp: an Agg is alive (its heartbeat), so the core may give it requests.
+type AggUp struct {
+	At  int64
+	Agg string
+}
+
+// AggLost: an Agg is gone (heartbeats stopped, it restarted or stopped). The
+// requests it was merging are driven again on another Agg, or answered.
+type AggLost struct {
+	At  int64
+	Agg string
+}
+
+func (e AggUp) at() int64   { return e.At }
+func (e AggLost) at() int64 { return e.At }

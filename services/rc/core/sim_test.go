@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,7 +22,7 @@ func TestSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SIM_SEED=%q: %v", s, err)
 		}
-		if err := simulate(seed, t.Logf); err != nil {
+		if _, err := simulate(seed, t.Logf); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		return
@@ -36,15 +37,25 @@ func TestSimulation(t *testing.T) {
 	}
 	quiet := func(string, ...any) {}
 	failed := 0
+	var total Stats
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		if err := simulate(seed, quiet); err != nil {
+		st, err := simulate(seed, quiet)
+		total.Cancels += st.Cancels
+		total.Redriven += st.Redriven
+		total.Replies[ReplyCancelled] += st.Replies[ReplyCancelled]
+		if err != nil {
 			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/rc/core -run Simulation -v", seed, err, seed)
 			if failed++; failed >= 5 {
 				t.FailNow()
 			}
 		}
 	}
-	t.Logf("%d seeds", n)
+	t.Logf("%d seeds: %d cancelled, %d DAPs or peers told to stop, %d requests driven again on another Agg",
+		n, total.Replies[ReplyCancelled], total.Cancels, total.Redriven)
+	// The events under test must happen, or the invariants prove nothing.
+	if n >= 100 && (total.Replies[ReplyCancelled] == 0 || total.Cancels == 0 || total.Redriven == 0) {
+		t.Errorf("the simulation did not exercise cancels and Agg loss: %+v", total)
+	}
 }
 
 // simDAP is the simulation's truth about one DAP.
@@ -71,8 +82,10 @@ type simRequest struct {
 	// dispatched: a portion was sent; told: DAPs told to stop the request.
 	dispatched bool
 	told       map[string]bool
-	attempt    map[labelKey]int
-	vintage    map[string]uint64 // (ls, attempt) -> vintage of its dispatches
+	// agg is the request's Agg, as the core's commands name it.
+	agg     string
+	attempt map[labelKey]int
+	vintage map[string]uint64 // (ls, attempt) -> vintage of its dispatches
 }
 
 type sim struct {
@@ -93,10 +106,20 @@ type sim struct {
 	dapTimedOut bool
 	// cancelled: the current event cancels this request.
 	cancelled string
+	aggAlive  map[string]bool
 	tops      map[string]uint64
 }
 
-func simulate(seed uint64, logf func(string, ...any)) error {
+func simulate(seed uint64, logf func(string, ...any)) (Stats, error) {
+	s, err := runSim(seed, logf)
+	if s == nil || s.c == nil {
+		return Stats{}, err
+	}
+	st, _ := s.c.Stats()
+	return st, err
+}
+
+func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
 	s := &sim{
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		now:      t0,
@@ -105,9 +128,10 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 		portions: map[uint64]Dispatch{},
 		okDone:   map[uint64]bool{},
 		logf:     logf,
+		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
 	}
 	s.maxRetry = 1 + s.rng.IntN(4)
-	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second})
+	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}})
 
 	nls := 1 + s.rng.IntN(5)
 	for i := 0; i < nls; i++ {
@@ -116,13 +140,13 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 	ndap := 1 + s.rng.IntN(50)
 	for i := 0; i < ndap; i++ {
 		if err := s.addDAP(); err != nil {
-			return err
+			return s, err
 		}
 	}
 	steps := 200 + s.rng.IntN(400)
 	for i := 0; i < steps; i++ {
 		if err := s.randomEvent(); err != nil {
-			return fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
+			return s, fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
 		}
 	}
 	// Drain: let every DAP answer and every deadline pass.
@@ -131,21 +155,21 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 			break
 		}
 		if err := s.completeOne(); err != nil {
-			return fmt.Errorf("drain: %w", err)
+			return s, fmt.Errorf("drain: %w", err)
 		}
 	}
 	if err := s.advanceTo(s.now + int64(2*time.Minute)); err != nil {
-		return fmt.Errorf("final: %w", err)
+		return s, fmt.Errorf("final: %w", err)
 	}
 	for _, id := range s.reqOrder {
 		if r := s.reqs[id]; !r.ended {
-			return fmt.Errorf("request %s never ended", id)
+			return s, fmt.Errorf("request %s never ended", id)
 		}
 	}
 	if st, _ := s.c.Stats(); st.QueueLength != 0 || len(s.c.requests) != 0 {
-		return fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
+		return s, fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
 	}
-	return nil
+	return s, nil
 }
 
 var simTables = map[string]TableKind{"trade": TimePartitioned, "ref": Sharded, "cfg": Unsharded}
@@ -244,6 +268,8 @@ func (s *sim) randomEvent() error {
 		return s.aggAnswers()
 	case x < 98:
 		return s.cancelOne()
+	case x < 99:
+		return s.toggleAgg()
 	}
 	return s.step(Tick{At: s.now})
 }
@@ -287,7 +313,10 @@ func (s *sim) newRequest() error {
 	q := Request{
 		ID: id, API: "getData", Table: table, Labels: sel, Start: start, End: end,
 		Deadline: s.now + int64(time.Duration(1+s.rng.IntN(60))*time.Second),
-		SQL:      s.rng.IntN(10) == 0, Agg: "agg-1",
+		SQL:      s.rng.IntN(10) == 0,
+	}
+	if s.rng.IntN(2) == 0 {
+		q.Agg = "agg-1" // named by the caller: kept while alive
 	}
 	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}}
 	for _, d := range s.liveDAPs() {
@@ -330,12 +359,46 @@ func (s *sim) completeOne() error {
 func (s *sim) aggAnswers() error {
 	for _, id := range s.reqOrder {
 		r := s.reqs[id]
-		if r.expected && !r.ended && s.now < r.req.Deadline {
+		if r.expected && !r.ended && s.now < r.req.Deadline && s.aggAlive[r.agg] {
 			r.ended = true
 			return s.step(AggDone{At: s.now, Request: id})
 		}
 	}
 	return s.step(Tick{At: s.now})
+}
+
+// toggleAgg: an Agg dies (its partials with it) or comes back.
+func (s *sim) toggleAgg() error {
+	id := []string{"agg-1", "agg-2"}[s.rng.IntN(2)]
+	if s.aggAlive[id] {
+		s.aggAlive[id] = false
+		if err := s.step(AggLost{At: s.now, Agg: id}); err != nil {
+			return err
+		}
+		for _, rid := range s.reqOrder {
+			r := s.reqs[rid]
+			if cr := s.c.requests[rid]; !r.ended && r.agg == id && cr != nil && !cr.timingOut {
+				return fmt.Errorf("request %s left on lost Agg %s", rid, id)
+			}
+		}
+		return nil
+	}
+	s.aggAlive[id] = true
+	return s.step(AggUp{At: s.now, Agg: id})
+}
+
+// useAgg checks that a command names the request's Agg, alive.
+func (s *sim) useAgg(r *simRequest, agg string) error {
+	if !s.aggAlive[agg] {
+		return fmt.Errorf("request %s: work for lost Agg %q", r.req.ID, agg)
+	}
+	if r.agg == "" {
+		r.agg = agg
+	}
+	if r.agg != agg {
+		return fmt.Errorf("request %s: Agg %s, command names %s", r.req.ID, r.agg, agg)
+	}
+	return nil
 }
 
 // cancelOne: the caller gives up on a random request (sometimes one that
@@ -417,6 +480,9 @@ func (s *sim) apply(cmd Command) error {
 		if c.Retries > s.maxRetry {
 			return fmt.Errorf("dispatch after %d retries, max %d", c.Retries, s.maxRetry)
 		}
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
 		// The DAP checks the header against its own watermarks.
 		outcome := OutcomeOK
 		switch x := s.rng.IntN(100); {
@@ -469,6 +535,9 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("agg expect for ended request %s", c.Request)
 		}
 		r.expected = true
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
 		return s.checkCoverage(r, c)
 	case AggFail:
 		r := s.reqs[c.Request]
@@ -476,6 +545,22 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("agg fail for ended request %s", c.Request)
 		}
 		r.expected = true
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
+	case AggChanged:
+		r := s.reqs[c.Request]
+		if r == nil || r.ended {
+			return fmt.Errorf("agg change for ended request %s", c.Request)
+		}
+		if s.aggAlive[c.From] || !s.aggAlive[c.To] {
+			return fmt.Errorf("request %s moved from Agg %s (alive %v) to %s (alive %v)", c.Request, c.From, s.aggAlive[c.From], c.To, s.aggAlive[c.To])
+		}
+		if r.agg != "" && r.agg != c.From {
+			return fmt.Errorf("request %s moved from %s, its Agg is %s", c.Request, c.From, r.agg)
+		}
+		// The partials died with the old Agg: the request is driven again.
+		r.agg, r.expected = c.To, false
 	case Reply:
 		r := s.reqs[c.Request]
 		if r == nil {
@@ -500,7 +585,11 @@ func (s *sim) apply(cmd Command) error {
 		if c.Kind == ReplyTimeout && (len(c.Text) < 20 || c.Text[:19] != "Request timed out, ") {
 			return fmt.Errorf("timeout text %q", c.Text)
 		}
-		if c.Kind == ReplyNoResources && len(r.sets) > 0 && r.kind != Unsharded {
+		noAgg := c.Text == errNoAgg || strings.HasSuffix(c.Text, "was lost and no other Agg is connected")
+		if noAgg && (s.aggAlive["agg-1"] || s.aggAlive["agg-2"]) {
+			return fmt.Errorf("request %s failed with %q though an Agg is alive", c.Request, c.Text)
+		}
+		if c.Kind == ReplyNoResources && !noAgg && len(r.sets) > 0 && r.kind != Unsharded {
 			sel := r.req.Labels
 			for _, combo := range sel.combinations() {
 				found := false
@@ -545,7 +634,7 @@ func (s *sim) checkStopped(out []Command) error {
 	}
 	for id := range replied {
 		r := s.reqs[id]
-		if r.dispatched != aggDropped[id] {
+		if aggDropped[id] && !r.dispatched || !aggDropped[id] && r.dispatched && s.aggAlive[r.agg] {
 			return fmt.Errorf("request %s answered by the RC: dispatched %v, agg told to drop %v", id, r.dispatched, aggDropped[id])
 		}
 		for _, did := range s.dapOrder {

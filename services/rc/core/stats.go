@@ -21,7 +21,11 @@ type Stats struct {
 	Relayed    int
 	// Cancels counts CancelDAP and CancelPeer commands (DAPs and
 	// secondaries told to stop an ended request's portions).
-	Cancels                   int
+	Cancels int
+	// AggsLost counts Aggs declared lost; Redriven the requests moved to
+	// another Agg because of it.
+	AggsLost                  int
+	Redriven                  int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
 	Events                    int
