@@ -23,6 +23,7 @@ type Agg struct {
 	finished map[string]time.Time // answered, cancelled or expired ids -> when to forget them
 	streams  map[string]*stream   // chunked partials being reassembled, by transfer id
 	closing  bool                 // Run is stopping: start no answer (answers.Add must precede Wait)
+	held     int64                // bytes of partial results held, all requests (Config.MaxHeldBytes)
 
 	answers   sync.WaitGroup // answer goroutines; Run waits for them
 	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
@@ -40,7 +41,7 @@ type stream struct {
 }
 
 type counters struct {
-	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled atomic.Uint64
+	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled, refused atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.
@@ -54,6 +55,7 @@ type Stats struct {
 	TooLarge     uint64 // of which answered TOO_LARGE
 	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
 	Cancelled    uint64 // requests dropped on the RC's cancel (the RC answered them)
+	Refused      uint64 // of the answered, RATE_LIMITED: the Agg held too much (MaxHeldBytes)
 	Pending      int    // requests held now
 }
 
@@ -75,7 +77,7 @@ func (a *Agg) Stats() Stats {
 	s := &a.stats
 	return Stats{Expectations: s.expectations.Load(), Partials: s.partials.Load(), Discarded: s.discarded.Load(),
 		Malformed: s.malformed.Load(), Answered: s.answered.Load(), Errors: s.errors.Load(),
-		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Pending: pending}
+		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Refused: s.refused.Load(), Pending: pending}
 }
 
 // Ready is closed once Run's subscriptions are live at the server, so that a caller
@@ -155,10 +157,7 @@ func (a *Agg) Run(ctx context.Context) error {
 func (a *Agg) heartbeat(stopping bool) {
 	a.mu.Lock()
 	pending := len(a.requests)
-	var held int64
-	for _, r := range a.requests {
-		held += r.bytes
-	}
+	held := a.held
 	a.mu.Unlock()
 	a.hbSeq++
 	hb := messages.AggHeartbeat{V: messages.AggVersion, AggID: a.cfg.ID, Seq: a.hbSeq, SentAt: time.Now().UnixNano(),
@@ -175,8 +174,11 @@ func (a *Agg) heartbeat(stopping bool) {
 // finishLocked forgets request id and drops anything about it that arrives later; a.mu
 // held. Partials still held count as discarded, unless they are being answered.
 func (a *Agg) finishLocked(id string, deadline int64, now time.Time) {
-	if r := a.requests[id]; r != nil && !r.answering {
-		a.stats.discarded.Add(uint64(len(r.partials)))
+	if r := a.requests[id]; r != nil {
+		a.held -= r.bytes
+		if !r.answering {
+			a.stats.discarded.Add(uint64(len(r.partials)))
+		}
 	}
 	delete(a.requests, id)
 	// Remember the id past the deadline: a late expectation or partial must not open

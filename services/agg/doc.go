@@ -24,6 +24,13 @@
 //	         a DAP that answered a non-true payload reads false
 //	other    NOT_SUPPORTED: the Agg does not know how to merge it
 //
+// The Agg beats on subjects.AggHeartbeat(ID) every Config.Heartbeat (and once more,
+// Stopping, when it stops), so that RCs give work only to live Aggs and drive the requests
+// of a dead one again elsewhere. It holds at most MaxRequestBytes of partials per request
+// (over it: TOO_LARGE, Sg-Limit agg_request_bytes) and MaxHeldBytes for all requests
+// (over it the request that would pass it is answered RATE_LIMITED, Sg-Limit
+// agg_held_bytes, with Sg-Retry-After).
+//
 // Each request is answered at most once: answered (and cancelled, expired) request ids
 // are remembered until PartialTTL after their deadline, and everything about them is
 // dropped on arrival.

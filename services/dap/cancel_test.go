@@ -151,3 +151,47 @@ func waitQueued(t *testing.T, d *DAP, n int) {
 	}
 	t.Fatalf("queue never reached %d: %+v", n, d.Stats())
 }
+
+// Over Config.MaxQueue a dispatch is refused RATE_LIMITED, named, not dropped: the RC
+// and the Agg both hear of it.
+func TestQueueLimitRefusesRateLimited(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency, cfg.MaxQueue = 1, 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+	send(t, nc, d.ID(), slowDispatch(t, "q1", time.Now().Add(time.Minute)))
+	startedWithin(t, src.started, "q1", wait)
+	send(t, nc, d.ID(), slowDispatch(t, "q2", time.Now().Add(time.Minute))) // waits
+	send(t, nc, d.ID(), slowDispatch(t, "q3", time.Now().Add(time.Minute))) // one too many
+	c := nextAs[messages.PortionCompletion](t, completions)
+	want := "DAP dap-eu-hdb-0 has 1 portions waiting, its limit dap_queue=1 (SG_DAP_MAX_QUEUE)"
+	if c.RequestID != "q3" || c.Outcome != messages.OutcomeError || c.Code != messages.CodeRateLimited || c.Message != want {
+		t.Fatalf("completion %+v", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); pr.RequestID != "q3" || pr.Status.RC != messages.CodeRateLimited {
+		t.Fatalf("partial %+v", pr)
+	}
+	if s := d.Stats(); s.Refused != 1 || s.Queued != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	sendCancel(t, nc, d.ID(), "q1")
+	sendCancel(t, nc, d.ID(), "q2")
+}
+
+func TestMaxQueueFromEnv(t *testing.T) {
+	look := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == EnvMaxQueue && v != "" }
+	}
+	if n, err := MaxQueueFromEnv(look("")); n != 0 || err != nil {
+		t.Fatalf("%d %v", n, err)
+	}
+	if n, err := MaxQueueFromEnv(look("64")); n != 64 || err != nil {
+		t.Fatalf("%d %v", n, err)
+	}
+	if _, err := MaxQueueFromEnv(look("0")); err == nil {
+		t.Fatal("0 accepted")
+	}
+}

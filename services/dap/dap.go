@@ -44,7 +44,7 @@ type state struct {
 
 // counters are the DAP's metrics; Stats reads them.
 type counters struct {
-	received, malformed, retried, executed, failed, timedOut, cancelled atomic.Uint64
+	received, malformed, retried, executed, failed, timedOut, cancelled, refused atomic.Uint64
 }
 
 // Stats is a snapshot of the DAP's counters.
@@ -56,6 +56,7 @@ type Stats struct {
 	Failed    uint64 // ran to an error other than the deadline
 	TimedOut  uint64 // passed their deadline
 	Cancelled uint64 // stopped (running) or dropped (queued) on the RC's cancel
+	Refused   uint64 // refused RATE_LIMITED: the queue was full (Config.MaxQueue)
 	Running   int
 	Queued    int
 }
@@ -90,7 +91,7 @@ func (d *DAP) Stats() Stats {
 	return Stats{
 		Received: d.stats.received.Load(), Malformed: d.stats.malformed.Load(),
 		Retried: d.stats.retried.Load(), Executed: d.stats.executed.Load(),
-		Failed: d.stats.failed.Load(), TimedOut: d.stats.timedOut.Load(), Cancelled: d.stats.cancelled.Load(),
+		Failed: d.stats.failed.Load(), TimedOut: d.stats.timedOut.Load(), Cancelled: d.stats.cancelled.Load(), Refused: d.stats.refused.Load(),
 		Running: running, Queued: d.queue.len(),
 	}
 }

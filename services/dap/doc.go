@@ -23,7 +23,10 @@
 //     an ERR completion, which frees the slot at the RC; a dispatch that arrives after
 //     its request's cancel is answered without running. The deadline stops a portion
 //     the same way, answered TIMEOUT;
-//  6. on shutdown says DAPLost{Reason: "shutdown"} so the RC requeues its portions now
+//  6. holds at most Config.MaxQueue dispatches waiting for a slot: one more is answered
+//     RATE_LIMITED (an error partial and completion naming the limit dap_queue), and the
+//     RC answers the caller RATE_LIMITED with Sg-Limit and Sg-Retry-After;
+//  7. on shutdown says DAPLost{Reason: "shutdown"} so the RC requeues its portions now
 //     rather than after missed heartbeats.
 //
 // Error codes (rc; ac is always ERR, as in the seed's rc=TIMEOUT ac=ERR):

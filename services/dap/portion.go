@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -30,7 +31,19 @@ func (d *DAP) onPortion(m *nats.Msg) {
 		d.cancelled1(&p, 0) // its cancel overtook it
 		return
 	}
-	d.queue.push(p)
+	if n, ok := d.queue.push(p, d.cfg.MaxQueue); !ok {
+		d.refuse(&p, n)
+	}
+}
+
+// refuse answers a dispatch over the queue limit RATE_LIMITED: the RC answers the
+// caller with the limit and when to come back.
+func (d *DAP) refuse(p *messages.PortionDispatch, waiting int) {
+	d.stats.refused.Add(1)
+	d.portionLog(p).Warn().Int("queued", waiting).Int("limit", d.cfg.MaxQueue).Msg("portion refused: queue full")
+	st := messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr,
+		AI: fmt.Sprintf("DAP %s has %d portions waiting, its limit %s=%d (%s)", d.cfg.ID, waiting, limits.DAPQueue, d.cfg.MaxQueue, EnvMaxQueue)}
+	d.fail(p, st, 0)
 }
 
 // mismatch says why the DAP cannot run p as dispatched, in the seed's terms, or "".

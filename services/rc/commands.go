@@ -115,7 +115,14 @@ func (r *RC) reply(c core.Reply) {
 		r.metrics.timeouts.Inc()
 	}
 	// The Agg is told to drop the request by the core's CancelAgg.
-	r.answer(p.sub, st, nil)
+	var h nats.Header
+	if c.Kind == core.ReplyRateLimited {
+		r.metrics.refused.WithLabelValues(c.Limit).Inc()
+		h = nats.Header{}
+		messages.SetString(h, messages.HdrLimit, c.Limit)
+		messages.SetInt(h, messages.HdrRetryAfter, int64(c.RetryAfter))
+	}
+	r.answerWith(p.sub, st, nil, h)
 	r.finish(c.Request, st)
 }
 
@@ -141,12 +148,19 @@ func replyStatus(c core.Reply) messages.Status {
 		rc = messages.CodeRetryExhausted
 	case core.ReplyBadRequest:
 		rc = messages.CodeBadRequest
+	case core.ReplyRateLimited:
+		rc = messages.CodeRateLimited
 	}
 	return messages.Status{RC: rc, AC: messages.CodeErr, AI: c.Text}
 }
 
 // answer sends a response to the submission's reply subject.
 func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byte) {
+	r.answerWith(sub, st, payload, nil)
+}
+
+// answerWith is answer with extra headers (Sg-Limit, Sg-Retry-After on a refusal).
+func (r *RC) answerWith(sub messages.RCSubmission, st messages.Status, payload []byte, h nats.Header) {
 	resp := messages.Response{
 		Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: sub.RequestID, API: sub.Header.API,
 			LogCorr: sub.Header.Opts.LogCorr, Status: st},
@@ -157,7 +171,9 @@ func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byt
 		r.reqLog(sub.RequestID).Error().Err(err).Msg("encode answer")
 		return
 	}
-	h := nats.Header{}
+	if h == nil {
+		h = nats.Header{}
+	}
 	messages.SetString(h, messages.HdrRequestID, sub.RequestID)
 	messages.SetString(h, messages.HdrAPI, sub.Header.API)
 	messages.SetString(h, messages.HdrContentType, string(resp.Content))

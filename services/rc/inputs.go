@@ -57,7 +57,7 @@ func (r *RC) handle(in input) {
 		if r.bad(in, err) {
 			return
 		}
-		r.submit(sub, now)
+		r.submit(sub, in.msg.Header.Get(messages.HdrCaller), now)
 	case s.RCCompletion(r.cfg.ID):
 		c, err := messages.DecodeValid[messages.PortionCompletion](in.msg.Data)
 		if r.bad(in, err) {
@@ -239,6 +239,8 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 		out = core.OutcomeRetry
 	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeTimeout:
 		out = core.OutcomeTimeout
+	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeRateLimited:
+		out = core.OutcomeRefused // the DAP's queue is full
 	case c.Outcome == messages.OutcomeError:
 		out = core.OutcomeError
 	}

@@ -30,6 +30,8 @@ type metrics struct {
 	// aggsLost counts Aggs declared lost; aggRedrives the requests moved to another.
 	aggsLost    prometheus.Counter
 	aggRedrives prometheus.Counter
+	// refused counts requests refused RATE_LIMITED, by limit.
+	refused *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
@@ -49,12 +51,13 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		recoveredDAPs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
 		aggsLost:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
 		aggRedrives:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
+		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
 		cancels:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives} {
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}

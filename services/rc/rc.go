@@ -7,6 +7,13 @@
 // DAPs; a request that needs another RC's DAPs is run with this RC as primary
 // and the owners as secondaries (peers.go). With Config.JetStream the RC
 // rebuilds the fleet at start from the DAP state stream (fleetstate.go).
+//
+// A GW cancels a request on subjects.RCCancel (empty body, Sg-Request-Id); the core
+// then tells the DAPs, secondaries and Agg to stop (cancel.go in the core). The RC
+// watches the configured Aggs' heartbeats (aggs.go): a lost Agg's requests are driven
+// again on another. Queue limits (Config.MaxQueued, MaxQueuedPerCaller, the caller from
+// Sg-Caller) are decided by the core; over one the caller gets RATE_LIMITED with
+// Sg-Limit and Sg-Retry-After.
 package rc
 
 import (
@@ -92,6 +99,7 @@ func New(cfg Config) (*RC, error) {
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
 			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
+			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller,
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},

@@ -46,6 +46,9 @@ func (c *Core) arrive(q Request) {
 		c.enqueue(r, ls, s, e)
 	}
 	c.placeRequest(r)
+	if c.requests[r.ID] == r {
+		c.admit(r)
+	}
 }
 
 type replyError struct {

@@ -80,6 +80,9 @@ const (
 	ReplyBadRequest
 	// ReplyCancelled: the caller cancelled.
 	ReplyCancelled
+	// ReplyRateLimited: over a limit (Reply.Limit); come back after
+	// Reply.RetryAfter seconds.
+	ReplyRateLimited
 )
 
 func (k ReplyKind) String() string {
@@ -94,6 +97,8 @@ func (k ReplyKind) String() string {
 		return "bad-request"
 	case ReplyCancelled:
 		return "cancelled"
+	case ReplyRateLimited:
+		return "rate-limited"
 	}
 	return "unknown"
 }
@@ -105,6 +110,10 @@ type Reply struct {
 	Kind    ReplyKind
 	Text    string
 	Retries int
+	// Limit names the limit a ReplyRateLimited is over (limits.RCQueued, ...);
+	// RetryAfter is when to come back, in whole seconds.
+	Limit      string
+	RetryAfter int
 }
 
 // RetryNoted: a label set (or, for SQL, the whole request) is being retried.

@@ -25,6 +25,12 @@ type Config struct {
 	// AggLost says otherwise. Empty: a request keeps the Agg it names (until
 	// an AggUp makes the core track Aggs).
 	Aggs []string
+	// MaxQueued: queue items (portions waiting for a DAP) this RC holds
+	// before it refuses new requests RATE_LIMITED; MaxQueuedPerCaller the
+	// same per Request.Caller. 0: no limit. The RC shell's config sets the
+	// defaults (SG_RC_MAX_QUEUED, SG_RC_MAX_QUEUED_PER_CALLER).
+	MaxQueued          int
+	MaxQueuedPerCaller int
 }
 
 func (c Config) withDefaults() Config {

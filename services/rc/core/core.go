@@ -16,6 +16,8 @@ type Core struct {
 	timers   timerHeap
 
 	groups map[groupKey]*queueGroup
+	// queuedBy counts queue items per caller (the per-caller limit).
+	queuedBy map[string]int
 
 	// relayed holds requests this RC runs as a secondary for a peer primary.
 	relayed map[string]*relayedRequest
@@ -43,6 +45,7 @@ func New(cfg Config) *Core {
 		aggs:     newAggSet(cfg.Aggs),
 		requests: map[string]*request{},
 		groups:   map[groupKey]*queueGroup{},
+		queuedBy: map[string]int{},
 		relayed:  map[string]*relayedRequest{},
 		now:      MinTS,
 	}

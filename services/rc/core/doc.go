@@ -81,6 +81,14 @@
 //     label set restarts on another Agg, not counted as a retry; with none
 //     left it is answered "Agg <id> was lost and no other Agg is connected"
 //     (NO_RESOURCES) at once.
+//   - Queue limits (Config.MaxQueued, MaxQueuedPerCaller by Request.Caller)
+//     are checked at admission, after the new request's first placement: if
+//     it leaves items queued and the queue (or its caller's share) is then
+//     over the limit, it is answered ReplyRateLimited (Reply.Limit, and
+//     Reply.RetryAfter from limits.RetryAfter) and what was dispatched of
+//     it is stopped. An admitted request is never dropped for a limit: its
+//     requeues may pass it for a while. A DAP's refusal over its own queue
+//     limit (OutcomeRefused) answers the request the same way.
 //   - RequestCancelled at or after the deadline is a timeout (the seed's
 //     message), and one during the multi-RC timeout wait lets the timeout
 //     finish. A cancel for an unknown request does nothing.

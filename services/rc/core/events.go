@@ -76,6 +76,9 @@ type Request struct {
 	// Assembly and Tier restrict the DAPs used (the request's scope).
 	Assembly string
 	Tier     Tier
+	// Caller is who the request counts against for the per-caller limit
+	// ("" is a caller too).
+	Caller string
 }
 
 // RequestArrived: a request to coordinate as primary RC.
@@ -95,6 +98,9 @@ const (
 	OutcomeRetry
 	// OutcomeTimeout: the DAP gave up on the request's deadline.
 	OutcomeTimeout
+	// OutcomeRefused: the DAP refused the portion over its queue limit
+	// (limits.DAPQueue); the request is answered RATE_LIMITED.
+	OutcomeRefused
 )
 
 func (o Outcome) String() string {
@@ -107,6 +113,8 @@ func (o Outcome) String() string {
 		return "retry"
 	case OutcomeTimeout:
 		return "timeout"
+	case OutcomeRefused:
+		return "refused"
 	}
 	return "unknown"
 }

@@ -43,6 +43,7 @@ func TestSimulation(t *testing.T) {
 		total.Cancels += st.Cancels
 		total.Redriven += st.Redriven
 		total.Replies[ReplyCancelled] += st.Replies[ReplyCancelled]
+		total.Replies[ReplyRateLimited] += st.Replies[ReplyRateLimited]
 		if err != nil {
 			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/rc/core -run Simulation -v", seed, err, seed)
 			if failed++; failed >= 5 {
@@ -50,10 +51,10 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds: %d cancelled, %d DAPs or peers told to stop, %d requests driven again on another Agg",
-		n, total.Replies[ReplyCancelled], total.Cancels, total.Redriven)
+	t.Logf("%d seeds: %d cancelled, %d DAPs or peers told to stop, %d requests driven again on another Agg, %d refused over a limit",
+		n, total.Replies[ReplyCancelled], total.Cancels, total.Redriven, total.Replies[ReplyRateLimited])
 	// The events under test must happen, or the invariants prove nothing.
-	if n >= 100 && (total.Replies[ReplyCancelled] == 0 || total.Cancels == 0 || total.Redriven == 0) {
+	if n >= 100 && (total.Replies[ReplyCancelled] == 0 || total.Cancels == 0 || total.Redriven == 0 || total.Replies[ReplyRateLimited] == 0) {
 		t.Errorf("the simulation did not exercise cancels and Agg loss: %+v", total)
 	}
 }
@@ -106,8 +107,11 @@ type sim struct {
 	dapTimedOut bool
 	// cancelled: the current event cancels this request.
 	cancelled string
-	aggAlive  map[string]bool
-	tops      map[string]uint64
+	// arrived: the current event is this request's arrival; refused: a DAP
+	// refused a portion of this request over its queue limit.
+	arrived, refused string
+	aggAlive         map[string]bool
+	tops             map[string]uint64
 }
 
 func simulate(seed uint64, logf func(string, ...any)) (Stats, error) {
@@ -131,7 +135,11 @@ func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
 		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
 	}
 	s.maxRetry = 1 + s.rng.IntN(4)
-	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}})
+	cfg := Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}}
+	if s.rng.IntN(2) == 0 {
+		cfg.MaxQueued, cfg.MaxQueuedPerCaller = 2+s.rng.IntN(30), 1+s.rng.IntN(15)
+	}
+	s.c = New(cfg)
 
 	nls := 1 + s.rng.IntN(5)
 	for i := 0; i < nls; i++ {
@@ -318,6 +326,7 @@ func (s *sim) newRequest() error {
 	if s.rng.IntN(2) == 0 {
 		q.Agg = "agg-1" // named by the caller: kept while alive
 	}
+	q.Caller = []string{"", "c1", "c2"}[s.rng.IntN(3)]
 	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}}
 	for _, d := range s.liveDAPs() {
 		if sel.matches(d.info.Labels) {
@@ -417,9 +426,16 @@ func (s *sim) step(ev Event) error {
 	s.tops = map[string]uint64{}
 	pc, ok := ev.(PortionCompleted)
 	s.dapTimedOut = ok && pc.Outcome == OutcomeTimeout
-	s.cancelled = ""
-	if rc, ok := ev.(RequestCancelled); ok {
-		s.cancelled = rc.Request
+	s.cancelled, s.arrived, s.refused = "", "", ""
+	switch e := ev.(type) {
+	case RequestCancelled:
+		s.cancelled = e.Request
+	case RequestArrived:
+		s.arrived = e.Request.ID
+	case PortionCompleted:
+		if e.Outcome == OutcomeRefused {
+			s.refused = e.Request
+		}
 	}
 	out := s.c.Step(ev)
 	for _, cmd := range out {
@@ -428,6 +444,9 @@ func (s *sim) step(ev Event) error {
 		}
 	}
 	if err := s.checkStopped(out); err != nil {
+		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
+	}
+	if err := s.checkAdmitted(); err != nil {
 		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
 	}
 	if err := s.checkOrder(out, before); err != nil {
@@ -494,6 +513,8 @@ func (s *sim) apply(cmd Command) error {
 			outcome = OutcomeError
 		case x < 5:
 			outcome = OutcomeTimeout
+		case x < 6:
+			outcome = OutcomeRefused
 		}
 		d.inflight = append(d.inflight, simPortion{d: c, outcome: outcome})
 		s.portions[c.Portion.ID] = c
@@ -572,6 +593,14 @@ func (s *sim) apply(cmd Command) error {
 		if s.now > r.req.Deadline {
 			return fmt.Errorf("request %s answered %s after its deadline", c.Request, time.Duration(s.now-r.req.Deadline))
 		}
+		if c.Kind == ReplyRateLimited {
+			if s.arrived != c.Request && s.refused != c.Request {
+				return fmt.Errorf("request %s refused %q outside its admission or a DAP's refusal", c.Request, c.Text)
+			}
+			if c.Limit == "" || c.RetryAfter < 1 || c.RetryAfter > 60 {
+				return fmt.Errorf("request %s refused without a limit or a sane Retry-After: %+v", c.Request, c)
+			}
+		}
 		if c.Kind == ReplyCancelled && s.cancelled != c.Request {
 			return fmt.Errorf("request %s answered cancelled by another event", c.Request)
 		}
@@ -614,6 +643,31 @@ func (s *sim) apply(cmd Command) error {
 		if r.retries > s.maxRetry {
 			return fmt.Errorf("request %s retried %d times, max %d", c.Request, r.retries, s.maxRetry)
 		}
+	}
+	return nil
+}
+
+// checkAdmitted: a request just admitted waits in a queue within its
+// limits (or waits for nothing).
+func (s *sim) checkAdmitted() error {
+	r := s.c.requests[s.arrived]
+	if r == nil || r.queued == 0 {
+		return nil
+	}
+	if m := s.c.cfg.MaxQueued; m > 0 && s.c.stats.QueueLength > m {
+		return fmt.Errorf("request %s admitted with %d items queued, limit %d", r.ID, s.c.stats.QueueLength, m)
+	}
+	if m := s.c.cfg.MaxQueuedPerCaller; m > 0 && s.c.queuedBy[r.Caller] > m {
+		return fmt.Errorf("request %s admitted with %d items queued for caller %q, limit %d", r.ID, s.c.queuedBy[r.Caller], r.Caller, m)
+	}
+	n := 0
+	for _, q := range s.c.requests {
+		if q.Caller == r.Caller {
+			n += q.queued
+		}
+	}
+	if n != s.c.queuedBy[r.Caller] {
+		return fmt.Errorf("caller %q: %d items queued, counted %d", r.Caller, n, s.c.queuedBy[r.Caller])
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ type Stats struct {
 	Retries   int
 	Timeouts  int
 	// Replies counts the RC's own answers by kind.
-	Replies    [ReplyCancelled + 1]int
+	Replies    [ReplyRateLimited + 1]int
 	Stale      int
 	Duplicates int
 	DAPsLost   int
@@ -24,8 +24,10 @@ type Stats struct {
 	Cancels int
 	// AggsLost counts Aggs declared lost; Redriven the requests moved to
 	// another Agg because of it.
-	AggsLost                  int
-	Redriven                  int
+	AggsLost int
+	Redriven int
+	// Refused counts requests refused over a queue limit at admission.
+	Refused                   int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
 	Events                    int
