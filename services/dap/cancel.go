@@ -79,7 +79,7 @@ func (d *DAP) onCancel(m *nats.Msg) {
 	queued := d.queue.removeRequest(id)
 	d.log.Info().Str("request_id", id).Int("running", n).Int("queued", len(queued)).Msg("request cancelled by the RC")
 	for i := range queued {
-		d.cancelled1(&queued[i], 0)
+		d.answerCancelled(&queued[i], 0)
 	}
 }
 
@@ -108,10 +108,10 @@ func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) f
 	}
 }
 
-// cancelled1 answers a portion stopped by a cancel: an error partial to the Agg (which
+// answerCancelled answers a portion stopped by a cancel: an error partial to the Agg (which
 // drops it: the RC told it the request is over) and the completion to the RC, which
 // frees the slot in its books.
-func (d *DAP) cancelled1(p *messages.PortionDispatch, elapsed time.Duration) {
+func (d *DAP) answerCancelled(p *messages.PortionDispatch, elapsed time.Duration) {
 	d.stats.cancelled.Add(1)
 	d.portionLog(p).Info().Dur("elapsed", elapsed).Msg("portion cancelled")
 	st := messages.Status{RC: messages.CodeErr, AC: messages.CodeErr,

@@ -28,7 +28,7 @@ func (d *DAP) onPortion(m *nats.Msg) {
 		return
 	}
 	if d.isCancelled(p.RequestID) {
-		d.cancelled1(&p, 0) // its cancel overtook it
+		d.answerCancelled(&p, 0) // its cancel overtook it
 		return
 	}
 	if n, ok := d.queue.push(p, d.cfg.MaxQueue); !ok {
@@ -111,7 +111,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 		return
 	}
 	if d.isCancelled(p.RequestID) {
-		d.cancelled1(&p, 0)
+		d.answerCancelled(&p, 0)
 		return
 	}
 	d.setRunning(+1)
@@ -148,7 +148,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 		switch {
 		case ctx.Err() != nil: // shutdown: DAPLost tells the RC
 		case errors.Is(context.Cause(cancelCtx), errCancelled):
-			d.cancelled1(&p, time.Since(start))
+			d.answerCancelled(&p, time.Since(start))
 		default:
 			d.timedOut(&p, log, time.Since(start))
 		}
@@ -160,7 +160,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	case ctx.Err() != nil:
 		return // shutdown: DAPLost tells the RC
 	case errors.Is(context.Cause(cancelCtx), errCancelled):
-		d.cancelled1(&p, elapsed) // never a result for a cancelled request
+		d.answerCancelled(&p, elapsed) // never a result for a cancelled request
 	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
 		d.timedOut(&p, log, elapsed) // never a result after the deadline
 		return
