@@ -185,3 +185,36 @@ func waitCounter(t *testing.T, reg *prometheus.Registry, name string, n float64)
 	}
 	t.Fatalf("%s did not reach %v within 5s", name, n)
 }
+
+// Hostile bytes on the new subjects change nothing: a heartbeat that does not decode,
+// one whose id is not its subject's, one from an Agg the RC is not configured with, a
+// cancel without an id or with a wildcard id. The RC still serves, with agg-1.
+func TestAggHeartbeatAndCancelHostileInput(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := startRC(t, func(c *Config) { c.Registry = reg })
+	portions, _ := f.nc.SubscribeSync(f.s.DAPPortion("d1"))
+	f.registerDAP("d1", true)
+	hb := func(id string) []byte {
+		b, err := messages.Encode(&messages.AggHeartbeat{V: messages.AggVersion, AggID: id, StartedAt: 1, IntervalMS: 1, Stopping: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, m := range []*nats.Msg{
+		{Subject: f.s.AggHeartbeat("agg-1"), Data: []byte{0xdf, 0xff, 0xff, 0xff, 0xff}},
+		{Subject: f.s.AggHeartbeat("agg-1"), Data: hb("agg-2")}, // says it is someone else, stopping
+		{Subject: f.s.AggHeartbeat("agg-9"), Data: hb("agg-9")}, // not ours
+		{Subject: f.s.RCCancel("rc-1")},                         // no id
+		{Subject: f.s.RCCancel("rc-1"), Header: nats.Header{messages.HdrRequestID: {"q.*"}}},
+	} {
+		if err := f.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCounter(t, reg, "sg_rc_bad_messages_total", 4)
+	f.submit("q1", time.Minute, "reply.q1")
+	if p := nextDispatch(t, portions); p.AggID != "agg-1" {
+		t.Fatalf("dispatch %+v", p)
+	}
+}
