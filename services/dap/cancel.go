@@ -50,53 +50,72 @@ func (c *cancels) has(id string, now time.Time) bool {
 
 // running is one portion executing now, with the function that stops it.
 type running struct {
-	requestID string
-	stop      context.CancelCauseFunc
+	requestID, portionID string
+	stop                 context.CancelCauseFunc
 }
 
+// portionKey names one portion in cancels: a NUL cannot be in a subject token.
+func portionKey(requestID, portionID string) string { return requestID + "\x00" + portionID }
+
 // onCancel: the RC tells us to stop a request's portions (no body; the id in
-// Sg-Request-Id). Running ones are stopped through their context (the Source looks at
-// it between batches of rows, and the slot is given back as soon as it returns);
-// queued ones are taken out of the queue and answered at once.
+// Sg-Request-Id), or one portion of it (its id in Sg-Portion-Id: it worked for an Agg
+// that died, and the request goes on). Running ones are stopped through their context
+// (the Source looks at it between batches of rows, and the slot is given back as soon
+// as it returns); queued ones are taken out of the queue and answered at once.
 func (d *DAP) onCancel(m *nats.Msg) {
-	id := m.Header.Get(messages.HdrRequestID)
-	if err := subjects.Validate("request id", id); err != nil {
+	id, portion := m.Header.Get(messages.HdrRequestID), m.Header.Get(messages.HdrPortionID)
+	err := subjects.Validate("request id", id)
+	if err == nil && portion != "" {
+		err = subjects.Validate("portion id", portion)
+	}
+	if err != nil {
 		d.stats.malformed.Add(1)
 		d.log.Warn().Err(err).Msg("malformed cancel")
 		return
 	}
+	key := id
+	if portion != "" {
+		key = portionKey(id, portion)
+	}
+	match := func(requestID, portionID string) bool {
+		return requestID == id && (portion == "" || portionID == portion)
+	}
 	now := time.Now()
 	d.mu.Lock()
-	d.cancelled.add(id, now)
+	d.cancelled.add(key, now)
 	n := 0
 	for r := range d.running {
-		if r.requestID == id {
+		if match(r.requestID, r.portionID) {
 			r.stop(errCancelled)
 			n++
 		}
 	}
 	d.mu.Unlock()
-	queued := d.queue.removeRequest(id)
-	d.log.Info().Str("request_id", id).Int("running", n).Int("queued", len(queued)).Msg("request cancelled by the RC")
+	queued := d.queue.remove(func(p *messages.PortionDispatch) bool { return match(p.RequestID, p.PortionID) })
+	d.log.Info().Str("request_id", id).Str("portion", portion).Int("running", n).Int("queued", len(queued)).Msg("cancelled by the RC")
 	for i := range queued {
 		d.answerCancelled(&queued[i], 0)
 	}
 }
 
-// isCancelled reports whether the RC cancelled the request lately.
-func (d *DAP) isCancelled(id string) bool {
+// isCancelled reports whether the RC cancelled the portion, or its whole request, lately.
+func (d *DAP) isCancelled(p *messages.PortionDispatch) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.cancelled.has(id, time.Now())
+	return d.isCancelledLocked(p, time.Now())
+}
+
+func (d *DAP) isCancelledLocked(p *messages.PortionDispatch, now time.Time) bool {
+	return d.cancelled.has(p.RequestID, now) || d.cancelled.has(portionKey(p.RequestID, p.PortionID), now)
 }
 
 // track registers a running portion so that a cancel can stop it; the returned
 // function unregisters it.
 func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) func() {
-	r := &running{requestID: p.RequestID, stop: stop}
+	r := &running{requestID: p.RequestID, portionID: p.PortionID, stop: stop}
 	d.mu.Lock()
 	d.running[r] = struct{}{}
-	cancelled := d.cancelled.has(p.RequestID, time.Now())
+	cancelled := d.isCancelledLocked(p, time.Now())
 	d.mu.Unlock()
 	if cancelled {
 		stop(errCancelled) // the cancel came between the queue and here

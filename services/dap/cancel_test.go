@@ -195,3 +195,48 @@ func TestMaxQueueFromEnv(t *testing.T) {
 		t.Fatal("0 accepted")
 	}
 }
+
+// A cancel naming one portion (Sg-Portion-Id) stops that portion only: the request's
+// other portions, queued or sent later, run.
+func TestCancelOnePortion(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	portion := func(id, table string) messages.PortionDispatch {
+		p := slowDispatch(t, table, time.Now().Add(time.Minute))
+		p.RequestID, p.PortionID = "q1", id
+		return p
+	}
+	send(t, nc, d.ID(), portion("a", "A"))
+	startedWithin(t, src.started, "A", wait)
+	send(t, nc, d.ID(), portion("b", "B"))
+	waitQueued(t, d, 1)
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, "q1")
+	messages.SetString(h, messages.HdrPortionID, "a")
+	at := time.Now()
+	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPCancel(d.ID()), Header: h}); err != nil {
+		t.Fatal(err)
+	}
+	startedWithin(t, src.started, "B", slotFreeWithin)
+	t.Logf("next portion running %v after the cancel", time.Since(at))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.PortionID != "a" || c.Outcome != messages.OutcomeError {
+		t.Fatalf("completion %+v", c)
+	}
+	send(t, nc, d.ID(), portion("c", "C"))
+	sendCancel(t, nc, d.ID(), "q1") // now the whole request: B stops, C never runs
+	for range 2 {
+		if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeError {
+			t.Fatalf("completion %+v", c)
+		}
+	}
+	for end := time.Now().Add(wait); d.Stats().Running != 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond) // the completion goes out before the slot is handed back
+	}
+	if s := d.Stats(); s.Cancelled != 3 || s.Running != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -21,8 +21,9 @@
 //     Source looks at it between batches of rows: the engine every engine.BatchRows
 //     rows, the Parquet reader every page), drops its queued ones, and answers each with
 //     an ERR completion, which frees the slot at the RC; a dispatch that arrives after
-//     its request's cancel is answered without running. The deadline stops a portion
-//     the same way, answered TIMEOUT;
+//     its request's cancel is answered without running. A cancel that also carries
+//     Sg-Portion-Id stops that portion only (it worked for an Agg that died; the request
+//     goes on). The deadline stops a portion the same way, answered TIMEOUT;
 //  6. holds at most Config.MaxQueue dispatches waiting for a slot: one more is answered
 //     RATE_LIMITED (an error partial and completion naming the limit dap_queue), and the
 //     RC answers the caller RATE_LIMITED with Sg-Limit and Sg-Retry-After;

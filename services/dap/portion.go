@@ -27,7 +27,7 @@ func (d *DAP) onPortion(m *nats.Msg) {
 		d.retry(&p, reason)
 		return
 	}
-	if d.isCancelled(p.RequestID) {
+	if d.isCancelled(&p) {
 		d.answerCancelled(&p, 0) // its cancel overtook it
 		return
 	}
@@ -110,7 +110,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 		d.timedOut(&p, log, 0)
 		return
 	}
-	if d.isCancelled(p.RequestID) {
+	if d.isCancelled(&p) {
 		d.answerCancelled(&p, 0)
 		return
 	}

@@ -48,14 +48,14 @@ func (q *fifo) pop() (messages.PortionDispatch, bool) {
 	return p, true
 }
 
-// removeRequest takes every queued portion of a request out of the queue.
-func (q *fifo) removeRequest(id string) []messages.PortionDispatch {
+// remove takes the queued portions that match out of the queue.
+func (q *fifo) remove(match func(*messages.PortionDispatch) bool) []messages.PortionDispatch {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []messages.PortionDispatch
 	kept := q.items[:0]
 	for _, p := range q.items {
-		if p.RequestID == id {
+		if match(&p) {
 			out = append(out, p)
 			continue
 		}

@@ -38,13 +38,13 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.ForwardCompletion:
 		r.forwardCompletion(c)
 	case core.CancelDAP:
-		r.reqLog(c.Request).Debug().Str("dap", c.DAP).Msg("telling the DAP to stop the request")
+		r.reqLog(c.Request).Debug().Str("dap", c.DAP).Uint64("portion", c.Portion).Msg("telling the DAP to stop the request")
 		r.metrics.cancels.WithLabelValues("dap").Inc()
-		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request)
+		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request, c.Portion)
 	case core.CancelPeer:
 		r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
 		r.metrics.cancels.WithLabelValues("peer").Inc()
-		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request)
+		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request, 0)
 	case core.AggChanged:
 		if p := r.pending[c.Request]; p != nil {
 			p.aggSeq = 0 // the new Agg's expectations start at Seq 1
@@ -54,7 +54,7 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.CancelAgg:
 		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
 		r.metrics.cancels.WithLabelValues("agg").Inc()
-		r.publishCancel(r.cfg.Subjects.AggCancel(c.Agg), c.Request)
+		r.publishCancel(r.cfg.Subjects.AggCancel(c.Agg), c.Request, 0)
 	}
 }
 
@@ -126,10 +126,14 @@ func (r *RC) reply(c core.Reply) {
 	r.finish(c.Request, st)
 }
 
-// publishCancel sends a cancel: no body, the request id in Sg-Request-Id.
-func (r *RC) publishCancel(subject, requestID string) {
+// publishCancel sends a cancel: no body, the request id in Sg-Request-Id and, to stop
+// one portion only, its id in Sg-Portion-Id.
+func (r *RC) publishCancel(subject, requestID string, portion uint64) {
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrRequestID, requestID)
+	if portion != 0 {
+		messages.SetString(h, messages.HdrPortionID, strconv.FormatUint(portion, 10))
+	}
 	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h}); err != nil {
 		r.reqLog(requestID).Error().Err(err).Str("subject", subject).Msg("publish cancel")
 	}

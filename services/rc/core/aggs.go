@@ -130,6 +130,25 @@ func (c *Core) redrive(r *request, from, to string) {
 	if len(r.portions) == 0 {
 		return
 	}
+	// What still runs works for the dead Agg: stop it, so that the new
+	// attempt need not wait for it ("Busy executing a previous version").
+	// A peer's DAP is left alone: a peer is only told to stop a whole request.
+	// Portions superseded before (a retry, an earlier Agg loss) keep the
+	// seed's rules for a previous version.
+	ids := make([]uint64, 0, len(r.portions))
+	for id, ps := range r.portions {
+		if !ps.finished && !ps.superseded && ps.via == "" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		dapID := r.portions[id].dap
+		if d := c.fleet.byID[dapID]; d != nil && d.runs(id) {
+			c.emit(CancelDAP{Request: r.ID, DAP: dapID, Portion: id})
+			c.stats.Cancels++
+		}
+	}
 	r.aggregating, r.errored = false, false
 	for _, ls := range r.sets {
 		c.restart(r, ls)

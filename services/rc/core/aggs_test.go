@@ -88,3 +88,25 @@ func TestNoAggLeftAnswersAtOnce(t *testing.T) {
 		t.Fatalf("%+v", rep)
 	}
 }
+
+// A portion still running for the lost Agg is stopped (that portion only),
+// so that the new attempt need not wait for it to finish on its own.
+func TestLostAggStopsItsRunningPortions(t *testing.T) {
+	h := newHarness(t, Config{Aggs: []string{"agg-1", "agg-2"}})
+	h.register("a", lbl("region", "eu"))
+	d1 := dispatchedTo(t, h.requestAnyAgg("q1"), "a")
+	out := h.step(AggLost{At: h.now, Agg: "agg-1"})
+	cd := only[CancelDAP](t, out)
+	if cd.DAP != "a" || cd.Request != "q1" || cd.Portion != d1.Portion.ID {
+		t.Fatalf("%+v", cd)
+	}
+	none[Dispatch](t, out) // a is busy with the previous version until it answers
+	h.advance(10 * time.Millisecond)
+	d2 := dispatchedTo(t, h.complete(d1, OutcomeError), "a")
+	if d2.Agg != "agg-2" || d2.Portion.Attempt != d1.Portion.Attempt+1 {
+		t.Fatalf("%+v", d2)
+	}
+	if ae := only[AggExpect](t, h.complete(d2, OutcomeOK)); ae.Agg != "agg-2" {
+		t.Fatalf("%+v", ae)
+	}
+}

@@ -148,10 +148,13 @@ type ForwardCompletion struct {
 // CancelDAP: the request has ended at this RC (answered, timed out,
 // cancelled); tell the DAP to stop its portions of it, running or waiting
 // (subjects.DAPCancel). The DAP answers each one it stops; its slot is freed
-// here when that answer comes, as for any completion.
+// here when that answer comes, as for any completion. With Portion set only
+// that portion is stopped (a superseded one whose Agg was lost): the request
+// goes on.
 type CancelDAP struct {
 	Request string
 	DAP     string
+	Portion uint64
 }
 
 // CancelPeer: tell a secondary RC to stop the request's portions on its DAPs

@@ -78,7 +78,9 @@
 //   - Aggs are tracked like DAPs (AggUp, AggLost from the shell's
 //     heartbeat watch). A request gets an alive Agg in turn (or keeps the
 //     one it names while that one is alive). When its Agg is lost, every
-//     label set restarts on another Agg, not counted as a retry; with none
+//     label set restarts on another Agg, not counted as a retry, and its
+//     own DAPs are told to stop the portions that worked for the dead Agg
+//     (CancelDAP with Portion), so the new attempt need not wait; with none
 //     left it is answered "Agg <id> was lost and no other Agg is connected"
 //     (NO_RESOURCES) at once.
 //   - Queue limits (Config.MaxQueued, MaxQueuedPerCaller by Request.Caller)

@@ -521,6 +521,23 @@ func (s *sim) apply(cmd Command) error {
 		r.dispatched = true
 	case CancelDAP:
 		r := s.reqs[c.Request]
+		if c.Portion != 0 {
+			// One portion, working for a lost Agg, stopped so the request goes on.
+			d, p := s.daps[c.DAP], s.portions[c.Portion]
+			if r == nil || r.ended || d == nil || p.Portion.Request != c.Request || s.aggAlive[p.Agg] || p.Agg == r.agg {
+				return fmt.Errorf("DAP %s told to stop portion %d of %s (for Agg %s, request's Agg %s)", c.DAP, c.Portion, c.Request, p.Agg, r.agg)
+			}
+			found := false
+			for i := range d.inflight {
+				if d.inflight[i].d.Portion.ID == c.Portion {
+					d.inflight[i].outcome, found = OutcomeError, true
+				}
+			}
+			if !found {
+				return fmt.Errorf("DAP %s told to stop portion %d it does not run", c.DAP, c.Portion)
+			}
+			break
+		}
 		if r == nil || !r.ended || !r.replied {
 			return fmt.Errorf("DAP %s told to stop request %s, which the RC has not answered", c.DAP, c.Request)
 		}
