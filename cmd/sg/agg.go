@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -11,7 +12,11 @@ import (
 
 // runAgg runs an Agg until ctx ends.
 func runAgg(ctx context.Context, cfg AggConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger) error {
-	a, err := agg.New(agg.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, MaxAnswerBytes: cfg.MaxAnswerBytes})
+	c := agg.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, MaxAnswerBytes: cfg.MaxAnswerBytes}
+	if err := c.LimitsFromEnv(os.LookupEnv); err != nil { // SG_AGG_MAX_BYTES...
+		return err
+	}
+	a, err := agg.New(c)
 	if err != nil {
 		return err
 	}

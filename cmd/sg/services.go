@@ -430,9 +430,13 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 }
 
 func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger, reg *prometheus.Registry) (*rc.RC, error) {
-	return rc.New(rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
+	c := rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
 		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
-		JetStream: cfg.Durability.rc()})
+		JetStream: cfg.Durability.rc()}
+	if err := c.LimitsFromEnv(os.LookupEnv); err != nil { // SG_RC_MAX_QUEUED...
+		return nil, err
+	}
+	return rc.New(c)
 }
 
 func cmdAgg(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -504,11 +508,15 @@ from the demo generator for its region (the "region" label) over --data-range
 		return err
 	}
 	defer stop()
+	maxQueue, err := dap.MaxQueueFromEnv(os.LookupEnv) // SG_DAP_MAX_QUEUE
+	if err != nil {
+		return err
+	}
 	if cfg.Demo {
 		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: cfg.RCID,
-			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency})
+			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency, MaxQueue: maxQueue})
 	}
-	dcfg.NC, dcfg.Subjects, dcfg.Log = nc, s, log
+	dcfg.NC, dcfg.Subjects, dcfg.Log, dcfg.MaxQueue = nc, s, log, maxQueue
 	d, err := dap.New(dcfg)
 	if err != nil {
 		return err

@@ -23,11 +23,14 @@ type Agg struct {
 	finished map[string]time.Time // answered, cancelled or expired ids -> when to forget them
 	streams  map[string]*stream   // chunked partials being reassembled, by transfer id
 	closing  bool                 // Run is stopping: start no answer (answers.Add must precede Wait)
+	held     int64                // bytes of partial results held, all requests (Config.MaxHeldBytes)
 
-	answers sync.WaitGroup // answer goroutines; Run waits for them
-	ready   chan struct{}  // closed once Run's subscriptions are live
-	started atomic.Bool
-	stats   counters
+	answers   sync.WaitGroup // answer goroutines; Run waits for them
+	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
+	hbSeq     uint64         // owned by Run
+	ready     chan struct{}  // closed once Run's subscriptions are live
+	started   atomic.Bool
+	stats     counters
 }
 
 // stream is one chunked partial in transit.
@@ -38,7 +41,7 @@ type stream struct {
 }
 
 type counters struct {
-	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired atomic.Uint64
+	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled, refused atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.
@@ -51,6 +54,8 @@ type Stats struct {
 	Errors       uint64 // of which answered with an error status
 	TooLarge     uint64 // of which answered TOO_LARGE
 	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
+	Cancelled    uint64 // requests dropped on the RC's cancel (the RC answered them)
+	Refused      uint64 // of the answered, RATE_LIMITED: the Agg held too much (MaxHeldBytes)
 	Pending      int    // requests held now
 }
 
@@ -72,7 +77,7 @@ func (a *Agg) Stats() Stats {
 	s := &a.stats
 	return Stats{Expectations: s.expectations.Load(), Partials: s.partials.Load(), Discarded: s.discarded.Load(),
 		Malformed: s.malformed.Load(), Answered: s.answered.Load(), Errors: s.errors.Load(),
-		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Pending: pending}
+		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Refused: s.refused.Load(), Pending: pending}
 }
 
 // Ready is closed once Run's subscriptions are live at the server, so that a caller
@@ -96,6 +101,11 @@ func (a *Agg) Run(ctx context.Context) error {
 		return fmt.Errorf("agg %s: subscribe partials: %w", a.cfg.ID, err)
 	}
 	defer partial.Unsubscribe()
+	cancel, err := nc.Subscribe(subj.AggCancel(a.cfg.ID), a.onCancel)
+	if err != nil {
+		return fmt.Errorf("agg %s: subscribe cancels: %w", a.cfg.ID, err)
+	}
+	defer cancel.Unsubscribe()
 	// Whole answers' worth of chunks may be pending while one is merged: a slow
 	// consumer would lose chunks and fail the transfer.
 	pendingBytes := int(min(max(2*a.cfg.MaxAnswerBytes, 64<<20), 1<<40))
@@ -108,33 +118,67 @@ func (a *Agg) Run(ctx context.Context) error {
 		return fmt.Errorf("agg %s: flush subscriptions: %w", a.cfg.ID, err)
 	}
 	close(a.ready)
-	a.log.Info().Int64("max_answer_bytes", a.cfg.MaxAnswerBytes).Dur("partial_ttl", a.cfg.PartialTTL).Msg("Agg started")
+	a.startedAt = time.Now().UnixNano()
+	a.heartbeat(false)
+	a.log.Info().Int64("max_answer_bytes", a.cfg.MaxAnswerBytes).Dur("partial_ttl", a.cfg.PartialTTL).
+		Dur("heartbeat", a.cfg.Heartbeat).Msg("Agg started")
 
 	sweep := time.NewTicker(min(max(a.cfg.PartialTTL/4, 10*time.Millisecond), time.Second))
 	defer sweep.Stop()
+	beat := time.NewTicker(a.cfg.Heartbeat)
+	defer beat.Stop()
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
 		case now := <-sweep.C:
 			a.sweep(now)
+		case <-beat.C:
+			a.heartbeat(false)
 		}
 	}
+	// RCs drive what we hold again elsewhere now, rather than after missed beats.
+	a.heartbeat(true)
 	_ = expect.Unsubscribe()
 	_ = partial.Unsubscribe()
+	_ = cancel.Unsubscribe()
 	a.mu.Lock()
 	a.closing = true
 	a.mu.Unlock()
 	a.answers.Wait()
+	if err := nc.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		a.log.Warn().Err(err).Msg("flush on stop")
+	}
 	a.log.Info().Msg("Agg stopped")
 	return nil
+}
+
+// heartbeat tells the RCs we are alive (or, stopping, that we are gone).
+func (a *Agg) heartbeat(stopping bool) {
+	a.mu.Lock()
+	pending := len(a.requests)
+	held := a.held
+	a.mu.Unlock()
+	a.hbSeq++
+	hb := messages.AggHeartbeat{V: messages.AggVersion, AggID: a.cfg.ID, Seq: a.hbSeq, SentAt: time.Now().UnixNano(),
+		StartedAt: a.startedAt, IntervalMS: a.cfg.Heartbeat.Milliseconds(), Pending: pending, HeldBytes: held, Stopping: stopping}
+	b, err := messages.Encode(&hb)
+	if err == nil {
+		err = a.cfg.NC.Publish(a.cfg.Subjects.AggHeartbeat(a.cfg.ID), b)
+	}
+	if err != nil {
+		a.log.Warn().Err(err).Msg("heartbeat not sent")
+	}
 }
 
 // finishLocked forgets request id and drops anything about it that arrives later; a.mu
 // held. Partials still held count as discarded, unless they are being answered.
 func (a *Agg) finishLocked(id string, deadline int64, now time.Time) {
-	if r := a.requests[id]; r != nil && !r.answering {
-		a.stats.discarded.Add(uint64(len(r.partials)))
+	if r := a.requests[id]; r != nil {
+		a.held -= r.bytes
+		if !r.answering {
+			a.stats.discarded.Add(uint64(len(r.partials)))
+		}
 	}
 	delete(a.requests, id)
 	// Remember the id past the deadline: a late expectation or partial must not open

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -41,6 +42,14 @@ func (a *Agg) answer(j job) {
 	h := nats.Header{}
 	messages.Routing{RequestID: e.RequestID, API: e.API, AggID: a.cfg.ID, LogCorr: e.LogCorr, Content: content}.Write(h)
 	st.Write(h)
+	switch {
+	case j.refused:
+		messages.SetString(h, messages.HdrLimit, limits.AggHeldBytes)
+		messages.SetInt(h, messages.HdrRetryAfter, int64(j.retryAfter))
+	case j.tooLarge:
+		// Named, but no Retry-After: coming back cannot make the request smaller.
+		messages.SetString(h, messages.HdrLimit, limits.AggRequestBytes)
+	}
 	if int64(len(data)+headerSize(h)) > a.cfg.NC.MaxPayload() {
 		n, err := messages.SendChunked(a.cfg.NC, e.ReplyTo, h, data, 0)
 		if err != nil {
@@ -90,7 +99,14 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 	if j.tooLarge {
 		a.stats.tooLarge.Add(1)
 		return messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
-			"partial results of the request are above the Agg's limit of %d bytes: narrow the request (columns, filter, limit)", a.cfg.MaxAnswerBytes), nil
+			"partial results of the request are above the Agg's limit %s=%d bytes (%s): narrow the request (columns, filter, limit)",
+			limits.AggRequestBytes, a.cfg.MaxRequestBytes, EnvMaxRequestBytes), nil
+	}
+	if j.refused {
+		a.stats.refused.Add(1)
+		return messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Request refused: Agg %s holds too many partial results, over its limit %s=%d bytes (%s)",
+			a.cfg.ID, limits.AggHeldBytes, a.cfg.MaxHeldBytes, EnvMaxHeldBytes), nil
 	}
 	// Seed: a failed portion fails the request with the DAP's rc/ac/ai.
 	for _, p := range j.partials {

@@ -8,11 +8,20 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
-// DefaultPartialTTL is how long partials of a request without expectation are kept.
-const DefaultPartialTTL = 2 * time.Minute
+// Defaults of Config.
+const (
+	// DefaultPartialTTL is how long partials of a request without expectation are kept.
+	DefaultPartialTTL = 2 * time.Minute
+	// DefaultMaxHeldBytes bounds the partials an Agg holds for all requests.
+	DefaultMaxHeldBytes = 1 << 30
+	// DefaultHeartbeat is the heartbeat period, the DAPs' default: an RC declares an
+	// Agg lost after three missed periods, as it does a DAP.
+	DefaultHeartbeat = 2 * time.Second
+)
 
 // Config configures an Agg.
 type Config struct {
@@ -26,6 +35,36 @@ type Config struct {
 	// PartialTTL: partials of a request whose expectation has not come are dropped after
 	// it, and answered ids are remembered for it past their deadline. Default 2 min.
 	PartialTTL time.Duration
+	// MaxRequestBytes bounds the partial results held for one request; over it the
+	// request is answered TOO_LARGE naming the limit (limits.AggRequestBytes). Default
+	// MaxAnswerBytes (SG_AGG_MAX_REQUEST_BYTES).
+	MaxRequestBytes int64
+	// MaxHeldBytes bounds the partial results held for all requests together; a
+	// request whose partial would pass it is answered RATE_LIMITED (limits.AggHeldBytes)
+	// with Sg-Retry-After. Default DefaultMaxHeldBytes (SG_AGG_MAX_BYTES).
+	MaxHeldBytes int64
+	// Heartbeat is the period of the heartbeat on subjects.AggHeartbeat(ID), by which
+	// RCs know the Agg is alive. Default DefaultHeartbeat.
+	Heartbeat time.Duration
+}
+
+// Environment names of the Agg's limits (README: Configuration).
+const (
+	EnvMaxRequestBytes = "SG_AGG_MAX_REQUEST_BYTES"
+	EnvMaxHeldBytes    = "SG_AGG_MAX_BYTES"
+)
+
+// LimitsFromEnv sets the limits that the environment names (look is os.LookupEnv),
+// leaving the others as they are.
+func (c *Config) LimitsFromEnv(look func(string) (string, bool)) error {
+	var err error
+	if c.MaxRequestBytes, err = limits.Int(look, EnvMaxRequestBytes, c.MaxRequestBytes); err != nil {
+		return fmt.Errorf("agg: %w", err)
+	}
+	if c.MaxHeldBytes, err = limits.Int(look, EnvMaxHeldBytes, c.MaxHeldBytes); err != nil {
+		return fmt.Errorf("agg: %w", err)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -38,6 +77,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PartialTTL == 0 {
 		c.PartialTTL = DefaultPartialTTL
 	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = c.MaxAnswerBytes
+	}
+	if c.MaxHeldBytes == 0 {
+		c.MaxHeldBytes = DefaultMaxHeldBytes
+	}
 	var errs []error
 	if err := subjects.Validate("Agg id", c.ID); err != nil {
 		errs = append(errs, err)
@@ -45,8 +93,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NC == nil {
 		errs = append(errs, errors.New("NC is nil"))
 	}
+	if c.MaxRequestBytes < 0 || c.MaxHeldBytes < 0 {
+		errs = append(errs, fmt.Errorf("MaxRequestBytes %d or MaxHeldBytes %d is negative", c.MaxRequestBytes, c.MaxHeldBytes))
+	}
 	if c.MaxAnswerBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxAnswerBytes %d is negative", c.MaxAnswerBytes))
+	}
+	if c.Heartbeat < 0 || c.Heartbeat > time.Hour {
+		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to 1h", c.Heartbeat))
 	}
 	if c.PartialTTL < 0 {
 		errs = append(errs, fmt.Errorf("PartialTTL %v is negative", c.PartialTTL))

@@ -6,7 +6,9 @@
 //     the RC's expectation has arrived yet, within PartialTTL and MaxAnswerBytes;
 //  2. applies the RC's expectations (subjects.AggExpect(ID)) in Seq order: Expect adds
 //     portion attempts, Supersede drops earlier attempts (and their late partials),
-//     Sealed says the set is final, Cancel drops everything (the RC answers itself);
+//     Sealed says the set is final, Cancel drops everything (the RC answers itself),
+//     as does the RC's cancel on subjects.AggCancel(ID) (empty body, the request id in
+//     Sg-Request-Id);
 //  3. once sealed and every expected partial is present, answers the merge; as soon as
 //     an expected partial has a non-OK status, answers that status (the DAP's rc/ac/ai:
 //     a failed portion fails the request, so the others need not be awaited; if
@@ -21,6 +23,13 @@
 //	ping     a map from DAP id to true, one entry per DAP reached ({"dap-eu-rdb-0": true});
 //	         a DAP that answered a non-true payload reads false
 //	other    NOT_SUPPORTED: the Agg does not know how to merge it
+//
+// The Agg beats on subjects.AggHeartbeat(ID) every Config.Heartbeat (and once more,
+// Stopping, when it stops), so that RCs give work only to live Aggs and drive the requests
+// of a dead one again elsewhere. It holds at most MaxRequestBytes of partials per request
+// (over it: TOO_LARGE, Sg-Limit agg_request_bytes) and MaxHeldBytes for all requests
+// (over it the request that would pass it is answered RATE_LIMITED, Sg-Limit
+// agg_held_bytes, with Sg-Retry-After).
 //
 // Each request is answered at most once: answered (and cancelled, expired) request ids
 // are remembered until PartialTTL after their deadline, and everything about them is

@@ -2,10 +2,13 @@ package agg
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/subjects"
 )
 
 // envelopeSlack is room for the PartialResult fields around a payload of
@@ -45,9 +48,45 @@ func (a *Agg) onExpect(m *nats.Msg) {
 		r = newRequest(e.RequestID, now)
 		a.requests[e.RequestID] = r
 	}
+	before := r.bytes
 	r.expectation(e)
+	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
 	a.answerIfReadyLocked(r, now)
+}
+
+// onCancel: the RC answered the request itself (timeout, cancel, failure) and tells us
+// to drop it (no body; the id in Sg-Request-Id): its partials, its chunk transfers, and
+// any that come later, so that it is never answered a second time.
+func (a *Agg) onCancel(m *nats.Msg) {
+	id := m.Header.Get(messages.HdrRequestID)
+	if err := subjects.Validate("request id", id); err != nil {
+		a.stats.malformed.Add(1)
+		a.log.Warn().Err(err).Msg("malformed cancel")
+		return
+	}
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, done := a.finished[id]; done {
+		return
+	}
+	var deadline int64
+	held := 0
+	if r := a.requests[id]; r != nil {
+		held = len(r.partials)
+		if r.exp != nil {
+			deadline = r.exp.Deadline
+		}
+	}
+	for k, s := range a.streams {
+		if s.requestID == id {
+			delete(a.streams, k)
+		}
+	}
+	a.stats.cancelled.Add(1)
+	a.finishLocked(id, deadline, now)
+	a.log.Info().Str("request_id", id).Int("partials", held).Msg("request dropped on the RC's cancel")
 }
 
 func (a *Agg) onPartial(m *nats.Msg) {
@@ -82,7 +121,16 @@ func (a *Agg) onPartial(m *nats.Msg) {
 		a.log.Debug().Str("request_id", p.RequestID).Stringer("portion", p.Ref()).Str("dap", p.DAPID).Msg("partial discarded")
 		return
 	}
-	r.add(p, a.cfg.MaxAnswerBytes)
+	before := r.bytes
+	if n := int64(len(p.Payload)); a.held+n > a.cfg.MaxHeldBytes {
+		// Over the Agg-wide bound: this request is refused, the others go on.
+		a.log.Warn().Str("request_id", p.RequestID).Int64("held", a.held).Int64("limit", a.cfg.MaxHeldBytes).Msg("partial results over the Agg's limit: request refused")
+		r.dropped++ // p itself
+		r.refuse(limits.RetryAfter(len(a.requests), runtime.NumCPU()))
+	} else {
+		r.add(p, a.cfg.MaxRequestBytes)
+	}
+	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
 	a.answerIfReadyLocked(r, now)
 }
@@ -104,7 +152,7 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 			a.log.Warn().Str("request_id", reqID).Msg("chunk without a transfer id")
 			return nil, false
 		}
-		s = &stream{r: messages.NewReassembler(a.cfg.MaxAnswerBytes + envelopeSlack), requestID: reqID, since: time.Now()}
+		s = &stream{r: messages.NewReassembler(min(a.cfg.MaxAnswerBytes, a.cfg.MaxRequestBytes) + envelopeSlack), requestID: reqID, since: time.Now()}
 		a.streams[key] = s
 	}
 	done, err := s.r.Add(m.Header, m.Data)
@@ -139,6 +187,7 @@ func (a *Agg) badTransferLocked(reqID string, err error) {
 		r = newRequest(reqID, time.Now())
 		a.requests[reqID] = r
 	}
+	a.held -= r.bytes
 	r.setTooLarge()
 	a.stats.discarded.Add(r.takeDropped())
 	a.answerIfReadyLocked(r, time.Now())

@@ -25,11 +25,15 @@ type request struct {
 	superseded map[messages.PortionRef]bool
 	sealed     bool
 
-	partials  map[messages.PortionRef]messages.PartialResult
-	bytes     int64
-	tooLarge  bool // the partials passed MaxAnswerBytes: they were dropped, the answer is TOO_LARGE
-	answering bool // handed to an answer goroutine
-	dropped   int  // partials dropped after being kept (superseded, outside the sealed set, too large)
+	partials map[messages.PortionRef]messages.PartialResult
+	bytes    int64
+	tooLarge bool // the partials passed MaxRequestBytes: they were dropped, the answer is TOO_LARGE
+	// refused: a partial would have passed the Agg's MaxHeldBytes: the partials were
+	// dropped, the answer is RATE_LIMITED, come back after retryAfter seconds.
+	refused    bool
+	retryAfter int
+	answering  bool // handed to an answer goroutine
+	dropped    int  // partials dropped after being kept (superseded, outside the sealed set, too large)
 }
 
 func newRequest(id string, now time.Time) *request {
@@ -105,7 +109,7 @@ func (r *request) drop(ref messages.PortionRef) {
 
 // wants reports whether a partial for ref may still count.
 func (r *request) wants(ref messages.PortionRef) bool {
-	if r.tooLarge || r.superseded[ref] {
+	if r.tooLarge || r.refused || r.superseded[ref] {
 		return false
 	}
 	if _, dup := r.partials[ref]; dup {
@@ -135,6 +139,14 @@ func (r *request) setTooLarge() {
 	r.bytes = 0
 }
 
+// refuse drops every partial: the answer is RATE_LIMITED whatever else arrives.
+func (r *request) refuse(retryAfter int) {
+	r.refused, r.retryAfter = true, retryAfter
+	r.dropped += len(r.partials)
+	clear(r.partials)
+	r.bytes = 0
+}
+
 // takeDropped returns and resets the count of dropped partials, for the Agg's stats.
 func (r *request) takeDropped() uint64 {
 	n := r.dropped
@@ -149,7 +161,7 @@ func (r *request) ready() bool {
 	if r.exp == nil {
 		return false
 	}
-	if r.tooLarge {
+	if r.tooLarge || r.refused {
 		return true
 	}
 	complete := r.sealed
@@ -168,10 +180,13 @@ type job struct {
 	exp      messages.AggExpectation
 	partials []messages.PartialResult // in expectation order
 	tooLarge bool
+	// refused and retryAfter: see request.
+	refused    bool
+	retryAfter int
 }
 
 func (r *request) job() job {
-	j := job{exp: *r.exp, tooLarge: r.tooLarge}
+	j := job{exp: *r.exp, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter}
 	for _, ref := range r.expect {
 		if p, ok := r.partials[ref]; ok {
 			j.partials = append(j.partials, p)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -15,7 +16,21 @@ import (
 const (
 	DefaultHeartbeat   = 2 * time.Second
 	DefaultConcurrency = 1
+	DefaultMaxQueue    = 1024
 )
+
+// EnvMaxQueue names MaxQueue in the environment (README: Configuration).
+const EnvMaxQueue = "SG_DAP_MAX_QUEUE"
+
+// MaxQueueFromEnv is the MaxQueue the environment sets (look is os.LookupEnv), or 0
+// (the default) if it sets none.
+func MaxQueueFromEnv(look func(string) (string, bool)) (int, error) {
+	n, err := limits.Int(look, EnvMaxQueue, 0)
+	if err != nil {
+		return 0, fmt.Errorf("dap: %w", err)
+	}
+	return int(min(n, 1<<31-1)), nil
+}
 
 // Config describes one DAP. The fields up to Concurrency are those of its registration.
 type Config struct {
@@ -32,6 +47,9 @@ type Config struct {
 	ReferenceVintage uint64
 	Concurrency      int           // portions run at once; default DefaultConcurrency
 	Heartbeat        time.Duration // default DefaultHeartbeat
+	// MaxQueue bounds the dispatches waiting for a slot; one more is refused
+	// RATE_LIMITED (limits.DAPQueue). Default DefaultMaxQueue (SG_DAP_MAX_QUEUE).
+	MaxQueue int
 
 	NC       *nats.Conn
 	Subjects subjects.Subjects // zero value: subjects.Default()
@@ -61,12 +79,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
 	var errs []error
 	if c.NC == nil {
 		errs = append(errs, errors.New("NC is nil"))
 	}
 	if c.Source == nil {
 		errs = append(errs, errors.New("Source is nil"))
+	}
+	if c.MaxQueue < 0 {
+		errs = append(errs, fmt.Errorf("MaxQueue %d is negative", c.MaxQueue))
 	}
 	if c.Heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("Heartbeat %v is negative", c.Heartbeat))

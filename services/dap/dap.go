@@ -19,9 +19,11 @@ type DAP struct {
 	log   zerolog.Logger
 	queue fifo
 
-	mu    sync.Mutex
-	state state
-	seen  map[string]int64 // RC id -> StartedAt of its last announcement
+	mu        sync.Mutex
+	state     state
+	seen      map[string]int64 // RC id -> StartedAt of its last announcement
+	running   map[*running]struct{}
+	cancelled cancels
 
 	started atomic.Bool
 	stats   counters
@@ -42,7 +44,7 @@ type state struct {
 
 // counters are the DAP's metrics; Stats reads them.
 type counters struct {
-	received, malformed, retried, executed, failed, timedOut atomic.Uint64
+	received, malformed, retried, executed, failed, timedOut, cancelled, refused atomic.Uint64
 }
 
 // Stats is a snapshot of the DAP's counters.
@@ -53,6 +55,8 @@ type Stats struct {
 	Executed  uint64 // ran to success
 	Failed    uint64 // ran to an error other than the deadline
 	TimedOut  uint64 // passed their deadline
+	Cancelled uint64 // stopped (running) or dropped (queued) on the RC's cancel
+	Refused   uint64 // refused RATE_LIMITED: the queue was full (Config.MaxQueue)
 	Running   int
 	Queued    int
 }
@@ -65,10 +69,11 @@ func New(cfg Config) (*DAP, error) {
 		return nil, err
 	}
 	d := &DAP{
-		cfg:   cfg,
-		log:   cfg.Log.With().Str("dap", cfg.ID).Logger(),
-		seen:  map[string]int64{},
-		queue: newFIFO(),
+		cfg:     cfg,
+		log:     cfg.Log.With().Str("dap", cfg.ID).Logger(),
+		seen:    map[string]int64{},
+		running: map[*running]struct{}{},
+		queue:   newFIFO(),
 		state: state{available: cfg.Unavailable == "", reason: cfg.Unavailable, purview: cfg.Purview,
 			pv: cfg.PurviewVersion, rv: cfg.ReferenceVintage, source: cfg.Source},
 	}
@@ -86,7 +91,7 @@ func (d *DAP) Stats() Stats {
 	return Stats{
 		Received: d.stats.received.Load(), Malformed: d.stats.malformed.Load(),
 		Retried: d.stats.retried.Load(), Executed: d.stats.executed.Load(),
-		Failed: d.stats.failed.Load(), TimedOut: d.stats.timedOut.Load(),
+		Failed: d.stats.failed.Load(), TimedOut: d.stats.timedOut.Load(), Cancelled: d.stats.cancelled.Load(), Refused: d.stats.refused.Load(),
 		Running: running, Queued: d.queue.len(),
 	}
 }
@@ -110,6 +115,11 @@ func (d *DAP) Run(ctx context.Context) error {
 	if err := portions.SetPendingLimits(1<<20, 1<<30); err != nil {
 		return fmt.Errorf("dap %s: pending limits: %w", d.cfg.ID, err)
 	}
+	cancel, err := nc.Subscribe(subj.DAPCancel(d.cfg.ID), d.onCancel)
+	if err != nil {
+		return fmt.Errorf("dap %s: subscribe cancels: %w", d.cfg.ID, err)
+	}
+	defer cancel.Unsubscribe()
 	announces, err := nc.Subscribe(subj.RCAnnouncePattern(), d.onAnnounce)
 	if err != nil {
 		return fmt.Errorf("dap %s: subscribe RC announcements: %w", d.cfg.ID, err)
@@ -129,6 +139,7 @@ func (d *DAP) Run(ctx context.Context) error {
 	<-ctx.Done()
 
 	_ = portions.Unsubscribe()
+	_ = cancel.Unsubscribe()
 	_ = announces.Unsubscribe()
 	d.publishLost("shutdown")
 	wg.Wait()

@@ -31,6 +31,7 @@ type DemoFleetConfig struct {
 	IDPrefix     string        // DAP ids are <IDPrefix>-<region>-<tier>-<replica>; default "dap"
 	Concurrency  int           // per DAP; default 4
 	Heartbeat    time.Duration // default DefaultHeartbeat
+	MaxQueue     int           // per DAP; default DefaultMaxQueue
 	TradesPerDay int           // per region; 0 = demo's default
 	QuotesPerDay int           // per region; 0 = demo's default
 
@@ -102,7 +103,7 @@ func DemoFleetInfo(cfg DemoFleetConfig) (DemoFleet, error) {
 			Labels: messages.LabelSet{demo.LabelKey: s.Region}, Tier: messages.Tier(s.Tier),
 			Purview: messages.TimeRange{Start: s.Start.UnixNano(), End: s.End.UnixNano()},
 			Tables:  demoTimeTables, PurviewVersion: 1, ReferenceVintage: 1,
-			Concurrency: cfg.Concurrency, Heartbeat: cfg.Heartbeat, Subjects: cfg.Subjects,
+			Concurrency: cfg.Concurrency, Heartbeat: cfg.Heartbeat, MaxQueue: cfg.MaxQueue, Subjects: cfg.Subjects,
 		}
 		switch s.Tier {
 		case demo.TierHDB:

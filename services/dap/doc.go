@@ -16,7 +16,18 @@
 //     availability, purview, versions and source in one step (package live's rolls);
 //  4. sends the partial result to the Agg (chunked when above NATS's max payload) and a
 //     completion to the RC, for every dispatch: the completion is what frees its slot;
-//  5. on shutdown says DAPLost{Reason: "shutdown"} so the RC requeues its portions now
+//  5. on the RC's cancel (subjects.DAPCancel(ID), empty body, the request id in
+//     Sg-Request-Id) stops the request's running portions through their context (the
+//     Source looks at it between batches of rows: the engine every engine.BatchRows
+//     rows, the Parquet reader every page), drops its queued ones, and answers each with
+//     an ERR completion, which frees the slot at the RC; a dispatch that arrives after
+//     its request's cancel is answered without running. A cancel that also carries
+//     Sg-Portion-Id stops that portion only (it worked for an Agg that died; the request
+//     goes on). The deadline stops a portion the same way, answered TIMEOUT;
+//  6. holds at most Config.MaxQueue dispatches waiting for a slot: one more is answered
+//     RATE_LIMITED (an error partial and completion naming the limit dap_queue), and the
+//     RC answers the caller RATE_LIMITED with Sg-Limit and Sg-Retry-After;
+//  7. on shutdown says DAPLost{Reason: "shutdown"} so the RC requeues its portions now
 //     rather than after missed heartbeats.
 //
 // Error codes (rc; ac is always ERR, as in the seed's rc=TIMEOUT ac=ERR):

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -26,7 +27,23 @@ func (d *DAP) onPortion(m *nats.Msg) {
 		d.retry(&p, reason)
 		return
 	}
-	d.queue.push(p)
+	if d.isCancelled(&p) {
+		d.answerCancelled(&p, 0) // its cancel overtook it
+		return
+	}
+	if n, ok := d.queue.push(p, d.cfg.MaxQueue); !ok {
+		d.refuse(&p, n)
+	}
+}
+
+// refuse answers a dispatch over the queue limit RATE_LIMITED: the RC answers the
+// caller with the limit and when to come back.
+func (d *DAP) refuse(p *messages.PortionDispatch, waiting int) {
+	d.stats.refused.Add(1)
+	d.portionLog(p).Warn().Int("queued", waiting).Int("limit", d.cfg.MaxQueue).Msg("portion refused: queue full")
+	st := messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr,
+		AI: fmt.Sprintf("DAP %s has %d portions waiting, its limit %s=%d (%s)", d.cfg.ID, waiting, limits.DAPQueue, d.cfg.MaxQueue, EnvMaxQueue)}
+	d.fail(p, st, 0)
 }
 
 // mismatch says why the DAP cannot run p as dispatched, in the seed's terms, or "".
@@ -93,9 +110,17 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 		d.timedOut(&p, log, 0)
 		return
 	}
+	if d.isCancelled(&p) {
+		d.answerCancelled(&p, 0)
+		return
+	}
 	d.setRunning(+1)
 	defer d.setRunning(-1)
-	execCtx, cancel := context.WithDeadline(ctx, deadline)
+	// Stopped by the deadline, by shutdown (ctx) or by the RC's cancel (onCancel).
+	cancelCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer d.track(&p, stop)()
+	execCtx, cancel := context.WithDeadline(cancelCtx, deadline)
 	defer cancel()
 
 	type result struct {
@@ -120,7 +145,11 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	case <-execCtx.Done():
 		// Answer now, so the RC need not wait for a Source that is slow to stop; the
 		// slot stays taken until it does.
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil: // shutdown: DAPLost tells the RC
+		case errors.Is(context.Cause(cancelCtx), errCancelled):
+			d.answerCancelled(&p, time.Since(start))
+		default:
 			d.timedOut(&p, log, time.Since(start))
 		}
 		<-done
@@ -130,6 +159,8 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	switch {
 	case ctx.Err() != nil:
 		return // shutdown: DAPLost tells the RC
+	case errors.Is(context.Cause(cancelCtx), errCancelled):
+		d.answerCancelled(&p, elapsed) // never a result for a cancelled request
 	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
 		d.timedOut(&p, log, elapsed) // never a result after the deadline
 		return

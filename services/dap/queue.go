@@ -7,9 +7,10 @@ import (
 	"github.com/sg-project/sg/messages"
 )
 
-// fifo holds the dispatches waiting for a slot. It is unbounded because a dispatch is
-// never dropped (the RC waits for a completion of each), and the RC does not send more
-// than the DAP's concurrency except around retries and restarts.
+// fifo holds the dispatches waiting for a slot, at most Config.MaxQueue: one RC does not
+// send more than the DAP's concurrency except around retries and restarts, but several
+// RCs share a DAP. A dispatch over the bound is refused, never dropped silently (the RC
+// waits for a completion of each).
 type fifo struct {
 	mu    sync.Mutex
 	items []messages.PortionDispatch
@@ -18,14 +19,21 @@ type fifo struct {
 
 func newFIFO() fifo { return fifo{wake: make(chan struct{}, 1)} }
 
-func (q *fifo) push(p messages.PortionDispatch) {
+// push queues p unless limit portions wait already; it returns how many wait.
+func (q *fifo) push(p messages.PortionDispatch, limit int) (int, bool) {
 	q.mu.Lock()
+	n := len(q.items)
+	if n >= limit {
+		q.mu.Unlock()
+		return n, false
+	}
 	q.items = append(q.items, p)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	return n + 1, true
 }
 
 func (q *fifo) pop() (messages.PortionDispatch, bool) {
@@ -38,6 +46,24 @@ func (q *fifo) pop() (messages.PortionDispatch, bool) {
 	q.items[0] = messages.PortionDispatch{} // let the args be collected
 	q.items = q.items[1:]
 	return p, true
+}
+
+// remove takes the queued portions that match out of the queue.
+func (q *fifo) remove(match func(*messages.PortionDispatch) bool) []messages.PortionDispatch {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []messages.PortionDispatch
+	kept := q.items[:0]
+	for _, p := range q.items {
+		if match(&p) {
+			out = append(out, p)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(q.items[len(kept):]) // let the args be collected
+	q.items = kept
+	return out
 }
 
 func (q *fifo) len() int {

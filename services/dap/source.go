@@ -12,8 +12,9 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Source executes an API on the DAP's data. Execute must return when ctx ends (the
-// dispatch deadline or shutdown); the DAP keeps the slot until it does. payload is the
+// Source executes an API on the DAP's data. Execute must return soon after ctx ends (the
+// dispatch deadline, a cancel from the RC, or shutdown), e.g. by looking at ctx between
+// batches of rows; the DAP keeps the slot until it does. payload is the
 // API's partial answer, msgpack: for getData an encoded merge.Partial, for ping true.
 type Source interface {
 	Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, err error)
@@ -73,19 +74,20 @@ func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 	if err != nil {
 		return nil, 0, err
 	}
-	// The engine cannot be interrupted; it is fast on one shard, and the caller stops
-	// waiting at the deadline anyway.
-	return RunGetData(ctx, s.Store.Execute, a, rng)
+	// The engine looks at ctx between batches of rows: a cancel or the deadline frees
+	// the slot within a batch.
+	return RunGetData(ctx, s.Store.ExecuteContext, a, rng)
 }
 
 // GetDataExecutor runs getData on one portion's range (the zero time is an open
-// end): the engine's Store.Execute and the Parquet catalog's Execute.
-type GetDataExecutor func(args messages.GetDataArgs, start, end time.Time) (merge.Partial, error)
+// end), stopping with ctx's error when ctx ends: the engine's Store.ExecuteContext and
+// the Parquet catalog's ExecuteContext.
+type GetDataExecutor func(ctx context.Context, args messages.GetDataArgs, start, end time.Time) (merge.Partial, error)
 
 // RunGetData runs exec on the portion's range and encodes the partial, with its
 // row count (groups, for an aggregate): the part every getData source shares.
 func RunGetData(ctx context.Context, exec GetDataExecutor, a messages.GetDataArgs, rng messages.TimeRange) ([]byte, int64, error) {
-	p, err := exec(a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	p, err := exec(ctx, a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
 	if err != nil {
 		return nil, 0, err
 	}

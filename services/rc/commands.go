@@ -20,12 +20,12 @@ func (r *RC) carryOut(cmd core.Command) {
 		for i, p := range c.Portions {
 			refs[i] = messages.PortionRef{PortionID: strconv.FormatUint(p.ID, 10), Attempt: uint32(p.Attempt)}
 		}
-		r.expect(c.Request, refs, false)
+		r.expect(c.Request, c.Agg, refs)
 	case core.AggFail:
 		// The DAP sent its error to the Agg as a partial: the Agg answers it.
 		ref := messages.PortionRef{PortionID: strconv.FormatUint(c.Portion.ID, 10), Attempt: uint32(c.Portion.Attempt)}
 		r.reqLog(c.Request).Info().Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
-		r.expect(c.Request, []messages.PortionRef{ref}, false)
+		r.expect(c.Request, c.Agg, []messages.PortionRef{ref})
 	case core.Reply:
 		r.reply(c)
 	case core.RetryNoted:
@@ -37,6 +37,24 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.reportPeer(c)
 	case core.ForwardCompletion:
 		r.forwardCompletion(c)
+	case core.CancelDAP:
+		r.reqLog(c.Request).Debug().Str("dap", c.DAP).Uint64("portion", c.Portion).Msg("telling the DAP to stop the request")
+		r.metrics.cancels.WithLabelValues("dap").Inc()
+		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request, c.Portion)
+	case core.CancelPeer:
+		r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
+		r.metrics.cancels.WithLabelValues("peer").Inc()
+		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request, 0)
+	case core.AggChanged:
+		if p := r.pending[c.Request]; p != nil {
+			p.aggSeq = 0 // the new Agg's expectations start at Seq 1
+		}
+		r.metrics.aggRedrives.Inc()
+		r.reqLog(c.Request).Warn().Str("lost_agg", c.From).Str("agg", c.To).Msg("Agg lost: request driven again on another Agg")
+	case core.CancelAgg:
+		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
+		r.metrics.cancels.WithLabelValues("agg").Inc()
+		r.publishCancel(r.cfg.Subjects.AggCancel(c.Agg), c.Request, 0)
 	}
 }
 
@@ -49,7 +67,6 @@ func (r *RC) dispatch(c core.Dispatch) {
 		AggID: c.Agg, Deadline: c.Deadline,
 	}
 	if p := r.pending[c.Portion.Request]; p != nil {
-		p.dispatch++
 		m.Args, m.LogCorr = p.sub.Args, p.sub.Header.Opts.LogCorr
 	} else if ri := r.relayed[c.Portion.Request]; ri != nil {
 		// A secondary relaying a primary's portion: the DAP's completion comes
@@ -72,7 +89,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 }
 
 // expect tells the request's Agg which partials make its answer.
-func (r *RC) expect(requestID string, refs []messages.PortionRef, cancel bool) {
+func (r *RC) expect(requestID, agg string, refs []messages.PortionRef) {
 	p := r.pending[requestID]
 	if p == nil {
 		return
@@ -80,10 +97,10 @@ func (r *RC) expect(requestID string, refs []messages.PortionRef, cancel bool) {
 	p.aggSeq++
 	m := messages.AggExpectation{
 		V: messages.PortionVersion, RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API, Args: p.sub.Args,
-		Expect: refs, Sealed: true, Cancel: cancel, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
+		Expect: refs, Sealed: true, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
 		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr,
 	}
-	r.publish(r.cfg.Subjects.AggExpect(p.agg), nil, &m)
+	r.publish(r.cfg.Subjects.AggExpect(agg), nil, &m)
 }
 
 // reply answers the caller from the RC itself: errors and timeouts.
@@ -97,12 +114,29 @@ func (r *RC) reply(c core.Reply) {
 	if c.Kind == core.ReplyTimeout {
 		r.metrics.timeouts.Inc()
 	}
-	// The Agg may hold partials: it drops them and answers nothing.
-	if p.dispatch > 0 {
-		r.expect(c.Request, nil, true)
+	// The Agg is told to drop the request by the core's CancelAgg.
+	var h nats.Header
+	if c.Kind == core.ReplyRateLimited {
+		r.metrics.refused.WithLabelValues(c.Limit).Inc()
+		h = nats.Header{}
+		messages.SetString(h, messages.HdrLimit, c.Limit)
+		messages.SetInt(h, messages.HdrRetryAfter, int64(c.RetryAfter))
 	}
-	r.answer(p.sub, st, nil)
+	r.answerWith(p.sub, st, nil, h)
 	r.finish(c.Request, st)
+}
+
+// publishCancel sends a cancel: no body, the request id in Sg-Request-Id and, to stop
+// one portion only, its id in Sg-Portion-Id.
+func (r *RC) publishCancel(subject, requestID string, portion uint64) {
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, requestID)
+	if portion != 0 {
+		messages.SetString(h, messages.HdrPortionID, strconv.FormatUint(portion, 10))
+	}
+	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h}); err != nil {
+		r.reqLog(requestID).Error().Err(err).Str("subject", subject).Msg("publish cancel")
+	}
 }
 
 // replyStatus maps the core's answers to codes: TIMEOUT is the seed's rc 45
@@ -118,12 +152,19 @@ func replyStatus(c core.Reply) messages.Status {
 		rc = messages.CodeRetryExhausted
 	case core.ReplyBadRequest:
 		rc = messages.CodeBadRequest
+	case core.ReplyRateLimited:
+		rc = messages.CodeRateLimited
 	}
 	return messages.Status{RC: rc, AC: messages.CodeErr, AI: c.Text}
 }
 
 // answer sends a response to the submission's reply subject.
 func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byte) {
+	r.answerWith(sub, st, payload, nil)
+}
+
+// answerWith is answer with extra headers (Sg-Limit, Sg-Retry-After on a refusal).
+func (r *RC) answerWith(sub messages.RCSubmission, st messages.Status, payload []byte, h nats.Header) {
 	resp := messages.Response{
 		Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: sub.RequestID, API: sub.Header.API,
 			LogCorr: sub.Header.Opts.LogCorr, Status: st},
@@ -134,7 +175,9 @@ func (r *RC) answer(sub messages.RCSubmission, st messages.Status, payload []byt
 		r.reqLog(sub.RequestID).Error().Err(err).Msg("encode answer")
 		return
 	}
-	h := nats.Header{}
+	if h == nil {
+		h = nats.Header{}
+	}
 	messages.SetString(h, messages.HdrRequestID, sub.RequestID)
 	messages.SetString(h, messages.HdrAPI, sub.Header.API)
 	messages.SetString(h, messages.HdrContentType, string(resp.Content))

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -45,6 +46,41 @@ type Config struct {
 	JetStream *Durability
 	// RecoverTimeout bounds the replay at start (default 10 s).
 	RecoverTimeout time.Duration
+
+	// MaxQueued: portions this RC holds queued before it refuses new requests
+	// RATE_LIMITED (default DefaultMaxQueued, SG_RC_MAX_QUEUED).
+	MaxQueued int
+	// MaxQueuedPerCaller: the same per caller, as the GW names it in Sg-Caller
+	// (default DefaultMaxQueuedPerCaller, SG_RC_MAX_QUEUED_PER_CALLER).
+	MaxQueuedPerCaller int
+}
+
+// Defaults of the RC's limits.
+const (
+	DefaultMaxQueued          = 100_000
+	DefaultMaxQueuedPerCaller = 10_000
+)
+
+// Environment names of the RC's limits (README: Configuration).
+const (
+	EnvMaxQueued          = "SG_RC_MAX_QUEUED"
+	EnvMaxQueuedPerCaller = "SG_RC_MAX_QUEUED_PER_CALLER"
+)
+
+// LimitsFromEnv sets the limits that the environment names (look is os.LookupEnv),
+// leaving the others as they are.
+func (c *Config) LimitsFromEnv(look func(string) (string, bool)) error {
+	for _, l := range []struct {
+		name string
+		v    *int
+	}{{EnvMaxQueued, &c.MaxQueued}, {EnvMaxQueuedPerCaller, &c.MaxQueuedPerCaller}} {
+		n, err := limits.Int(look, l.name, int64(*l.v))
+		if err != nil {
+			return fmt.Errorf("rc: %w", err)
+		}
+		*l.v = int(min(n, 1<<31-1))
+	}
+	return nil
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -82,6 +118,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RecoverTimeout <= 0 {
 		c.RecoverTimeout = 10 * time.Second
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = DefaultMaxQueued
+	}
+	if c.MaxQueuedPerCaller <= 0 {
+		c.MaxQueuedPerCaller = DefaultMaxQueuedPerCaller
 	}
 	return c, nil
 }

@@ -20,6 +20,10 @@ func (r *RC) handle(in input) {
 		r.dapEvent(dapID, event, in.msg.Data, now)
 		return
 	}
+	if id := r.aggOf(in.subject); id != "" {
+		r.onAggHeartbeat(id, in.msg.Data, now)
+		return
+	}
 	switch in.subject {
 	case s.RCAnnounce(r.rcOf(in.subject)):
 		a, err := messages.DecodeValid[messages.RCAnnouncement](in.msg.Data)
@@ -53,7 +57,7 @@ func (r *RC) handle(in input) {
 		if r.bad(in, err) {
 			return
 		}
-		r.submit(sub, now)
+		r.submit(sub, in.msg.Header.Get(messages.HdrCaller), now)
 	case s.RCCompletion(r.cfg.ID):
 		c, err := messages.DecodeValid[messages.PortionCompletion](in.msg.Data)
 		if r.bad(in, err) {
@@ -63,6 +67,8 @@ func (r *RC) handle(in input) {
 			return
 		}
 		r.completion(c, now)
+	case s.RCCancel(r.cfg.ID):
+		r.onCancel(in, now)
 	case s.RCAggDone(r.cfg.ID):
 		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)
 		if r.bad(in, err) {
@@ -74,6 +80,26 @@ func (r *RC) handle(in input) {
 		r.metrics.badMessages.Inc()
 		r.log.Warn().Str("subject", in.subject).Msg("message on an unknown RC subject")
 	}
+}
+
+// onCancel: a GW gave up on a drive (client cancel or deadline), or our
+// primary cancels a request we relay. The body is empty; the id travels in
+// Sg-Request-Id.
+func (r *RC) onCancel(in input, now time.Time) {
+	id := in.msg.Header.Get(messages.HdrRequestID)
+	if err := subjects.Validate("request id", id); err != nil {
+		r.bad(in, err)
+		return
+	}
+	_, primary := r.pending[id]
+	_, secondary := r.relayed[id]
+	if !primary && !secondary {
+		r.reqLog(id).Debug().Msg("cancel for a request this RC does not hold")
+		return
+	}
+	r.metrics.cancels.WithLabelValues("received").Inc()
+	r.reqLog(id).Info().Bool("primary", primary).Msg("request cancelled")
+	r.step(core.RequestCancelled{At: now.UnixNano(), Request: id, Reason: "by the caller"})
 }
 
 func (r *RC) bad(in input, err error) bool {
@@ -216,6 +242,8 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 		out = core.OutcomeRetry
 	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeTimeout:
 		out = core.OutcomeTimeout
+	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeRateLimited:
+		out = core.OutcomeRefused // the DAP's queue is full
 	case c.Outcome == messages.OutcomeError:
 		out = core.OutcomeError
 	}

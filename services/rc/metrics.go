@@ -24,6 +24,14 @@ type metrics struct {
 	peerMessages *prometheus.CounterVec
 	// recoveredDAPs: DAPs rebuilt from the DAP state stream at start.
 	recoveredDAPs prometheus.Gauge
+	// cancels counts cancellations: received (from a GW or a primary), and
+	// sent to a dap, a peer RC or an agg.
+	cancels *prometheus.CounterVec
+	// aggsLost counts Aggs declared lost; aggRedrives the requests moved to another.
+	aggsLost    prometheus.Counter
+	aggRedrives prometheus.Counter
+	// refused counts requests refused RATE_LIMITED, by limit.
+	refused *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
@@ -41,11 +49,15 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"code"}),
 		peerMessages:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_peer_messages_total", Help: "Messages between primary and secondary RCs, by kind.", ConstLabels: labels}, []string{"kind"}),
 		recoveredDAPs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
+		aggsLost:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
+		aggRedrives:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
+		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
+		cancels:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs} {
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}

@@ -7,6 +7,13 @@
 // DAPs; a request that needs another RC's DAPs is run with this RC as primary
 // and the owners as secondaries (peers.go). With Config.JetStream the RC
 // rebuilds the fleet at start from the DAP state stream (fleetstate.go).
+//
+// A GW cancels a request on subjects.RCCancel (empty body, Sg-Request-Id); the core
+// then tells the DAPs, secondaries and Agg to stop (cancel.go in the core). The RC
+// watches the configured Aggs' heartbeats (aggs.go): a lost Agg's requests are driven
+// again on another. Queue limits (Config.MaxQueued, MaxQueuedPerCaller, the caller from
+// Sg-Caller) are decided by the core; over one the caller gets RATE_LIMITED with
+// Sg-Limit and Sg-Retry-After.
 package rc
 
 import (
@@ -33,9 +40,9 @@ type RC struct {
 	// Owned by the Run goroutine alone:
 	pending map[string]*pendingRequest // requests in flight, by id
 	daps    map[string]*dapRecord      // last registration and heartbeat per DAP
-	nextAgg int
-	relayed map[string]*relayInfo // peers' requests this RC relays as secondary
-	peers   map[string]*peerRC    // other RCs, from their announcements
+	aggs    map[string]*aggRecord      // the configured Aggs, alive or not
+	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
+	peers   map[string]*peerRC         // other RCs, from their announcements
 
 	ready     chan struct{} // closed once subscribed and the fleet is rebuilt
 	recovered atomic.Int64  // DAPs rebuilt from the DAP state stream
@@ -57,12 +64,10 @@ func (r *RC) ID() string { return r.cfg.ID }
 type pendingRequest struct {
 	sub messages.RCSubmission
 	// log carries the request id, the caller's logCorr and the GW.
-	log      zerolog.Logger
-	agg      string
-	arrived  time.Time
-	aggSeq   uint32
-	dispatch int
-	via      map[uint64]viaPortion // portions relayed through secondary RCs
+	log     zerolog.Logger
+	arrived time.Time
+	aggSeq  uint32
+	via     map[uint64]viaPortion // portions relayed through secondary RCs
 }
 
 type dapRecord struct {
@@ -93,10 +98,12 @@ func New(cfg Config) (*RC, error) {
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
-			FirstPortion: uint64(time.Now().UnixNano()),
+			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
+			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller,
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},
+		aggs:    map[string]*aggRecord{},
 		relayed: map[string]*relayInfo{},
 		peers:   map[string]*peerRC{},
 		ready:   make(chan struct{}),
@@ -126,7 +133,7 @@ func (r *RC) Run(ctx context.Context) error {
 	}
 	s := r.cfg.Subjects
 	var subs []*nats.Subscription
-	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID), s.RCAnnouncePattern()} {
+	for _, subj := range []string{s.DAPEventsPattern(), s.RCInbox(r.cfg.ID), s.RCAnnouncePattern(), s.AggHeartbeatPattern()} {
 		sub, err := r.cfg.NC.Subscribe(subj, deliver)
 		if err != nil {
 			return fmt.Errorf("rc %s: subscribe %s: %w", r.cfg.ID, subj, err)
@@ -156,6 +163,10 @@ func (r *RC) Run(ctx context.Context) error {
 		r.metrics.recoveredDAPs.Set(float64(n))
 		r.log.Info().Int("daps", n).Dur("took", time.Since(r.started)).Msg("fleet rebuilt from the DAP state stream")
 	}
+	// Until its first heartbeat says otherwise, a configured Agg is assumed alive.
+	for _, id := range r.cfg.AggIDs {
+		r.aggs[id] = &aggRecord{lastSeen: time.Now(), interval: defaultAggHeartbeat}
+	}
 	close(r.ready)
 	r.announce(false)
 	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
@@ -180,6 +191,7 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-tick.C:
 			now := time.Now()
 			r.checkHeartbeats()
+			r.checkAggs(now)
 			r.forgetRelayed(now)
 			r.step(core.Tick{At: now.UnixNano()})
 		case <-announce.C:

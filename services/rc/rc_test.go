@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
@@ -15,6 +16,7 @@ import (
 )
 
 type fixture struct {
+	srv *server.Server
 	t   *testing.T
 	nc  *nats.Conn
 	s   subjects.Subjects
@@ -23,7 +25,7 @@ type fixture struct {
 
 // startRC runs an RC on an embedded server and waits for its first
 // announcement, so that it is subscribed before the test publishes.
-func startRC(t *testing.T) *fixture {
+func startRC(t *testing.T, opts ...func(*Config)) *fixture {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv)
@@ -32,7 +34,11 @@ func startRC(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), TickEvery: 50 * time.Millisecond, AnnounceEvery: 10 * time.Millisecond})
+	cfg := Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), TickEvery: 50 * time.Millisecond, AnnounceEvery: 10 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +59,7 @@ func startRC(t *testing.T) *fixture {
 	if _, err := ann.NextMsg(5 * time.Second); err != nil {
 		t.Fatalf("no RC announcement: %v", err)
 	}
-	return &fixture{t: t, nc: nc, s: s, ann: ann}
+	return &fixture{t: t, nc: nc, s: s, ann: ann, srv: srv}
 }
 
 // waitDAPs waits until the RC announces that it knows n DAPs: events and

@@ -2,6 +2,7 @@ package rc
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/rc/core"
@@ -10,8 +11,17 @@ import (
 
 // submit takes a request from a GW: getData goes to the core; ping and
 // getMeta are answered from the RC's view of the fleet.
-func (r *RC) submit(sub messages.RCSubmission, now time.Time) {
+func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	log := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Str("gw_id", sub.GWID).Logger()
+	if len(caller) > maxCallerLen || !utf8.ValidString(caller) {
+		r.metrics.badMessages.Inc()
+		log.Warn().Int("bytes", len(caller)).Msg("submission with a bad Sg-Caller")
+		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%s header: want valid UTF-8 of at most %d bytes", messages.HdrCaller, maxCallerLen), nil)
+		return
+	}
+	if caller != "" {
+		log = log.With().Str("caller", caller).Logger()
+	}
 	if c := sub.Header.Opts.LogCorr; c != "" {
 		log = log.With().Str("log_corr", c).Logger()
 	}
@@ -40,17 +50,20 @@ func (r *RC) submit(sub messages.RCSubmission, now time.Time) {
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
 		return
 	}
-	p := &pendingRequest{sub: sub, log: log, arrived: now, agg: r.cfg.AggIDs[r.nextAgg%len(r.cfg.AggIDs)]}
-	r.nextAgg++
+	p := &pendingRequest{sub: sub, log: log, arrived: now}
 	r.pending[sub.RequestID] = p
 	req := core.Request{
 		ID: sub.RequestID, API: sub.Header.API, Table: args.Table, Labels: core.Selector(args.Labels),
 		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
-		Agg: p.agg, Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier),
+		Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier), // the core picks the Agg
+		Caller: caller,
 	}
-	log.Info().Str("table", args.Table).Str("agg", p.agg).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
+	log.Info().Str("table", args.Table).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
 	r.step(core.RequestArrived{At: now.UnixNano(), Request: req})
 }
+
+// maxCallerLen bounds the caller key a submission may carry (Sg-Caller).
+const maxCallerLen = 256
 
 // Open ends of a getData range are unbounded (the zero time).
 func tsOrMin(t time.Time) int64 {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -15,6 +16,21 @@ import (
 // side open), found by binary search on the time column; reference tables ignore it.
 // Then label selector and filters, then projection (row queries) or partial aggregation.
 func (s *Store) Execute(args messages.GetDataArgs, portionStart, portionEnd time.Time) (merge.Partial, error) {
+	return s.ExecuteContext(context.Background(), args, portionStart, portionEnd)
+}
+
+// BatchRows is how many rows the engine scans between two looks at its context: a
+// cancelled or expired portion stops within one batch, and the check costs nothing
+// measurable per row.
+const BatchRows = 8192
+
+// ExecuteContext is Execute that stops between batches of BatchRows rows (and between
+// columns of the projection) once ctx ends, returning ctx's error: a cancelled portion or
+// one past its deadline frees its DAP slot at once instead of scanning to the end.
+func (s *Store) ExecuteContext(ctx context.Context, args messages.GetDataArgs, portionStart, portionEnd time.Time) (merge.Partial, error) {
+	if err := ctx.Err(); err != nil {
+		return merge.Partial{}, err
+	}
 	if err := args.Validate(); err != nil {
 		return merge.Partial{}, err
 	}
@@ -38,7 +54,11 @@ func (s *Store) Execute(args messages.GetDataArgs, portionStart, portionEnd time
 		if err != nil {
 			return merge.Partial{}, err
 		}
-		return merge.AggregatePartial(&args, keys, inputs, times, selectRows(lo, hi, preds, nil, 0))
+		sel, err := selectRows(ctx, lo, hi, preds, nil, 0)
+		if err != nil {
+			return merge.Partial{}, err
+		}
+		return merge.AggregatePartial(&args, keys, inputs, times, sel)
 	}
 	cols := args.Columns
 	if len(cols) == 0 {
@@ -59,8 +79,14 @@ func (s *Store) Execute(args messages.GetDataArgs, portionStart, portionEnd time
 	if len(args.SortCols) == 0 && times != nil {
 		stopAt = args.Limit
 	}
-	sel := selectRows(lo, hi, preds, times, stopAt)
+	sel, err := selectRows(ctx, lo, hi, preds, times, stopAt)
+	if err != nil {
+		return merge.Partial{}, err
+	}
 	for k, name := range cols {
+		if err := ctx.Err(); err != nil {
+			return merge.Partial{}, err
+		}
 		proj.Columns[k] = t.data.Col(name).Take(sel)
 	}
 	var selTimes []int64
@@ -126,11 +152,17 @@ func (t *table) predicates(args *messages.GetDataArgs) ([]pred, error) {
 }
 
 // selectRows returns the rows of [lo, hi) that pass every predicate. With stopAt > 0 it
-// stops once it holds stopAt rows and the time has moved past that of the last one.
-func selectRows(lo, hi int, preds []pred, times []int64, stopAt int) []int {
+// stops once it holds stopAt rows and the time has moved past that of the last one. It
+// gives up with ctx's error, looking at ctx once per BatchRows rows.
+func selectRows(ctx context.Context, lo, hi int, preds []pred, times []int64, stopAt int) ([]int, error) {
 	sel := make([]int, 0, min(hi-lo, 1<<16))
 rows:
 	for i := lo; i < hi; i++ {
+		if (i-lo)%BatchRows == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		if stopAt > 0 && len(sel) >= stopAt && times[i] > times[sel[stopAt-1]] {
 			break
 		}
@@ -141,7 +173,7 @@ rows:
 		}
 		sel = append(sel, i)
 	}
-	return sel
+	return sel, nil
 }
 
 // aggColumns resolves the groupBy and agg input columns, and checks that sortCols name

@@ -36,5 +36,5 @@ func (s hdbSource) ExecuteRows(ctx context.Context, api string, args msgpack.Raw
 	if !s.cat.Has(a.Table) {
 		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
 	}
-	return dap.RunGetData(ctx, s.cat.Execute, a, rng)
+	return dap.RunGetData(ctx, s.cat.ExecuteContext, a, rng)
 }

@@ -1,6 +1,7 @@
 package parquetdb
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -190,6 +191,13 @@ func (c *Catalog) Has(table string) bool { _, ok := c.defs[table]; return ok }
 // Execute runs getData on the rows of [portionStart, portionEnd) (zero: open) like
 // engine.Store.Execute, reading only the files, row groups and columns it needs.
 func (c *Catalog) Execute(args messages.GetDataArgs, portionStart, portionEnd time.Time) (merge.Partial, error) {
+	return c.ExecuteContext(context.Background(), args, portionStart, portionEnd)
+}
+
+// ExecuteContext is Execute that stops with ctx's error once ctx ends: it looks at ctx
+// before each file, row group and page it reads, and the engine then looks between
+// batches of rows, so a cancelled portion stops reading within one page.
+func (c *Catalog) ExecuteContext(ctx context.Context, args messages.GetDataArgs, portionStart, portionEnd time.Time) (merge.Partial, error) {
 	if err := args.Validate(); err != nil {
 		return merge.Partial{}, err
 	}
@@ -219,7 +227,7 @@ func (c *Catalog) Execute(args messages.GetDataArgs, portionStart, portionEnd ti
 			parts[f.Date] = true
 			c.stats.Partitions.Add(1)
 		}
-		if err := c.readFile(f, &tbl, lo, hi); err != nil {
+		if err := c.readFile(ctx, f, &tbl, lo, hi); err != nil {
 			return merge.Partial{}, err
 		}
 	}
@@ -230,7 +238,7 @@ func (c *Catalog) Execute(args messages.GetDataArgs, portionStart, portionEnd ti
 	if err := st.Append(sub.Name, tbl); err != nil {
 		return merge.Partial{}, err
 	}
-	return st.Execute(args, portionStart, portionEnd)
+	return st.ExecuteContext(ctx, args, portionStart, portionEnd)
 }
 
 // neededDef is the table definition restricted to the columns the request reads. Names
@@ -291,7 +299,10 @@ func (c countingReader) ReadAt(p []byte, off int64) (int, error) {
 
 // readFile appends to tbl the rows of f with time in [lo, hi), reading only the row
 // groups whose time statistics meet the range and only tbl's columns.
-func (c *Catalog) readFile(f File, tbl *messages.Table, lo, hi int64) error {
+func (c *Catalog) readFile(ctx context.Context, f File, tbl *messages.Table, lo, hi int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return fmt.Errorf("parquetdb: %w", err)
@@ -320,6 +331,9 @@ func (c *Catalog) readFile(f File, tbl *messages.Table, lo, hi int64) error {
 	}
 	tk := tbl.Index(engine.TimeColumn)
 	for _, rg := range pf.RowGroups() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		chunks := rg.ColumnChunks()
 		if mn, mx, ok := chunkBounds(chunks[leaves[tk]]); ok && (mx < lo || mn >= hi) {
 			c.stats.RowGroupsSkipped.Add(1)
@@ -329,7 +343,7 @@ func (c *Catalog) readFile(f File, tbl *messages.Table, lo, hi int64) error {
 		cols := make([][]parquet.Value, len(leaves))
 		for k, leaf := range leaves {
 			c.stats.ColumnChunks.Add(1)
-			if cols[k], err = readChunk(chunks[leaf], rg.NumRows()); err != nil {
+			if cols[k], err = readChunk(ctx, chunks[leaf], rg.NumRows()); err != nil {
 				return fmt.Errorf("parquetdb: %s column %q: %w", f.Path, tbl.Columns[k].Name, err)
 			}
 			if int64(len(cols[k])) != rg.NumRows() {
@@ -361,12 +375,15 @@ func compatible(k parquet.Kind, t messages.ColumnType) error {
 	return nil
 }
 
-func readChunk(cc parquet.ColumnChunk, numRows int64) ([]parquet.Value, error) {
+func readChunk(ctx context.Context, cc parquet.ColumnChunk, numRows int64) ([]parquet.Value, error) {
 	pages := cc.Pages()
 	defer pages.Close()
 	out := make([]parquet.Value, 0, numRows)
 	buf := make([]parquet.Value, 1024)
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		p, err := pages.ReadPage()
 		if err == io.EOF {
 			return out, nil

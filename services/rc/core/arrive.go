@@ -33,6 +33,10 @@ func (c *Core) arrive(q Request) {
 		c.reply(r, err.kind, err.text)
 		return
 	}
+	if err := c.chooseAgg(r); err != nil {
+		c.reply(r, err.kind, err.text)
+		return
+	}
 	if q.Deadline <= c.now {
 		c.timeout(r)
 		return
@@ -42,6 +46,9 @@ func (c *Core) arrive(q Request) {
 		c.enqueue(r, ls, s, e)
 	}
 	c.placeRequest(r)
+	if c.requests[r.ID] == r {
+		c.admit(r)
+	}
 }
 
 type replyError struct {

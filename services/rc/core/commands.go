@@ -80,6 +80,9 @@ const (
 	ReplyBadRequest
 	// ReplyCancelled: the caller cancelled.
 	ReplyCancelled
+	// ReplyRateLimited: over a limit (Reply.Limit); come back after
+	// Reply.RetryAfter seconds.
+	ReplyRateLimited
 )
 
 func (k ReplyKind) String() string {
@@ -94,6 +97,8 @@ func (k ReplyKind) String() string {
 		return "bad-request"
 	case ReplyCancelled:
 		return "cancelled"
+	case ReplyRateLimited:
+		return "rate-limited"
 	}
 	return "unknown"
 }
@@ -105,6 +110,10 @@ type Reply struct {
 	Kind    ReplyKind
 	Text    string
 	Retries int
+	// Limit names the limit a ReplyRateLimited is over (limits.RCQueued, ...);
+	// RetryAfter is when to come back, in whole seconds.
+	Limit      string
+	RetryAfter int
 }
 
 // RetryNoted: a label set (or, for SQL, the whole request) is being retried.
@@ -136,6 +145,40 @@ type ForwardCompletion struct {
 	Completion PortionCompleted
 }
 
+// CancelDAP: the request has ended at this RC (answered, timed out,
+// cancelled); tell the DAP to stop its portions of it, running or waiting
+// (subjects.DAPCancel). The DAP answers each one it stops; its slot is freed
+// here when that answer comes, as for any completion. With Portion set only
+// that portion is stopped (a superseded one whose Agg was lost): the request
+// goes on.
+type CancelDAP struct {
+	Request string
+	DAP     string
+	Portion uint64
+}
+
+// CancelPeer: tell a secondary RC to stop the request's portions on its DAPs
+// (subjects.RCCancel of the peer); it turns that into CancelDAP.
+type CancelPeer struct {
+	Request string
+	RC      string
+}
+
+// CancelAgg: tell the Agg to drop the request's partials and state
+// (subjects.AggCancel): the RC answered, so the Agg must not.
+type CancelAgg struct {
+	Request string
+	Agg     string
+}
+
+// AggChanged: the request's Agg was lost and another merges it now; every
+// label set was restarted (the new portions name To). Carry on with To:
+// its expectation sequence starts again.
+type AggChanged struct {
+	Request  string
+	From, To string
+}
+
 func (Dispatch) isCommand()          {}
 func (AggExpect) isCommand()         {}
 func (AggFail) isCommand()           {}
@@ -144,3 +187,7 @@ func (RetryNoted) isCommand()        {}
 func (QueryPeerStatus) isCommand()   {}
 func (ReportPeerStatus) isCommand()  {}
 func (ForwardCompletion) isCommand() {}
+func (CancelDAP) isCommand()         {}
+func (CancelPeer) isCommand()        {}
+func (CancelAgg) isCommand()         {}
+func (AggChanged) isCommand()        {}

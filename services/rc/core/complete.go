@@ -1,6 +1,10 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sg-project/sg/services/limits"
+)
 
 // completed handles a DAP's report on a portion.
 func (c *Core) completed(e PortionCompleted) {
@@ -84,6 +88,16 @@ func (c *Core) completed(e PortionCompleted) {
 			r.errored = true
 			c.unqueueAll(r)
 			c.emit(AggFail{Request: r.ID, Agg: r.Agg, Portion: PortionRef{ID: ps.ID, DAP: dapID, Attempt: ps.Attempt}, Code: e.Code, Message: e.Message})
+		}
+	case e.Outcome == OutcomeRefused:
+		// Over the DAP's queue limit: the caller comes back later.
+		c.expire()
+		if c.requests[r.ID] == r {
+			busy, slots := 1, 1
+			if d != nil {
+				busy, slots = len(d.running)+1, d.Concurrency
+			}
+			c.replyLimit(r, limits.DAPQueue, "Request refused: "+e.Message, limits.RetryAfter(busy, slots))
 		}
 	case e.Outcome == OutcomeTimeout:
 		// The DAP gave up on the deadline: time the request out now.
@@ -177,5 +191,6 @@ func (c *Core) end(r *request) {
 func (c *Core) reply(r *request, kind ReplyKind, text string) {
 	c.emit(Reply{Request: r.ID, Kind: kind, Text: text, Retries: r.retries})
 	c.stats.Replies[kind]++
+	c.stopWork(r)
 	c.end(r)
 }

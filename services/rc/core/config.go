@@ -21,6 +21,16 @@ type Config struct {
 	// time, so that a restarted RC never reuses an id of its previous life
 	// (a late completion of an old portion then frees nothing of a new one).
 	FirstPortion uint64
+	// Aggs are the Aggs the core may give requests to, alive until an
+	// AggLost says otherwise. Empty: a request keeps the Agg it names (until
+	// an AggUp makes the core track Aggs).
+	Aggs []string
+	// MaxQueued: queue items (portions waiting for a DAP) this RC holds
+	// before it refuses new requests RATE_LIMITED; MaxQueuedPerCaller the
+	// same per Request.Caller. 0: no limit. The RC shell's config sets the
+	// defaults (SG_RC_MAX_QUEUED, SG_RC_MAX_QUEUED_PER_CALLER).
+	MaxQueued          int
+	MaxQueuedPerCaller int
 }
 
 func (c Config) withDefaults() Config {

@@ -10,11 +10,14 @@ import (
 type Core struct {
 	cfg   Config
 	fleet fleet
+	aggs  aggSet
 
 	requests map[string]*request
 	timers   timerHeap
 
 	groups map[groupKey]*queueGroup
+	// queuedBy counts queue items per caller (the per-caller limit).
+	queuedBy map[string]int
 
 	// relayed holds requests this RC runs as a secondary for a peer primary.
 	relayed map[string]*relayedRequest
@@ -40,8 +43,10 @@ func New(cfg Config) *Core {
 	c := &Core{
 		cfg:      cfg.withDefaults(),
 		fleet:    newFleet(),
+		aggs:     newAggSet(cfg.Aggs),
 		requests: map[string]*request{},
 		groups:   map[groupKey]*queueGroup{},
+		queuedBy: map[string]int{},
 		relayed:  map[string]*relayedRequest{},
 		now:      MinTS,
 	}
@@ -93,12 +98,18 @@ func (c *Core) Step(ev Event) []Command {
 		}
 		c.expire()
 	case RequestCancelled:
-		if r, ok := c.requests[e.Request]; ok {
-			c.reply(r, ReplyCancelled, "Request cancelled: "+e.Reason)
-		}
+		// Deadlines first: a cancel that comes at or after the deadline (the
+		// GW gives up then too) must not replace the seed's timeout message.
 		c.expire()
+		c.cancel(e)
 	case Tick:
 		c.expire()
+	case AggUp:
+		c.expire()
+		c.aggs.up(e.Agg)
+	case AggLost:
+		c.expire()
+		c.aggLost(e.Agg)
 	case PeerDispatch:
 		c.expire()
 		c.peerDispatch(e)

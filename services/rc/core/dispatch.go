@@ -52,6 +52,7 @@ func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
+	c.queuedBy[r.Caller]++
 	c.stats.QueueLength++
 }
 
@@ -67,6 +68,9 @@ func (c *Core) unqueue(it *item) {
 	ls.items[last] = nil
 	ls.items = ls.items[:last]
 	it.req.queued--
+	if c.queuedBy[it.req.Caller]--; c.queuedBy[it.req.Caller] <= 0 {
+		delete(c.queuedBy, it.req.Caller)
+	}
 	c.stats.QueueLength--
 }
 

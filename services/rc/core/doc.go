@@ -23,8 +23,11 @@
 //     Dispatch (to the DAP, or through ViaRC), AggExpect and AggFail (to
 //     the Agg), Reply (to the caller: rc/ac from the ReplyKind, ai = Text),
 //     QueryPeerStatus, ReportPeerStatus and ForwardCompletion (to peer
-//     RCs); RetryNoted is for logs and metrics. The slice is reused by the
-//     next Step.
+//     RCs), CancelDAP, CancelPeer and CancelAgg (tell a DAP, a secondary
+//     RC, the Agg to stop work on a request the RC has answered);
+//     AggChanged says a request moved to another Agg (its expectations start
+//     again there); RetryNoted is for logs and metrics. The slice is reused
+//     by the next Step.
 //  4. After each Step, call NextDeadline and arm a timer for it; when it
 //     fires, Step a Tick. This answers timeouts on time instead of on the
 //     next periodic check. Keep a periodic Tick as well (SG_RC_TIMER).
@@ -67,7 +70,30 @@
 //   - The multi-RC wait lasts MultiRCMaxWait timer periods (TickEvery) from
 //     the deadline, so a timeout with silent secondaries is answered that
 //     much after the deadline; without secondaries it is answered at it.
+//   - Whenever the RC answers a request itself (timeout, cancel, failure)
+//     the DAPs still running its portions (any attempt), the secondaries
+//     relaying some and the Agg are told to stop. A DAP's slot is freed
+//     when it answers the portion, not when it is told, so a DAP never
+//     holds more portions than its concurrency.
+//   - Aggs are tracked like DAPs (AggUp, AggLost from the shell's
+//     heartbeat watch). A request gets an alive Agg in turn (or keeps the
+//     one it names while that one is alive). When its Agg is lost, every
+//     label set restarts on another Agg, not counted as a retry, and its
+//     own DAPs are told to stop the portions that worked for the dead Agg
+//     (CancelDAP with Portion), so the new attempt need not wait; with none
+//     left it is answered "Agg <id> was lost and no other Agg is connected"
+//     (NO_RESOURCES) at once.
+//   - Queue limits (Config.MaxQueued, MaxQueuedPerCaller by Request.Caller)
+//     are checked at admission, after the new request's first placement: if
+//     it leaves items queued and the queue (or its caller's share) is then
+//     over the limit, it is answered ReplyRateLimited (Reply.Limit, and
+//     Reply.RetryAfter from limits.RetryAfter) and what was dispatched of
+//     it is stopped. An admitted request is never dropped for a limit: its
+//     requeues may pass it for a while. A DAP's refusal over its own queue
+//     limit (OutcomeRefused) answers the request the same way.
+//   - RequestCancelled at or after the deadline is a timeout (the seed's
+//     message), and one during the multi-RC timeout wait lets the timeout
+//     finish. A cancel for an unknown request does nothing.
 //   - Room left for later: Request.Assembly/Tier (scope), DAPPaused
-//     (rate-limit pauses), RequestCancelled, Stats; queue position and
-//     fairness are to come.
+//     (rate-limit pauses), Stats; queue position and fairness are to come.
 package core

@@ -76,6 +76,9 @@ type Request struct {
 	// Assembly and Tier restrict the DAPs used (the request's scope).
 	Assembly string
 	Tier     Tier
+	// Caller is who the request counts against for the per-caller limit
+	// ("" is a caller too).
+	Caller string
 }
 
 // RequestArrived: a request to coordinate as primary RC.
@@ -95,6 +98,9 @@ const (
 	OutcomeRetry
 	// OutcomeTimeout: the DAP gave up on the request's deadline.
 	OutcomeTimeout
+	// OutcomeRefused: the DAP refused the portion over its queue limit
+	// (limits.DAPQueue); the request is answered RATE_LIMITED.
+	OutcomeRefused
 )
 
 func (o Outcome) String() string {
@@ -107,6 +113,8 @@ func (o Outcome) String() string {
 		return "retry"
 	case OutcomeTimeout:
 		return "timeout"
+	case OutcomeRefused:
+		return "refused"
 	}
 	return "unknown"
 }
@@ -192,3 +200,19 @@ type DAPPaused struct {
 }
 
 func (e DAPPaused) at() int64 { return e.At }
+
+// AggUp: an Agg is alive (its heartbeat), so the core may give it requests.
+type AggUp struct {
+	At  int64
+	Agg string
+}
+
+// AggLost: an Agg is gone (heartbeats stopped, it restarted or stopped). The
+// requests it was merging are driven again on another Agg, or answered.
+type AggLost struct {
+	At  int64
+	Agg string
+}
+
+func (e AggUp) at() int64   { return e.At }
+func (e AggLost) at() int64 { return e.At }

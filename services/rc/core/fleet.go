@@ -46,6 +46,16 @@ func (d *dap) removeRunning(id uint64) (runningPortion, bool) {
 	return runningPortion{}, false
 }
 
+// runs reports whether the DAP holds a slot for the portion.
+func (d *dap) runs(id uint64) bool {
+	for _, r := range d.running {
+		if r.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 // runsPreviousAttempt: the seed's "Busy executing a previous version of this
 // request (auto-retry)": the DAP has not reported back from an earlier attempt
 // of this request's label set, so it is not used for the new one.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,7 +22,7 @@ func TestSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SIM_SEED=%q: %v", s, err)
 		}
-		if err := simulate(seed, t.Logf); err != nil {
+		if _, err := simulate(seed, t.Logf); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		return
@@ -36,15 +37,26 @@ func TestSimulation(t *testing.T) {
 	}
 	quiet := func(string, ...any) {}
 	failed := 0
+	var total Stats
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		if err := simulate(seed, quiet); err != nil {
+		st, err := simulate(seed, quiet)
+		total.Cancels += st.Cancels
+		total.Redriven += st.Redriven
+		total.Replies[ReplyCancelled] += st.Replies[ReplyCancelled]
+		total.Replies[ReplyRateLimited] += st.Replies[ReplyRateLimited]
+		if err != nil {
 			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/rc/core -run Simulation -v", seed, err, seed)
 			if failed++; failed >= 5 {
 				t.FailNow()
 			}
 		}
 	}
-	t.Logf("%d seeds", n)
+	t.Logf("%d seeds: %d cancelled, %d DAPs or peers told to stop, %d requests driven again on another Agg, %d refused over a limit",
+		n, total.Replies[ReplyCancelled], total.Cancels, total.Redriven, total.Replies[ReplyRateLimited])
+	// The events under test must happen, or the invariants prove nothing.
+	if n >= 100 && (total.Replies[ReplyCancelled] == 0 || total.Cancels == 0 || total.Redriven == 0 || total.Replies[ReplyRateLimited] == 0) {
+		t.Errorf("the simulation did not exercise cancels and Agg loss: %+v", total)
+	}
 }
 
 // simDAP is the simulation's truth about one DAP.
@@ -68,8 +80,13 @@ type simRequest struct {
 	expected bool // AggExpect or AggFail seen; the Agg will answer
 	aggAt    int64
 	retries  int
-	attempt  map[labelKey]int
-	vintage  map[string]uint64 // (ls, attempt) -> vintage of its dispatches
+	// dispatched: a portion was sent; told: DAPs told to stop the request.
+	dispatched bool
+	told       map[string]bool
+	// agg is the request's Agg, as the core's commands name it.
+	agg     string
+	attempt map[labelKey]int
+	vintage map[string]uint64 // (ls, attempt) -> vintage of its dispatches
 }
 
 type sim struct {
@@ -88,10 +105,25 @@ type sim struct {
 	maxRetry int
 	// dapTimedOut: the current event is a DAP's timeout report.
 	dapTimedOut bool
-	tops        map[string]uint64
+	// cancelled: the current event cancels this request.
+	cancelled string
+	// arrived: the current event is this request's arrival; refused: a DAP
+	// refused a portion of this request over its queue limit.
+	arrived, refused string
+	aggAlive         map[string]bool
+	tops             map[string]uint64
 }
 
-func simulate(seed uint64, logf func(string, ...any)) error {
+func simulate(seed uint64, logf func(string, ...any)) (Stats, error) {
+	s, err := runSim(seed, logf)
+	if s == nil || s.c == nil {
+		return Stats{}, err
+	}
+	st, _ := s.c.Stats()
+	return st, err
+}
+
+func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
 	s := &sim{
 		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		now:      t0,
@@ -100,9 +132,14 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 		portions: map[uint64]Dispatch{},
 		okDone:   map[uint64]bool{},
 		logf:     logf,
+		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
 	}
 	s.maxRetry = 1 + s.rng.IntN(4)
-	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second})
+	cfg := Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}}
+	if s.rng.IntN(2) == 0 {
+		cfg.MaxQueued, cfg.MaxQueuedPerCaller = 2+s.rng.IntN(30), 1+s.rng.IntN(15)
+	}
+	s.c = New(cfg)
 
 	nls := 1 + s.rng.IntN(5)
 	for i := 0; i < nls; i++ {
@@ -111,13 +148,13 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 	ndap := 1 + s.rng.IntN(50)
 	for i := 0; i < ndap; i++ {
 		if err := s.addDAP(); err != nil {
-			return err
+			return s, err
 		}
 	}
 	steps := 200 + s.rng.IntN(400)
 	for i := 0; i < steps; i++ {
 		if err := s.randomEvent(); err != nil {
-			return fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
+			return s, fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
 		}
 	}
 	// Drain: let every DAP answer and every deadline pass.
@@ -126,21 +163,21 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 			break
 		}
 		if err := s.completeOne(); err != nil {
-			return fmt.Errorf("drain: %w", err)
+			return s, fmt.Errorf("drain: %w", err)
 		}
 	}
 	if err := s.advanceTo(s.now + int64(2*time.Minute)); err != nil {
-		return fmt.Errorf("final: %w", err)
+		return s, fmt.Errorf("final: %w", err)
 	}
 	for _, id := range s.reqOrder {
 		if r := s.reqs[id]; !r.ended {
-			return fmt.Errorf("request %s never ended", id)
+			return s, fmt.Errorf("request %s never ended", id)
 		}
 	}
 	if st, _ := s.c.Stats(); st.QueueLength != 0 || len(s.c.requests) != 0 {
-		return fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
+		return s, fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
 	}
-	return nil
+	return s, nil
 }
 
 var simTables = map[string]TableKind{"trade": TimePartitioned, "ref": Sharded, "cfg": Unsharded}
@@ -237,6 +274,10 @@ func (s *sim) randomEvent() error {
 		}
 	case x < 95:
 		return s.aggAnswers()
+	case x < 98:
+		return s.cancelOne()
+	case x < 99:
+		return s.toggleAgg()
 	}
 	return s.step(Tick{At: s.now})
 }
@@ -280,8 +321,12 @@ func (s *sim) newRequest() error {
 	q := Request{
 		ID: id, API: "getData", Table: table, Labels: sel, Start: start, End: end,
 		Deadline: s.now + int64(time.Duration(1+s.rng.IntN(60))*time.Second),
-		SQL:      s.rng.IntN(10) == 0, Agg: "agg-1",
+		SQL:      s.rng.IntN(10) == 0,
 	}
+	if s.rng.IntN(2) == 0 {
+		q.Agg = "agg-1" // named by the caller: kept while alive
+	}
+	q.Caller = []string{"", "c1", "c2"}[s.rng.IntN(3)]
 	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}}
 	for _, d := range s.liveDAPs() {
 		if sel.matches(d.info.Labels) {
@@ -323,12 +368,56 @@ func (s *sim) completeOne() error {
 func (s *sim) aggAnswers() error {
 	for _, id := range s.reqOrder {
 		r := s.reqs[id]
-		if r.expected && !r.ended && s.now < r.req.Deadline {
+		if r.expected && !r.ended && s.now < r.req.Deadline && s.aggAlive[r.agg] {
 			r.ended = true
 			return s.step(AggDone{At: s.now, Request: id})
 		}
 	}
 	return s.step(Tick{At: s.now})
+}
+
+// toggleAgg: an Agg dies (its partials with it) or comes back.
+func (s *sim) toggleAgg() error {
+	id := []string{"agg-1", "agg-2"}[s.rng.IntN(2)]
+	if s.aggAlive[id] {
+		s.aggAlive[id] = false
+		if err := s.step(AggLost{At: s.now, Agg: id}); err != nil {
+			return err
+		}
+		for _, rid := range s.reqOrder {
+			r := s.reqs[rid]
+			if cr := s.c.requests[rid]; !r.ended && r.agg == id && cr != nil && !cr.timingOut {
+				return fmt.Errorf("request %s left on lost Agg %s", rid, id)
+			}
+		}
+		return nil
+	}
+	s.aggAlive[id] = true
+	return s.step(AggUp{At: s.now, Agg: id})
+}
+
+// useAgg checks that a command names the request's Agg, alive.
+func (s *sim) useAgg(r *simRequest, agg string) error {
+	if !s.aggAlive[agg] {
+		return fmt.Errorf("request %s: work for lost Agg %q", r.req.ID, agg)
+	}
+	if r.agg == "" {
+		r.agg = agg
+	}
+	if r.agg != agg {
+		return fmt.Errorf("request %s: Agg %s, command names %s", r.req.ID, r.agg, agg)
+	}
+	return nil
+}
+
+// cancelOne: the caller gives up on a random request (sometimes one that
+// has already ended, or one the RC never heard of).
+func (s *sim) cancelOne() error {
+	id := fmt.Sprintf("q-unknown-%d", s.rng.IntN(3))
+	if len(s.reqOrder) > 0 && s.rng.IntN(4) > 0 {
+		id = s.reqOrder[len(s.reqOrder)-1-s.rng.IntN(min(len(s.reqOrder), 8))]
+	}
+	return s.step(RequestCancelled{At: s.now, Request: id, Reason: "sim"})
 }
 
 // step feeds one event, checks the commands and the invariants.
@@ -337,11 +426,28 @@ func (s *sim) step(ev Event) error {
 	s.tops = map[string]uint64{}
 	pc, ok := ev.(PortionCompleted)
 	s.dapTimedOut = ok && pc.Outcome == OutcomeTimeout
+	s.cancelled, s.arrived, s.refused = "", "", ""
+	switch e := ev.(type) {
+	case RequestCancelled:
+		s.cancelled = e.Request
+	case RequestArrived:
+		s.arrived = e.Request.ID
+	case PortionCompleted:
+		if e.Outcome == OutcomeRefused {
+			s.refused = e.Request
+		}
+	}
 	out := s.c.Step(ev)
 	for _, cmd := range out {
 		if err := s.apply(cmd); err != nil {
 			return fmt.Errorf("after %T%+v: %w", ev, ev, err)
 		}
+	}
+	if err := s.checkStopped(out); err != nil {
+		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
+	}
+	if err := s.checkAdmitted(); err != nil {
+		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
 	}
 	if err := s.checkOrder(out, before); err != nil {
 		return fmt.Errorf("after %T: %w", ev, err)
@@ -393,6 +499,9 @@ func (s *sim) apply(cmd Command) error {
 		if c.Retries > s.maxRetry {
 			return fmt.Errorf("dispatch after %d retries, max %d", c.Retries, s.maxRetry)
 		}
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
 		// The DAP checks the header against its own watermarks.
 		outcome := OutcomeOK
 		switch x := s.rng.IntN(100); {
@@ -404,15 +513,69 @@ func (s *sim) apply(cmd Command) error {
 			outcome = OutcomeError
 		case x < 5:
 			outcome = OutcomeTimeout
+		case x < 6:
+			outcome = OutcomeRefused
 		}
 		d.inflight = append(d.inflight, simPortion{d: c, outcome: outcome})
 		s.portions[c.Portion.ID] = c
+		r.dispatched = true
+	case CancelDAP:
+		r := s.reqs[c.Request]
+		if c.Portion != 0 {
+			// One portion, working for a lost Agg, stopped so the request goes on.
+			d, p := s.daps[c.DAP], s.portions[c.Portion]
+			if r == nil || r.ended || d == nil || p.Portion.Request != c.Request || s.aggAlive[p.Agg] || p.Agg == r.agg {
+				return fmt.Errorf("DAP %s told to stop portion %d of %s (for Agg %s, request's Agg %s)", c.DAP, c.Portion, c.Request, p.Agg, r.agg)
+			}
+			found := false
+			for i := range d.inflight {
+				if d.inflight[i].d.Portion.ID == c.Portion {
+					d.inflight[i].outcome, found = OutcomeError, true
+				}
+			}
+			if !found {
+				return fmt.Errorf("DAP %s told to stop portion %d it does not run", c.DAP, c.Portion)
+			}
+			break
+		}
+		if r == nil || !r.ended || !r.replied {
+			return fmt.Errorf("DAP %s told to stop request %s, which the RC has not answered", c.DAP, c.Request)
+		}
+		d := s.daps[c.DAP]
+		if d == nil {
+			return fmt.Errorf("cancel to unknown DAP %s", c.DAP)
+		}
+		found := false
+		for i := range d.inflight {
+			if d.inflight[i].d.Portion.Request == c.Request {
+				// The DAP stops it and answers (an error the RC finds stale).
+				d.inflight[i].outcome = OutcomeError
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("DAP %s told to stop request %s, which it does not run", c.DAP, c.Request)
+		}
+		if r.told == nil {
+			r.told = map[string]bool{}
+		}
+		r.told[c.DAP] = true
+	case CancelPeer:
+		return fmt.Errorf("cancel to peer RC %s in a one-RC simulation", c.RC)
+	case CancelAgg:
+		r := s.reqs[c.Request]
+		if r == nil || !r.replied || !r.dispatched {
+			return fmt.Errorf("agg told to drop request %s (answered by the RC: %v, dispatched: %v)", c.Request, r != nil && r.replied, r != nil && r.dispatched)
+		}
 	case AggExpect:
 		r := s.reqs[c.Request]
 		if r == nil || r.ended || r.expected {
 			return fmt.Errorf("agg expect for ended request %s", c.Request)
 		}
 		r.expected = true
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
 		return s.checkCoverage(r, c)
 	case AggFail:
 		r := s.reqs[c.Request]
@@ -420,6 +583,22 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("agg fail for ended request %s", c.Request)
 		}
 		r.expected = true
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
+	case AggChanged:
+		r := s.reqs[c.Request]
+		if r == nil || r.ended {
+			return fmt.Errorf("agg change for ended request %s", c.Request)
+		}
+		if s.aggAlive[c.From] || !s.aggAlive[c.To] {
+			return fmt.Errorf("request %s moved from Agg %s (alive %v) to %s (alive %v)", c.Request, c.From, s.aggAlive[c.From], c.To, s.aggAlive[c.To])
+		}
+		if r.agg != "" && r.agg != c.From {
+			return fmt.Errorf("request %s moved from %s, its Agg is %s", c.Request, c.From, r.agg)
+		}
+		// The partials died with the old Agg: the request is driven again.
+		r.agg, r.expected = c.To, false
 	case Reply:
 		r := s.reqs[c.Request]
 		if r == nil {
@@ -431,6 +610,20 @@ func (s *sim) apply(cmd Command) error {
 		if s.now > r.req.Deadline {
 			return fmt.Errorf("request %s answered %s after its deadline", c.Request, time.Duration(s.now-r.req.Deadline))
 		}
+		if c.Kind == ReplyRateLimited {
+			if s.arrived != c.Request && s.refused != c.Request {
+				return fmt.Errorf("request %s refused %q outside its admission or a DAP's refusal", c.Request, c.Text)
+			}
+			if c.Limit == "" || c.RetryAfter < 1 || c.RetryAfter > 60 {
+				return fmt.Errorf("request %s refused without a limit or a sane Retry-After: %+v", c.Request, c)
+			}
+		}
+		if c.Kind == ReplyCancelled && s.cancelled != c.Request {
+			return fmt.Errorf("request %s answered cancelled by another event", c.Request)
+		}
+		if s.cancelled == c.Request && c.Kind != ReplyCancelled && c.Kind != ReplyTimeout {
+			return fmt.Errorf("cancelled request %s answered %s", c.Request, c.Kind)
+		}
 		// Early only when a DAP reported the timeout (its clock may lead).
 		if c.Kind == ReplyTimeout && s.now != r.req.Deadline && !s.dapTimedOut {
 			return fmt.Errorf("request %s timed out at %s, deadline %s", c.Request, formatTS(s.now), formatTS(r.req.Deadline))
@@ -438,7 +631,11 @@ func (s *sim) apply(cmd Command) error {
 		if c.Kind == ReplyTimeout && (len(c.Text) < 20 || c.Text[:19] != "Request timed out, ") {
 			return fmt.Errorf("timeout text %q", c.Text)
 		}
-		if c.Kind == ReplyNoResources && len(r.sets) > 0 && r.kind != Unsharded {
+		noAgg := c.Text == errNoAgg || strings.HasSuffix(c.Text, "was lost and no other Agg is connected")
+		if noAgg && (s.aggAlive["agg-1"] || s.aggAlive["agg-2"]) {
+			return fmt.Errorf("request %s failed with %q though an Agg is alive", c.Request, c.Text)
+		}
+		if c.Kind == ReplyNoResources && !noAgg && len(r.sets) > 0 && r.kind != Unsharded {
 			sel := r.req.Labels
 			for _, combo := range sel.combinations() {
 				found := false
@@ -462,6 +659,65 @@ func (s *sim) apply(cmd Command) error {
 		r.retries++
 		if r.retries > s.maxRetry {
 			return fmt.Errorf("request %s retried %d times, max %d", c.Request, r.retries, s.maxRetry)
+		}
+	}
+	return nil
+}
+
+// checkAdmitted: a request just admitted waits in a queue within its
+// limits (or waits for nothing).
+func (s *sim) checkAdmitted() error {
+	r := s.c.requests[s.arrived]
+	if r == nil || r.queued == 0 {
+		return nil
+	}
+	if m := s.c.cfg.MaxQueued; m > 0 && s.c.stats.QueueLength > m {
+		return fmt.Errorf("request %s admitted with %d items queued, limit %d", r.ID, s.c.stats.QueueLength, m)
+	}
+	if m := s.c.cfg.MaxQueuedPerCaller; m > 0 && s.c.queuedBy[r.Caller] > m {
+		return fmt.Errorf("request %s admitted with %d items queued for caller %q, limit %d", r.ID, s.c.queuedBy[r.Caller], r.Caller, m)
+	}
+	n := 0
+	for _, q := range s.c.requests {
+		if q.Caller == r.Caller {
+			n += q.queued
+		}
+	}
+	if n != s.c.queuedBy[r.Caller] {
+		return fmt.Errorf("caller %q: %d items queued, counted %d", r.Caller, n, s.c.queuedBy[r.Caller])
+	}
+	return nil
+}
+
+// checkStopped: a request the RC answered in this step has every DAP that
+// still runs one of its portions told to stop, and its Agg told to drop it
+// if anything was dispatched.
+func (s *sim) checkStopped(out []Command) error {
+	aggDropped := map[string]bool{}
+	replied := map[string]bool{}
+	for _, cmd := range out {
+		switch c := cmd.(type) {
+		case CancelAgg:
+			aggDropped[c.Request] = true
+		case Reply:
+			replied[c.Request] = true
+		}
+	}
+	for id := range replied {
+		r := s.reqs[id]
+		if aggDropped[id] && !r.dispatched || !aggDropped[id] && r.dispatched && s.aggAlive[r.agg] {
+			return fmt.Errorf("request %s answered by the RC: dispatched %v, agg told to drop %v", id, r.dispatched, aggDropped[id])
+		}
+		for _, did := range s.dapOrder {
+			d := s.daps[did]
+			if d.lost {
+				continue
+			}
+			for _, p := range d.inflight {
+				if p.d.Portion.Request == id && !r.told[did] {
+					return fmt.Errorf("request %s answered by the RC, DAP %s still runs portion %d untold", id, did, p.d.Portion.ID)
+				}
+			}
 		}
 	}
 	return nil

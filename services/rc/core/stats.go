@@ -14,11 +14,20 @@ type Stats struct {
 	Retries   int
 	Timeouts  int
 	// Replies counts the RC's own answers by kind.
-	Replies                   [ReplyCancelled + 1]int
-	Stale                     int
-	Duplicates                int
-	DAPsLost                  int
-	Relayed                   int
+	Replies    [ReplyRateLimited + 1]int
+	Stale      int
+	Duplicates int
+	DAPsLost   int
+	Relayed    int
+	// Cancels counts CancelDAP and CancelPeer commands (DAPs and
+	// secondaries told to stop an ended request's portions).
+	Cancels int
+	// AggsLost counts Aggs declared lost; Redriven the requests moved to
+	// another Agg because of it.
+	AggsLost int
+	Redriven int
+	// Refused counts requests refused over a queue limit at admission.
+	Refused                   int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
 	Events                    int

@@ -1,0 +1,54 @@
+package agg
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+func (e *env) cancel(id string) {
+	e.t.Helper()
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, id)
+	if err := e.nc.PublishMsg(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// The RC's cancel (subjects.AggCancel, empty body): the request's partials and state
+// are dropped, and nothing that comes later for it is kept or answered.
+func TestCancelSubjectDropsTheRequest(t *testing.T) {
+	e := newEnv(t, nil)
+	marker := func(id string) {
+		t.Helper()
+		e.expect(expectation(id, subjects.APIPing, nil, ref("m", 1)))
+		e.partial(okPartial(id, ref("m", 1), "dap0", []byte{0xc3}))
+		if resp, _ := e.answer(); resp.Header.RequestID != id {
+			t.Fatalf("answer for %s, want the marker %s", resp.Header.RequestID, id)
+		}
+	}
+	e.expect(expectation("req1", subjects.APIPing, nil, ref("a", 1), ref("b", 1)))
+	e.partial(okPartial("req1", ref("a", 1), "dap0", []byte{0xc3}))
+	// Partials without an expectation yet are dropped too.
+	e.partial(okPartial("req2", ref("a", 1), "dap0", []byte{0xc3}))
+	marker("m1")
+	if s := e.agg.Stats(); s.Pending != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	e.cancel("req1")
+	e.cancel("req2")
+	e.cancel("bad.id") // not a token: counted, ignored
+	marker("m2")
+	if s := e.agg.Stats(); s.Pending != 0 || s.Cancelled != 2 || s.Malformed != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	// Late partials and expectations of the cancelled requests are discarded.
+	e.partial(okPartial("req1", ref("b", 1), "dap1", []byte{0xc3}))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
+	marker("m3")
+	if s := e.agg.Stats(); s.Pending != 0 || s.Answered != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -1,0 +1,78 @@
+package agg
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Over the Agg-wide bound on partials held, the request whose partial would pass it is
+// answered RATE_LIMITED with Sg-Limit and Sg-Retry-After; the others go on. Over the
+// per-request bound the answer is TOO_LARGE, named in Sg-Limit.
+func TestAggLimits(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxHeldBytes, c.MaxRequestBytes = 1000, 700 })
+	// blob is a valid msgpack payload of exactly n bytes (a bin of n-2 or n-3 bytes).
+	blob := func(n int) []byte {
+		h := 2
+		if n-2 > 255 {
+			h = 3
+		}
+		b, err := msgpack.Marshal(bytes.Repeat([]byte{1}, n-h))
+		if err != nil || len(b) != n {
+			t.Fatalf("blob of %d: %d bytes, %v", n, len(b), err)
+		}
+		return b
+	}
+	e.expect(expectation("req1", subjects.APIPing, nil, ref("a", 1), ref("b", 1)))
+	e.partial(okPartial("req1", ref("a", 1), "dap0", blob(600)))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
+	e.partial(okPartial("req2", ref("a", 1), "dap0", blob(500))) // 600+500 > 1000
+	resp, h := e.answer()
+	if resp.Header.RequestID != "req2" || resp.Header.RC != messages.CodeRateLimited ||
+		!strings.Contains(resp.Header.AI, limits.AggHeldBytes+"=1000") {
+		t.Fatalf("answer %+v", resp.Header)
+	}
+	if h.Get(messages.HdrLimit) != limits.AggHeldBytes {
+		t.Fatalf("headers %v", h)
+	}
+	if n, err := strconv.Atoi(h.Get(messages.HdrRetryAfter)); err != nil || n < 1 {
+		t.Fatalf("Retry-After %q", h.Get(messages.HdrRetryAfter))
+	}
+	// req1 goes on: one more byte over its own bound of 700 makes it TOO_LARGE.
+	e.partial(okPartial("req1", ref("b", 1), "dap1", blob(101)))
+	resp, h = e.answer()
+	if resp.Header.RequestID != "req1" || resp.Header.RC != messages.CodeTooLarge ||
+		!strings.Contains(resp.Header.AI, limits.AggRequestBytes+"=700") || h.Get(messages.HdrLimit) != limits.AggRequestBytes {
+		t.Fatalf("answer %+v %v", resp.Header, h)
+	}
+	if s := e.agg.Stats(); s.Refused != 1 || s.TooLarge != 1 || s.Pending != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	// Everything was released: a request of 900 bytes fits again.
+	e.expect(expectation("req3", subjects.APIPing, nil, ref("a", 1), ref("b", 1)))
+	e.partial(okPartial("req3", ref("a", 1), "dap0", blob(450)))
+	e.partial(okPartial("req3", ref("b", 1), "dap1", blob(200)))
+	if resp, _ := e.answer(); resp.Header.RequestID != "req3" || resp.Header.RC != messages.CodeOK {
+		t.Fatalf("answer %+v", resp.Header)
+	}
+}
+
+func TestAggLimitsFromEnv(t *testing.T) {
+	env := map[string]string{EnvMaxHeldBytes: "4096"}
+	look := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	c := Config{MaxRequestBytes: 10}
+	if err := c.LimitsFromEnv(look); err != nil || c.MaxHeldBytes != 4096 || c.MaxRequestBytes != 10 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	env[EnvMaxRequestBytes] = "lots"
+	if err := c.LimitsFromEnv(look); err == nil {
+		t.Fatal("accepted")
+	}
+}

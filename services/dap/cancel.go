@@ -1,0 +1,139 @@
+package dap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// errCancelled is the cause of a portion's context when its RC cancels the request.
+var errCancelled = errors.New("request cancelled by the RC")
+
+// Bounds of the memory of cancelled requests (see cancels).
+const (
+	cancelMemory    = time.Minute
+	maxCancelMemory = 4096
+)
+
+// cancels remembers the requests cancelled lately, so that a portion that arrives after
+// its request's cancel (dispatch and cancel travel on different subscriptions) is
+// answered at once instead of run. Bounded in time and size: a forgotten id only costs
+// a portion run for nothing. Guarded by DAP.mu.
+type cancels struct {
+	until map[string]time.Time
+	order []string // ids in the order they were added, for eviction
+}
+
+func (c *cancels) add(id string, now time.Time) {
+	if c.until == nil {
+		c.until = map[string]time.Time{}
+	}
+	if _, ok := c.until[id]; !ok {
+		c.order = append(c.order, id)
+	}
+	c.until[id] = now.Add(cancelMemory)
+	for len(c.order) > 0 && (len(c.order) > maxCancelMemory || now.After(c.until[c.order[0]])) {
+		delete(c.until, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+func (c *cancels) has(id string, now time.Time) bool {
+	t, ok := c.until[id]
+	return ok && now.Before(t)
+}
+
+// running is one portion executing now, with the function that stops it.
+type running struct {
+	requestID, portionID string
+	stop                 context.CancelCauseFunc
+}
+
+// portionKey names one portion in cancels: a NUL cannot be in a subject token.
+func portionKey(requestID, portionID string) string { return requestID + "\x00" + portionID }
+
+// onCancel: the RC tells us to stop a request's portions (no body; the id in
+// Sg-Request-Id), or one portion of it (its id in Sg-Portion-Id: it worked for an Agg
+// that died, and the request goes on). Running ones are stopped through their context
+// (the Source looks at it between batches of rows, and the slot is given back as soon
+// as it returns); queued ones are taken out of the queue and answered at once.
+func (d *DAP) onCancel(m *nats.Msg) {
+	id, portion := m.Header.Get(messages.HdrRequestID), m.Header.Get(messages.HdrPortionID)
+	err := subjects.Validate("request id", id)
+	if err == nil && portion != "" {
+		err = subjects.Validate("portion id", portion)
+	}
+	if err != nil {
+		d.stats.malformed.Add(1)
+		d.log.Warn().Err(err).Msg("malformed cancel")
+		return
+	}
+	key := id
+	if portion != "" {
+		key = portionKey(id, portion)
+	}
+	match := func(requestID, portionID string) bool {
+		return requestID == id && (portion == "" || portionID == portion)
+	}
+	now := time.Now()
+	d.mu.Lock()
+	d.cancelled.add(key, now)
+	n := 0
+	for r := range d.running {
+		if match(r.requestID, r.portionID) {
+			r.stop(errCancelled)
+			n++
+		}
+	}
+	d.mu.Unlock()
+	queued := d.queue.remove(func(p *messages.PortionDispatch) bool { return match(p.RequestID, p.PortionID) })
+	d.log.Info().Str("request_id", id).Str("portion", portion).Int("running", n).Int("queued", len(queued)).Msg("cancelled by the RC")
+	for i := range queued {
+		d.answerCancelled(&queued[i], 0)
+	}
+}
+
+// isCancelled reports whether the RC cancelled the portion, or its whole request, lately.
+func (d *DAP) isCancelled(p *messages.PortionDispatch) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.isCancelledLocked(p, time.Now())
+}
+
+func (d *DAP) isCancelledLocked(p *messages.PortionDispatch, now time.Time) bool {
+	return d.cancelled.has(p.RequestID, now) || d.cancelled.has(portionKey(p.RequestID, p.PortionID), now)
+}
+
+// track registers a running portion so that a cancel can stop it; the returned
+// function unregisters it.
+func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) func() {
+	r := &running{requestID: p.RequestID, portionID: p.PortionID, stop: stop}
+	d.mu.Lock()
+	d.running[r] = struct{}{}
+	cancelled := d.isCancelledLocked(p, time.Now())
+	d.mu.Unlock()
+	if cancelled {
+		stop(errCancelled) // the cancel came between the queue and here
+	}
+	return func() {
+		d.mu.Lock()
+		delete(d.running, r)
+		d.mu.Unlock()
+	}
+}
+
+// answerCancelled answers a portion stopped by a cancel: an error partial to the Agg (which
+// drops it: the RC told it the request is over) and the completion to the RC, which
+// frees the slot in its books.
+func (d *DAP) answerCancelled(p *messages.PortionDispatch, elapsed time.Duration) {
+	d.stats.cancelled.Add(1)
+	d.portionLog(p).Info().Dur("elapsed", elapsed).Msg("portion cancelled")
+	st := messages.Status{RC: messages.CodeErr, AC: messages.CodeErr,
+		AI: fmt.Sprintf("DAP %s: portion %s cancelled: %v", d.cfg.ID, p.Ref(), errCancelled)}
+	d.fail(p, st, elapsed)
+}

@@ -1,0 +1,242 @@
+package dap
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// slotFreeWithin is the bound: a cancelled portion, or one past its deadline,
+// gives its slot back within this.
+const slotFreeWithin = 50 * time.Millisecond
+
+// slowScan is a getData source whose scan takes batchTime per batch of rows, looking at
+// its context between batches as the engine and the Parquet reader do; it runs through
+// RunGetData, the path every getData source takes.
+type slowScan struct {
+	batchTime time.Duration
+	batches   int
+	started   chan string // request id of each execution, in start order
+}
+
+func (s *slowScan) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return nil, err
+	}
+	b, _, err := RunGetData(ctx, func(ctx context.Context, a messages.GetDataArgs, _, _ time.Time) (merge.Partial, error) {
+		s.started <- a.Table
+		for range s.batches {
+			if err := ctx.Err(); err != nil {
+				return merge.Partial{}, err
+			}
+			time.Sleep(s.batchTime) // one batch of rows
+		}
+		return merge.Partial{}, ctx.Err()
+	}, a, rng)
+	return b, err
+}
+
+// slowDispatch is a getData dispatch of request id; the table names the request so the
+// source can say which one it runs.
+func slowDispatch(t *testing.T, id string, deadline time.Time) messages.PortionDispatch {
+	t.Helper()
+	args, err := msgpack.Marshal(messages.GetDataArgs{Table: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := dispatch("p-"+id, nil)
+	p.RequestID, p.Args, p.Deadline = id, args, deadline.UnixNano()
+	return p
+}
+
+func sendCancel(t *testing.T, nc *nats.Conn, dapID, requestID string) {
+	t.Helper()
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, requestID)
+	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPCancel(dapID), Header: h}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startedWithin(t *testing.T, ch chan string, want string, d time.Duration) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got != want {
+			t.Fatalf("%s started, want %s", got, want)
+		}
+	case <-time.After(d):
+		t.Fatalf("%s did not start within %v", want, d)
+	}
+}
+
+// A cancel stops a running portion between two batches: its slot is free within 50 ms,
+// the next queued portion runs at once, and the RC hears that the portion was stopped.
+func TestCancelFreesTheSlotWithin50ms(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+
+	send(t, nc, d.ID(), slowDispatch(t, "q1", time.Now().Add(time.Minute)))
+	startedWithin(t, src.started, "q1", wait)
+	send(t, nc, d.ID(), slowDispatch(t, "q2", time.Now().Add(time.Minute)))
+	send(t, nc, d.ID(), slowDispatch(t, "q3", time.Now().Add(time.Minute)))
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, d, 2)
+
+	// q3 is cancelled while queued: answered at once, never run.
+	sendCancel(t, nc, d.ID(), "q3")
+	if c := nextAs[messages.PortionCompletion](t, completions); c.RequestID != "q3" || c.Outcome != messages.OutcomeError {
+		t.Fatalf("completion %+v", c)
+	}
+	at := time.Now()
+	sendCancel(t, nc, d.ID(), "q1")
+	startedWithin(t, src.started, "q2", slotFreeWithin)
+	t.Logf("slot free and the next portion running %v after the cancel", time.Since(at))
+	c := nextAs[messages.PortionCompletion](t, completions)
+	if c.RequestID != "q1" || c.Outcome != messages.OutcomeError || c.Code == messages.CodeTimeout {
+		t.Fatalf("completion %+v", c)
+	}
+	// A dispatch that comes after its request's cancel is answered without running.
+	send(t, nc, d.ID(), slowDispatch(t, "q1", time.Now().Add(time.Minute)))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.RequestID != "q1" || c.Outcome != messages.OutcomeError {
+		t.Fatalf("completion %+v", c)
+	}
+	if s := d.Stats(); s.Cancelled != 3 || s.Running != 1 || s.Queued != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// The deadline stops a running portion the same way.
+func TestDeadlineFreesTheSlotWithin50ms(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+
+	deadline := time.Now().Add(300 * time.Millisecond)
+	send(t, nc, d.ID(), slowDispatch(t, "q1", deadline))
+	startedWithin(t, src.started, "q1", wait)
+	send(t, nc, d.ID(), slowDispatch(t, "q2", time.Now().Add(time.Minute)))
+	waitQueued(t, d, 1)
+	startedWithin(t, src.started, "q2", time.Until(deadline)+slotFreeWithin)
+	t.Logf("next portion running %v after the deadline", time.Since(deadline))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.RequestID != "q1" || c.Code != messages.CodeTimeout {
+		t.Fatalf("completion %+v", c)
+	}
+}
+
+// waitQueued waits (bounded) until n portions wait in the DAP's queue.
+func waitQueued(t *testing.T, d *DAP, n int) {
+	t.Helper()
+	for end := time.Now().Add(wait); time.Now().Before(end); {
+		if d.Stats().Queued == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("queue never reached %d: %+v", n, d.Stats())
+}
+
+// Over Config.MaxQueue a dispatch is refused RATE_LIMITED, named, not dropped: the RC
+// and the Agg both hear of it.
+func TestQueueLimitRefusesRateLimited(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency, cfg.MaxQueue = 1, 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+	send(t, nc, d.ID(), slowDispatch(t, "q1", time.Now().Add(time.Minute)))
+	startedWithin(t, src.started, "q1", wait)
+	send(t, nc, d.ID(), slowDispatch(t, "q2", time.Now().Add(time.Minute))) // waits
+	send(t, nc, d.ID(), slowDispatch(t, "q3", time.Now().Add(time.Minute))) // one too many
+	c := nextAs[messages.PortionCompletion](t, completions)
+	want := "DAP dap-eu-hdb-0 has 1 portions waiting, its limit dap_queue=1 (SG_DAP_MAX_QUEUE)"
+	if c.RequestID != "q3" || c.Outcome != messages.OutcomeError || c.Code != messages.CodeRateLimited || c.Message != want {
+		t.Fatalf("completion %+v", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); pr.RequestID != "q3" || pr.Status.RC != messages.CodeRateLimited {
+		t.Fatalf("partial %+v", pr)
+	}
+	if s := d.Stats(); s.Refused != 1 || s.Queued != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	sendCancel(t, nc, d.ID(), "q1")
+	sendCancel(t, nc, d.ID(), "q2")
+}
+
+func TestMaxQueueFromEnv(t *testing.T) {
+	look := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == EnvMaxQueue && v != "" }
+	}
+	if n, err := MaxQueueFromEnv(look("")); n != 0 || err != nil {
+		t.Fatalf("%d %v", n, err)
+	}
+	if n, err := MaxQueueFromEnv(look("64")); n != 64 || err != nil {
+		t.Fatalf("%d %v", n, err)
+	}
+	if _, err := MaxQueueFromEnv(look("0")); err == nil {
+		t.Fatal("0 accepted")
+	}
+}
+
+// A cancel naming one portion (Sg-Portion-Id) stops that portion only: the request's
+// other portions, queued or sent later, run.
+func TestCancelOnePortion(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &slowScan{batchTime: 20 * time.Millisecond, batches: 500, started: make(chan string, 4)}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	portion := func(id, table string) messages.PortionDispatch {
+		p := slowDispatch(t, table, time.Now().Add(time.Minute))
+		p.RequestID, p.PortionID = "q1", id
+		return p
+	}
+	send(t, nc, d.ID(), portion("a", "A"))
+	startedWithin(t, src.started, "A", wait)
+	send(t, nc, d.ID(), portion("b", "B"))
+	waitQueued(t, d, 1)
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrRequestID, "q1")
+	messages.SetString(h, messages.HdrPortionID, "a")
+	at := time.Now()
+	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPCancel(d.ID()), Header: h}); err != nil {
+		t.Fatal(err)
+	}
+	startedWithin(t, src.started, "B", slotFreeWithin)
+	t.Logf("next portion running %v after the cancel", time.Since(at))
+	if c := nextAs[messages.PortionCompletion](t, completions); c.PortionID != "a" || c.Outcome != messages.OutcomeError {
+		t.Fatalf("completion %+v", c)
+	}
+	send(t, nc, d.ID(), portion("c", "C"))
+	sendCancel(t, nc, d.ID(), "q1") // now the whole request: B stops, C never runs
+	for range 2 {
+		if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeError {
+			t.Fatalf("completion %+v", c)
+		}
+	}
+	for end := time.Now().Add(wait); d.Stats().Running != 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond) // the completion goes out before the slot is handed back
+	}
+	if s := d.Stats(); s.Cancelled != 3 || s.Running != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
