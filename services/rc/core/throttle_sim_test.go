@@ -56,9 +56,10 @@ func simulateThrottled(seed uint64, logf func(string, ...any)) error {
 		portions: map[uint64]Dispatch{},
 		okDone:   map[uint64]bool{},
 		logf:     logf,
+		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
 	}
 	s.maxRetry = 1 + s.rng.IntN(4)
-	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second})
+	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}})
 	for i := 0; i < 1+s.rng.IntN(4); i++ {
 		s.labels = append(s.labels, lbl("region", fmt.Sprintf("r%d", i)))
 	}
