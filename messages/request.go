@@ -183,6 +183,11 @@ func decodeEnvelope[H any](c Content, data []byte) (h H, payload []byte, err err
 		}
 		return e.Header, e.Payload, nil
 	case ContentJSON:
+		// The payload stays raw and is decoded later (by the API's decoder,
+		// or generically by the GW): checked here once for the whole body.
+		if err := CheckJSON(data, MessageLimits); err != nil {
+			return h, nil, fmt.Errorf("%w: JSON envelope: %w", ErrMalformed, err)
+		}
 		var e envelope[H, json.RawMessage]
 		dec := json.NewDecoder(bytes.NewReader(data))
 		if err := dec.Decode(&e); err != nil {
