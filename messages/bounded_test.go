@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -119,5 +120,36 @@ func TestDecodeRequestDeepJSON(t *testing.T) {
 	}
 	if after.StackInuse > before.StackInuse+1<<20 {
 		t.Fatalf("stack grew from %d to %d bytes", before.StackInuse, after.StackInuse)
+	}
+}
+
+// A chunk that claims a transfer of 2^29 chunks and 1 GiB allocates for the
+// bytes it brings, not for the claims; claims above the limit are refused.
+func TestReassemblerClaimsAllocateNothing(t *testing.T) {
+	chunk := func(index, count, total string) nats.Header {
+		h := nats.Header{}
+		h.Set(HdrChunkStream, "s")
+		h.Set(HdrChunkIndex, index)
+		h.Set(HdrChunkCount, count)
+		h.Set(HdrChunkTotal, total)
+		return h
+	}
+	r := NewReassembler(1 << 30)
+	for _, h := range []nats.Header{chunk("0", "536870912", "1073741824"), chunk("536870911", "536870912", "1073741824")} {
+		var err error
+		if d := allocated(func() { _, err = r.Add(h, []byte("x")) }); d > 64<<10 {
+			t.Fatalf("one chunk of a claimed 1 GiB transfer allocated %d bytes", d)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Missing() != 536870910 {
+		t.Fatalf("missing %d", r.Missing())
+	}
+	for _, h := range []nats.Header{chunk("0", "4294967295", "4294967295"), chunk("0", "3", "2"), chunk("5", "2", "10")} {
+		if _, err := NewReassembler(1<<30).Add(h, []byte("x")); !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrChunk) {
+			t.Errorf("%v: %v, want ErrTooLarge or ErrChunk", h, err)
+		}
 	}
 }
