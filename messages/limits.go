@@ -26,8 +26,10 @@ const (
 	// leave room.
 	MaxDepth = 32
 	// MaxElements is the most values (scalars and containers, all levels)
-	// in one internal message. The largest legitimate ones (a PeerStatusBlock
-	// of 65,536 portion refs, a live update of 1M string rows) stay below it.
+	// in one internal message or client request. The largest legitimate one,
+	// an expectation of 65,536 portion refs, holds about 330,000. Partial
+	// results and live updates, which may be as large as an answer, use
+	// PayloadLimits.
 	MaxElements = 1 << 21
 	// MaxAllocPerByte and MaxAllocSlack bound the heap a decode may allocate
 	// per input byte (a 1-byte nil decoded into a slice element of the
