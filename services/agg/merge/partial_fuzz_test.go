@@ -2,6 +2,7 @@ package merge
 
 import (
 	"runtime"
+	"time"
 	"testing"
 
 	"github.com/sg-project/sg/messages"
@@ -34,7 +35,11 @@ func FuzzDecodePartial(f *testing.F) {
 		)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
+		start := time.Now()
 		p, err = DecodePartial(data)
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("decoding %d bytes took %v", len(data), d)
+		}
 		runtime.ReadMemStats(&after)
 		if bound := uint64(messages.MaxAllocPerByte*len(data) + messages.MaxAllocSlack); after.TotalAlloc-before.TotalAlloc > bound {
 			t.Fatalf("decoding %d bytes allocated %d, bound %d", len(data), after.TotalAlloc-before.TotalAlloc, bound)
@@ -42,6 +47,10 @@ func FuzzDecodePartial(f *testing.F) {
 		if err != nil {
 			return
 		}
+		start = time.Now()
 		_, _ = Merge(messages.GetDataArgs{Table: "t"}, []Partial{p, p})
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("merging a partial of %d bytes took %v", len(data), d)
+		}
 	})
 }
