@@ -9,6 +9,7 @@ package test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/poison"
 )
 
@@ -103,10 +105,34 @@ func (h *hostileSuite) send(subject string, hdr nats.Header, bodies map[string][
 	}
 }
 
+// gw is the running GW.
+func (h *hostileSuite) gw() *gw.GW {
+	h.t.Helper()
+	p := h.d.proc("gw-1")
+	if p == nil || p.gw == nil {
+		h.t.Fatal("gw-1 is not running")
+	}
+	return p.gw
+}
+
 // check asserts that every service still runs and that a getData gets the
 // right answer, after the messages of family.
 func (h *hostileSuite) check(family string) {
 	h.t.Helper()
+	// A flood can delay announcements past the GW's patience: wait (bounded)
+	// until the GW routes to rc-1 again and rc-1 knows the whole fleet.
+	ctx, cancel := context.WithTimeout(h.d.ctx, 10*time.Second)
+	defer cancel()
+	if err := h.gw().WaitRCs(ctx, func(rcs []gw.RCInfo) bool {
+		for _, r := range rcs {
+			if r.ID == "rc-1" && !r.Draining && r.DAPs == 9 {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		h.t.Fatalf("after %s: the GW does not route to rc-1 with 9 DAPs: %v", family, err)
+	}
 	h.n++
 	id := fmt.Sprintf("hostile%d", h.n)
 	h.d.send(h.d.newRequest(id, h.args, messages.Scope{}, 10*time.Second))
@@ -199,15 +225,20 @@ func TestHostileClient(t *testing.T) {
 
 	// The request log stream: every hostile body as an entry of its own,
 	// under this GW's id (its next incarnation sweeps them at start, below)
-	// and a dead GW's (swept by a living GW). The DAP state stream captures
-	// the DAP events above.
+	// and a dead GW's (swept by a living GW). One oversized entry each, not
+	// five: a sweep reads every entry whole, and the GW's stop waits for a
+	// sweep under way. The DAP state stream captures the DAP events above.
 	logEntry := enc(&messages.LogEntry{V: 1, RequestID: "evil", State: messages.LogOpen, GWID: "gw-dead", GWStarted: 1,
 		ClientReply: "_INBOX.hostile.w", API: "getData", Content: messages.ContentMsgpack, Drive: 1, RCID: "rc-1", RCStarted: 1, Submission: sub})
 	i := 0
 	for _, owner := range []string{"gw-1", "gw-dead"} {
-		for _, b := range hostileBodies(logEntry, enc(&reg)) {
+		bodies := hostileBodies(logEntry, enc(&reg))
+		for name, b := range bodies {
+			if len(b) > 64<<10 && name != "oversized" {
+				continue
+			}
 			i++
-			h.send(s.RequestLogEntry(owner, fmt.Sprintf("evil%d", i)), nil, map[string][]byte{"": b})
+			h.send(s.RequestLogEntry(owner, fmt.Sprintf("evil%d", i)), nil, map[string][]byte{name: b})
 		}
 	}
 	h.check("request log stream")
