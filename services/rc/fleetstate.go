@@ -59,9 +59,11 @@ func (r *RC) ensureDAPStateStream(ctx context.Context, js jetstream.JetStream) (
 // recoverFleet replays the DAP state stream, oldest first, through the same
 // code as live events (with the time each was stored), then drops the DAPs
 // whose last heartbeat is too old. It returns the DAPs known afterwards.
+//
+// A replay that does not finish within RecoverTimeout (a stream flooded with
+// records) is cut short, not fatal: the RC comes up with the DAPs read so
+// far, and the others register again when it announces itself.
 func (r *RC) recoverFleet(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
-	defer cancel()
 	js, err := jetstream.New(r.cfg.NC)
 	if err != nil {
 		return 0, fmt.Errorf("rc %s: jetstream: %w", r.cfg.ID, err)
@@ -80,7 +82,16 @@ func (r *RC) recoverFleet(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("rc %s: DAP state consumer: %w", r.cfg.ID, err)
 		}
-		if err := r.replay(ctx, cons, total); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
+		err = r.replay(rctx, cons, total)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			r.log.Warn().Dur("recover_timeout", r.cfg.RecoverTimeout).Int("daps", len(r.daps)).Int("records", total).
+				Msg("DAP state replay cut short; starting with the DAPs read so far")
+		case err != nil:
 			return 0, err
 		}
 	}

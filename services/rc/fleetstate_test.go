@@ -3,6 +3,7 @@ package rc
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -160,4 +161,56 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A replay that overruns RecoverTimeout (here at once) is cut short, and the
+// RC comes up anyway with what it read.
+func TestReplayCutShortStillComesUp(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	s := subjects.Default()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: s.DAPStateStream(), Subjects: s.DAPEventStreamSubjects(),
+		MaxMsgsPerSubject: 1, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("dap-%d", i)
+		b, _ := messages.Encode(&messages.DAPRegistration{V: messages.DAPVersion, DAPID: id, Labels: messages.LabelSet{"region": "eu"},
+			Tier: messages.TierRDB, Purview: messages.Unbounded, Available: true, Concurrency: 1})
+		if _, err := js.Publish(ctx, s.DAPRegister(id), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.New(&logs), JetStream: &Durability{Memory: true},
+		RecoverTimeout: time.Nanosecond, TickEvery: 50 * time.Millisecond, AnnounceEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	select {
+	case <-r.Ready():
+	case err := <-done:
+		t.Fatalf("rc stopped instead of coming up: %v", err)
+	case <-ctx.Done():
+		t.Fatal("rc not ready within 10s")
+	}
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("rc run: %v", err)
+		}
+	}()
+	if !strings.Contains(logs.String(), "DAP state replay cut short") {
+		t.Fatalf("no warning about the cut replay:\n%s", logs.String())
+	}
 }
