@@ -2,8 +2,8 @@ package merge
 
 import (
 	"runtime"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/sg-project/sg/messages"
 )
