@@ -153,3 +153,46 @@ func TestReassemblerClaimsAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// An answer may hold more values than any internal message (a string column
+// of more rows than MaxElements): the response envelope is decoded with PayloadLimits, in
+// both encodings.
+func TestDecodeResponseLargeAnswer(t *testing.T) {
+	const rows = MaxElements + 100_000
+	tb := NewTable([]ColumnSpec{{Name: "s", Type: TypeString}})
+	tb.Columns[0].Strings = make([]string, rows)
+	for i := range tb.Columns[0].Strings {
+		tb.Columns[0].Strings[i] = "x"
+	}
+	payload, err := Encode(tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Content{ContentMsgpack, ContentJSON} {
+		p := payload
+		if c == ContentJSON {
+			// Each JSON row is two values ('{' and ','): half as many rows do.
+			half := tb
+			half.Columns = []Column{{Name: "s", Type: TypeString, Strings: tb.Columns[0].Strings[:MaxElements/2+1000]}}
+			if p, err = half.MarshalJSON(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := NewResponse("r", Request{Header: RequestHeader{API: "getData"}, Content: c}, StatusOK, p).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := DecodeResponse(nil, b)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if len(resp.Payload) != len(p) {
+			t.Fatalf("%s: payload of %d bytes, want %d", c, len(resp.Payload), len(p))
+		}
+	}
+	// A request of as many values is refused: requests are internal-sized.
+	req, _ := Request{Header: RequestHeader{API: "getData"}, Payload: payload}.Encode()
+	if _, err := DecodeRequest(nil, req); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "more than") {
+		t.Fatalf("request of %d values: %v, want ErrMalformed: more than %d values", rows, err, MaxElements)
+	}
+}
