@@ -35,10 +35,26 @@ func Encode(v any) ([]byte, error) {
 }
 
 // Decode decodes msgpack data into v. It never panics on bytes from the
-// network: a panic inside the third-party decoder becomes ErrMalformed, so one
-// bad message cannot stop a service. Trailing bytes are an error, because a
-// truncated or concatenated message must not pass as a valid one.
-func Decode(data []byte, v any) (err error) {
+// network, and never lets the library allocate from a length the bytes do
+// not back: CheckMsgpack runs first, with MessageLimits (or the type's own,
+// see limiter). A panic inside the third-party decoder becomes ErrMalformed,
+// so one bad message cannot stop a service. Trailing bytes are an error,
+// because a truncated or concatenated message must not pass as a valid one.
+func Decode(data []byte, v any) error {
+	lim := MessageLimits
+	if l, ok := v.(limiter); ok {
+		lim = l.decodeLimits()
+	}
+	return DecodeLimited(data, v, lim)
+}
+
+// limiter is implemented by the messages that may be as large as an answer
+// (partial results, live updates): they are decoded with their own limits.
+type limiter interface{ decodeLimits() Limits }
+
+// DecodeLimited is Decode with explicit limits, for payloads that are not
+// internal messages (answers, partials, local snapshots).
+func DecodeLimited(data []byte, v any, lim Limits) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %T: decoder panic: %v", ErrMalformed, v, r)
@@ -46,6 +62,9 @@ func Decode(data []byte, v any) (err error) {
 	}()
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %T: empty body", ErrMalformed, v)
+	}
+	if err := CheckMsgpack(data, lim); err != nil {
+		return fmt.Errorf("%w: %T: %w", ErrMalformed, v, err)
 	}
 	rd := bytes.NewReader(data)
 	dec := msgpack.NewDecoder(rd)

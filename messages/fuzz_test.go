@@ -1,20 +1,50 @@
 package messages
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Decoding bytes from the network must never panic. Run one target with e.g.
+// Decoding bytes from the network must never panic, and never allocate more
+// than allocBound(len(input)) (limits.go), whatever lengths the bytes claim.
+// Run one target with e.g.
 //
-//	go test -run '^$' -fuzz '^FuzzDecodeInternal$' -fuzztime 15s ./messages/
+//	GOMEMLIMIT=1GiB go test -run '^$' -fuzz '^FuzzDecodeInternal$' -fuzztime 15s ./messages/
+//
+// .ci/run runs each for a few seconds. Inputs that once failed are kept in
+// testdata/fuzz/<target>/ and run by every plain go test.
+
+// fuzzSamples is one valid value of every internal message type.
+func fuzzSamples() []any {
+	tb := NewTable([]ColumnSpec{{Name: "time", Type: TypeTimestamp}, {Name: "sym", Type: TypeSymbol}, {Name: "s", Type: TypeString}})
+	_ = tb.AppendRow(time.Unix(1, 0), "a", "x")
+	return append(envSamples(), &LiveUpdate{V: LiveVersion, Table: "t", Rows: tb}, &PingArgs{Labels: LabelSelector{"region": {"eu"}}})
+}
+
+// hostileMsgpack are seeds every msgpack target starts from: huge length
+// fields, deep nesting, truncation.
+var hostileMsgpack = [][]byte{
+	hugeTables,
+	{0xdf, 0xff, 0xff, 0xff, 0xff},
+	{0xdb, 0xff, 0xff, 0xff, 0xff},
+	{0xc6, 0xff, 0xff, 0xff, 0xff},
+	{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01},
+	{0x81, 0xa1, 'v', 0xdc, 0xff, 0xff},
+	append([]byte{0x81, 0xa4, 'r', 'o', 'w', 's'}, append([]byte{0x92, 0x01, 0xdd, 0xff, 0xff, 0xff, 0xff}, 0x94)...),
+	bytes.Repeat([]byte{0x91}, 40),
+}
 
 // FuzzDecodeInternal feeds every internal message decoder (DecodeValid of
 // each type, chosen by the first byte) with arbitrary bytes.
 func FuzzDecodeInternal(f *testing.F) {
-	ss := envSamples()
+	ss := fuzzSamples()
 	for i, s := range ss {
 		b, err := Encode(s)
 		if err != nil {
@@ -23,16 +53,124 @@ func FuzzDecodeInternal(f *testing.F) {
 		f.Add(byte(i), b)
 		f.Add(byte(i), b[:len(b)/2])
 	}
-	f.Add(byte(0), []byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	for i, b := range hostileMsgpack {
+		f.Add(byte(i), b)
+	}
 	f.Fuzz(func(t *testing.T, sel byte, data []byte) {
 		s := ss[int(sel)%len(ss)]
-		v, err := envDecodeAs(s, data)
+		var (
+			v   any
+			err error
+		)
+		checkAlloc(t, "internal message", data, func() { v, err = envDecodeAs(s, data) })
 		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("%T: error %v is neither ErrMalformed, ErrInvalid nor ErrVersion", s, err)
+			}
 			return
 		}
 		// Whatever decodes and validates must encode again.
 		if _, err := Encode(v); err != nil {
 			t.Fatalf("%T decoded but does not encode: %v", v, err)
+		}
+	})
+}
+
+// FuzzCheckMsgpack holds the pre-scan to the library: what the library
+// decodes whole (into any) the scan accepts, unless it nests deeper than
+// the limit; what the scan accepts decodes within allocBound.
+func FuzzCheckMsgpack(f *testing.F) {
+	for _, s := range fuzzSamples() {
+		b, _ := Encode(s)
+		f.Add(b)
+	}
+	for _, b := range hostileMsgpack {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lim := Limits{MaxDepth: maxScanDepth}
+		scanErr := CheckMsgpack(data, lim)
+		if scanErr != nil && !errors.Is(scanErr, ErrMalformed) {
+			t.Fatalf("scan error %v is not ErrMalformed", scanErr)
+		}
+		if scanErr != nil {
+			if strings.Contains(scanErr.Error(), "nested deeper") {
+				return
+			}
+			var v any
+			dec := msgpack.NewDecoder(bytesReader(data))
+			// Only safe to try when no length is large: the library would allocate it.
+			if len(data) < 64 && !hasHugeLength(data) {
+				if err := dec.Decode(&v); err == nil && dec.Buffered().(interface{ Len() int }).Len() == 0 {
+					t.Fatalf("the library decodes % x whole, the scan refuses it: %v", data, scanErr)
+				}
+			}
+			return
+		}
+		var v any
+		checkAlloc(t, "any", data, func() { _ = DecodeLimited(data, &v, lim) })
+	})
+}
+
+// FuzzCheckJSON holds the JSON pre-scan to encoding/json: valid JSON passes
+// unless it nests too deep or has too many values; what the scan calls
+// unbalanced is invalid.
+func FuzzCheckJSON(f *testing.F) {
+	f.Add([]byte(`{"header":{"api":"getMeta"},"payload":{"a":[1,"]",{"b":null}]}}`))
+	f.Add([]byte(strings.Repeat("[", 40) + strings.Repeat("]", 40)))
+	f.Add([]byte(`"\"[`))
+	f.Add([]byte(`[}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := CheckJSON(data, MessageLimits)
+		switch {
+		case err == nil:
+			var v any
+			checkAlloc(t, "JSON any", data, func() { _ = json.Unmarshal(data, &v) })
+		case !errors.Is(err, ErrMalformed):
+			t.Fatalf("scan error %v is not ErrMalformed", err)
+		case json.Valid(data) && !strings.Contains(err.Error(), "nested deeper") && !strings.Contains(err.Error(), "more than"):
+			t.Fatalf("valid JSON %q refused: %v", data, err)
+		}
+	})
+}
+
+// FuzzDecodePingArgs covers both encodings of the ping arguments.
+func FuzzDecodePingArgs(f *testing.F) {
+	mp, _ := Encode(&PingArgs{Labels: LabelSelector{"region": {"eu"}}})
+	f.Add(false, mp)
+	f.Add(true, []byte(`{"labels":{"region":["eu","us"],"desk":"fx"}}`))
+	for _, b := range hostileMsgpack {
+		f.Add(false, b)
+	}
+	f.Fuzz(func(t *testing.T, isJSON bool, data []byte) {
+		if isJSON {
+			checkAlloc(t, "ping JSON", data, func() { _, _ = DecodePingArgsJSON(data) })
+		} else {
+			checkAlloc(t, "ping msgpack", data, func() { _, _ = DecodePingArgsMsgpack(data) })
+		}
+	})
+}
+
+// FuzzDecodeTableJSON covers the JSON rows of a table (FuzzDecodeTableMsgpack
+// the columnar msgpack form).
+func FuzzDecodeTableJSON(f *testing.F) {
+	tb := NewTable([]ColumnSpec{{Name: "time", Type: TypeTimestamp}, {Name: "sym", Type: TypeSymbol},
+		{Name: "px", Type: TypeFloat}, {Name: "n", Type: TypeInt}, {Name: "ok", Type: TypeBool}, {Name: "s", Type: TypeString}})
+	_ = tb.AppendRow(time.Unix(1, 0), "a", 1.5, int64(2), true, "x")
+	_ = tb.AppendRow(time.Unix(2, 0), "b", 2.5, int64(-3), false, "y")
+	js, _ := json.Marshal(tb)
+	f.Add(js)
+	f.Add([]byte(`[{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var (
+			out Table
+			err error
+		)
+		checkAlloc(t, "table JSON", data, func() { out, err = DecodeTableJSON(data, nil) })
+		if err == nil {
+			if err := out.Validate(); err != nil {
+				t.Fatalf("decoded table is invalid: %v", err)
+			}
 		}
 	})
 }
@@ -50,7 +188,11 @@ func FuzzDecodeRequest(f *testing.F) {
 		if ct != "" {
 			h.Set(HdrContentType, ct)
 		}
-		r, err := DecodeRequest(h, data)
+		var (
+			r   Request
+			err error
+		)
+		checkAlloc(t, "request", data, func() { r, err = DecodeRequest(h, data) })
 		if err != nil {
 			return
 		}
@@ -67,7 +209,7 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add(j)
 	f.Add(m)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = DecodeResponse(nil, data)
+		checkAlloc(t, "response", data, func() { _, _ = DecodeResponse(nil, data) })
 	})
 }
 
@@ -125,7 +267,12 @@ func FuzzReassembler(f *testing.F) {
 			h string
 			d []byte
 		}{{h1, d1}, {h2, d2}, {h1, d1}} {
-			done, err := r.Add(parseHeaderLines(c.h), c.d)
+			var (
+				done bool
+				err  error
+			)
+			h := parseHeaderLines(c.h)
+			checkAlloc(t, "chunk", c.d, func() { done, err = r.Add(h, c.d) })
 			if err != nil {
 				return
 			}
@@ -137,4 +284,18 @@ func FuzzReassembler(f *testing.F) {
 			}
 		}
 	})
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// hasHugeLength reports whether some byte could start a length field above
+// 64 KiB (str/bin/ext/array/map 32): the library must not see it unscanned.
+func hasHugeLength(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case 0xc6, 0xc9, 0xdb, 0xdd, 0xdf, 0xc5, 0xc8, 0xda, 0xdc, 0xde:
+			return true
+		}
+	}
+	return false
 }

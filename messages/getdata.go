@@ -610,6 +610,9 @@ func DecodeGetDataArgsMsgpack(b []byte) (a GetDataArgs, err error) {
 			a, err = GetDataArgs{}, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
 		}
 	}()
+	if err := CheckMsgpack(b, MessageLimits); err != nil {
+		return GetDataArgs{}, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
+	}
 	rd := bytes.NewReader(b)
 	if err := msgpack.NewDecoder(rd).Decode(&a); err != nil {
 		if !errors.Is(err, ErrMalformedGetDataArgs) {
@@ -630,6 +633,9 @@ func DecodeGetDataArgsJSON(b []byte) (a GetDataArgs, err error) {
 			a, err = GetDataArgs{}, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
 		}
 	}()
+	if err := CheckJSON(b, MessageLimits); err != nil {
+		return GetDataArgs{}, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
+	}
 	if err := json.Unmarshal(b, &a); err != nil {
 		if !errors.Is(err, ErrMalformedGetDataArgs) {
 			err = fmt.Errorf("%w: %v", ErrMalformedGetDataArgs, err)

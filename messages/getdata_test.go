@@ -200,9 +200,17 @@ func FuzzDecodeGetDataArgsJSON(f *testing.F) {
 	b, _ := json.Marshal(sampleArgs())
 	f.Add(b)
 	f.Add([]byte(`{"table":"t","filter":[["in","x",[1,"a",true,2.5]]],"labels":{"a":["b"]}}`))
+	f.Add([]byte(`{"table":"t","filter":[["in","x",[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := DecodeGetDataArgsJSON(data)
+		var (
+			a   GetDataArgs
+			err error
+		)
+		checkAlloc(t, "getData JSON", data, func() { a, err = DecodeGetDataArgsJSON(data) })
 		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
 			return
 		}
 		_ = a.Validate()
@@ -222,9 +230,19 @@ func FuzzDecodeGetDataArgsMsgpack(f *testing.F) {
 	f.Add(b)
 	b, _ = msgpack.Marshal(GetDataArgs{Table: "instrument"})
 	f.Add(b)
+	for _, b := range hostileMsgpack {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		a, err := DecodeGetDataArgsMsgpack(data)
+		var (
+			a   GetDataArgs
+			err error
+		)
+		checkAlloc(t, "getData msgpack", data, func() { a, err = DecodeGetDataArgsMsgpack(data) })
 		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
 			return
 		}
 		_ = a.Validate()

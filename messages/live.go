@@ -38,3 +38,6 @@ func (m *LiveUpdate) Validate() error {
 	}
 	return nil
 }
+
+// A live update carries up to maxLiveRows rows, each string row a value.
+func (*LiveUpdate) decodeLimits() Limits { return PayloadLimits }

@@ -43,6 +43,9 @@ func DecodePingArgsJSON(b []byte) (a PingArgs, err error) {
 	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
 		return PingArgs{}, nil
 	}
+	if err := CheckJSON(b, MessageLimits); err != nil {
+		return PingArgs{}, fmt.Errorf("%w: ping arguments: %w", ErrMalformed, err)
+	}
 	var w struct {
 		Labels map[string]json.RawMessage `json:"labels"`
 	}

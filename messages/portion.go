@@ -434,3 +434,6 @@ func (m *SecondaryStatus) Validate() error {
 	}
 	return validateText(typ, "error", m.Error, maxMessageLen)
 }
+
+// A partial result carries a payload that may be as large as an answer.
+func (*PartialResult) decodeLimits() Limits { return PayloadLimits }

@@ -169,7 +169,9 @@ func encodeEnvelope[H any](c Content, h H, payload []byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
 }
 
-func decodeEnvelope[H any](c Content, data []byte) (h H, payload []byte, err error) {
+// decodeEnvelope decodes an envelope within lim: MessageLimits for requests,
+// PayloadLimits for responses, whose payload may be a whole answer.
+func decodeEnvelope[H any](c Content, data []byte, lim Limits) (h H, payload []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: envelope: decoder panic: %v", ErrMalformed, r)
@@ -178,11 +180,16 @@ func decodeEnvelope[H any](c Content, data []byte) (h H, payload []byte, err err
 	switch c {
 	case ContentMsgpack:
 		var e envelope[H, msgpack.RawMessage]
-		if err := Decode(data, &e); err != nil {
+		if err := DecodeLimited(data, &e, lim); err != nil {
 			return h, nil, err
 		}
 		return e.Header, e.Payload, nil
 	case ContentJSON:
+		// The payload stays raw and is decoded later (by the API's decoder,
+		// or generically by the GW): checked here once for the whole body.
+		if err := CheckJSON(data, lim); err != nil {
+			return h, nil, fmt.Errorf("%w: JSON envelope: %w", ErrMalformed, err)
+		}
 		var e envelope[H, json.RawMessage]
 		dec := json.NewDecoder(bytes.NewReader(data))
 		if err := dec.Decode(&e); err != nil {
@@ -215,7 +222,7 @@ func DecodeRequest(h nats.Header, data []byte) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	hdr, payload, err := decodeEnvelope[RequestHeader](c, data)
+	hdr, payload, err := decodeEnvelope[RequestHeader](c, data, MessageLimits)
 	if err != nil {
 		return Request{}, err
 	}
@@ -268,7 +275,7 @@ func DecodeResponse(h nats.Header, data []byte) (Response, error) {
 	if err != nil {
 		return Response{}, err
 	}
-	hdr, payload, err := decodeEnvelope[ResponseHeader](c, data)
+	hdr, payload, err := decodeEnvelope[ResponseHeader](c, data, PayloadLimits)
 	if err != nil {
 		return Response{}, err
 	}

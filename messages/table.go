@@ -642,7 +642,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		case len(dict) <= 1<<16:
 			width = 2
 		}
-		if len(b) != rows*width {
+		if rows > len(b)/width || len(b) != rows*width { // rows first: rows*width may overflow
 			return bad("%d code bytes for %d rows of width %d", len(b), rows, width)
 		}
 		c.Strings = make([]string, rows)
@@ -667,7 +667,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		}
 	case TypeFloat:
 		b, err := dec.DecodeBytes()
-		if err != nil || len(b) != 8*rows {
+		if err != nil || rows > len(b)/8 || len(b) != 8*rows { // rows first: 8*rows may overflow
 			return bad("float payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
 		c.Floats = make([]float64, rows)
@@ -869,6 +869,9 @@ func DecodeTableJSON(data []byte, schema []ColumnSpec) (Table, error) {
 // readJSONRows tokenises the array of objects. Keys come in the first row's order; every
 // row must carry the same keys; values must be scalars.
 func readJSONRows(data []byte) (names []string, rows [][]any, err error) {
+	if err := CheckJSON(data, PayloadLimits); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrMalformedTable, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	bad := func(format string, args ...any) ([]string, [][]any, error) {

@@ -183,9 +183,16 @@ func TestTableHelpers(t *testing.T) {
 func FuzzDecodeTableMsgpack(f *testing.F) {
 	b, _ := msgpack.Marshal(sampleTable(f))
 	f.Add(b)
+	for _, b := range hostileMsgpack {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var tb Table
-		if err := msgpack.Unmarshal(data, &tb); err != nil {
+		var (
+			tb  Table
+			err error
+		)
+		checkAlloc(t, "table msgpack", data, func() { err = DecodeLimited(data, &tb, PayloadLimits) })
+		if err != nil {
 			return
 		}
 		if err := tb.Validate(); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/subjects"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // answerError is an error answer from sg; its ai was printed to stderr.
@@ -177,7 +176,7 @@ func callWith(ctx context.Context, cl *client.Client, format, api string, jargs 
 // printPayload prints a table as a table or CSV, and anything else as JSON.
 func printPayload(w io.Writer, format string, payload []byte) error {
 	var t messages.Table
-	if len(payload) > 0 && messages.Decode(payload, &t) == nil && t.Validate() == nil {
+	if len(payload) > 0 && messages.DecodeLimited(payload, &t, messages.PayloadLimits) == nil && t.Validate() == nil {
 		if format == "csv" {
 			return writeCSV(w, t)
 		}
@@ -185,7 +184,7 @@ func printPayload(w io.Writer, format string, payload []byte) error {
 	}
 	var v any
 	if len(payload) > 0 {
-		if err := msgpack.Unmarshal(payload, &v); err != nil {
+		if err := messages.DecodeLimited(payload, &v, messages.PayloadLimits); err != nil {
 			return fmt.Errorf("undecodable answer payload: %w", err)
 		}
 	}

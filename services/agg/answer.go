@@ -158,7 +158,7 @@ func ping(j job, content messages.Content) (messages.Status, []byte) {
 	reached := map[string]bool{}
 	for _, p := range j.partials {
 		var ok bool
-		if err := msgpack.Unmarshal(p.Payload, &ok); err != nil {
+		if err := messages.Decode(p.Payload, &ok); err != nil {
 			ok = false
 		}
 		if prev, seen := reached[p.DAPID]; seen {

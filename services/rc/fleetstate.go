@@ -7,6 +7,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/poison"
+	"github.com/sg-project/sg/subjects"
 )
 
 // Durability configures the JetStream streams a service creates. Choices and
@@ -54,9 +59,11 @@ func (r *RC) ensureDAPStateStream(ctx context.Context, js jetstream.JetStream) (
 // recoverFleet replays the DAP state stream, oldest first, through the same
 // code as live events (with the time each was stored), then drops the DAPs
 // whose last heartbeat is too old. It returns the DAPs known afterwards.
+//
+// A replay that does not finish within RecoverTimeout (a stream flooded with
+// records) is cut short, not fatal: the RC comes up with the DAPs read so
+// far, and the others register again when it announces itself.
 func (r *RC) recoverFleet(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
-	defer cancel()
 	js, err := jetstream.New(r.cfg.NC)
 	if err != nil {
 		return 0, fmt.Errorf("rc %s: jetstream: %w", r.cfg.ID, err)
@@ -75,7 +82,16 @@ func (r *RC) recoverFleet(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("rc %s: DAP state consumer: %w", r.cfg.ID, err)
 		}
-		if err := r.replay(ctx, cons, total); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
+		err = r.replay(rctx, cons, total)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			r.log.Warn().Dur("recover_timeout", r.cfg.RecoverTimeout).Int("daps", len(r.daps)).Int("records", total).
+				Msg("DAP state replay cut short; starting with the DAPs read so far")
+		case err != nil:
 			return 0, err
 		}
 	}
@@ -85,6 +101,15 @@ func (r *RC) recoverFleet(ctx context.Context) (int, error) {
 
 func (r *RC) replay(ctx context.Context, cons jetstream.Consumer, total int) error {
 	s := r.cfg.Subjects
+	stream := s.DAPStateStream()
+	var reg prometheus.Registerer
+	if r.cfg.Registry != nil {
+		reg = r.cfg.Registry
+	}
+	poisoned, err := poison.NewCounter(reg)
+	if err != nil {
+		return fmt.Errorf("rc %s: %w", r.cfg.ID, err)
+	}
 	remaining := total
 	for remaining > 0 {
 		batch, err := cons.Fetch(min(remaining, 512), jetstream.FetchMaxWait(time.Second))
@@ -99,7 +124,11 @@ func (r *RC) replay(ctx context.Context, cons jetstream.Consumer, total int) err
 			if err != nil {
 				continue
 			}
-			if dapID, event, ok := s.ParseDAPEvent(m.Subject()); ok {
+			// A poison record is skipped, counted and logged here, once per
+			// replay: the consumer acks nothing, so nothing is redelivered.
+			if dapID, event, err := checkDAPRecord(s, m.Subject(), m.Data()); err != nil {
+				poisoned.Skip(r.log, stream, md.Sequence.Stream, m.Subject(), err)
+			} else {
 				r.dapEvent(dapID, event, m.Data(), md.Timestamp)
 			}
 			if md.NumPending == 0 {
@@ -115,4 +144,52 @@ func (r *RC) replay(ctx context.Context, cons jetstream.Consumer, total int) err
 		remaining -= got
 	}
 	return nil
+}
+
+// checkDAPRecord decodes and validates one record of the DAP state stream
+// as the event its subject names, for a DAP of that id; an error makes it a
+// poison record. The live path (dapEvent) decodes it again: a replay reads
+// each DAP's last few events once, at start.
+func checkDAPRecord(s subjects.Subjects, subject string, data []byte) (dapID, event string, err error) {
+	dapID, event, ok := s.ParseDAPEvent(subject)
+	if !ok {
+		return "", "", fmt.Errorf("%w: subject %q is not a DAP event", messages.ErrInvalid, subject)
+	}
+	var id string
+	switch event {
+	case subjects.EventRegister:
+		var m messages.DAPRegistration
+		if m, err = messages.DecodeValid[messages.DAPRegistration](data); err == nil {
+			id = m.DAPID
+		}
+	case subjects.EventStatus:
+		var m messages.DAPStatusUpdate
+		if m, err = messages.DecodeValid[messages.DAPStatusUpdate](data); err == nil {
+			id = m.DAPID
+		}
+	case subjects.EventVintage:
+		var m messages.DAPVintageUpdate
+		if m, err = messages.DecodeValid[messages.DAPVintageUpdate](data); err == nil {
+			id = m.DAPID
+		}
+	case subjects.EventHeartbeat:
+		var m messages.DAPHeartbeat
+		if m, err = messages.DecodeValid[messages.DAPHeartbeat](data); err == nil {
+			id = m.DAPID
+		}
+	case subjects.EventLost:
+		var m messages.DAPLost
+		if m, err = messages.DecodeValid[messages.DAPLost](data); err == nil {
+			id = m.DAPID
+		}
+	default:
+		return "", "", fmt.Errorf("%w: unknown DAP event %q", messages.ErrInvalid, event)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if id != dapID {
+		return "", "", fmt.Errorf("%w: %s event of DAP %q on the subject of DAP %q", messages.ErrInvalid, event, id, dapID)
+	}
+	return dapID, event, nil
 }

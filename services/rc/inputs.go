@@ -175,6 +175,10 @@ func (r *RC) dapEvent(dapID, event string, data []byte, now time.Time) {
 			r.step(core.DAPVintageChanged{At: at, DAP: dapID, Vintage: hb.ReferenceVintage})
 		}
 	case subjects.EventLost:
+		if l, err := messages.DecodeValid[messages.DAPLost](data); err != nil || l.DAPID != dapID {
+			r.badDAP(dapID, event, err) // a garbage body must not drop a DAP
+			return
+		}
 		if _, ok := r.daps[dapID]; !ok {
 			return
 		}

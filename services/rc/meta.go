@@ -96,7 +96,7 @@ func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
 		var args struct {
 			Labels map[string][]string `msgpack:"labels"`
 		}
-		if err := msgpack.Unmarshal(sub.Args, &args); err != nil {
+		if err := messages.Decode(sub.Args, &args); err != nil {
 			r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "ping arguments: %v", err), nil)
 			return
 		}

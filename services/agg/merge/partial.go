@@ -152,7 +152,7 @@ func DecodePartial(b []byte) (p Partial, err error) {
 			p, err = Partial{}, fmt.Errorf("%w: decoder panic: %v", ErrInvalidPartial, r)
 		}
 	}()
-	if err := msgpack.Unmarshal(b, &p); err != nil {
+	if err := messages.DecodeLimited(b, &p, messages.PayloadLimits); err != nil {
 		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
 	}
 	if err := p.Validate(); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/parquetdb"
+	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -95,6 +96,8 @@ type Group struct {
 	refs  []engine.TableDef // reference tables
 	stats Stats
 	ready chan struct{}
+	// poisoned counts the stream messages rejected for good (Malformed too).
+	poisoned *poison.Counter
 
 	rolls chan rollReq
 
@@ -192,6 +195,10 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	}
 	g.log = cfg.Log.With().Str("labels", g.key).Logger()
 	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("live: group %q: %w", g.key, err)
+	}
+	var err error
+	if g.poisoned, err = poison.NewCounter(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("live: group %q: %w", g.key, err)
 	}
 	return g, nil

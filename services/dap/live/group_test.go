@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
 )
@@ -58,7 +59,8 @@ func TestGroupRejectsBadUpdates(t *testing.T) {
 	}
 	unknown, _ := messages.Encode(&messages.LiveUpdate{V: messages.LiveVersion, Table: "nope", Rows: messages.NewTable(tickDef.Columns)})
 	for _, data := range [][]byte{
-		{0xc1, 0x00},                             // not msgpack
+		{0xc1, 0x00}, // not msgpack
+		{0x81, 0xa4, 'r', 'o', 'w', 's', 0xdd, 0xff, 0xff, 0xff, 0xff}, // rows claiming 4,294,967,295 entries
 		unknown,                                  // unknown table
 		rows("us", start.Add(time.Second), 1.0),  // another label set's row
 		rows("eu", start.Add(-time.Second), 1.0), // late: before the rdb's start
@@ -72,8 +74,11 @@ func TestGroupRejectsBadUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := g.Stats()
-	if st.Malformed.Load() != 3 || st.LateRows.Load() != 1 || st.Rows.Load() != 1 || st.Messages.Load() != 2 {
+	if st.Malformed.Load() != 4 || st.LateRows.Load() != 1 || st.Rows.Load() != 1 || st.Messages.Load() != 2 {
 		t.Fatalf("malformed %d, late %d, rows %d, messages %d", st.Malformed.Load(), st.LateRows.Load(), st.Rows.Load(), st.Messages.Load())
+	}
+	if v := counterValue(t, reg, poison.MetricName); v != 4 {
+		t.Fatalf("%s %v, want 4", poison.MetricName, v)
 	}
 	if v := counterValue(t, reg, "sg_live_late_rows_total"); v != 1 {
 		t.Fatalf("sg_live_late_rows_total %v", v)
@@ -97,6 +102,73 @@ func TestGroupRejectsBadUpdates(t *testing.T) {
 	}
 	if s := g.DAP(messages.TierIDB).State(); !s.Available || s.Purview != (messages.TimeRange{Start: start.UnixNano(), End: start.Add(2 * time.Second).UnixNano()}) {
 		t.Fatalf("idb after end of interval %+v", s)
+	}
+}
+
+// A group that replays a stream holding poison records comes up, skips them
+// and counts them again.
+func TestGroupReplaysPastPoison(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	s := subjects.Default()
+	start := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run := func(reg *prometheus.Registry, publish func()) *Group {
+		g, err := NewGroup(GroupConfig{NC: nc, Subjects: s, Log: zerolog.Nop(), Labels: messages.LabelSet{"region": "eu"},
+			Dir: dir, Tables: []engine.TableDef{tickDef}, Start: start, Heartbeat: time.Hour, Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- g.Run(runCtx) }()
+		select {
+		case <-g.Ready():
+		case err := <-done:
+			t.Fatalf("group stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			t.Fatal("not ready")
+		}
+		if publish != nil {
+			publish()
+		}
+		if err := g.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	js, _ := jetstream.New(nc)
+	subj := s.Live("tick", "region=eu")
+	good := messages.NewTable(tickDef.Columns)
+	_ = good.AppendRow(start.Add(time.Second), "eu", 1.0)
+	goodBytes, _ := messages.Encode(&messages.LiveUpdate{V: messages.LiveVersion, Table: "tick", Rows: good})
+	reg1 := prometheus.NewRegistry()
+	run(reg1, func() {
+		for _, data := range [][]byte{
+			{0x81, 0xa4, 'r', 'o', 'w', 's', 0xdd, 0xff, 0xff, 0xff, 0xff},
+			goodBytes[:len(goodBytes)-3],
+			goodBytes,
+		} {
+			if _, err := js.Publish(ctx, subj, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if v := counterValue(t, reg1, poison.MetricName); v != 2 {
+		t.Fatalf("live: %s %v, want 2", poison.MetricName, v)
+	}
+	reg2 := prometheus.NewRegistry()
+	g := run(reg2, nil)
+	if st := g.Stats(); st.Rows.Load() != 1 || st.Malformed.Load() != 2 {
+		t.Fatalf("replay: rows %d, malformed %d; want 1 and 2", st.Rows.Load(), st.Malformed.Load())
+	}
+	if v := counterValue(t, reg2, poison.MetricName); v != 2 {
+		t.Fatalf("replay: %s %v, want 2", poison.MetricName, v)
 	}
 }
 

@@ -41,8 +41,10 @@ func (g *Group) handle(ctx context.Context, m jetstream.Msg) {
 		}()
 	}
 	if err := g.apply(seq, m.Data()); err != nil {
+		// A poison record: acked above (deferred), so never redelivered;
+		// a replay meets it again and skips it again.
 		g.stats.Malformed.Add(1)
-		log.Warn().Err(err).Msg("live update rejected")
+		g.poisoned.Skip(g.log, g.cfg.Subjects.LiveStream(), seq, m.Subject(), err)
 		return
 	}
 	g.stats.Messages.Add(1)

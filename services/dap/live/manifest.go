@@ -136,7 +136,7 @@ func loadRef(dir, table string) (snap refSnapshot, ok bool, err error) {
 		return refSnapshot{}, false, nil
 	}
 	if err == nil {
-		err = messages.Decode(b, &snap)
+		err = messages.DecodeLimited(b, &snap, messages.PayloadLimits) // a local file, as large as the table
 	}
 	if err == nil {
 		err = snap.Rows.Validate()
