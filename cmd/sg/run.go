@@ -98,7 +98,7 @@ writes the idb's day as Parquet for the hdb, and an instrument update every
 	}
 
 	g, err := gw.New(gw.Config{ID: gwc.ID, NC: nc, Subjects: s, Log: log, Timeout: gwc.Timeout,
-		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, Registry: reg})
+		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg})
 	if err != nil {
 		return err
 	}

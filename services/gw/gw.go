@@ -31,7 +31,8 @@ type GW struct {
 	sem chan struct{} // one slot per request in flight
 
 	mu      sync.Mutex
-	pending map[string]*pending // by request id, until answered
+	pending map[string]*pending // by the GW's request id, until answered
+	callers map[string]int      // requests in flight per caller (callerOf)
 	closing bool                // Run is stopping: refuse new requests
 	wg      sync.WaitGroup      // requests in flight
 	// handlers counts micro handler calls under way (see handle).
@@ -79,6 +80,7 @@ func New(cfg Config) (*GW, error) {
 		rcs:     newRCRegistry(cfg.AnnounceEvery, cfg.DeadAfter),
 		sem:     make(chan struct{}, cfg.MaxInFlight),
 		pending: map[string]*pending{},
+		callers: map[string]int{},
 		abort:   make(chan struct{}),
 		ready:   make(chan struct{}),
 		peers:   gwPeers{m: map[string]*gwPeer{}, gone: map[string]int64{}},
@@ -337,15 +339,32 @@ func (e endpoint) Handle(r micro.Request) { e.g.handle(e.api, r) }
 func (g *GW) handle(api string, r micro.Request) {
 	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
 	received := time.Now()
+	// The reply subject is the caller's word: answer only where a client may
+	// listen (an inbox), never onto an sg or system subject.
+	if err := g.checkReply(msg.Reply); err != nil {
+		g.met.refusedReply.Inc()
+		g.log.Warn().Err(err).Str("api", api).Str("client_request_id", safeLabel(msg.Header.Get(messages.HdrRequestID))).
+			Msg("dropping request: its reply subject is not a client inbox")
+		return
+	}
+	caller := callerOf(msg.Reply)
 	g.mu.Lock()
 	// Every handler call is counted, refusals too: Run waits for them after
-	// stopping the endpoints, so nothing logs or answers after Run returns.
+	// stopping the endpoints, so nothing logs or answers after it returns.
 	g.handlers.Add(1)
 	defer g.handlers.Done()
 	if g.closing {
 		g.mu.Unlock()
 		g.refuse(api, msg, received, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
-			"The service gateway is shutting down; retry on another"))
+			"The service gateway is shutting down; retry on another"), "", 0)
+		return
+	}
+	if n := g.callers[caller]; n >= g.cfg.MaxInFlightPerCaller {
+		g.mu.Unlock()
+		g.met.limited.WithLabelValues(LimitInFlightPerCaller).Inc()
+		g.refuse(api, msg, received, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Limit %s: this caller has %d requests in flight at this gateway, the most it may have; retry after %d s",
+			LimitInFlightPerCaller, n, retryAfterSeconds), LimitInFlightPerCaller, retryAfterSeconds)
 		return
 	}
 	select {
@@ -353,25 +372,101 @@ func (g *GW) handle(api string, r micro.Request) {
 	default:
 		g.mu.Unlock()
 		g.met.busy.Inc()
-		g.refuse(api, msg, received, messages.Errorf(messages.CodeUnavailable, messages.CodeErr,
-			"The service gateway is busy: %d requests in flight; retry later", g.cfg.MaxInFlight))
+		g.met.limited.WithLabelValues(LimitInFlight).Inc()
+		g.refuse(api, msg, received, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Limit %s: the service gateway is busy with %d requests in flight; retry after %d s",
+			LimitInFlight, g.cfg.MaxInFlight, retryAfterSeconds), LimitInFlight, retryAfterSeconds)
 		return
 	}
+	g.callers[caller]++
 	g.wg.Add(1)
 	g.mu.Unlock()
 	g.met.inFlight.Inc()
 	go func() {
 		defer g.wg.Done()
-		defer func() { <-g.sem }()
+		defer func() {
+			g.mu.Lock()
+			if g.callers[caller]--; g.callers[caller] <= 0 {
+				delete(g.callers, caller)
+			}
+			g.mu.Unlock()
+			<-g.sem
+		}()
 		defer g.met.inFlight.Dec()
 		g.serve(api, msg, received)
 	}()
 }
 
+// Names of the limits a refusal names in messages.HdrLimit.
+const (
+	// LimitInFlight: Config.MaxInFlight, requests open at this GW.
+	LimitInFlight = "gw_in_flight"
+	// LimitInFlightPerCaller: Config.MaxInFlightPerCaller, requests open at
+	// this GW for one caller.
+	LimitInFlightPerCaller = "gw_in_flight_per_caller"
+)
+
+// retryAfterSeconds is the Sg-Retry-After of a refusal over an in-flight
+// limit: requests finish in well under a second typically; a second is a
+// pause that lets some of them.
+const retryAfterSeconds = 1
+
+// callerOf is the caller a request is counted against: its reply subject
+// without the last token, i.e. the inbox prefix of the client's connection
+// (nats.go's "_INBOX.<nuid>.<n>" gives "_INBOX.<nuid>"). A client may spread
+// its requests over several connections; each is a caller of its own.
+func callerOf(reply string) string {
+	if i := strings.LastIndexByte(reply, '.'); i > 0 {
+		return reply[:i]
+	}
+	return reply
+}
+
+// checkReply accepts a reply subject only under one of
+// Config.AllowedReplyPrefixes, and never one under the sg prefix or a
+// system ($) subject, whatever the prefixes say.
+func (g *GW) checkReply(reply string) error {
+	if reply == "" {
+		return errors.New("no reply subject: nobody to answer")
+	}
+	if len(reply) > maxReplySubject {
+		return fmt.Errorf("reply subject of %d bytes is above %d", len(reply), maxReplySubject)
+	}
+	if strings.HasPrefix(reply, "$") || strings.HasPrefix(reply, g.s.Prefix()+".") || reply == g.s.Prefix() {
+		return fmt.Errorf("reply subject %q is an sg or system subject", safeLabel(reply))
+	}
+	if strings.ContainsAny(reply, " \t\r\n*>") {
+		return fmt.Errorf("reply subject %q is not a plain subject", safeLabel(reply))
+	}
+	for _, p := range g.cfg.AllowedReplyPrefixes {
+		if strings.HasPrefix(reply, p) && len(reply) > len(p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("reply subject %q is not under an allowed prefix %v", safeLabel(reply), g.cfg.AllowedReplyPrefixes)
+}
+
+// maxReplySubject bounds a reply subject we keep and log.
+const maxReplySubject = 256
+
+// safeLabel bounds a caller-given string for a log line.
+func safeLabel(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
 // reqInfo is what the GW knows of a request when it answers it.
 type reqInfo struct {
-	api      string
+	api string
+	// id is the GW's own id of the request, unique (nuid): the key of its
+	// pending entry, log entry and answer subject, and with DriveID the id
+	// of each drive at the RC, DAPs and Agg. clientID is the caller's
+	// Sg-Request-Id: a label, echoed on the answer and logged, never a key.
 	id       string
+	clientID string
+	caller   string // callerOf(reply): what per-caller limits count
 	reply    string
 	content  messages.Content
 	logCorr  string
@@ -382,9 +477,10 @@ type reqInfo struct {
 }
 
 func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo {
-	ri := &reqInfo{api: api, reply: msg.Reply, received: received, id: msg.Header.Get(messages.HdrRequestID)}
-	if ri.id == "" || subjects.Validate("request id", ri.id) != nil {
-		ri.id = nuid.Next() // an invalid given id is reported by serve
+	ri := &reqInfo{api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: nuid.Next(),
+		clientID: msg.Header.Get(messages.HdrRequestID)}
+	if ri.clientID == "" || subjects.Validate("request id", ri.clientID) != nil {
+		ri.clientID = ri.id // an invalid given id is reported by serve; none: the GW's id is the label
 	}
 	// Answer in the client's encoding; when it cannot be told, JSON is the
 	// one a human with a plain NATS client can read.
@@ -393,14 +489,20 @@ func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo 
 		c = messages.ContentJSON
 	}
 	ri.content = c
-	ri.log = g.log.With().Str("request_id", ri.id).Str("api", api).Logger()
+	ri.log = g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", api).Logger()
 	return ri
 }
 
-// refuse answers a request without taking a slot (shutting down, busy).
-func (g *GW) refuse(api string, msg *nats.Msg, received time.Time, st messages.Status) {
+// refuse answers a request without taking a slot (shutting down, over a
+// limit); limit and retryAfter, when set, name the limit and the pause.
+func (g *GW) refuse(api string, msg *nats.Msg, received time.Time, st messages.Status, limit string, retryAfter int) {
 	ri := g.newReqInfo(api, msg, received)
-	g.respondStatus(ri, st)
+	h := nats.Header{}
+	if limit != "" {
+		h.Set(messages.HdrLimit, limit)
+		messages.SetUint(h, messages.HdrRetryAfter, uint64(retryAfter))
+	}
+	g.respondStatusWith(ri, st, h)
 }
 
 // serve runs one request from decoding to its answer.
@@ -429,11 +531,8 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 		return nil, messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
 			"Request of %d bytes is above the limit of %d bytes", n, g.cfg.MaxRequestBytes)
 	}
-	if given := msg.Header.Get(messages.HdrRequestID); given != "" && given != ri.id {
+	if given := msg.Header.Get(messages.HdrRequestID); given != "" && given != ri.clientID {
 		return nil, bad("Header %s: %v", messages.HdrRequestID, subjects.Validate("request id", given))
-	}
-	if strings.Contains(ri.id, messages.DriveSep) {
-		return nil, bad("Header %s: request id %q contains %q, reserved for re-driven requests", messages.HdrRequestID, ri.id, messages.DriveSep)
 	}
 	req, err := messages.DecodeRequest(msg.Header, msg.Data)
 	if err != nil {
@@ -621,18 +720,16 @@ func (g *GW) submitAndWait(ri *reqInfo, sub *messages.RCSubmission) {
 
 	p := &pending{id: ri.id, done: make(chan answer, 1), streams: map[string]*messages.Reassembler{}}
 	g.mu.Lock()
-	if _, dup := g.pending[ri.id]; dup {
-		g.mu.Unlock()
-		g.respondStatus(ri, bad("Request id %q is already in flight", ri.id))
-		return
-	}
+	// ri.id is the GW's own (nuid): unique, so nothing of another request,
+	// or of an earlier try of this one with the same client id, is shared.
 	g.pending[ri.id] = p
 	g.mu.Unlock()
 
 	d := &driveState{sub: *sub, rcID: rcID, rcStarted: rcStarted, deadline: deadline}
 	// "Every accepted request is logged before it is dispatched."
 	if g.rlog != nil {
-		ref, err := g.rlog.create(messages.LogEntry{V: messages.RecoveryVersion, RequestID: ri.id, State: messages.LogOpen,
+		ref, err := g.rlog.create(messages.LogEntry{V: messages.RecoveryVersion, RequestID: ri.id, ClientRequestID: ri.clientID,
+			Caller: ri.caller, State: messages.LogOpen,
 			GWID: g.cfg.ID, GWStarted: g.startedAt, ClientReply: ri.reply, API: ri.api, Content: ri.content,
 			LogCorr: ri.logCorr, Submission: *sub, RCID: rcID, RCStarted: rcStarted})
 		if err != nil {
@@ -749,6 +846,8 @@ func (g *GW) submit(ri *reqInfo, p *pending, d *driveState) bool {
 	if err == nil {
 		h := nats.Header{}
 		messages.Routing{RequestID: d.sub.RequestID, API: ri.api, Deadline: d.sub.Deadline, LogCorr: ri.logCorr, Content: d.sub.Content}.Write(h)
+		messages.SetString(h, messages.HdrClientRequestID, ri.clientID)
+		messages.SetString(h, messages.HdrCaller, ri.caller)
 		err = g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(d.rcID), Header: h, Data: body})
 	}
 	if err != nil {
@@ -849,12 +948,13 @@ func (g *GW) forward(ri *reqInfo, a answer) {
 	for k, vs := range a.header {
 		h[k] = vs
 	}
-	if got := h.Get(messages.HdrRequestID); got != ri.id {
-		h.Set(messages.HdrRequestID, ri.id)
-		// A later drive runs under id~n: the caller sees its own id.
+	// Every drive runs under the GW's id (id~n after the first): the caller
+	// sees its own id.
+	if got := h.Get(messages.HdrRequestID); got != ri.clientID {
+		h.Set(messages.HdrRequestID, ri.clientID)
 		if got != "" {
-			if resp, err := messages.DecodeResponse(h, a.data); err == nil && resp.Header.RequestID != ri.id {
-				resp.Header.RequestID = ri.id
+			if resp, err := messages.DecodeResponse(h, a.data); err == nil && resp.Header.RequestID != ri.clientID {
+				resp.Header.RequestID = ri.clientID
 				if b, err := resp.Encode(); err == nil {
 					a.data = b
 				}
@@ -870,9 +970,13 @@ func (g *GW) forward(ri *reqInfo, a answer) {
 }
 
 // respondStatus answers with a status and no payload, in the client's encoding.
-func (g *GW) respondStatus(ri *reqInfo, st messages.Status) {
+func (g *GW) respondStatus(ri *reqInfo, st messages.Status) { g.respondStatusWith(ri, st, nil) }
+
+// respondStatusWith is respondStatus with extra headers (a limit's name and
+// Sg-Retry-After).
+func (g *GW) respondStatusWith(ri *reqInfo, st messages.Status, extra nats.Header) {
 	resp := messages.Response{
-		Header:  messages.ResponseHeader{V: messages.RequestVersion, RequestID: ri.id, API: ri.api, LogCorr: ri.logCorr, Status: st},
+		Header:  messages.ResponseHeader{V: messages.RequestVersion, RequestID: ri.clientID, API: ri.api, LogCorr: ri.logCorr, Status: st},
 		Content: ri.content,
 	}
 	body, err := resp.Encode()
@@ -880,8 +984,11 @@ func (g *GW) respondStatus(ri *reqInfo, st messages.Status) {
 		ri.log.Error().Err(err).Msg("encode error answer")
 	}
 	h := nats.Header{}
+	for k, vs := range extra {
+		h[k] = vs
+	}
 	st.Write(h)
-	messages.SetString(h, messages.HdrRequestID, ri.id)
+	messages.SetString(h, messages.HdrRequestID, ri.clientID)
 	messages.SetString(h, messages.HdrAPI, ri.api)
 	messages.SetString(h, messages.HdrLogCorr, ri.logCorr)
 	messages.SetString(h, messages.HdrContentType, string(ri.content))

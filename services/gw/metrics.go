@@ -1,6 +1,10 @@
 package gw
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	requests *prometheus.CounterVec   // by api and rc
@@ -8,6 +12,10 @@ type metrics struct {
 	inFlight prometheus.Gauge
 	dropped  prometheus.Counter // answers for a request already answered (or unknown)
 	busy     prometheus.Counter // requests refused past MaxInFlight
+
+	limited      *prometheus.CounterVec // refusals over a limit, by limit
+	refusedReply prometheus.Counter     // requests dropped: reply subject not a client inbox
+	poison       *prometheus.CounterVec // stream records skipped, by stream
 
 	byRC      *prometheus.CounterVec // drives submitted, by RC
 	redrives  *prometheus.CounterVec // by reason
@@ -55,14 +63,50 @@ func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
 		Name: "sg_gw_request_log_errors_total",
 		Help: "Request log operations that failed, by operation (create, update, close, purge, scan, adopt).",
 	}, []string{"op"})
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_requests_limited_total",
+		Help: "Requests refused RATE_LIMITED over a limit, by limit (gw_in_flight, gw_in_flight_per_caller).",
+	}, []string{"limit"})
+	m.refusedReply = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sg_gw_requests_refused_reply_total",
+		Help: "Requests dropped unanswered because their reply subject is not a client inbox (an sg or $ subject, or not under an allowed prefix).",
+	})
 	rcGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sg_gw_rcs_connected",
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
+		m.limited, m.refusedReply} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
+	poison, err := registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: PoisonMetric,
+		Help: "Records of a JetStream stream skipped because they do not decode or are invalid, by stream.",
+	}, []string{"stream"}))
+	if err != nil {
+		return nil, err
+	}
+	m.poison = poison
 	return m, nil
+}
+
+// PoisonMetric is the name every sg service counts skipped stream records
+// under (label stream); a process running several services shares it.
+const PoisonMetric = "sg_stream_poison_records_total"
+
+// registerShared registers c, or returns the collector of the same
+// description already registered by another service in this process.
+func registerShared(reg *prometheus.Registry, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if prev, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return prev, nil
+			}
+		}
+		return nil, err
+	}
+	return c, nil
 }

@@ -3,6 +3,8 @@ package gw
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -199,9 +201,13 @@ func (g *GW) adoptEntry(old logRef) {
 		return
 	}
 	e := ref.entry
-	ri := &reqInfo{api: e.API, id: e.RequestID, reply: e.ClientReply, content: e.Content, logCorr: e.LogCorr,
-		received: time.Unix(0, e.Submission.ReceivedAt)}
-	ri.log = g.log.With().Str("request_id", ri.id).Str("api", ri.api).Str("from_gw", old.entry.GWID).Logger()
+	ri := &reqInfo{api: e.API, id: e.RequestID, clientID: e.ClientRequestID, caller: e.Caller, reply: e.ClientReply,
+		content: e.Content, logCorr: e.LogCorr, received: time.Unix(0, e.Submission.ReceivedAt)}
+	if ri.clientID == "" {
+		ri.clientID = ri.id
+	}
+	ri.log = g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", ri.api).
+		Str("from_gw", old.entry.GWID).Logger()
 	p := &pending{id: ri.id, done: make(chan answer, 1), streams: map[string]*messages.Reassembler{}}
 	g.mu.Lock()
 	if g.closing {
@@ -238,6 +244,40 @@ func (g *GW) adoptEntry(old logRef) {
 			deadline: time.Unix(0, e.Submission.Deadline), ref: ref}
 		g.drive(ri, p, d, driveAdopted)
 	}()
+}
+
+// checkAdoptable refuses an entry this GW must never act on, whoever wrote
+// it: a client reply that is not an allowed inbox (it would make the GW
+// answer onto an internal subject), or a submission whose answer subject is
+// not a GW answer subject.
+func (g *GW) checkAdoptable(e *messages.LogEntry) error {
+	if err := g.checkReply(e.ClientReply); err != nil {
+		return fmt.Errorf("request log entry %s: %w", e.RequestID, err)
+	}
+	if !g.isAnswerSubject(e.Submission.ReplyTo) {
+		return fmt.Errorf("request log entry %s: answer subject %q is not its GW's", e.RequestID, safeLabel(e.Submission.ReplyTo))
+	}
+	return nil
+}
+
+// isAnswerSubject reports whether subject is some GW's answer subject for
+// some request (subjects.GWAnswer with plain tokens).
+func (g *GW) isAnswerSubject(subject string) bool {
+	want := strings.Split(g.s.GWAnswer("\x00", "\x00"), ".")
+	got := strings.Split(subject, ".")
+	if len(got) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if w == "\x00" {
+			if got[i] == "" || strings.ContainsAny(got[i], "*> \t\r\n") {
+				return false
+			}
+		} else if got[i] != w {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *GW) ownsReply(subject string) bool {

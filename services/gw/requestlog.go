@@ -42,7 +42,37 @@ type requestLog struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	g      *GW
+
+	// poisoned: stream sequences of records skipped as poison, so each is
+	// counted and logged once however often sweeps pass over it (touched
+	// only by the sweeper goroutine).
+	poisoned map[uint64]struct{}
 }
+
+// maxPoisonRemembered bounds poisoned; past it, it starts afresh (a record
+// may then be counted again, never more than once per this many).
+const maxPoisonRemembered = 4096
+
+// poison skips a record that does not decode or is not one this GW may act
+// on: counted and logged once by its stream sequence, never retried, never
+// fatal. The record stays until the stream's MaxAge (a newer GW version may
+// read it).
+func (l *requestLog) poison(seq uint64, subject string, err error) {
+	if _, seen := l.poisoned[seq]; seen {
+		return
+	}
+	if len(l.poisoned) >= maxPoisonRemembered {
+		clear(l.poisoned)
+	}
+	l.poisoned[seq] = struct{}{}
+	l.g.met.poison.WithLabelValues(PoisonStreamRequestLog).Inc()
+	l.g.log.Warn().Err(err).Uint64("stream_seq", seq).Str("subject", safeLabel(subject)).
+		Msg("skipping a request log record that does not decode or is invalid")
+}
+
+// PoisonStreamRequestLog is the stream label of the request log's poison
+// records (sg_stream_poison_records_total{stream="request_log"}).
+const PoisonStreamRequestLog = "request_log"
 
 // errLogConflict: the conditional write lost: another GW adopted the entry (or
 // answered it).
@@ -82,7 +112,7 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gw: request log stream %s: %w", cfg.Name, err)
 	}
-	return &requestLog{js: js, stream: st, g: g}, nil
+	return &requestLog{js: js, stream: st, g: g, poisoned: map[uint64]struct{}{}}, nil
 }
 
 // logTimeout bounds one request log operation.
@@ -176,8 +206,11 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 			}
 			last = md.NumPending == 0
 			e, err := messages.DecodeValid[messages.LogEntry](m.Data())
+			if err == nil {
+				err = l.g.checkAdoptable(&e)
+			}
 			if err != nil {
-				l.g.log.Warn().Err(err).Str("subject", m.Subject()).Msg("unreadable request log entry")
+				l.poison(md.Sequence.Stream, m.Subject(), err)
 				continue
 			}
 			fn(logRef{subject: m.Subject(), seq: md.Sequence.Stream, entry: e})
