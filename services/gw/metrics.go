@@ -9,7 +9,7 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec   // by api and rc
 	latency  *prometheus.HistogramVec // by api
-	inFlight prometheus.Gauge
+	inFlight prometheus.GaugeFunc
 	dropped  prometheus.Counter // answers for a request already answered (or unknown)
 	busy     prometheus.Counter // requests refused past MaxInFlight
 
@@ -23,7 +23,7 @@ type metrics struct {
 	logErrors *prometheus.CounterVec // by operation
 }
 
-func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sg_gw_requests_total",
@@ -34,17 +34,17 @@ func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
 			Help:    "Time from a request's arrival at the GW to its answer, by API.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20), // 0.5 ms .. ~4.4 min
 		}, []string{"api"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+		inFlight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sg_gw_requests_in_flight",
-			Help: "Requests accepted by the GW and not answered yet.",
-		}),
+			Help: "Requests accepted (or adopted) by the GW and not answered yet.",
+		}, func() float64 { return float64(inFlight()) }),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answers_dropped_total",
 			Help: "Answer messages for a request that was already answered (duplicates, late answers after a GW timeout).",
 		}),
 		busy: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_requests_refused_busy_total",
-			Help: "Requests refused because the GW had MaxInFlight requests in flight.",
+			Help: "Requests refused RATE_LIMITED because the GW had MaxInFlight requests in flight.",
 		}),
 	}
 	m.byRC = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -61,7 +61,7 @@ func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
 	})
 	m.logErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_request_log_errors_total",
-		Help: "Request log operations that failed, by operation (create, update, close, purge, scan, adopt).",
+		Help: "Request log operations that failed, by operation (create, refuse, update, answered, adopt, read, purge, scan).",
 	}, []string{"op"})
 	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_requests_limited_total",

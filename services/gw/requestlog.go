@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/core"
 )
 
 // Durability configures the request log stream. Choices and consequences are
@@ -136,39 +137,6 @@ func (l *requestLog) write(subject string, e *messages.LogEntry, expectSeq uint6
 	return ack.Sequence, nil
 }
 
-// create logs a newly accepted request.
-func (l *requestLog) create(e messages.LogEntry) (*logRef, error) {
-	subject := l.g.s.RequestLogEntry(l.g.cfg.ID, e.RequestID)
-	seq, err := l.write(subject, &e, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &logRef{subject: subject, seq: seq, entry: e}, nil
-}
-
-// update rewrites an open entry (a new drive) under the same condition.
-func (l *requestLog) update(ref *logRef) error {
-	seq, err := l.write(ref.subject, &ref.entry, ref.seq)
-	if err != nil {
-		return err
-	}
-	ref.seq = seq
-	return nil
-}
-
-// close marks the entry answered, if it is still ours; the caller answers,
-// then purges the subject (the purge is off the answer's path). It returns
-// errLogConflict when another GW has taken the request over: the caller must
-// not answer then. Any other error is the log's: the caller answers anyway (a
-// caller waiting is worse than the small chance of a second answer from an
-// adopter).
-func (l *requestLog) close(ref *logRef) error {
-	e := ref.entry
-	e.State, e.By = messages.LogAnswered, l.g.cfg.ID
-	_, err := l.write(ref.subject, &e, ref.seq)
-	return err
-}
-
 func (l *requestLog) purge(subject string) {
 	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
 	defer cancel()
@@ -226,31 +194,75 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 	return nil
 }
 
-// adopt takes an open entry over: marks the old subject adopted (if it did not
-// change since it was read), writes the entry under this GW and purges the
-// old subject. errLogConflict: another GW was faster, or the owner answered.
-func (l *requestLog) adopt(old logRef) (*logRef, error) {
-	mark := old.entry
-	mark.State, mark.By = messages.LogAdopted, l.g.cfg.ID
-	markSeq, err := l.write(old.subject, &mark, old.seq)
-	if err != nil {
-		return nil, err
-	}
-	e := old.entry
-	e.GWID, e.GWStarted, e.By = l.g.cfg.ID, l.g.startedAt, ""
-	subject := l.g.s.RequestLogEntry(l.g.cfg.ID, e.RequestID)
-	if subject == old.subject {
-		// This GW's previous incarnation: same subject, after the mark.
-		seq, err := l.write(subject, &e, markSeq)
-		if err != nil {
-			return nil, err
+// logWorkers write the request log beside the loop: JetStream
+// acknowledgements take a round trip each, and requests must not wait for
+// each other's.
+const logWorkers = 8
+
+// logRetry: after a failed log write, the core writes again this much later.
+const logRetry = time.Second
+
+// logJob is a write (with its condition) or a purge, for a worker.
+type logJob struct {
+	write core.WriteLog
+	purge string
+}
+
+// worker carries out log jobs and hands each result to the loop.
+func (l *requestLog) worker(ctx context.Context, jobs <-chan logJob) {
+	for {
+		var j logJob
+		select {
+		case <-ctx.Done():
+			return
+		case j = <-jobs:
 		}
-		return &logRef{subject: subject, seq: seq, entry: e}, nil
+		in := input{jobDone: true}
+		if j.purge != "" {
+			l.purge(j.purge)
+		} else {
+			in.ev = l.do(j.write)
+		}
+		l.g.input(in)
 	}
-	seq, err := l.write(subject, &e, 0)
+}
+
+// do writes one entry under its condition. On a conflict it reads the
+// subject back: a write of ours whose acknowledgement was lost shows there.
+func (l *requestLog) do(w core.WriteLog) core.Event {
+	seq, err := l.write(w.Subject, &w.Entry, w.ExpectSeq)
+	switch {
+	case err == nil:
+		return core.LogWritten{At: now(), ID: w.ID, Seq: seq}
+	case errors.Is(err, errLogConflict):
+		cur, seq, rerr := l.last(w.Subject)
+		if rerr != nil {
+			l.g.met.logErrors.WithLabelValues("read").Inc()
+			return core.LogFailed{At: now(), ID: w.ID, Err: fmt.Errorf("%w; reading it back: %w", err, rerr)}
+		}
+		return core.LogConflict{At: now(), ID: w.ID, Current: cur, Seq: seq}
+	default:
+		l.g.met.logErrors.WithLabelValues(w.Op).Inc()
+		l.g.log.Warn().Err(err).Str("request_id", w.ID).Str("op", w.Op).Msg("request log write failed")
+		return core.LogFailed{At: now(), ID: w.ID, Err: err}
+	}
+}
+
+// last reads the entry a subject holds now (nil: none).
+func (l *requestLog) last(subject string) (*messages.LogEntry, uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
+	defer cancel()
+	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("request log read %s: %w", subject, err)
 	}
-	l.purge(old.subject)
-	return &logRef{subject: subject, seq: seq, entry: e}, nil
+	e, err := messages.DecodeValid[messages.LogEntry](m.Data)
+	if err != nil {
+		// Not ours, whatever it is.
+		return nil, m.Sequence, nil
+	}
+	return &e, m.Sequence, nil
 }

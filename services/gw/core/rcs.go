@@ -79,15 +79,17 @@ func (t *rcs) alive(id string, startedAt int64) bool {
 }
 
 // failover: until when a request for the scope waits for an RC to come
-// back: three periods after one of the scope's RCs last served.
-func (t *rcs) failover(assembly, affinity string, period int64) int64 {
+// back: window after one of the scope's RCs last served. A restarting RC
+// replays the fleet state before it announces itself, which may take longer
+// than a few announcement periods.
+func (t *rcs) failover(assembly, affinity string, window int64) int64 {
 	until := int64(0)
 	if at, ok := t.recent[assembly]; ok {
-		until = at + announceMisses*period
+		until = at + window
 	}
 	if assembly != "" && affinity == AffinitySoft {
 		if at, ok := t.recent[""]; ok {
-			until = max(until, at+announceMisses*period)
+			until = max(until, at+window)
 		}
 	}
 	return until

@@ -37,9 +37,10 @@ type request struct {
 	held      *answer // the answer, once decided
 	cancelled bool    // its caller cancelled it
 	armedAt   int64   // the time of its valid timer, if any
-	fromGW  string
-	streams map[string]*messages.Reassembler
-	gen     uint64 // current timer generation
+	fromGW    string
+	why       string // why the next submit is a re-drive ("" for a first drive)
+	streams   map[string]*messages.Reassembler
+	gen       uint64 // current timer generation
 }
 
 type writeOp struct {
@@ -85,9 +86,16 @@ func (c *Core) arrive(req Request) {
 		return
 	}
 	r := &request{Request: req, phase: phWait}
-	r.waitUntil = max(c.cfg.Start+c.cfg.StartupWait, c.rcs.failover(req.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.cfg.AnnounceEvery))
+	r.waitUntil = max(c.cfg.Start+c.cfg.StartupWait, c.rcs.failover(req.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.failoverWindow()))
 	c.hold(r)
 	c.advance(r)
+}
+
+// failoverWindow: how long after a scope's RC last served a request for the
+// scope waits for one rather than failing "No resources connected": as long
+// as an RC may be silent before it is declared dead.
+func (c *Core) failoverWindow() int64 {
+	return max(announceMisses*c.cfg.AnnounceEvery, c.cfg.DeadAfter)
 }
 
 func (c *Core) hold(r *request) {
@@ -146,7 +154,7 @@ func (c *Core) advanceWait(r *request) {
 	}
 	rc, why := c.rcs.pick(r.Sub.Header.Scope.Assembly, c.cfg.Affinity)
 	if rc == nil {
-		if until := max(r.waitUntil, c.rcs.failover(r.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.cfg.AnnounceEvery)); c.now < until && c.now < r.Deadline {
+		if until := max(r.waitUntil, c.rcs.failover(r.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.failoverWindow())); c.now < until && c.now < r.Deadline {
 			c.arm(r, min(until, r.Deadline))
 			return
 		}
@@ -207,9 +215,8 @@ func (c *Core) advanceDrive(r *request) {
 		}
 		r.rcID, r.rcStarted = rc.ID, rc.StartedAt
 	}
-	why := ""
 	if r.driveUsed {
-		why = "rc gone"
+		r.why = "rc gone"
 		r.drive++
 		r.driveUsed = false
 		c.stats.Redrives++
@@ -219,10 +226,9 @@ func (c *Core) advanceDrive(r *request) {
 			c.write(r, &writeOp{kind: "update", entry: c.entryOf(r, messages.LogOpen), expect: r.seq})
 			return
 		}
-	} else if r.drive > 0 || r.fromGW != "" {
-		why = "adopted"
 	}
-	c.submit(r, why)
+	c.submit(r, r.why)
+	r.why = ""
 	c.arm(r, giveUp)
 }
 
@@ -435,7 +441,7 @@ func (c *Core) adopt(e Adopt) {
 	}
 	// Later drives answer to this GW.
 	req.Sub.ReplyTo = c.cfg.AnswerSubject(c.cfg.Self, req.ID)
-	r := &request{Request: req, phase: phAdopt, drive: en.Drive + 1, subject: e.Subject, fromGW: en.GWID}
+	r := &request{Request: req, phase: phAdopt, drive: en.Drive + 1, subject: e.Subject, fromGW: en.GWID, why: "adopted"}
 	c.hold(r)
 	// One conditional write takes it over: the entry stays on its subject,
 	// now naming this GW, with the next drive's number reserved. Either it
