@@ -340,4 +340,3 @@ func emptyArgs(c messages.Content, p []byte) bool {
 	}
 	return false
 }
-
