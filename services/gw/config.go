@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -16,17 +17,17 @@ import (
 const (
 	// AffinityHard: a scoped request with no RC of its assembly fails with
 	// "No resources connected".
-	AffinityHard = "hard"
+	AffinityHard = core.AffinityHard
 	// AffinitySoft: such a request goes to a global RC instead.
-	AffinitySoft = "soft"
+	AffinitySoft = core.AffinitySoft
 )
 
 // Texts of the GW's own answers that clients may match on.
 const (
 	// TextNoResources is the seed's text when no RC can take a request.
-	TextNoResources = "No resources connected"
+	TextNoResources = core.TextNoResources
 	// TextTimeout is the seed's text of a timeout issued by the GW.
-	TextTimeout = "Request was timed out by the service gateway"
+	TextTimeout = core.TextTimeout
 )
 
 // Defaults of Config fields left zero.

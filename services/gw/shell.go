@@ -105,6 +105,12 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		if stopping && drainC == nil && c.Idle() && len(queue) == 0 && busy == 0 {
 			return
 		}
+		if stopping && g.nc.IsClosed() {
+			// Crashed, as it were: nothing can be written or answered any
+			// more; the request log decides what happens to what is held.
+			g.log.Warn().Int("in_flight", c.Stats().InFlight).Msg("connection closed while stopping")
+			return
+		}
 		var jobC chan<- logJob
 		var next logJob
 		if len(queue) > 0 {
