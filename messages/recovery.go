@@ -37,8 +37,9 @@ type LogState string
 const (
 	// LogOpen: accepted and not answered; the owner GW drives it.
 	LogOpen LogState = "open"
-	// LogAdopted: another GW took the request over (its entry now lives under
-	// that GW); written on the old subject so the old owner's close fails.
+	// LogAdopted: another GW took the request over. Written by earlier
+	// versions; a GW now adopts by rewriting the open entry in place (naming
+	// itself), which makes the old owner's conditional writes fail.
 	LogAdopted LogState = "adopted"
 	// LogAnswered: the answer is being sent; written before it is, so that
 	// nobody else answers.

@@ -25,20 +25,24 @@ type Durability struct {
 	MaxAge time.Duration
 }
 
-// The request log (JetStream stream subjects.RequestLogStream):
+// The request log (JetStream stream subjects.RequestLogStream), as the core
+// drives it (services/gw/core):
 //
 //   - accept: the entry is written on log.req.<gw>.<request> with "no message
 //     on this subject yet" as a condition, before the request goes to an RC;
-//   - answer: state answered is written with "the last message on this
-//     subject is mine" as the condition, then the subject is purged: only the
-//     writer that wins answers, and the stream holds only open requests;
-//   - adopt (a peer GW, or this GW's next incarnation): state adopted is
-//     written on the old subject with the same condition, the entry is
-//     written again under the adopter, and the old subject is purged.
+//   - re-drive: the entry is rewritten with the new drive number, "the last
+//     message on this subject is mine" as the condition, before the drive is
+//     submitted;
+//   - answer: state answered is written under the same condition, then the
+//     answer is sent and the subject purged: only the writer that wins
+//     answers, and the stream holds only open requests;
+//   - adopt (a peer GW, or this GW's next incarnation): the entry is
+//     rewritten in place under the same condition, naming the adopter.
 //
 // The conditions (expected last sequence per subject) make answering and
 // adopting mutually exclusive: whoever writes first wins, the other learns it
-// from the rejected write and stays silent.
+// from the rejected write (read back: a write of its own whose
+// acknowledgement was lost counts as written) and stays silent.
 type requestLog struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
