@@ -46,6 +46,9 @@ func (g *GW) handle(api string, r micro.Request) {
 	}
 	ri := g.newReqInfo(api, msg, received)
 	sub, st := g.prepare(ri, msg)
+	if g.stopped() {
+		return // only after a stop that could not wait for its handlers
+	}
 	if !st.IsOK() {
 		g.respondStatus(ri, st)
 		return
@@ -53,6 +56,17 @@ func (g *GW) handle(api string, r micro.Request) {
 	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
 		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Sub: *sub,
 		Received: received.UnixNano(), Deadline: sub.Deadline}}})
+}
+
+// stopped reports that the loop has returned: Run is returning, nothing may
+// be answered any more.
+func (g *GW) stopped() bool {
+	select {
+	case <-g.loopDone:
+		return true
+	default:
+		return false
+	}
 }
 
 // cancelEndpoint handles subjects.GWCancel. Every GW gets every cancel (no
@@ -67,6 +81,9 @@ func (g *GW) handleCancel(r micro.Request) {
 	if err := g.checkReply(msg.Reply); err != nil {
 		g.met.refusedReply.Inc()
 		g.log.Warn().Err(err).Msg("dropping cancel: its reply subject is not a client inbox")
+		return
+	}
+	if g.stopped() {
 		return
 	}
 	id := msg.Header.Get(messages.HdrRequestID)

@@ -96,7 +96,13 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 				g.carryOut(cmd, &queue, &later)
 			}
 		}
-		g.publishState(c)
+		switch ev.(type) {
+		case core.RCAnnounced, core.RCHeartbeat, core.Tick:
+			g.publishRCs(c)
+		}
+		g.rcMu.Lock()
+		g.inFlight = c.Stats().InFlight
+		g.rcMu.Unlock()
 		if at, ok := c.NextDeadline(); ok {
 			timer.Reset(time.Until(time.Unix(0, at)))
 		}
@@ -188,12 +194,11 @@ func (g *GW) awaitHandlers(drained chan struct{}) {
 	}
 }
 
-// publishState exposes what others may read between steps.
-func (g *GW) publishState(c *core.Core) {
+// publishRCs exposes the core's RCs to RCs and WaitRCs.
+func (g *GW) publishRCs(c *core.Core) {
 	list := c.RCs()
 	g.rcMu.Lock()
 	defer g.rcMu.Unlock()
-	g.inFlight = c.Stats().InFlight
 	if !slices.Equal(list, g.rcList) {
 		g.rcList = list
 		close(g.rcChanged)
