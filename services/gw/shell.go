@@ -16,10 +16,12 @@ import (
 // log write results and sweeps into core events, carries out the core's
 // commands, and runs the timers. Nothing else touches the core.
 
-// input is one thing for the loop: a core event, or a log job finished.
+// input is one thing for the loop: a core event, a log job finished, or the
+// mark that every endpoint handler call has returned.
 type input struct {
 	ev      core.Event
 	jobDone bool
+	drained bool
 }
 
 // input hands an event to the loop. It blocks while the loop is busy (the
@@ -80,8 +82,7 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		later    []core.Event
 		done     = ctx.Done()
 		stopping bool
-		drained  = make(chan struct{})
-		drainC   <-chan struct{}
+		handlers bool // waiting for the endpoint handlers to return
 		abortC   <-chan time.Time
 		hardC    <-chan time.Time
 	)
@@ -108,7 +109,7 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		}
 	}
 	for {
-		if stopping && drainC == nil && c.Idle() && len(queue) == 0 && busy == 0 {
+		if stopping && !handlers && c.Idle() && len(queue) == 0 && busy == 0 {
 			return
 		}
 		if stopping && g.nc.IsClosed() {
@@ -133,11 +134,9 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 				g.log.Warn().Err(err).Msg("stop micro service")
 			}
 			step(core.Stop{At: now()})
-			drainC = drained
-			go g.awaitHandlers(drained)
+			handlers = true
+			go g.awaitHandlers()
 			abortC = time.After(g.cfg.ShutdownGrace)
-		case <-drainC:
-			drainC = nil
 		case <-abortC:
 			abortC = nil
 			if !c.Idle() {
@@ -157,6 +156,9 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		case in := <-g.in:
 			if in.jobDone {
 				busy--
+			}
+			if in.drained {
+				handlers = false
 			}
 			if in.ev != nil {
 				step(in.ev)
@@ -180,17 +182,21 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 	}
 }
 
-// awaitHandlers closes drained once every handler call on the stopped
-// endpoints has returned. micro's Stop drains the endpoint subscriptions
-// asynchronously, so handlers may still be called after it returns: after
-// a flush the server sends nothing more to them, and a barrier runs once
-// every message already delivered has been handled.
-func (g *GW) awaitHandlers(drained chan struct{}) {
+// awaitHandlers tells the loop, through its input channel, once every
+// handler call on the stopped endpoints has returned. micro's Stop drains
+// the endpoint subscriptions asynchronously, so handlers may still be
+// called after it returns: after a flush the server sends nothing more to
+// them, and a barrier runs once every message already delivered has been
+// handled. The mark goes through the same channel as the handlers' own
+// inputs, after them: the loop has seen every request handed to it before
+// it may call itself idle.
+func (g *GW) awaitHandlers() {
 	if err := g.nc.FlushTimeout(logTimeout); err != nil {
 		g.log.Warn().Err(err).Msg("flush at stop")
 	}
-	if err := g.nc.Barrier(func() { close(drained) }); err != nil {
-		close(drained) // the connection is closed: no handler runs any more
+	mark := func() { g.input(input{drained: true}) }
+	if err := g.nc.Barrier(mark); err != nil {
+		mark() // the connection is closed: no handler runs any more
 	}
 }
 
