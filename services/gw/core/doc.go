@@ -89,5 +89,10 @@
 //     for requests this GW does not hold is not answered here (another GW
 //     may hold them).
 //   - The GW's timeout and a cancel tell the drive's RC to stop
-//     (CancelDrive); a taken-over request's drive is cancelled too.
+//     (CancelDrive); a taken-over request's drive is cancelled too. The
+//     deadline itself sends nothing: at the deadline the RC answers the
+//     seed's timeout message itself, which a cancel would cut short.
+//   - Peer GWs are judged by the shell (their heartbeats, stops, restarts,
+//     silence): it feeds the open entries of the gone ones as Adopt. A wrong
+//     judgement costs a re-drive, never a second answer.
 package core

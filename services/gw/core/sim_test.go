@@ -115,6 +115,8 @@ type simRC struct {
 type simReq struct {
 	id, clientID, caller string
 	gw                   string
+	gwInc                int64 // the incarnation that took it
+	crashed              bool  // that incarnation crashed (without a log: lost with it)
 	arrived, deadline    int64
 	answers              int
 	refused              bool
@@ -169,6 +171,7 @@ type sim struct {
 	nextScan int64
 	chaos    bool
 	pFail    float64 // probability a log write fails
+	logged   bool    // the GWs keep a request log (most seeds)
 }
 
 func simulate(seed uint64, logf func(string, ...any)) error {
@@ -180,6 +183,7 @@ func run(seed uint64, logf func(string, ...any)) (*sim, error) {
 	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), now: t0, s: subjects.Default(), log: map[string]*slot{},
 		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true}
 	s.pFail = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
+	s.logged = s.rng.IntN(5) != 0
 	for i := range 1 + s.rng.IntN(3) {
 		s.gws = append(s.gws, &simGW{id: fmt.Sprintf("gw-%d", i)})
 	}
@@ -242,7 +246,7 @@ func (s *sim) startGW(g *simGW) {
 	}
 	g.stopping = false
 	g.c = New(Config{Self: g.id, Incarnation: g.incarnation, Start: s.now, TimeoutMargin: margin, StartupWait: 300 * ms,
-		AnnounceEvery: announce, DeadAfter: deadAfter, MaxInFlight: 40, MaxInFlightPerCaller: 15, Logged: true,
+		AnnounceEvery: announce, DeadAfter: deadAfter, MaxInFlight: 40, MaxInFlightPerCaller: 15, Logged: s.logged,
 		LogRetry: logRetry, LogSubject: s.s.RequestLogEntry, AnswerSubject: s.s.GWAnswer})
 	s.logfNow("%s starts (incarnation %d)", g.id, g.incarnation)
 }
@@ -284,7 +288,7 @@ func (s *sim) arrive() error {
 	// Client ids repeat: they are labels.
 	clientID := fmt.Sprintf("k%d", s.rng.IntN(8))
 	timeout := int64(200+s.rng.IntN(2800)) * ms
-	rq := &simReq{id: id, clientID: clientID, caller: caller, gw: g.id, arrived: s.now, deadline: s.now + timeout}
+	rq := &simReq{id: id, clientID: clientID, caller: caller, gw: g.id, gwInc: g.incarnation, arrived: s.now, deadline: s.now + timeout}
 	s.reqs[id] = rq
 	s.order = append(s.order, id)
 	s.totals.Requests++
@@ -395,6 +399,11 @@ func (s *sim) crashGW(g *simGW) {
 			if rq := s.reqs[sl.entry.RequestID]; rq != nil {
 				rq.disturbed = true
 			}
+		}
+	}
+	for _, rq := range s.reqs {
+		if rq.gw == g.id && rq.gwInc == g.incarnation && rq.answers == 0 {
+			rq.crashed = true
 		}
 	}
 	g.c = nil
@@ -722,7 +731,10 @@ func (s *sim) final() error {
 		switch {
 		case rq.answers == 1:
 		case rq.lostWindow:
-		case !rq.loggedEver && rq.answers == 0:
+		case !s.logged && rq.crashed && rq.answers == 0:
+			// Without a request log a crash loses what the GW held.
+			s.totals.NeverLogged++
+		case !rq.loggedEver && rq.answers == 0 && s.logged:
 			// Its GW died before the log held it: nothing was promised; the
 			// client's own timeout fires.
 			s.totals.NeverLogged++
