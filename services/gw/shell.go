@@ -135,7 +135,10 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			}
 			step(core.Stop{At: now()})
 			handlers = true
-			go g.awaitHandlers()
+			awaiting := make(chan struct{})
+			go func() { defer close(awaiting); g.awaitHandlers() }()
+			// Owned by the loop: at most a flush long.
+			defer func() { <-awaiting }()
 			abortC = time.After(g.cfg.ShutdownGrace)
 		case <-abortC:
 			abortC = nil
@@ -194,9 +197,13 @@ func (g *GW) awaitHandlers() {
 	if err := g.nc.FlushTimeout(logTimeout); err != nil {
 		g.log.Warn().Err(err).Msg("flush at stop")
 	}
-	mark := func() { g.input(input{drained: true}) }
-	if err := g.nc.Barrier(mark); err != nil {
-		mark() // the connection is closed: no handler runs any more
+	if err := g.nc.Barrier(func() { g.input(input{drained: true}) }); err != nil {
+		// The connection is closed: no handler runs any more (and the loop
+		// stops on the closed connection, mark or not).
+		select {
+		case g.in <- input{drained: true}:
+		default:
+		}
 	}
 }
 
