@@ -81,32 +81,30 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 			return nil, err
 		}
 	}
-	poison, err := registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: PoisonMetric,
-		Help: "Records of a JetStream stream skipped because they do not decode or are invalid, by stream.",
-	}, []string{"stream"}))
-	if err != nil {
-		return nil, err
-	}
-	m.poison = poison
+	m.poison = registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: PoisonMetric, Help: PoisonMetricHelp}, []string{"stream"}))
 	return m, nil
 }
 
 // PoisonMetric is the name every sg service counts skipped stream records
 // under (label stream); a process running several services shares it.
-const PoisonMetric = "sg_stream_poison_records_total"
+const (
+	PoisonMetric     = "sg_stream_poison_records_total"
+	PoisonMetricHelp = "Records of a JetStream stream skipped because they do not decode or are invalid, by stream."
+)
 
 // registerShared registers c, or returns the collector of the same
-// description already registered by another service in this process.
-func registerShared(reg *prometheus.Registry, c *prometheus.CounterVec) (*prometheus.CounterVec, error) {
+// description another service in this process registered first. If that
+// one was described differently, c counts unexported rather than fail the
+// GW's start over a help text.
+func registerShared(reg *prometheus.Registry, c *prometheus.CounterVec) *prometheus.CounterVec {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
 			if prev, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return prev, nil
+				return prev
 			}
 		}
-		return nil, err
 	}
-	return c, nil
+	return c
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
@@ -94,4 +95,16 @@ func counterL(t *testing.T, e *env, name, label, value string) float64 {
 		}
 	}
 	return 0
+}
+
+// Another service of the same process may register the poison counter
+// first: the GW shares it.
+func TestPoisonMetricShared(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: gw.PoisonMetric, Help: gw.PoisonMetricHelp}, []string{"stream"})
+	reg.MustRegister(other)
+	other.WithLabelValues("dap_state").Inc()
+	if _, err := gw.New(gw.Config{ID: "gw1", NC: startNATS(t), Registry: reg}); err != nil {
+		t.Fatalf("New with the poison counter registered already: %v", err)
+	}
 }
