@@ -28,6 +28,7 @@ const (
 	CodeRetry          Code = 40 // DAP purview version or reference vintage mismatch: RC retries the label set
 	CodeRetryExhausted Code = 41 // more retries than the maximum (KXI_SG_MAX_RETRY): the request fails
 	CodeTimeout        Code = 45 // the request did not complete within its timeout
+	CodeCancelled      Code = 46 // the caller cancelled the request
 	CodeRateLimited    Code = 50 // slow down: a downstream asked for a pause (Retry-After)
 	CodeInternal       Code = 60 // a bug in sg: an invariant was broken
 )
@@ -55,6 +56,7 @@ var codeTable = []CodeInfo{
 	{CodeRetry, "RETRY", "DAP purview version or reference vintage mismatch; the RC retries the label set."},
 	{CodeRetryExhausted, "RETRY_EXHAUSTED", "More retries than the maximum (KXI_SG_MAX_RETRY); the request fails."},
 	{CodeTimeout, "TIMEOUT", "The request did not complete within its timeout."},
+	{CodeCancelled, "CANCELLED", "The caller cancelled the request (sg.api.cancel)."},
 	{CodeRateLimited, "RATE_LIMITED", "A downstream asked for a pause; retry after Retry-After."},
 	{CodeInternal, "INTERNAL", "A bug in sg: an invariant was broken."},
 }

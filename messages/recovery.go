@@ -37,8 +37,9 @@ type LogState string
 const (
 	// LogOpen: accepted and not answered; the owner GW drives it.
 	LogOpen LogState = "open"
-	// LogAdopted: another GW took the request over (its entry now lives under
-	// that GW); written on the old subject so the old owner's close fails.
+	// LogAdopted: another GW took the request over. Written by earlier
+	// versions; a GW now adopts by rewriting the open entry in place (naming
+	// itself), which makes the old owner's conditional writes fail.
 	LogAdopted LogState = "adopted"
 	// LogAnswered: the answer is being sent; written before it is, so that
 	// nobody else answers.
@@ -48,9 +49,13 @@ const (
 // LogEntry is one request in the request log: everything a GW needs to
 // answer the caller and to drive the request again, should its GW or RC die.
 type LogEntry struct {
-	V         uint8    `msgpack:"v"`
-	RequestID string   `msgpack:"req"` // the client's id (the submission carries the drive's)
-	State     LogState `msgpack:"state"`
+	V         uint8  `msgpack:"v"`
+	RequestID string `msgpack:"req"` // the GW's unique id of the request (the submission carries the drive's)
+	// ClientRequestID is the caller's own id, a label echoed on the answer;
+	// Caller is what per-caller limits count (the reply's inbox prefix).
+	ClientRequestID string   `msgpack:"clientReq,omitempty"`
+	Caller          string   `msgpack:"caller,omitempty"`
+	State           LogState `msgpack:"state"`
 	// GWID and GWStarted: the owner and its incarnation.
 	GWID      string `msgpack:"gw"`
 	GWStarted int64  `msgpack:"gwStarted"`
@@ -88,6 +93,14 @@ func (m *LogEntry) Validate() error {
 	}
 	if err := validateID(typ, "request id", m.RequestID); err != nil {
 		return err
+	}
+	if m.ClientRequestID != "" {
+		if err := validateID(typ, "client request id", m.ClientRequestID); err != nil {
+			return err
+		}
+	}
+	if len(m.Caller) > maxReplyLen {
+		return invalid(typ, "caller must be at most %d bytes", maxReplyLen)
 	}
 	if m.ClientReply == "" || len(m.ClientReply) > maxReplyLen {
 		return invalid(typ, "client reply subject must be 1..%d bytes", maxReplyLen)

@@ -55,7 +55,20 @@ func TestLogLinesCarryRequestIDAndLogCorr(t *testing.T) {
 	if err != nil || !resp.Header.Status.IsOK() {
 		t.Fatalf("getData: %v %+v", err, resp.Header.Status)
 	}
-	id := resp.Header.RequestID
+	// The answer carries the client's id, a label; inside sg the request is
+	// known by the GW's own id, which the GW logs next to the label.
+	clientID := resp.Header.RequestID
+	var id any
+	for _, line := range buf.lines() {
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil && m["client_request_id"] == clientID && m["request_id"] != nil {
+			id = m["request_id"]
+			break
+		}
+	}
+	if id == nil {
+		t.Fatalf("no GW log line names client request %s with its request id", clientID)
+	}
 	services := map[string]int{}
 	for _, line := range buf.lines() {
 		var m map[string]any

@@ -27,15 +27,16 @@ type envVar struct {
 
 // The environment variables, with the seed's meanings.
 var (
-	envTimeout        = envVar{"SG_TIMEOUT", "KXI_SG_TIMEOUT"}                           // default request timeout (60 s)
-	envMaxRetry       = envVar{"SG_MAX_RETRY", "KXI_SG_MAX_RETRY"}                       // RC: retries per request (3)
-	envTimeoutMargin  = envVar{"SG_TIMEOUT_MARGIN", "KXI_SG_TIMEOUT_MARGIN"}             // GW: wait after the deadline for the RC's timeout (30 s)
-	envRCTimer        = envVar{"SG_RC_TIMER", "KXI_SG_RC_TIMER"}                         // RC timer period (10 s)
-	envMultiRCMaxWait = envVar{"SG_MULTI_RC_TO_MAX_WAIT", "KXI_SG_MULTI_RC_TO_MAX_WAIT"} // RC timer periods to wait for secondaries (1)
-	envAffinity       = envVar{"SG_SCOPE_AFFINITY", "KXI_SCOPE_AFFINITY"}                // GW: hard | soft (hard)
-	envAssembly       = envVar{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME"}                  // RC/DAP: assembly ("" = global)
-	envNATSURL        = envVar{"SG_NATS_URL", ""}                                        // NATS URL (nats://127.0.0.1:4222)
-	envPrefix         = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
+	envTimeout         = envVar{"SG_TIMEOUT", "KXI_SG_TIMEOUT"}                           // default request timeout (60 s)
+	envMaxRetry        = envVar{"SG_MAX_RETRY", "KXI_SG_MAX_RETRY"}                       // RC: retries per request (3)
+	envTimeoutMargin   = envVar{"SG_TIMEOUT_MARGIN", "KXI_SG_TIMEOUT_MARGIN"}             // GW: wait after the deadline for the RC's timeout (30 s)
+	envRCTimer         = envVar{"SG_RC_TIMER", "KXI_SG_RC_TIMER"}                         // RC timer period (10 s)
+	envMultiRCMaxWait  = envVar{"SG_MULTI_RC_TO_MAX_WAIT", "KXI_SG_MULTI_RC_TO_MAX_WAIT"} // RC timer periods to wait for secondaries (1)
+	envAffinity        = envVar{"SG_SCOPE_AFFINITY", "KXI_SCOPE_AFFINITY"}                // GW: hard | soft (hard)
+	envAssembly        = envVar{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME"}                  // RC/DAP: assembly ("" = global)
+	envNATSURL         = envVar{"SG_NATS_URL", ""}                                        // NATS URL (nats://127.0.0.1:4222)
+	envPrefix          = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
+	envMaxRequestBytes = envVar{"SG_MAX_REQUEST_BYTES", ""}                               // GW: largest request accepted (256 KiB)
 )
 
 // The environment variables of authentication and TLS (README: Security).
@@ -159,6 +160,8 @@ type GWConfig struct {
 	MaxAnswerBytes int64         // default 256 MiB
 	MetricsListen  string        // host:port for /metrics; "" = none
 	Durability     DurabilityConfig
+	// MaxRequestBytes: SG_MAX_REQUEST_BYTES, default gw.DefaultMaxRequestBytes.
+	MaxRequestBytes int
 }
 
 func loadGWConfig(look lookupFunc) (GWConfig, error) {
@@ -171,6 +174,9 @@ func loadGWConfig(look lookupFunc) (GWConfig, error) {
 		return c, err
 	}
 	if c.TimeoutMargin, err = envDuration(look, envTimeoutMargin, defaultTimeoutMargin); err != nil {
+		return c, err
+	}
+	if c.MaxRequestBytes, err = envInt(look, envMaxRequestBytes, gw.DefaultMaxRequestBytes, 1); err != nil {
 		return c, err
 	}
 	c.Affinity = strings.ToLower(envString(look, envAffinity, defaultAffinity))

@@ -77,6 +77,7 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_RC_TIMER / KXI_SG_RC_TIMER                      RC: timer period (10s)
   SG_MULTI_RC_TO_MAX_WAIT / KXI_SG_MULTI_RC_TO_MAX_WAIT  RC: timer periods to wait for secondaries (1)
   SG_SCOPE_AFFINITY / KXI_SCOPE_AFFINITY             GW: hard | soft (hard)
+  SG_MAX_REQUEST_BYTES                               GW: largest request accepted, else TOO_LARGE (262144)
   SG_ASSEMBLY_NAME / KXI_ASSEMBLY_NAME               RC, DAP: assembly ("" = global)
   SG_PREFIX                                          subject prefix (sg)
   SG_JETSTREAM                                       GW, RC: request log and DAP state stream, on | off (on)

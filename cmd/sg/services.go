@@ -337,6 +337,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	fs.DurationVar(&cfg.TimeoutMargin, "timeout-margin", cfg.TimeoutMargin, "wait after a deadline for the RC's own timeout (env SG_TIMEOUT_MARGIN)")
 	fs.StringVar(&cfg.Affinity, "affinity", cfg.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer forwarded")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest request accepted, else TOO_LARGE (env SG_MAX_REQUEST_BYTES)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	httpListen := fs.String("http-listen", "", "HOST:PORT to serve the HTTP API (/v1) on, as a client of this deployment's GWs (\"\" = off)")
 	addDurabilityFlags(fs, &cfg.Durability)
@@ -367,7 +368,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 		return err
 	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
-		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, Registry: reg,
+		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
 		RequestLog: cfg.Durability.gw()})
 	if err != nil {
 		return err

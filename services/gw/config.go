@@ -3,11 +3,13 @@ package gw
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -15,17 +17,17 @@ import (
 const (
 	// AffinityHard: a scoped request with no RC of its assembly fails with
 	// "No resources connected".
-	AffinityHard = "hard"
+	AffinityHard = core.AffinityHard
 	// AffinitySoft: such a request goes to a global RC instead.
-	AffinitySoft = "soft"
+	AffinitySoft = core.AffinitySoft
 )
 
 // Texts of the GW's own answers that clients may match on.
 const (
 	// TextNoResources is the seed's text when no RC can take a request.
-	TextNoResources = "No resources connected"
+	TextNoResources = core.TextNoResources
 	// TextTimeout is the seed's text of a timeout issued by the GW.
-	TextTimeout = "Request was timed out by the service gateway"
+	TextTimeout = core.TextTimeout
 )
 
 // Defaults of Config fields left zero.
@@ -34,12 +36,22 @@ const (
 	DefaultTimeoutMargin  = 30 * time.Second // SG_TIMEOUT_MARGIN
 	DefaultMaxAnswerBytes = 256 << 20
 	DefaultMaxInFlight    = 4096
-	DefaultStartupWait    = 2 * time.Second
-	DefaultAnnounceEvery  = time.Second // the RC's default announcement period
-	DefaultShutdownGrace  = 5 * time.Second
+	// DefaultMaxInFlightPerCaller: one caller (a client connection's inbox)
+	// may hold this many of the GW's requests open at once.
+	DefaultMaxInFlightPerCaller = 256
+	// DefaultMaxRequestBytes (SG_MAX_REQUEST_BYTES): well under NATS's
+	// default max payload (1 MiB); a request names what to fetch, it is small.
+	DefaultMaxRequestBytes = 256 << 10
+	DefaultStartupWait     = 2 * time.Second
+	DefaultAnnounceEvery   = time.Second // the RC's default announcement period
+	DefaultShutdownGrace   = 5 * time.Second
 	// announceMisses: an RC not heard from for this many announce periods is dropped.
 	announceMisses = 3
 )
+
+// DefaultReplyPrefixes are the inbox prefixes of NATS clients: nats.go's
+// "_INBOX." and the "_INBOX_" form of connections with a custom prefix.
+var DefaultReplyPrefixes = []string{"_INBOX.", "_INBOX_"}
 
 // Config of a GW. Zero values take the defaults noted per field.
 type Config struct {
@@ -51,17 +63,26 @@ type Config struct {
 	Timeout         time.Duration // request timeout when opts.timeout is 0 (default 60 s, SG_TIMEOUT)
 	TimeoutMargin   time.Duration // wait after the deadline for the RC's own timeout (default 30 s, SG_TIMEOUT_MARGIN)
 	Affinity        string        // "hard" (default) or "soft" (SG_SCOPE_AFFINITY)
-	MaxRequestBytes int           // largest request body accepted (default: the connection's max payload)
+	MaxRequestBytes int           // largest request body accepted, else TOO_LARGE (default 256 KiB, SG_MAX_REQUEST_BYTES)
 	MaxAnswerBytes  int64         // largest answer forwarded (default 256 MiB)
 
 	// Registry receives the GW's metrics; nil: a private registry.
 	Registry *prometheus.Registry
 
-	MaxInFlight   int           // requests handled at once; past it the GW answers UNAVAILABLE (default 4096)
-	StartupWait   time.Duration // how long an early request waits for a first RC (default 2 s; negative: no wait)
-	AnnounceEvery time.Duration // expected RC announcement period (default 1 s, the RC's); 3 missed periods drop an RC
-	ShutdownGrace time.Duration // on stop, how long in-flight requests may still finish (default 5 s)
-	Version       string        // micro service version (default "0.1.0")
+	MaxInFlight int // requests handled at once; past it the GW answers RATE_LIMITED (default 4096)
+	// MaxInFlightPerCaller: requests one caller may have open at this GW;
+	// past it the caller gets RATE_LIMITED (default 256). The caller is the
+	// reply subject without its last token: a client connection's inbox.
+	MaxInFlightPerCaller int
+	// AllowedReplyPrefixes: the GW answers only to reply subjects under one
+	// of these (default DefaultReplyPrefixes), and never to an sg or $
+	// subject whatever they say; other requests are dropped, logged and
+	// counted (sg_gw_requests_refused_reply_total).
+	AllowedReplyPrefixes []string
+	StartupWait          time.Duration // how long an early request waits for a first RC (default 2 s; negative: no wait)
+	AnnounceEvery        time.Duration // expected RC announcement period (default 1 s, the RC's); 3 missed periods drop an RC
+	ShutdownGrace        time.Duration // on stop, how long in-flight requests may still finish (default 5 s)
+	Version              string        // micro service version (default "0.1.0")
 
 	// RequestLog, when set, logs every accepted request in JetStream before
 	// it goes to an RC and closes the entry when it is answered; the open
@@ -107,7 +128,18 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("gw: affinity %q: want %q or %q", c.Affinity, AffinityHard, AffinitySoft)
 	}
 	if c.MaxRequestBytes <= 0 {
-		c.MaxRequestBytes = int(c.NC.MaxPayload())
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxInFlightPerCaller <= 0 {
+		c.MaxInFlightPerCaller = DefaultMaxInFlightPerCaller
+	}
+	if len(c.AllowedReplyPrefixes) == 0 {
+		c.AllowedReplyPrefixes = DefaultReplyPrefixes
+	}
+	for _, p := range c.AllowedReplyPrefixes {
+		if p == "" || strings.HasPrefix(p, "$") || strings.HasPrefix(p, c.Subjects.Prefix()+".") {
+			return c, fmt.Errorf("gw: allowed reply prefix %q: must be non-empty and not an sg or $ subject", p)
+		}
 	}
 	if c.MaxAnswerBytes <= 0 {
 		c.MaxAnswerBytes = DefaultMaxAnswerBytes

@@ -1,34 +1,48 @@
 // Package gw is the service gateway: it owns a client's request from arrival
 // to reply (DESIGN section 1).
 //
+// The request state machine is services/gw/core, a pure core (its doc.go
+// has the caller's contract and what is guaranteed); this package is its
+// NATS shell: one goroutine (shell.go, loop) alone touches the core, fed by
+// the NATS callbacks, the request log's workers and the sweeper.
+//
 // For every request the GW:
 //  1. receives it on a micro endpoint (one per API in subjects.APIs, group
-//     subjects.GWAPIGroup), and hands it to a goroutine at once, bounded by
-//     Config.MaxInFlight, so the micro handler never blocks;
-//  2. decodes and checks it (messages.DecodeRequest, then the API's own
-//     arguments), answering BAD_REQUEST, UNKNOWN_API, NOT_SUPPORTED or
-//     TOO_LARGE with a clear text when it cannot go on;
-//  3. picks an RC by scope from the RCs' announcements (seed: scope and
-//     assemblies): the least outstanding work among the eligible ones, or
-//     answers NO_RESOURCES "No resources connected";
+//     subjects.GWAPIGroup) and drops it unanswered unless its reply subject
+//     is a client inbox (Config.AllowedReplyPrefixes; never an sg or $
+//     subject);
+//  2. decodes and checks it in the handler (messages.DecodeRequest, then the
+//     API's own arguments, Config.MaxRequestBytes), answering BAD_REQUEST,
+//     UNKNOWN_API, NOT_SUPPORTED or TOO_LARGE with a clear text when it
+//     cannot go on, and gives it an id of its own (a nuid): the client's
+//     Sg-Request-Id is only a label, echoed on the answer;
+//  3. hands it to the core, which admits it (RATE_LIMITED over
+//     Config.MaxInFlight or Config.MaxInFlightPerCaller, with Sg-Limit and
+//     Sg-Retry-After) and picks an RC by scope from the RCs' announcements
+//     (seed: scope and assemblies), or answers NO_RESOURCES "No resources
+//     connected";
 //  4. with Config.RequestLog, writes the request to the request log in
 //     JetStream (requestlog.go) before anything else happens to it;
 //  5. submits a messages.RCSubmission to the RC, with the reply subject
-//     subjects.GWAnswer(gw, request) and the deadline; if that RC restarts,
-//     drains or is dead (Config.DeadAfter), drives the request again on
-//     another, under a new drive id (messages.DriveID);
+//     subjects.GWAnswer(gw, request), the deadline, Sg-Client-Request-Id and
+//     Sg-Caller; if that RC restarts, drains or is dead (Config.DeadAfter),
+//     drives the request again on another, under a new drive id
+//     (messages.DriveID);
 //  6. forwards the first answer that arrives there (one message or chunks)
-//     to the client, bytes and headers unchanged, chunked again when it is
-//     above the client's max payload; later answers for the same request are
-//     dropped; with a request log, only after closing the entry, so that
-//     a GW that adopted the request meanwhile answers instead, never both;
+//     to the client, bytes and headers unchanged but for the client's id,
+//     chunked again when it is above the client's max payload; later answers
+//     are dropped; with a request log, only after writing `answered`, so
+//     that a GW that adopted the request meanwhile answers instead, never
+//     both;
 //  7. if none arrives by deadline + Config.TimeoutMargin, answers TIMEOUT
 //     with "Request was timed out by the service gateway" (seed: the GW
-//     times out a request only when the RC has failed to do so).
+//     times out a request only when the RC has failed to do so) and tells
+//     the RC to stop the drive; a client's cancel (sg.api.cancel) does the
+//     same with CANCELLED.
 //
 // GWs heartbeat to each other; the open requests of a GW that stops,
 // restarts or dies are adopted from the request log by a peer or by its own
 // next incarnation (recovery.go), which drives them again or answers the
 // timeout. README.md (Deployment, durability and recovery) has the whole
-// story and the durability settings.
+// story, what is guaranteed and what is not, and the durability settings.
 package gw

@@ -396,9 +396,10 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestDuplicateAnswers(t *testing.T) {
 	e := startGW(t, nil)
 	e.fakeRC("dup", "", func(s messages.RCSubmission) {
-		e.reply(s, messages.StatusOK, "first-"+s.RequestID)
-		if s.RequestID == "req-1" {
-			e.reply(s, messages.StatusOK, "second-"+s.RequestID)
+		a, _ := messages.DecodeGetDataArgsMsgpack(s.Args)
+		e.reply(s, messages.StatusOK, "first-"+a.Table)
+		if a.Table == "t1" {
+			e.reply(s, messages.StatusOK, "second-"+a.Table)
 		}
 	})
 	inbox := nats.NewInbox()
@@ -408,8 +409,9 @@ func TestDuplicateAnswers(t *testing.T) {
 	}
 	send := func(id string) {
 		h := nats.Header{messages.HdrRequestID: {id}}
+		table := "t" + id[len(id)-1:]
 		if err := e.nc.PublishMsg(&nats.Msg{Subject: e.s.GWAPI("getData"), Reply: inbox, Header: h,
-			Data: []byte(`{"header":{"api":"getData"},"payload":{"table":"t"}}`)}); err != nil {
+			Data: []byte(`{"header":{"api":"getData"},"payload":{"table":"` + table + `"}}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -427,14 +429,14 @@ func TestDuplicateAnswers(t *testing.T) {
 		return s
 	}
 	send("req-1")
-	if got := next(); got != "first-req-1" {
+	if got := next(); got != "first-t1" {
 		t.Fatalf("first answer %q", got)
 	}
 	// The duplicate reached the GW before the answer to req-2 (one publisher,
 	// one subscription: NATS keeps the order), so if it were forwarded it
 	// would come next.
 	send("req-2")
-	if got := next(); got != "first-req-2" {
+	if got := next(); got != "first-t2" {
 		t.Fatalf("after req-2 got %q: duplicate forwarded?", got)
 	}
 	if n := counter(t, e.reg, "sg_gw_answers_dropped_total"); n != 1 {
@@ -518,7 +520,7 @@ func TestBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := r.Header.Status; st.RC != messages.CodeUnavailable || !strings.Contains(st.AI, "busy") {
+	if st := r.Header.Status; st.RC != messages.CodeRateLimited || !strings.Contains(st.AI, "busy") || !strings.Contains(st.AI, gw.LimitInFlight) {
 		t.Fatalf("got %v", st)
 	}
 	e.reply(s, messages.StatusOK, "ok")

@@ -1,13 +1,21 @@
 package gw
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	requests *prometheus.CounterVec   // by api and rc
 	latency  *prometheus.HistogramVec // by api
-	inFlight prometheus.Gauge
+	inFlight prometheus.GaugeFunc
 	dropped  prometheus.Counter // answers for a request already answered (or unknown)
 	busy     prometheus.Counter // requests refused past MaxInFlight
+
+	limited      *prometheus.CounterVec // refusals over a limit, by limit
+	refusedReply prometheus.Counter     // requests dropped: reply subject not a client inbox
+	poison       *prometheus.CounterVec // stream records skipped, by stream
 
 	byRC      *prometheus.CounterVec // drives submitted, by RC
 	redrives  *prometheus.CounterVec // by reason
@@ -15,7 +23,7 @@ type metrics struct {
 	logErrors *prometheus.CounterVec // by operation
 }
 
-func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
+func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sg_gw_requests_total",
@@ -26,17 +34,17 @@ func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
 			Help:    "Time from a request's arrival at the GW to its answer, by API.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20), // 0.5 ms .. ~4.4 min
 		}, []string{"api"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+		inFlight: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sg_gw_requests_in_flight",
-			Help: "Requests accepted by the GW and not answered yet.",
-		}),
+			Help: "Requests accepted (or adopted) by the GW and not answered yet.",
+		}, func() float64 { return float64(inFlight()) }),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answers_dropped_total",
 			Help: "Answer messages for a request that was already answered (duplicates, late answers after a GW timeout).",
 		}),
 		busy: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_requests_refused_busy_total",
-			Help: "Requests refused because the GW had MaxInFlight requests in flight.",
+			Help: "Requests refused RATE_LIMITED because the GW had MaxInFlight requests in flight.",
 		}),
 	}
 	m.byRC = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,16 +61,50 @@ func newMetrics(reg *prometheus.Registry, rcs func() int) (*metrics, error) {
 	})
 	m.logErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_request_log_errors_total",
-		Help: "Request log operations that failed, by operation (create, update, close, purge, scan, adopt).",
+		Help: "Request log operations that failed, by operation (create, refuse, update, answered, adopt, read, purge, scan).",
 	}, []string{"op"})
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_requests_limited_total",
+		Help: "Requests refused RATE_LIMITED over a limit, by limit (gw_in_flight, gw_in_flight_per_caller).",
+	}, []string{"limit"})
+	m.refusedReply = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sg_gw_requests_refused_reply_total",
+		Help: "Requests dropped unanswered because their reply subject is not a client inbox (an sg or $ subject, or not under an allowed prefix).",
+	})
 	rcGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sg_gw_rcs_connected",
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
+		m.limited, m.refusedReply} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
+	m.poison = registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: PoisonMetric, Help: PoisonMetricHelp}, []string{"stream"}))
 	return m, nil
+}
+
+// PoisonMetric is the name every sg service counts skipped stream records
+// under (label stream); a process running several services shares it.
+const (
+	PoisonMetric     = "sg_stream_poison_records_total"
+	PoisonMetricHelp = "Records of a JetStream stream skipped because they do not decode or are invalid, by stream."
+)
+
+// registerShared registers c, or returns the collector of the same
+// description another service in this process registered first. If that
+// one was described differently, c counts unexported rather than fail the
+// GW's start over a help text.
+func registerShared(reg *prometheus.Registry, c *prometheus.CounterVec) *prometheus.CounterVec {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if prev, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return prev
+			}
+		}
+	}
+	return c
 }

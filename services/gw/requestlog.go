@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/core"
 )
 
 // Durability configures the request log stream. Choices and consequences are
@@ -24,25 +25,59 @@ type Durability struct {
 	MaxAge time.Duration
 }
 
-// The request log (JetStream stream subjects.RequestLogStream):
+// The request log (JetStream stream subjects.RequestLogStream), as the core
+// drives it (services/gw/core):
 //
 //   - accept: the entry is written on log.req.<gw>.<request> with "no message
 //     on this subject yet" as a condition, before the request goes to an RC;
-//   - answer: state answered is written with "the last message on this
-//     subject is mine" as the condition, then the subject is purged: only the
-//     writer that wins answers, and the stream holds only open requests;
-//   - adopt (a peer GW, or this GW's next incarnation): state adopted is
-//     written on the old subject with the same condition, the entry is
-//     written again under the adopter, and the old subject is purged.
+//   - re-drive: the entry is rewritten with the new drive number, "the last
+//     message on this subject is mine" as the condition, before the drive is
+//     submitted;
+//   - answer: state answered is written under the same condition, then the
+//     answer is sent and the subject purged: only the writer that wins
+//     answers, and the stream holds only open requests;
+//   - adopt (a peer GW, or this GW's next incarnation): the entry is
+//     rewritten in place under the same condition, naming the adopter.
 //
 // The conditions (expected last sequence per subject) make answering and
 // adopting mutually exclusive: whoever writes first wins, the other learns it
-// from the rejected write and stays silent.
+// from the rejected write (read back: a write of its own whose
+// acknowledgement was lost counts as written) and stays silent.
 type requestLog struct {
 	js     jetstream.JetStream
 	stream jetstream.Stream
 	g      *GW
+
+	// poisoned: stream sequences of records skipped as poison, so each is
+	// counted and logged once however often sweeps pass over it (touched
+	// only by the sweeper goroutine).
+	poisoned map[uint64]struct{}
 }
+
+// maxPoisonRemembered bounds poisoned; past it, it starts afresh (a record
+// may then be counted again, never more than once per this many).
+const maxPoisonRemembered = 4096
+
+// poison skips a record that does not decode or is not one this GW may act
+// on: counted and logged once by its stream sequence, never retried, never
+// fatal. The record stays until the stream's MaxAge (a newer GW version may
+// read it).
+func (l *requestLog) poison(seq uint64, subject string, err error) {
+	if _, seen := l.poisoned[seq]; seen {
+		return
+	}
+	if len(l.poisoned) >= maxPoisonRemembered {
+		clear(l.poisoned)
+	}
+	l.poisoned[seq] = struct{}{}
+	l.g.met.poison.WithLabelValues(PoisonStreamRequestLog).Inc()
+	l.g.log.Warn().Err(err).Uint64("stream_seq", seq).Str("subject", safeLabel(subject)).
+		Msg("skipping a request log record that does not decode or is invalid")
+}
+
+// PoisonStreamRequestLog is the stream label of the request log's poison
+// records (sg_stream_poison_records_total{stream="request_log"}).
+const PoisonStreamRequestLog = "request_log"
 
 // errLogConflict: the conditional write lost: another GW adopted the entry (or
 // answered it).
@@ -82,7 +117,7 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gw: request log stream %s: %w", cfg.Name, err)
 	}
-	return &requestLog{js: js, stream: st, g: g}, nil
+	return &requestLog{js: js, stream: st, g: g, poisoned: map[uint64]struct{}{}}, nil
 }
 
 // logTimeout bounds one request log operation.
@@ -104,39 +139,6 @@ func (l *requestLog) write(subject string, e *messages.LogEntry, expectSeq uint6
 		return 0, fmt.Errorf("request log write %s: %w", subject, err)
 	}
 	return ack.Sequence, nil
-}
-
-// create logs a newly accepted request.
-func (l *requestLog) create(e messages.LogEntry) (*logRef, error) {
-	subject := l.g.s.RequestLogEntry(l.g.cfg.ID, e.RequestID)
-	seq, err := l.write(subject, &e, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &logRef{subject: subject, seq: seq, entry: e}, nil
-}
-
-// update rewrites an open entry (a new drive) under the same condition.
-func (l *requestLog) update(ref *logRef) error {
-	seq, err := l.write(ref.subject, &ref.entry, ref.seq)
-	if err != nil {
-		return err
-	}
-	ref.seq = seq
-	return nil
-}
-
-// close marks the entry answered, if it is still ours; the caller answers,
-// then purges the subject (the purge is off the answer's path). It returns
-// errLogConflict when another GW has taken the request over: the caller must
-// not answer then. Any other error is the log's: the caller answers anyway (a
-// caller waiting is worse than the small chance of a second answer from an
-// adopter).
-func (l *requestLog) close(ref *logRef) error {
-	e := ref.entry
-	e.State, e.By = messages.LogAnswered, l.g.cfg.ID
-	_, err := l.write(ref.subject, &e, ref.seq)
-	return err
 }
 
 func (l *requestLog) purge(subject string) {
@@ -176,8 +178,11 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 			}
 			last = md.NumPending == 0
 			e, err := messages.DecodeValid[messages.LogEntry](m.Data())
+			if err == nil {
+				err = l.g.checkAdoptable(&e)
+			}
 			if err != nil {
-				l.g.log.Warn().Err(err).Str("subject", m.Subject()).Msg("unreadable request log entry")
+				l.poison(md.Sequence.Stream, m.Subject(), err)
 				continue
 			}
 			fn(logRef{subject: m.Subject(), seq: md.Sequence.Stream, entry: e})
@@ -193,31 +198,75 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 	return nil
 }
 
-// adopt takes an open entry over: marks the old subject adopted (if it did not
-// change since it was read), writes the entry under this GW and purges the
-// old subject. errLogConflict: another GW was faster, or the owner answered.
-func (l *requestLog) adopt(old logRef) (*logRef, error) {
-	mark := old.entry
-	mark.State, mark.By = messages.LogAdopted, l.g.cfg.ID
-	markSeq, err := l.write(old.subject, &mark, old.seq)
-	if err != nil {
-		return nil, err
-	}
-	e := old.entry
-	e.GWID, e.GWStarted, e.By = l.g.cfg.ID, l.g.startedAt, ""
-	subject := l.g.s.RequestLogEntry(l.g.cfg.ID, e.RequestID)
-	if subject == old.subject {
-		// This GW's previous incarnation: same subject, after the mark.
-		seq, err := l.write(subject, &e, markSeq)
-		if err != nil {
-			return nil, err
+// logWorkers write the request log beside the loop: JetStream
+// acknowledgements take a round trip each, and requests must not wait for
+// each other's.
+const logWorkers = 8
+
+// logRetry: after a failed log write, the core writes again this much later.
+const logRetry = time.Second
+
+// logJob is a write (with its condition) or a purge, for a worker.
+type logJob struct {
+	write core.WriteLog
+	purge string
+}
+
+// worker carries out log jobs and hands each result to the loop.
+func (l *requestLog) worker(ctx context.Context, jobs <-chan logJob) {
+	for {
+		var j logJob
+		select {
+		case <-ctx.Done():
+			return
+		case j = <-jobs:
 		}
-		return &logRef{subject: subject, seq: seq, entry: e}, nil
+		in := input{jobDone: true}
+		if j.purge != "" {
+			l.purge(j.purge)
+		} else {
+			in.ev = l.do(j.write)
+		}
+		l.g.input(in)
 	}
-	seq, err := l.write(subject, &e, 0)
+}
+
+// do writes one entry under its condition. On a conflict it reads the
+// subject back: a write of ours whose acknowledgement was lost shows there.
+func (l *requestLog) do(w core.WriteLog) core.Event {
+	seq, err := l.write(w.Subject, &w.Entry, w.ExpectSeq)
+	switch {
+	case err == nil:
+		return core.LogWritten{At: now(), ID: w.ID, Seq: seq}
+	case errors.Is(err, errLogConflict):
+		cur, seq, rerr := l.last(w.Subject)
+		if rerr != nil {
+			l.g.met.logErrors.WithLabelValues("read").Inc()
+			return core.LogFailed{At: now(), ID: w.ID, Err: fmt.Errorf("%w; reading it back: %w", err, rerr)}
+		}
+		return core.LogConflict{At: now(), ID: w.ID, Current: cur, Seq: seq}
+	default:
+		l.g.met.logErrors.WithLabelValues(w.Op).Inc()
+		l.g.log.Warn().Err(err).Str("request_id", w.ID).Str("op", w.Op).Msg("request log write failed")
+		return core.LogFailed{At: now(), ID: w.ID, Err: err}
+	}
+}
+
+// last reads the entry a subject holds now (nil: none).
+func (l *requestLog) last(subject string) (*messages.LogEntry, uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
+	defer cancel()
+	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, 0, fmt.Errorf("request log read %s: %w", subject, err)
 	}
-	l.purge(old.subject)
-	return &logRef{subject: subject, seq: seq, entry: e}, nil
+	e, err := messages.DecodeValid[messages.LogEntry](m.Data)
+	if err != nil {
+		// Not ours, whatever it is.
+		return nil, m.Sequence, nil
+	}
+	return &e, m.Sequence, nil
 }

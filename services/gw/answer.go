@@ -1,0 +1,110 @@
+package gw
+
+import (
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/messages"
+)
+
+// answer is an RC's or Agg's answer as the core hands it over.
+type answer struct {
+	header nats.Header
+	data   []byte
+	err    error // the answer arrived but cannot be forwarded (too large, broken)
+}
+
+// forward sends an RC's or Agg's answer to the client unchanged.
+func (g *GW) forward(ri *reqInfo, a answer) {
+	if a.err != nil {
+		if errors.Is(a.err, messages.ErrTooLarge) {
+			g.respondStatus(ri, messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "Answer is too large for the gateway: %v", a.err))
+		} else {
+			g.respondStatus(ri, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer could not be received whole: %v", a.err))
+		}
+		return
+	}
+	h := make(nats.Header, len(a.header)+2)
+	for k, vs := range a.header {
+		h[k] = vs
+	}
+	// Every drive runs under the GW's id (id~n after the first): the caller
+	// sees its own id.
+	if got := h.Get(messages.HdrRequestID); got != ri.clientID {
+		h.Set(messages.HdrRequestID, ri.clientID)
+		if got != "" {
+			if resp, err := messages.DecodeResponse(h, a.data); err == nil && resp.Header.RequestID != ri.clientID {
+				resp.Header.RequestID = ri.clientID
+				if b, err := resp.Encode(); err == nil {
+					a.data = b
+				}
+			}
+		}
+	}
+	st, err := messages.ReadStatus(h)
+	if err != nil {
+		ri.log.Warn().Err(err).Msg("answer without a valid status header; forwarding it as is")
+		st = messages.Status{RC: messages.CodeErr, AC: messages.CodeErr}
+	}
+	g.send(ri, h, a.data, st)
+}
+
+// respondStatus answers with a status and no payload, in the client's encoding.
+func (g *GW) respondStatus(ri *reqInfo, st messages.Status) { g.respondStatusWith(ri, st, nil) }
+
+// respondStatusWith is respondStatus with extra headers (a limit's name and
+// Sg-Retry-After).
+func (g *GW) respondStatusWith(ri *reqInfo, st messages.Status, extra nats.Header) {
+	resp := messages.Response{
+		Header:  messages.ResponseHeader{V: messages.RequestVersion, RequestID: ri.clientID, API: ri.api, LogCorr: ri.logCorr, Status: st},
+		Content: ri.content,
+	}
+	body, err := resp.Encode()
+	if err != nil { // a header alone always encodes; keep the client informed anyway
+		ri.log.Error().Err(err).Msg("encode error answer")
+	}
+	h := nats.Header{}
+	for k, vs := range extra {
+		h[k] = vs
+	}
+	st.Write(h)
+	messages.SetString(h, messages.HdrRequestID, ri.clientID)
+	messages.SetString(h, messages.HdrAPI, ri.api)
+	messages.SetString(h, messages.HdrLogCorr, ri.logCorr)
+	messages.SetString(h, messages.HdrContentType, string(ri.content))
+	g.send(ri, h, body, st)
+}
+
+// send publishes an answer on the client's reply subject, in chunks when it
+// is above the max payload, and records it.
+func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
+	var err error
+	chunks := 1
+	if ri.reply != "" {
+		if int64(len(body))+int64(wireHeaderSize(h)) <= g.nc.MaxPayload() {
+			err = g.nc.PublishMsg(&nats.Msg{Subject: ri.reply, Header: h, Data: body})
+		} else {
+			chunks, err = messages.SendChunked(g.nc, ri.reply, h, body, 0)
+		}
+	}
+	elapsed := time.Since(ri.received)
+	g.met.requests.WithLabelValues(ri.api, st.RC.String()).Inc()
+	g.met.latency.WithLabelValues(ri.api).Observe(elapsed.Seconds())
+	ev := ri.log.Info()
+	if err != nil {
+		ev = ri.log.Error().Err(err)
+	}
+	ev.Str("rc", st.RC.String()).Str("ac", st.AC.String()).Str("ai", st.AI).Int("bytes", len(body)).
+		Int("chunks", chunks).Dur("elapsed", elapsed).Msg("request answered")
+}
+
+func wireHeaderSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + 2
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}

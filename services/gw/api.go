@@ -1,0 +1,359 @@
+package gw
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/subjects"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// endpoint is one API's micro handler. A value, not a closure: micro copies
+// it into the endpoint before subscribing, so no captured variable is
+// shared with the handler's goroutine.
+type endpoint struct {
+	g   *GW
+	api string
+}
+
+func (e endpoint) Handle(r micro.Request) { e.g.handle(e.api, r) }
+
+// handle is the micro handler of the APIs. It never blocks on a request:
+// it checks the reply subject, decodes and checks the request (answering a
+// bad one at once: nothing is accepted), and hands a good one to the loop,
+// whose core admits it or refuses it. Run returns only after every handler
+// call has returned (see loop), so nothing is answered after it.
+func (g *GW) handle(api string, r micro.Request) {
+	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
+	received := time.Now()
+	// The reply subject is the caller's word: answer only where a client may
+	// listen (an inbox), never onto an sg or system subject.
+	if err := g.checkReply(msg.Reply); err != nil {
+		g.met.refusedReply.Inc()
+		g.log.Warn().Err(err).Str("api", api).Str("client_request_id", safeLabel(msg.Header.Get(messages.HdrRequestID))).
+			Msg("dropping request: its reply subject is not a client inbox")
+		return
+	}
+	ri := g.newReqInfo(api, msg, received)
+	sub, st := g.prepare(ri, msg)
+	if g.stopped() {
+		return // only after a stop that could not wait for its handlers
+	}
+	if !st.IsOK() {
+		g.respondStatus(ri, st)
+		return
+	}
+	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
+		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Sub: *sub,
+		Received: received.UnixNano(), Deadline: sub.Deadline}}})
+}
+
+// stopped reports that the loop has returned: Run is returning, nothing may
+// be answered any more.
+func (g *GW) stopped() bool {
+	select {
+	case <-g.loopDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// cancelEndpoint handles subjects.GWCancel. Every GW gets every cancel (no
+// queue group): the one that holds the request answers; the others stay
+// silent.
+type cancelEndpoint struct{ g *GW }
+
+func (e cancelEndpoint) Handle(r micro.Request) { e.g.handleCancel(r) }
+
+func (g *GW) handleCancel(r micro.Request) {
+	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
+	if err := g.checkReply(msg.Reply); err != nil {
+		g.met.refusedReply.Inc()
+		g.log.Warn().Err(err).Msg("dropping cancel: its reply subject is not a client inbox")
+		return
+	}
+	if g.stopped() {
+		return
+	}
+	id := msg.Header.Get(messages.HdrRequestID)
+	if id == "" || subjects.Validate("request id", id) != nil || len(msg.Data) > 0 {
+		// Every GW gets it and each says the same: the caller sees the first.
+		ri := &reqInfo{api: APICancel, id: nuid.Next(), clientID: nuid.Next(), reply: msg.Reply, content: messages.ContentJSON,
+			received: time.Now(), log: g.log}
+		g.respondStatus(ri, bad("A cancel names the request in %s (a valid request id) and has no body", messages.HdrRequestID))
+		return
+	}
+	g.input(input{ev: core.Cancel{At: time.Now().UnixNano(), Caller: callerOf(msg.Reply), ClientID: id, Reply: msg.Reply}})
+}
+
+// APICancel is the api name on the answer to a cancel.
+const APICancel = "cancel"
+
+// Names of the limits a refusal names in messages.HdrLimit.
+const (
+	// LimitInFlight: Config.MaxInFlight, requests open at this GW.
+	LimitInFlight = core.LimitInFlight
+	// LimitInFlightPerCaller: Config.MaxInFlightPerCaller, requests open at
+	// this GW for one caller.
+	LimitInFlightPerCaller = core.LimitInFlightPerCaller
+)
+
+// retryAfterSeconds is the Sg-Retry-After of a refusal over an in-flight
+// limit: requests finish in well under a second typically; a second is a
+// pause that lets some of them.
+const retryAfterSeconds = 1
+
+// callerOf is the caller a request is counted against: its reply subject
+// without the last token, i.e. the inbox prefix of the client's connection
+// (nats.go's "_INBOX.<nuid>.<n>" gives "_INBOX.<nuid>"). A client may spread
+// its requests over several connections; each is a caller of its own.
+func callerOf(reply string) string {
+	if i := strings.LastIndexByte(reply, '.'); i > 0 {
+		return reply[:i]
+	}
+	return reply
+}
+
+// checkReply accepts a reply subject only under one of
+// Config.AllowedReplyPrefixes, and never one under the sg prefix or a
+// system ($) subject, whatever the prefixes say.
+func (g *GW) checkReply(reply string) error {
+	if reply == "" {
+		return errors.New("no reply subject: nobody to answer")
+	}
+	if len(reply) > maxReplySubject {
+		return fmt.Errorf("reply subject of %d bytes is above %d", len(reply), maxReplySubject)
+	}
+	if strings.HasPrefix(reply, "$") || strings.HasPrefix(reply, g.s.Prefix()+".") || reply == g.s.Prefix() {
+		return fmt.Errorf("reply subject %q is an sg or system subject", safeLabel(reply))
+	}
+	if strings.ContainsAny(reply, " \t\r\n*>") {
+		return fmt.Errorf("reply subject %q is not a plain subject", safeLabel(reply))
+	}
+	for _, p := range g.cfg.AllowedReplyPrefixes {
+		if strings.HasPrefix(reply, p) && len(reply) > len(p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("reply subject %q is not under an allowed prefix %v", safeLabel(reply), g.cfg.AllowedReplyPrefixes)
+}
+
+// maxReplySubject bounds a reply subject we keep and log.
+const maxReplySubject = 256
+
+// safeLabel bounds a caller-given string for a log line.
+func safeLabel(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// reqInfo is what the GW knows of a request when it answers it.
+type reqInfo struct {
+	api string
+	// id is the GW's own id of the request, unique (nuid): the key of its
+	// log entry and answer subject, and with DriveID the id of each drive at
+	// the RC, DAPs and Agg. clientID is the caller's Sg-Request-Id: a label,
+	// echoed on the answer and logged, never a key.
+	id       string
+	clientID string
+	caller   string // callerOf(reply): what per-caller limits count
+	reply    string
+	content  messages.Content
+	logCorr  string
+	received time.Time
+	log      zerolog.Logger
+}
+
+func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo {
+	ri := &reqInfo{api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: nuid.Next(),
+		clientID: msg.Header.Get(messages.HdrRequestID)}
+	if ri.clientID == "" || subjects.Validate("request id", ri.clientID) != nil {
+		ri.clientID = ri.id // an invalid given id is reported by prepare; none: the GW's id is the label
+	}
+	// Answer in the client's encoding; when it cannot be told, JSON is the
+	// one a human with a plain NATS client can read.
+	c, err := messages.DetectContent(msg.Header, msg.Data)
+	if err != nil {
+		c = messages.ContentJSON
+	}
+	ri.content = c
+	ri.log = g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", api).Logger()
+	return ri
+}
+
+// infoReq rebuilds a reqInfo from what the core tells about a request.
+func (g *GW) infoReq(i core.Info) *reqInfo {
+	ri := &reqInfo{api: i.API, id: i.ID, clientID: i.ClientID, caller: i.Caller, reply: i.Reply, content: i.Content,
+		logCorr: i.LogCorr, received: time.Unix(0, i.Received)}
+	lc := g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", ri.api)
+	if ri.logCorr != "" {
+		lc = lc.Str("log_corr", ri.logCorr)
+	}
+	if i.RCID != "" {
+		lc = lc.Str("rc_id", i.RCID).Uint32("drive", i.Drive)
+	}
+	ri.log = lc.Logger()
+	return ri
+}
+
+func bad(format string, args ...any) messages.Status {
+	return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, format, args...)
+}
+
+// prepare decodes and checks a request and builds its submission; a status
+// that is not OK is the answer.
+func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messages.Status) {
+	if n := len(msg.Data); n > g.cfg.MaxRequestBytes {
+		return nil, messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+			"Request of %d bytes is above the limit of %d bytes", n, g.cfg.MaxRequestBytes)
+	}
+	if given := msg.Header.Get(messages.HdrRequestID); given != "" && given != ri.clientID {
+		return nil, bad("Header %s: %v", messages.HdrRequestID, subjects.Validate("request id", given))
+	}
+	req, err := messages.DecodeRequest(msg.Header, msg.Data)
+	if err != nil {
+		if errors.Is(err, messages.ErrVersion) {
+			return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "Request: %v", err)
+		}
+		return nil, bad("Malformed request: %v", err)
+	}
+	ri.content = req.Content
+	if req.Header.Opts.LogCorr != "" {
+		ri.logCorr = req.Header.Opts.LogCorr
+		ri.log = ri.log.With().Str("log_corr", ri.logCorr).Logger()
+	}
+	if !slices.Contains(subjects.APIs, req.Header.API) {
+		return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,
+			"Unknown API %q: the gateway serves %s", req.Header.API, strings.Join(subjects.APIs, ", "))
+	}
+	if req.Header.API != ri.api {
+		return nil, bad("Request names api %q but was sent to the %s endpoint (%s)", req.Header.API, ri.api, msg.Subject)
+	}
+	if req.Header.Opts.Async {
+		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async is not supported yet")
+	}
+	// Seed: the scope is given in the request arguments; lift it into the header.
+	if req.Content == messages.ContentJSON && req.Header.Scope == (messages.Scope{}) && len(req.Payload) > 0 {
+		var w struct {
+			Scope messages.Scope `json:"scope"`
+		}
+		if json.Unmarshal(req.Payload, &w) == nil && w.Scope != (messages.Scope{}) {
+			req.Header.Scope = w.Scope
+			if err := req.Header.Validate(); err != nil {
+				return nil, bad("Malformed request: %v", err)
+			}
+		}
+	}
+	// scope.tier narrows an assembly to one tier; alone it names nothing.
+	if req.Header.Scope.Tier != "" && req.Header.Scope.Assembly == "" {
+		return nil, bad("scope.tier is valid only with scope.assembly")
+	}
+	args, st := g.decodeArgs(&req)
+	if !st.IsOK() {
+		return nil, st
+	}
+	timeout := g.cfg.Timeout
+	if ms := req.Header.Opts.TimeoutMS; ms > 0 {
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	if g.cfg.RequestLog != nil && timeout+g.cfg.TimeoutMargin >= g.cfg.RequestLog.MaxAge {
+		return nil, bad("Timeout %s plus the margin %s is not below the request log's retention %s",
+			timeout, g.cfg.TimeoutMargin, g.cfg.RequestLog.MaxAge)
+	}
+	return &messages.RCSubmission{
+		V: messages.RCVersion, RequestID: ri.id, GWID: g.cfg.ID, Header: req.Header, Args: args,
+		ReplyTo: g.s.GWAnswer(g.cfg.ID, ri.id), Content: req.Content, ReceivedAt: ri.received.UnixNano(),
+		Deadline: ri.received.Add(timeout).UnixNano(),
+	}, messages.StatusOK
+}
+
+// decodeArgs decodes the API's arguments in the client's encoding, checks
+// them, and re-encodes them as msgpack for the RC.
+func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Status) {
+	switch req.Header.API {
+	case subjects.APISQL:
+		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API sql is not supported yet")
+	case subjects.APIGetData:
+		if len(req.Payload) == 0 {
+			return nil, bad("getData needs arguments: at least a table")
+		}
+		var a messages.GetDataArgs
+		var err error
+		if req.Content == messages.ContentJSON {
+			a, err = messages.DecodeGetDataArgsJSON(req.Payload)
+		} else {
+			a, err = messages.DecodeGetDataArgsMsgpack(req.Payload)
+		}
+		if err == nil {
+			err = a.Validate()
+		}
+		if err != nil {
+			return nil, bad("Bad getData arguments: %v", err)
+		}
+		return encodeArgs(a)
+	case subjects.APIPing:
+		var a messages.PingArgs
+		var err error
+		if req.Content == messages.ContentJSON {
+			a, err = messages.DecodePingArgsJSON(req.Payload)
+		} else {
+			a, err = messages.DecodePingArgsMsgpack(req.Payload)
+		}
+		if err == nil {
+			err = a.Validate()
+		}
+		if err != nil {
+			return nil, bad("Bad ping arguments: %v", err)
+		}
+		return encodeArgs(a)
+	case subjects.APIGetMeta:
+		if !emptyArgs(req.Content, req.Payload) {
+			return nil, bad("getMeta takes no arguments")
+		}
+		return nil, messages.StatusOK
+	}
+	return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
+}
+
+func encodeArgs(v any) (msgpack.RawMessage, messages.Status) {
+	b, err := messages.Encode(v)
+	if err != nil {
+		return nil, messages.Errorf(messages.CodeInternal, messages.CodeErr, "re-encode arguments: %v", err)
+	}
+	return b, messages.StatusOK
+}
+
+// emptyArgs accepts no payload, null, or an empty map.
+func emptyArgs(c messages.Content, p []byte) bool {
+	if len(p) == 0 {
+		return true
+	}
+	var v any
+	if c == messages.ContentJSON {
+		if json.Unmarshal(p, &v) != nil {
+			return false
+		}
+	} else if messages.Decode(p, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}

@@ -1,0 +1,99 @@
+package core
+
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// Command is an output of Step, for the shell to carry out in order.
+type Command interface{ isCommand() }
+
+// WriteLog: write Entry on Subject of the request log with "the last
+// sequence on this subject is ExpectSeq" (0: no message yet) as the
+// condition, and report LogWritten, LogConflict (with what the subject holds
+// now) or LogFailed. The core has at most one write per request under way.
+type WriteLog struct {
+	ID        string
+	Subject   string
+	Entry     messages.LogEntry
+	ExpectSeq uint64
+	Op        string // create, refuse, update, answered, adopt: for logs and metrics
+}
+
+// Purge: remove Subject from the request log (its answer was sent).
+type Purge struct {
+	ID      string
+	Subject string
+}
+
+// Submit: publish Sub to RC RCID on subjects.RCSubmit, with the routing
+// headers (Sub.RequestID is the drive's id), Sg-Client-Request-Id and
+// Sg-Caller. Why is "" for a first drive, else the re-drive's reason.
+type Submit struct {
+	Info  Info
+	RCID  string
+	Drive uint32
+	Sub   messages.RCSubmission
+	Why   string
+}
+
+// CancelDrive: tell RC RCID to stop drive DriveID (subjects.RCCancel, the
+// drive id in Sg-Request-Id, no body).
+type CancelDrive struct {
+	ID      string
+	RCID    string
+	DriveID string
+}
+
+// Answer: send the request's one answer to Info.Reply. Forward: the RC's or
+// Agg's bytes (Header, Data; Err when they cannot be forwarded), else the
+// GW's own Status; Limit and RetryAfter (seconds) name a limit that was hit.
+// Accepted is false for a refusal (the request was never admitted).
+type Answer struct {
+	Info       Info
+	Forward    bool
+	Header     nats.Header
+	Data       []byte
+	Err        error
+	Status     messages.Status
+	Limit      string
+	RetryAfter int
+	Accepted   bool
+}
+
+// AnswerCancel: answer a cancel on Reply.
+type AnswerCancel struct {
+	Reply    string
+	ClientID string
+	Status   messages.Status
+}
+
+// Released: the GW stopped with the request unanswered; its log entry stays
+// open for a peer or the next incarnation to adopt.
+type Released struct{ Info Info }
+
+// Dropped: an answer message the core will not forward (a duplicate, late,
+// or for a request this GW does not hold), or a request it let go because
+// another GW took it over.
+type Dropped struct {
+	ID  string
+	Why string
+}
+
+// Adopted: the core took an orphaned request over (for logs and metrics).
+type Adopted struct {
+	Info    Info
+	FromGW  string
+	Expired bool // past its deadline: it is answered the timeout
+}
+
+func (WriteLog) isCommand()     {}
+func (Purge) isCommand()        {}
+func (Submit) isCommand()       {}
+func (CancelDrive) isCommand()  {}
+func (Answer) isCommand()       {}
+func (AnswerCancel) isCommand() {}
+func (Released) isCommand()     {}
+func (Dropped) isCommand()      {}
+func (Adopted) isCommand()      {}

@@ -1,0 +1,76 @@
+package core
+
+import "time"
+
+// Config of a Core. Durations are nanoseconds; the shell fills every field
+// (gw.Config holds the defaults).
+type Config struct {
+	Self        string // this GW's id
+	Incarnation int64  // this GW's start time: its entries' GWStarted
+	Start       int64  // when the GW started serving, unix ns (for StartupWait)
+
+	TimeoutMargin int64  // after a deadline, how long to wait for the RC's own timeout
+	Affinity      string // "hard" or "soft"
+	StartupWait   int64  // how long an early request waits for a first RC
+	AnnounceEvery int64  // expected RC announcement period
+	DeadAfter     int64  // an RC silent this long is dead: its requests are driven again
+
+	MaxInFlight          int
+	MaxInFlightPerCaller int
+	MaxAnswerBytes       int64
+	RetryAfter           int // seconds, on a refusal over an in-flight limit
+
+	// Logged: a request log is kept (every accepted request is written
+	// before it is submitted, and `answered` before it is answered).
+	Logged bool
+	// LogRetry: after a failed log write, when to write again.
+	LogRetry int64
+	// LogSubject is the log subject of request id of GW gw.
+	LogSubject func(gw, id string) string
+	// AnswerSubject is where the drives of request id of GW gw answer.
+	AnswerSubject func(gw, id string) string
+}
+
+// Scope affinity (seed: KXI_SCOPE_AFFINITY).
+const (
+	AffinityHard = "hard"
+	AffinitySoft = "soft"
+)
+
+// announceMisses: an RC not heard from for this many periods gets no new
+// requests.
+const announceMisses = 3
+
+func (c Config) withDefaults() Config {
+	if c.Affinity == "" {
+		c.Affinity = AffinityHard
+	}
+	if c.AnnounceEvery <= 0 {
+		c.AnnounceEvery = int64(time.Second)
+	}
+	if c.DeadAfter <= 0 {
+		c.DeadAfter = max(10*c.AnnounceEvery, int64(3*time.Second))
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 4096
+	}
+	if c.MaxInFlightPerCaller <= 0 {
+		c.MaxInFlightPerCaller = c.MaxInFlight
+	}
+	if c.MaxAnswerBytes <= 0 {
+		c.MaxAnswerBytes = 256 << 20
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = 1
+	}
+	if c.LogRetry <= 0 {
+		c.LogRetry = int64(time.Second)
+	}
+	if c.LogSubject == nil {
+		c.LogSubject = func(gw, id string) string { return "log.req." + gw + "." + id }
+	}
+	if c.AnswerSubject == nil {
+		c.AnswerSubject = func(gw, id string) string { return "gw." + gw + ".answer." + id }
+	}
+	return c
+}

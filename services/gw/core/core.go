@@ -1,0 +1,216 @@
+package core
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// Core is the GW's request state machine: synchronous, single-threaded, no
+// I/O, no clock. One goroutine owns it (see doc.go).
+type Core struct {
+	cfg      Config
+	now      int64
+	rcs      rcs
+	reqs     map[string]*request
+	callers  map[string]int
+	timers   timerHeap
+	stopping bool
+	aborted  bool
+	out      []Command
+	stats    Stats
+}
+
+// Stats are counters and gauges for metrics.
+type Stats struct {
+	InFlight   int // requests held (accepted or adopted, not yet answered or released)
+	Answered   uint64
+	Refused    uint64
+	Released   uint64
+	Adopted    uint64
+	Redrives   uint64
+	LogRetries uint64
+}
+
+// New returns a core with no RCs and no requests.
+func New(cfg Config) *Core {
+	return &Core{cfg: cfg.withDefaults(), rcs: newRCs(), reqs: map[string]*request{}, callers: map[string]int{}}
+}
+
+// Step feeds one event and returns the commands to carry out, in order. The
+// slice is valid until the next call.
+func (c *Core) Step(ev Event) []Command {
+	c.out = c.out[:0]
+	if t := ev.at(); t > c.now {
+		c.now = t
+	}
+	switch e := ev.(type) {
+	case Arrived:
+		c.arrive(e.Req)
+	case Tick:
+		if c.rcs.prune(c.now, c.cfg.DeadAfter) {
+			c.advanceAll()
+		}
+	case RCAnnounced:
+		if c.rcs.announce(e.RC, c.now, c.cfg.AnnounceEvery) {
+			c.advanceAll()
+		}
+	case RCHeartbeat:
+		c.rcs.heartbeat(e, c.now)
+	case LogWritten:
+		if r := c.reqs[e.ID]; r != nil && r.op != nil {
+			c.written(r, e.Seq)
+		}
+	case LogConflict:
+		if r := c.reqs[e.ID]; r != nil && r.op != nil {
+			c.conflict(r, e.Current, e.Seq)
+		}
+	case LogFailed:
+		if r := c.reqs[e.ID]; r != nil && r.op != nil {
+			c.failed(r)
+		}
+	case SubmitFailed:
+		if r := c.reqs[e.ID]; r != nil && r.drive == e.Drive && r.held == nil {
+			// The RC never got it: nobody will answer that drive.
+			r.rcID, r.rcStarted = "", 0
+			c.advance(r)
+		}
+	case AnswerChunk:
+		c.answerChunk(e)
+	case Adopt:
+		c.adopt(e)
+	case Cancel:
+		c.cancel(e)
+	case Stop:
+		c.stop()
+	case Abort:
+		c.stop()
+		c.aborted = true
+		for _, r := range c.sorted() {
+			c.advance(r)
+		}
+	default:
+		panic(fmt.Sprintf("gw/core: unknown event %T", ev))
+	}
+	c.expire()
+	c.stats.InFlight = len(c.reqs)
+	return c.out
+}
+
+// NextDeadline is the earliest time the core must be stepped (a Tick) even
+// if nothing else happens.
+func (c *Core) NextDeadline() (int64, bool) {
+	for c.timers.Len() > 0 {
+		t := c.timers[0]
+		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
+			return t.at, true
+		}
+		heap.Pop(&c.timers)
+	}
+	return 0, false
+}
+
+// Idle reports that the core holds no request: after Stop and Abort, the
+// shell may return once it is idle.
+func (c *Core) Idle() bool { return len(c.reqs) == 0 }
+
+// Stats returns the counters.
+func (c *Core) Stats() Stats { return c.stats }
+
+// RCs returns the RCs that get new requests, sorted by id.
+func (c *Core) RCs() []RCInfo { return c.rcs.list() }
+
+// Holds reports whether the core holds request id (for tests and sweeps).
+func (c *Core) Holds(id string) bool { return c.reqs[id] != nil }
+
+func (c *Core) emit(cmd Command) { c.out = append(c.out, cmd) }
+
+// expire advances every request whose timer is due.
+func (c *Core) expire() {
+	for c.timers.Len() > 0 && c.timers[0].at <= c.now {
+		t := heap.Pop(&c.timers).(timer)
+		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
+			r.gen++ // even: no timer armed
+			c.advance(r)
+		}
+	}
+}
+
+// advanceAll looks at every request again (an RC came, went or restarted).
+func (c *Core) advanceAll() {
+	for _, r := range c.sorted() {
+		if r.phase == phWait || r.phase == phDrive {
+			c.advance(r)
+		}
+	}
+}
+
+// sorted returns the requests in a fixed order (by id), so that a replay of
+// the same events gives the same commands.
+func (c *Core) sorted() []*request {
+	ids := make([]string, 0, len(c.reqs))
+	for id := range c.reqs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]*request, len(ids))
+	for i, id := range ids {
+		out[i] = c.reqs[id]
+	}
+	return out
+}
+
+func (c *Core) arm(r *request, at int64) {
+	if r.armedAt == at && r.gen&1 == 1 {
+		return // that timer is still valid
+	}
+	r.gen += 1 + r.gen&1 // odd: a timer is armed (a new generation)
+	r.armedAt = at
+	heap.Push(&c.timers, timer{at: at, id: r.ID, gen: r.gen})
+}
+
+func (c *Core) stop() {
+	if c.stopping {
+		return
+	}
+	c.stopping = true
+	// Not logged yet, nothing was promised: refuse, "retry on another".
+	for _, r := range c.sorted() {
+		if r.phase == phWait && r.held == nil {
+			r.held = &answer{status: unavailable(TextShuttingDown)}
+			c.advance(r)
+		}
+	}
+}
+
+func unavailable(text string) messages.Status {
+	return messages.Status{RC: messages.CodeUnavailable, AC: messages.CodeErr, AI: text}
+}
+
+// --- timers ---
+
+type timer struct {
+	at  int64
+	id  string
+	gen uint64
+}
+
+type timerHeap []timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].id < h[j].id
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}

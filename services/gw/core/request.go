@@ -1,0 +1,481 @@
+package core
+
+import (
+	"github.com/sg-project/sg/messages"
+)
+
+type phase uint8
+
+const (
+	phWait   phase = iota // admitted, waiting for a first RC; not logged, nothing promised
+	phCreate              // its log entry is being written (or, after a failure, refused)
+	phAdopt               // taken over from the log: the adopt write is under way
+	phDrive               // logged (or no log): submitted to rcID, or waiting for an RC (rcID "")
+	phClose               // the answer is decided: the `answered` write is under way
+)
+
+// request is one request the core holds, from admission (or adoption) to its
+// answer or release.
+type request struct {
+	Request
+	phase     phase
+	drive     uint32
+	driveUsed bool // drive `drive` was submitted: a re-drive takes a new number
+	rcID      string
+	rcStarted int64
+	waitUntil int64
+
+	logged  bool // its entry is in the log (subject, seq, entry)
+	subject string
+	seq     uint64
+	entry   messages.LogEntry
+
+	op      *writeOp // the log write under way (at most one)
+	retry   *writeOp // a failed write to do again at retryAt
+	retryAt int64
+
+	held      *answer // the answer, once decided
+	cancelled bool    // its caller cancelled it
+	armedAt   int64   // the time of its valid timer, if any
+	fromGW    string
+	why       string // why the next submit is a re-drive ("" for a first drive)
+	streams   map[string]*messages.Reassembler
+	gen       uint64 // current timer generation
+}
+
+type writeOp struct {
+	kind   string // create, refuse, update, answered, adopt
+	entry  messages.LogEntry
+	expect uint64
+}
+
+func (r *request) infoNow() Info {
+	i := r.info()
+	i.RCID, i.Drive = r.rcID, r.drive
+	return i
+}
+
+// --- admission ---
+
+func (c *Core) arrive(req Request) {
+	refuse := func(st messages.Status, limit string) {
+		c.stats.Refused++
+		a := Answer{Info: req.info(), Status: st}
+		if limit != "" {
+			a.Limit, a.RetryAfter = limit, c.cfg.RetryAfter
+		}
+		c.emit(a)
+	}
+	switch {
+	case c.stopping:
+		refuse(unavailable(TextShuttingDown), "")
+		return
+	case c.reqs[req.ID] != nil:
+		// The shell's ids are unique; a repeat is a bug, never two answers.
+		refuse(messages.Errorf(messages.CodeInternal, messages.CodeErr, "request id %s is already held", req.ID), "")
+		return
+	case c.callers[req.Caller] >= c.cfg.MaxInFlightPerCaller:
+		refuse(messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Limit %s: this caller has %d requests in flight at this gateway, the most it may have; retry after %d s",
+			LimitInFlightPerCaller, c.callers[req.Caller], c.cfg.RetryAfter), LimitInFlightPerCaller)
+		return
+	case len(c.reqs) >= c.cfg.MaxInFlight:
+		refuse(messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Limit %s: the service gateway is busy with %d requests in flight; retry after %d s",
+			LimitInFlight, c.cfg.MaxInFlight, c.cfg.RetryAfter), LimitInFlight)
+		return
+	}
+	r := &request{Request: req, phase: phWait}
+	r.waitUntil = max(c.cfg.Start+c.cfg.StartupWait, c.rcs.failover(req.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.failoverWindow()))
+	c.hold(r)
+	c.advance(r)
+}
+
+// failoverWindow: how long after a scope's RC last served a request for the
+// scope waits for one rather than failing "No resources connected": as long
+// as an RC may be silent before it is declared dead.
+func (c *Core) failoverWindow() int64 {
+	return max(announceMisses*c.cfg.AnnounceEvery, c.cfg.DeadAfter)
+}
+
+func (c *Core) hold(r *request) {
+	c.reqs[r.ID] = r
+	c.callers[r.Caller]++
+}
+
+func (c *Core) forget(r *request) {
+	delete(c.reqs, r.ID)
+	if c.callers[r.Caller]--; c.callers[r.Caller] <= 0 {
+		delete(c.callers, r.Caller)
+	}
+}
+
+// --- the state machine ---
+
+// advance does the request's next step when no log write is under way.
+func (c *Core) advance(r *request) {
+	if c.reqs[r.ID] != r || r.op != nil {
+		return // answered or let go; or waiting for its write's result
+	}
+	if r.retry != nil {
+		if c.aborted && r.retry.kind != "answered" {
+			// Stopping with a write that keeps failing: the entry is open
+			// in the log (a peer adopts it) or was never written. A failed
+			// `answered` write may have landed: it is settled (written
+			// again) before the GW lets the request go, or the answer would
+			// be nobody's.
+			c.release(r)
+			return
+		}
+		if c.now < r.retryAt {
+			c.arm(r, r.retryAt)
+			return
+		}
+		op := r.retry
+		r.retry = nil
+		c.stats.LogRetries++
+		c.write(r, op)
+		return
+	}
+	switch r.phase {
+	case phWait:
+		c.advanceWait(r)
+	case phDrive:
+		c.advanceDrive(r)
+	}
+}
+
+// advanceWait: a new request picks its RC, or waits for one (early after
+// start, or while its scope's RCs restart), or fails "No resources".
+func (c *Core) advanceWait(r *request) {
+	if r.held != nil {
+		c.finish(r) // refused while waiting (cancel, stop): nothing was logged
+		return
+	}
+	rc, why := c.rcs.pick(r.Sub.Header.Scope.Assembly, c.cfg.Affinity)
+	if rc == nil {
+		if until := max(r.waitUntil, c.rcs.failover(r.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.failoverWindow())); c.now < until && c.now < r.Deadline {
+			c.arm(r, min(until, r.Deadline))
+			return
+		}
+		_ = why
+		r.held = &answer{status: messages.Status{RC: messages.CodeNoResources, AC: messages.CodeErr, AI: TextNoResources}}
+		c.finish(r)
+		return
+	}
+	r.rcID, r.rcStarted = rc.ID, rc.StartedAt
+	if !c.cfg.Logged {
+		r.phase = phDrive
+		c.advance(r)
+		return
+	}
+	// "Every accepted request is logged before it is dispatched."
+	r.phase = phCreate
+	r.subject = c.cfg.LogSubject(c.cfg.Self, r.ID)
+	c.write(r, &writeOp{kind: "create", entry: c.entryOf(r, messages.LogOpen), expect: 0})
+}
+
+func (c *Core) advanceDrive(r *request) {
+	if r.held != nil {
+		c.close(r)
+		return
+	}
+	if c.aborted {
+		if c.cfg.Logged {
+			c.release(r)
+		} else {
+			r.held = &answer{status: unavailable(TextShutDown)}
+			c.close(r)
+		}
+		return
+	}
+	giveUp := r.Deadline + c.cfg.TimeoutMargin
+	running := r.rcID != "" && r.driveUsed && c.rcs.alive(r.rcID, r.rcStarted)
+	switch {
+	case c.now >= giveUp:
+		// Seed: the GW times out a request only when the RC has failed to.
+		c.timeout(r)
+		return
+	case running:
+		c.arm(r, giveUp)
+		return
+	case c.now >= r.Deadline:
+		// No drive runs and the deadline has passed: nobody else will answer.
+		c.timeout(r)
+		return
+	}
+	// Submit the current drive, or drive again on an RC chosen afresh under
+	// a new drive id: the dead drive's state at RC, DAPs and Agg cannot mix in.
+	if r.rcID == "" || !c.rcs.alive(r.rcID, r.rcStarted) {
+		rc, _ := c.rcs.pick(r.Sub.Header.Scope.Assembly, c.cfg.Affinity)
+		if rc == nil {
+			r.rcID, r.rcStarted = "", 0
+			c.arm(r, min(giveUp, r.Deadline))
+			return
+		}
+		r.rcID, r.rcStarted = rc.ID, rc.StartedAt
+	}
+	if r.driveUsed {
+		r.why = "rc gone"
+		r.drive++
+		r.driveUsed = false
+		c.stats.Redrives++
+		if c.cfg.Logged {
+			// The drive's number is in the log before it runs: an adopter
+			// never reuses it.
+			c.write(r, &writeOp{kind: "update", entry: c.entryOf(r, messages.LogOpen), expect: r.seq})
+			return
+		}
+	}
+	c.submit(r, r.why)
+	r.why = ""
+	c.arm(r, giveUp)
+}
+
+func (c *Core) submit(r *request, why string) {
+	sub := r.Sub
+	sub.RequestID = messages.DriveID(r.ID, r.drive)
+	r.driveUsed = true
+	c.emit(Submit{Info: r.infoNow(), RCID: r.rcID, Drive: r.drive, Sub: sub, Why: why})
+}
+
+func (c *Core) timeout(r *request) {
+	c.cancelDrive(r)
+	r.held = &answer{status: messages.Status{RC: messages.CodeTimeout, AC: messages.CodeErr, AI: TextTimeout}}
+	c.close(r)
+}
+
+func (c *Core) cancelDrive(r *request) {
+	if r.driveUsed && r.rcID != "" {
+		c.emit(CancelDrive{ID: r.ID, RCID: r.rcID, DriveID: messages.DriveID(r.ID, r.drive)})
+	}
+}
+
+// close settles the answer: with a log, `answered` is written first (only
+// the writer that wins answers), then it is sent and the entry purged.
+func (c *Core) close(r *request) {
+	r.phase = phClose
+	if !r.logged {
+		c.finish(r)
+		return
+	}
+	c.write(r, &writeOp{kind: "answered", entry: c.entryOf(r, messages.LogAnswered), expect: r.seq})
+}
+
+// finish sends the held answer and forgets the request.
+func (c *Core) finish(r *request) {
+	a := r.held
+	cmd := Answer{Info: r.infoNow(), Accepted: true}
+	if a.fwd {
+		cmd.Forward, cmd.Header, cmd.Data, cmd.Err = true, a.header, a.data, a.err
+	} else {
+		cmd.Status = a.status
+	}
+	c.emit(cmd)
+	c.stats.Answered++
+	if r.logged {
+		c.emit(Purge{ID: r.ID, Subject: r.subject})
+	}
+	c.forget(r)
+}
+
+// release lets a request go unanswered at shutdown; its open entry is
+// adopted by a peer or the next incarnation.
+func (c *Core) release(r *request) {
+	c.stats.Released++
+	c.emit(Released{Info: r.infoNow()})
+	c.forget(r)
+}
+
+func (c *Core) entryOf(r *request, st messages.LogState) messages.LogEntry {
+	sub := r.Sub
+	sub.RequestID = messages.DriveID(r.ID, r.drive)
+	e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: r.ID, ClientRequestID: r.ClientID, Caller: r.Caller,
+		State: st, GWID: c.cfg.Self, GWStarted: c.cfg.Incarnation, ClientReply: r.Reply, API: r.API, Content: r.Content,
+		LogCorr: r.LogCorr, Submission: sub, Drive: r.drive, RCID: r.rcID, RCStarted: r.rcStarted}
+	if st != messages.LogOpen {
+		e.By = c.cfg.Self
+	}
+	return e
+}
+
+// --- log write results ---
+
+func (c *Core) write(r *request, op *writeOp) {
+	r.op = op
+	c.emit(WriteLog{ID: r.ID, Subject: r.subject, Entry: op.entry, ExpectSeq: op.expect, Op: op.kind})
+}
+
+func (c *Core) written(r *request, seq uint64) {
+	op := r.op
+	r.op = nil
+	r.seq, r.entry = seq, op.entry
+	switch op.kind {
+	case "create":
+		r.logged = true
+		r.phase = phDrive
+	case "refuse":
+		// The create never landed and now cannot: the refusal is the answer.
+		r.logged = true // the tombstone is purged with the answer
+		c.finish(r)
+		return
+	case "adopt":
+		r.logged = true
+		r.phase = phDrive
+		c.stats.Adopted++
+		c.emit(Adopted{Info: r.infoNow(), FromGW: r.fromGW, Expired: c.now >= r.Deadline})
+	case "answered":
+		c.finish(r)
+		return
+	}
+	c.advance(r)
+}
+
+// ours: the subject holds the very entry op wrote (its acknowledgement was
+// lost, or the write was retried after it landed).
+func (c *Core) ours(op *writeOp, cur *messages.LogEntry) bool {
+	return cur != nil && cur.RequestID == op.entry.RequestID && cur.GWID == c.cfg.Self &&
+		cur.GWStarted == c.cfg.Incarnation && cur.State == op.entry.State && cur.Drive == op.entry.Drive
+}
+
+func (c *Core) conflict(r *request, cur *messages.LogEntry, seq uint64) {
+	op := r.op
+	if c.ours(op, cur) {
+		c.written(r, seq)
+		return
+	}
+	r.op = nil
+	if op.kind == "refuse" && cur != nil && cur.State == messages.LogOpen && cur.GWID == c.cfg.Self &&
+		cur.GWStarted == c.cfg.Incarnation && cur.RequestID == r.ID {
+		// The create that "failed" had landed: the request is logged after all.
+		r.held = nil
+		if r.cancelled {
+			r.held = &answer{status: cancelledStatus}
+		}
+		r.logged, r.seq, r.entry, r.phase = true, seq, *cur, phDrive
+		c.advance(r)
+		return
+	}
+	// Another GW adopted it (or answered it): that GW answers, this one
+	// stays silent, and the drive it ran is of no use.
+	c.cancelDrive(r)
+	c.emit(Dropped{ID: r.ID, Why: "request log entry taken over by another GW (" + op.kind + ")"})
+	c.forget(r)
+}
+
+func (c *Core) failed(r *request) {
+	op := r.op
+	r.op = nil
+	if op.kind == "create" {
+		// It may or may not be stored. Settle it with a conditional write of
+		// its own: `answered` where nothing is yet. If that lands, the
+		// request was never logged and is refused; if it conflicts with the
+		// entry, the create had landed and the request goes on.
+		r.held = &answer{status: unavailable("The request could not be logged; retry later")}
+		refuse := op.entry
+		refuse.State, refuse.By = messages.LogAnswered, c.cfg.Self
+		c.write(r, &writeOp{kind: "refuse", entry: refuse, expect: 0})
+		return
+	}
+	r.retry, r.retryAt = op, c.now+c.cfg.LogRetry
+	c.arm(r, r.retryAt)
+}
+
+// --- answers ---
+
+// maxStreamsPerRequest bounds the chunked transfers buffered for one request
+// (a duplicate answer may overlap the first; more is abuse).
+const maxStreamsPerRequest = 4
+
+func (c *Core) answerChunk(e AnswerChunk) {
+	r := c.reqs[e.ID]
+	if r == nil || r.held != nil {
+		c.emit(Dropped{ID: e.ID, Why: "answer for a request already answered or not held here"})
+		return
+	}
+	var a *answer
+	if e.Header.Get(messages.HdrChunkCount) == "" && e.Header.Get(messages.HdrChunkIndex) == "" {
+		a = &answer{fwd: true, header: e.Header, data: e.Data}
+	} else {
+		if r.streams == nil {
+			r.streams = map[string]*messages.Reassembler{}
+		}
+		stream := e.Header.Get(messages.HdrChunkStream)
+		ra := r.streams[stream]
+		if ra == nil {
+			if len(r.streams) >= maxStreamsPerRequest {
+				c.emit(Dropped{ID: e.ID, Why: "too many chunked transfers for one request"})
+				return
+			}
+			ra = messages.NewReassembler(c.cfg.MaxAnswerBytes)
+			r.streams[stream] = ra
+		}
+		done, err := ra.Add(e.Header, e.Data)
+		switch {
+		case err != nil:
+			a = &answer{fwd: true, header: ra.Header(), err: err}
+		case done:
+			payload, err := ra.Payload()
+			a = &answer{fwd: true, header: ra.Header(), data: payload, err: err}
+		default:
+			return
+		}
+	}
+	r.streams = nil
+	r.held = a
+	// The drive answered: nothing to cancel.
+	c.advance(r)
+}
+
+// --- adoption ---
+
+func (c *Core) adopt(e Adopt) {
+	en := e.Entry
+	if c.stopping || en.State != messages.LogOpen || c.reqs[en.RequestID] != nil {
+		return
+	}
+	req := Request{ID: en.RequestID, ClientID: en.ClientRequestID, Caller: en.Caller, Reply: en.ClientReply, API: en.API,
+		Content: en.Content, LogCorr: en.LogCorr, Sub: en.Submission, Received: en.Submission.ReceivedAt, Deadline: en.Submission.Deadline}
+	if req.ClientID == "" {
+		req.ClientID = req.ID
+	}
+	// Later drives answer to this GW.
+	req.Sub.ReplyTo = c.cfg.AnswerSubject(c.cfg.Self, req.ID)
+	r := &request{Request: req, phase: phAdopt, drive: en.Drive + 1, subject: e.Subject, fromGW: en.GWID, why: "adopted"}
+	c.hold(r)
+	// One conditional write takes it over: the entry stays on its subject,
+	// now naming this GW, with the next drive's number reserved. Either it
+	// lands (this GW answers) or it conflicts (the owner answered, or
+	// another GW was faster): no moment leaves the request to nobody.
+	c.write(r, &writeOp{kind: "adopt", entry: c.entryOf(r, messages.LogOpen), expect: e.Seq})
+}
+
+// --- cancellation ---
+
+var cancelledStatus = messages.Status{RC: messages.CodeCancelled, AC: messages.CodeErr, AI: TextCancelled}
+
+func (c *Core) cancel(e Cancel) {
+	var hit, late int
+	for _, r := range c.sorted() {
+		if r.Caller != e.Caller || r.ClientID != e.ClientID {
+			continue
+		}
+		if r.held != nil {
+			late++
+			continue
+		}
+		hit++
+		c.cancelDrive(r)
+		r.cancelled = true
+		r.held = &answer{status: cancelledStatus}
+		c.advance(r)
+	}
+	switch {
+	case hit > 0:
+		c.emit(AnswerCancel{Reply: e.Reply, ClientID: e.ClientID, Status: messages.StatusOK})
+	case late > 0:
+		c.emit(AnswerCancel{Reply: e.Reply, ClientID: e.ClientID, Status: messages.Errorf(messages.CodeErr, messages.CodeErr,
+			"Request %s is already being answered; nothing to cancel", e.ClientID)})
+	}
+	// Not held here: another GW may hold it and answers the cancel.
+}

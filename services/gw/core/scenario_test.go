@@ -1,0 +1,251 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Scenario tests: stories of one or two GWs, told event by event, with the
+// commands each step must produce.
+
+type story struct {
+	t   *testing.T
+	c   *Core
+	now int64
+	out []Command
+}
+
+func newStory(t *testing.T, self string, incarnation int64) *story {
+	s := subjects.Default()
+	return &story{t: t, now: t0, c: New(Config{Self: self, Incarnation: incarnation, Start: t0, TimeoutMargin: margin,
+		AnnounceEvery: announce, DeadAfter: deadAfter, Logged: true, LogRetry: logRetry,
+		LogSubject: s.RequestLogEntry, AnswerSubject: s.GWAnswer})}
+}
+
+func (s *story) step(ev Event) []Command {
+	s.t.Helper()
+	s.out = append(s.out[:0], s.c.Step(ev)...)
+	return s.out
+}
+
+func (s *story) rc(id string, started int64) {
+	s.step(RCAnnounced{At: s.now, RC: RCInfo{ID: id, StartedAt: started, Period: announce}})
+}
+
+func (s *story) arrive(id string, timeout int64) {
+	sub := messages.RCSubmission{V: messages.RCVersion, GWID: "gw-1", Header: messages.RequestHeader{API: subjects.APIGetData},
+		ReplyTo: subjects.Default().GWAnswer("gw-1", id), Content: messages.ContentMsgpack, Deadline: s.now + timeout, ReceivedAt: s.now}
+	s.step(Arrived{At: s.now, Req: Request{ID: id, ClientID: "k", Caller: "_INBOX.a", Reply: "_INBOX.a." + id, API: subjects.APIGetData,
+		Content: messages.ContentMsgpack, Sub: sub, Received: s.now, Deadline: s.now + timeout}})
+}
+
+// only returns the one command of type T in the last step's output, failing
+// otherwise.
+func only[T Command](s *story) T {
+	s.t.Helper()
+	var got []T
+	for _, c := range s.out {
+		if x, ok := c.(T); ok {
+			got = append(got, x)
+		}
+	}
+	if len(got) != 1 {
+		var zero T
+		s.t.Fatalf("want one %T, got %d in %s", zero, len(got), describeAll(s.out))
+	}
+	return got[0]
+}
+
+func none[T Command](s *story) {
+	s.t.Helper()
+	for _, c := range s.out {
+		if _, ok := c.(T); ok {
+			s.t.Fatalf("want no %T, got %s", c, describeAll(s.out))
+		}
+	}
+}
+
+func describeAll(cmds []Command) string {
+	out := ""
+	for _, c := range cmds {
+		out += "\n\t" + describe(c)
+	}
+	return out + fmt.Sprintf(" (%d)", len(cmds))
+}
+
+func answerFor(id, drive string) AnswerChunk {
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, drive)
+	return AnswerChunk{ID: id, Header: h, Data: []byte(drive)}
+}
+
+// The `answered` write fails (not a conflict): no answer yet. It is written
+// again a LogRetry later; when it lands, the answer goes out, once.
+func TestAnsweredWriteFailsThenLands(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arrive("r1", 5000*ms)
+	create := only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	only[Submit](s)
+	a := answerFor("r1", "r1")
+	a.At = s.now
+	s.step(a)
+	closeW := only[WriteLog](s)
+	if closeW.Entry.State != messages.LogAnswered || closeW.ExpectSeq != 1 || closeW.Subject != create.Subject {
+		t.Fatalf("close write %s", describe(closeW))
+	}
+	none[Answer](s)
+	s.step(LogFailed{At: s.now, ID: "r1", Err: errors.New("timeout")})
+	none[Answer](s)
+	none[WriteLog](s)
+	if at, ok := s.c.NextDeadline(); !ok || at != s.now+logRetry {
+		t.Fatalf("next deadline %d, want the retry at +%d", at-s.now, logRetry)
+	}
+	s.now += logRetry
+	s.step(Tick{At: s.now})
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered || w.ExpectSeq != 1 {
+		t.Fatalf("retry %s", describe(w))
+	}
+	// It had landed the first time after all: the read-back shows our own entry.
+	cur := closeW.Entry
+	s.step(LogConflict{At: s.now, ID: "r1", Current: &cur, Seq: 2})
+	if an := only[Answer](s); !an.Forward || string(an.Data) != "r1" {
+		t.Fatalf("answer %s", describe(an))
+	}
+	only[Purge](s)
+	if !s.c.Idle() {
+		t.Fatal("still holding the request")
+	}
+}
+
+// A peer adopted the request while its owner was slow: the owner's
+// `answered` write conflicts with the peer's entry, and the owner stays
+// silent (and cancels its drive); the adopter answers.
+func TestOwnerLosesToAdopter(t *testing.T) {
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	owner.arrive("r1", 5000*ms)
+	entry := only[WriteLog](owner).Entry
+	owner.step(LogWritten{At: owner.now, ID: "r1", Seq: 1})
+	only[Submit](owner)
+
+	peer := newStory(t, "gw-2", 2)
+	peer.rc("rc-1", 1)
+	peer.step(Adopt{At: peer.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
+	adoptW := only[WriteLog](peer)
+	if adoptW.ExpectSeq != 1 || adoptW.Entry.GWID != "gw-2" || adoptW.Entry.Drive != 1 ||
+		adoptW.Entry.Submission.ReplyTo != subjects.Default().GWAnswer("gw-2", "r1") {
+		t.Fatalf("adopt write %s (%+v)", describe(adoptW), adoptW.Entry)
+	}
+	peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 2})
+	only[Adopted](peer)
+	if sub := only[Submit](peer); sub.Sub.RequestID != "r1~1" {
+		t.Fatalf("adopter drives %s, want r1~1", sub.Sub.RequestID)
+	}
+
+	owner.step(answerFor("r1", "r1"))
+	only[WriteLog](owner)
+	adopted := adoptW.Entry
+	owner.step(LogConflict{At: owner.now, ID: "r1", Current: &adopted, Seq: 2})
+	none[Answer](owner)
+	if c := only[CancelDrive](owner); c.DriveID != "r1" {
+		t.Fatalf("owner cancels %s", c.DriveID)
+	}
+	only[Dropped](owner)
+
+	peer.step(answerFor("r1", "r1~1"))
+	only[WriteLog](peer)
+	peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 3})
+	only[Answer](peer)
+}
+
+// A create that fails is settled by a conditional write of its own: if that
+// lands, the request is refused UNAVAILABLE; if it meets the entry, the
+// create had landed and the request goes on.
+func TestFailedCreateIsSettled(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arrive("r1", 5000*ms)
+	create := only[WriteLog](s)
+	s.step(LogFailed{At: s.now, ID: "r1", Err: errors.New("timeout")})
+	if w := only[WriteLog](s); w.Op != "refuse" || w.ExpectSeq != 0 || w.Entry.State != messages.LogAnswered {
+		t.Fatalf("settling write %s", describe(w))
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	if a := only[Answer](s); a.Status.RC != messages.CodeUnavailable {
+		t.Fatalf("answer %s", describe(a))
+	}
+	only[Purge](s)
+	none[Submit](s)
+
+	s.arrive("r2", 5000*ms)
+	create = only[WriteLog](s)
+	s.step(LogFailed{At: s.now, ID: "r2", Err: errors.New("timeout")})
+	only[WriteLog](s)
+	landed := create.Entry
+	s.step(LogConflict{At: s.now, ID: "r2", Current: &landed, Seq: 2})
+	none[Answer](s)
+	if sub := only[Submit](s); sub.Sub.RequestID != "r2" {
+		t.Fatalf("submitted %s", sub.Sub.RequestID)
+	}
+}
+
+// Stopping: logged requests are released for adoption at Abort, except one
+// whose failed `answered` write is still to settle: it is written again,
+// and answered when it lands.
+func TestStopReleasesButSettlesAnswered(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	for _, id := range []string{"r1", "r2"} {
+		s.arrive(id, 5000*ms)
+		s.step(LogWritten{At: s.now, ID: id, Seq: 1})
+	}
+	s.step(answerFor("r2", "r2"))
+	s.step(LogFailed{At: s.now, ID: "r2", Err: errors.New("timeout")})
+	s.step(Stop{At: s.now})
+	s.arrive("r3", 5000*ms)
+	if a := only[Answer](s); a.Accepted || a.Status.RC != messages.CodeUnavailable {
+		t.Fatalf("arrival while stopping: %s", describe(a))
+	}
+	s.step(Abort{At: s.now})
+	if r := only[Released](s); r.Info.ID != "r1" {
+		t.Fatalf("released %s", r.Info.ID)
+	}
+	none[Answer](s)
+	s.now += logRetry
+	s.step(Tick{At: s.now})
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r2", Seq: 2})
+	only[Answer](s)
+	if !s.c.Idle() {
+		t.Fatal("not idle after the stop")
+	}
+}
+
+// An RC restart drives the request again under a new drive id, whose number
+// is in the log before the drive is submitted.
+func TestRedriveWritesTheDriveFirst(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arrive("r1", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	only[Submit](s)
+	s.now += ms
+	s.rc("rc-1", 2) // restarted
+	w := only[WriteLog](s)
+	none[Submit](s)
+	if w.Entry.Drive != 1 || w.Entry.Submission.RequestID != "r1~1" || w.ExpectSeq != 1 {
+		t.Fatalf("update %s", describe(w))
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" || sub.Why != "rc gone" {
+		t.Fatalf("re-drive %s", describe(sub))
+	}
+}

@@ -1,0 +1,783 @@
+package core
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// The deterministic simulation: several GWs sharing a request log, several
+// RCs, random crashes, clean stops, restarts, log write failures (some of
+// which landed all the same) and conflicts, slow, lost and duplicated
+// answers, cancels; the invariants are checked after every step.
+//
+//	SIM_SEEDS=2000 go test ./services/gw/... -run Simulation   # many seeds
+//	SIM_SEED=17 go test ./services/gw/core -run Simulation -v # replay one
+func TestSimulation(t *testing.T) {
+	if s := os.Getenv("SIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SIM_SEED=%q: %v", s, err)
+		}
+		if err := simulate(seed, t.Logf); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		return
+	}
+	n := 200
+	if s := os.Getenv("SIM_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			t.Fatalf("SIM_SEEDS=%q: want a positive number", s)
+		}
+		n = v
+	}
+	quiet := func(string, ...any) {}
+	failed := 0
+	var total simTotals
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		s, err := run(seed, quiet)
+		if err != nil {
+			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/gw/core -run Simulation -v", seed, err, seed)
+			if failed++; failed >= 5 {
+				t.FailNow()
+			}
+			continue
+		}
+		total.add(s.totals)
+	}
+	t.Logf("%d seeds: %+v", n, total)
+}
+
+const (
+	t0        = int64(1_700_000_000) * int64(time.Second)
+	ms        = int64(time.Millisecond)
+	margin    = 1000 * ms
+	announce  = 100 * ms
+	deadAfter = 1000 * ms
+	logRetry  = 200 * ms
+	grace     = 300 * ms
+	maxLogLag = 50 * ms // a log write's result comes within this
+)
+
+type simTotals struct {
+	Requests, Answered, Refused, Adopted, Crashes, Stops, RCRestarts, LogFailures, Cancels, LostInWindow, NeverLogged int
+}
+
+func (a *simTotals) add(b simTotals) {
+	a.Requests += b.Requests
+	a.Answered += b.Answered
+	a.Refused += b.Refused
+	a.Adopted += b.Adopted
+	a.Crashes += b.Crashes
+	a.Stops += b.Stops
+	a.RCRestarts += b.RCRestarts
+	a.LogFailures += b.LogFailures
+	a.Cancels += b.Cancels
+	a.LostInWindow += b.LostInWindow
+	a.NeverLogged += b.NeverLogged
+}
+
+// slot is one subject of the simulated request log.
+type slot struct {
+	seq   uint64 // 0: empty (never written, or purged)
+	entry messages.LogEntry
+}
+
+type simGW struct {
+	id          string
+	c           *Core // nil: down
+	incarnation int64
+	stopping    bool
+	abortAt     int64
+}
+
+type simRC struct {
+	id        string
+	up        bool
+	startedAt int64
+	draining  bool
+}
+
+// simReq is the simulation's truth about one client request.
+type simReq struct {
+	id, clientID, caller string
+	gw                   string
+	gwInc                int64 // the incarnation that took it
+	crashed              bool  // that incarnation crashed (without a log: lost with it)
+	arrived, deadline    int64
+	answers              int
+	refused              bool
+	loggedEver           bool // its entry was written to the log
+	disturbed            bool // a crash, stop, log failure or adoption touched it: no lateness bound
+	purged               bool // its answer was sent and its entry purged
+	lostWindow           bool // `answered` landed but its GW died before publishing
+	cancelled            bool
+}
+
+type delivery struct {
+	at  int64
+	seq uint64
+	fn  func()
+}
+
+type deliveries []delivery
+
+func (h deliveries) Len() int { return len(h) }
+func (h deliveries) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h deliveries) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *deliveries) Push(x any)   { *h = append(*h, x.(delivery)) }
+func (h *deliveries) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
+}
+
+type sim struct {
+	rng      *rand.Rand
+	now      int64
+	s        subjects.Subjects
+	log      map[string]*slot
+	logSeq   uint64
+	gws      []*simGW
+	rcs      []*simRC
+	reqs     map[string]*simReq
+	order    []string
+	queue    deliveries
+	qseq     uint64
+	nextID   int
+	cancels  map[string]bool // drive ids cancelled at the RCs
+	logf     func(string, ...any)
+	totals   simTotals
+	nextTick int64
+	nextScan int64
+	chaos    bool
+	pFail    float64 // probability a log write fails
+	logged   bool    // the GWs keep a request log (most seeds)
+}
+
+func simulate(seed uint64, logf func(string, ...any)) error {
+	_, err := run(seed, logf)
+	return err
+}
+
+func run(seed uint64, logf func(string, ...any)) (*sim, error) {
+	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), now: t0, s: subjects.Default(), log: map[string]*slot{},
+		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true}
+	s.pFail = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
+	s.logged = s.rng.IntN(5) != 0
+	for i := range 1 + s.rng.IntN(3) {
+		s.gws = append(s.gws, &simGW{id: fmt.Sprintf("gw-%d", i)})
+	}
+	for i := range 1 + s.rng.IntN(3) {
+		s.rcs = append(s.rcs, &simRC{id: fmt.Sprintf("rc-%d", i), up: true, startedAt: t0 + int64(i)})
+	}
+	for _, g := range s.gws {
+		s.startGW(g)
+	}
+	s.nextTick, s.nextScan = s.now, s.now
+	steps := 300 + s.rng.IntN(700)
+	for i := 0; i < steps; i++ {
+		if err := s.step(); err != nil {
+			return s, fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
+		}
+	}
+	// Calm: every service back up, no more chaos or requests; everything
+	// must settle.
+	s.chaos = false
+	s.pFail = 0
+	for _, rc := range s.rcs {
+		if !rc.up {
+			s.restartRC(rc)
+		}
+	}
+	for _, g := range s.gws {
+		if g.c == nil && !g.stopping {
+			s.startGW(g)
+		}
+	}
+	end := s.now + 10*time.Second.Nanoseconds() + 3*deadAfter
+	for s.now < end {
+		if err := s.advance(); err != nil {
+			return s, fmt.Errorf("calm (t=+%s): %w", time.Duration(s.now-t0), err)
+		}
+		for _, g := range s.gws {
+			if g.c == nil && !g.stopping {
+				s.startGW(g)
+			}
+		}
+	}
+	return s, s.final()
+}
+
+func (s *sim) logfNow(format string, args ...any) {
+	s.logf("+%-8s "+format, append([]any{time.Duration(s.now - t0)}, args...)...)
+}
+
+func (s *sim) schedule(after int64, fn func()) {
+	s.qseq++
+	heap.Push(&s.queue, delivery{at: s.now + after, seq: s.qseq, fn: fn})
+}
+
+func (s *sim) startGW(g *simGW) {
+	g.incarnation = s.now + 1 // distinct from any earlier one
+	for _, o := range s.gws {
+		if o != g && o.incarnation == g.incarnation {
+			g.incarnation++
+		}
+	}
+	g.stopping = false
+	g.c = New(Config{Self: g.id, Incarnation: g.incarnation, Start: s.now, TimeoutMargin: margin, StartupWait: 300 * ms,
+		AnnounceEvery: announce, DeadAfter: deadAfter, MaxInFlight: 40, MaxInFlightPerCaller: 15, Logged: s.logged,
+		LogRetry: logRetry, LogSubject: s.s.RequestLogEntry, AnswerSubject: s.s.GWAnswer})
+	s.logfNow("%s starts (incarnation %d)", g.id, g.incarnation)
+}
+
+// step: one random thing happens.
+func (s *sim) step() error {
+	x := s.rng.Float64()
+	switch {
+	case x < 0.30:
+		return s.arrive()
+	case x < 0.33:
+		return s.cancel()
+	case x < 0.36 && s.chaos:
+		return s.chaosEvent()
+	default:
+		return s.advance()
+	}
+}
+
+func (s *sim) liveGWs() []*simGW {
+	var out []*simGW
+	for _, g := range s.gws {
+		if g.c != nil && !g.stopping {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func (s *sim) arrive() error {
+	live := s.liveGWs()
+	if len(live) == 0 {
+		return s.advance()
+	}
+	g := live[s.rng.IntN(len(live))]
+	s.nextID++
+	id := fmt.Sprintf("r%04d", s.nextID)
+	caller := fmt.Sprintf("_INBOX.c%d", s.rng.IntN(4))
+	// Client ids repeat: they are labels.
+	clientID := fmt.Sprintf("k%d", s.rng.IntN(8))
+	timeout := int64(200+s.rng.IntN(2800)) * ms
+	rq := &simReq{id: id, clientID: clientID, caller: caller, gw: g.id, gwInc: g.incarnation, arrived: s.now, deadline: s.now + timeout}
+	s.reqs[id] = rq
+	s.order = append(s.order, id)
+	s.totals.Requests++
+	sub := messages.RCSubmission{V: messages.RCVersion, GWID: g.id, Header: messages.RequestHeader{API: subjects.APIGetData},
+		ReplyTo: s.s.GWAnswer(g.id, id), Content: messages.ContentMsgpack, Deadline: rq.deadline, ReceivedAt: s.now}
+	return s.stepGW(g, Arrived{At: s.now, Req: Request{ID: id, ClientID: clientID, Caller: caller, Reply: caller + "." + id,
+		API: subjects.APIGetData, Content: messages.ContentMsgpack, Sub: sub, Received: s.now, Deadline: rq.deadline}})
+}
+
+func (s *sim) cancel() error {
+	live := s.liveGWs()
+	if len(live) == 0 || len(s.order) == 0 {
+		return s.advance()
+	}
+	rq := s.reqs[s.order[len(s.order)-1-s.rng.IntN(min(len(s.order), 10))]]
+	s.totals.Cancels++
+	// Every GW sees a cancel (the endpoint has no queue group).
+	for _, g := range live {
+		if err := s.stepGW(g, Cancel{At: s.now, Caller: rq.caller, ClientID: rq.clientID, Reply: rq.caller + ".cancel"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sim) chaosEvent() error {
+	switch x := s.rng.IntN(10); {
+	case x < 3: // a GW crashes
+		g := s.gws[s.rng.IntN(len(s.gws))]
+		if g.c == nil {
+			return nil
+		}
+		s.crashGW(g)
+		s.schedule(int64(50+s.rng.IntN(1500))*ms, func() {
+			if g.c == nil && !g.stopping {
+				s.startGW(g)
+			}
+		})
+	case x < 5: // a GW stops cleanly
+		g := s.gws[s.rng.IntN(len(s.gws))]
+		if g.c == nil || g.stopping {
+			return nil
+		}
+		s.totals.Stops++
+		g.stopping = true
+		g.abortAt = s.now + grace
+		s.logfNow("%s stops", g.id)
+		for _, sl := range s.log {
+			if sl.seq != 0 && sl.entry.GWID == g.id && sl.entry.GWStarted == g.incarnation {
+				if rq := s.reqs[sl.entry.RequestID]; rq != nil {
+					rq.disturbed = true
+				}
+			}
+		}
+		if err := s.stepGW(g, Stop{At: s.now}); err != nil {
+			return err
+		}
+		s.schedule(grace, func() {
+			if g.c != nil && g.stopping {
+				if err := s.stepGW(g, Abort{At: s.now}); err != nil {
+					panic(err)
+				}
+			}
+		})
+	case x < 9: // an RC crashes or restarts
+		rc := s.rcs[s.rng.IntN(len(s.rcs))]
+		s.totals.RCRestarts++
+		if rc.up && s.rng.IntN(2) == 0 {
+			rc.up = false
+			s.logfNow("%s crashes", rc.id)
+			s.schedule(int64(100+s.rng.IntN(2000))*ms, func() { s.restartRC(rc) })
+		} else if rc.up {
+			s.restartRC(rc)
+		}
+	default: // an RC drains, then restarts
+		rc := s.rcs[s.rng.IntN(len(s.rcs))]
+		if rc.up {
+			rc.draining = true
+			s.schedule(int64(100+s.rng.IntN(500))*ms, func() { s.restartRC(rc) })
+		}
+	}
+	return nil
+}
+
+func (s *sim) restartRC(rc *simRC) {
+	rc.up, rc.draining = true, false
+	rc.startedAt = s.now + 7
+	s.logfNow("%s starts (incarnation %d)", rc.id, rc.startedAt)
+}
+
+func (s *sim) crashGW(g *simGW) {
+	s.totals.Crashes++
+	s.logfNow("%s crashes", g.id)
+	// A request whose `answered` landed but whose answer was not sent is
+	// lost in the window the README names.
+	for id, sl := range s.log {
+		if sl.seq != 0 && sl.entry.State == messages.LogAnswered && sl.entry.GWID == g.id && sl.entry.GWStarted == g.incarnation {
+			if rq := s.reqs[sl.entry.RequestID]; rq != nil && rq.answers == 0 && !rq.lostWindow {
+				rq.lostWindow = true
+				s.totals.LostInWindow++
+				_ = id
+			}
+		}
+	}
+	// Its requests are adopted later: no lateness bound for them.
+	for _, sl := range s.log {
+		if sl.seq != 0 && sl.entry.GWID == g.id && sl.entry.GWStarted == g.incarnation {
+			if rq := s.reqs[sl.entry.RequestID]; rq != nil {
+				rq.disturbed = true
+			}
+		}
+	}
+	for _, rq := range s.reqs {
+		if rq.gw == g.id && rq.gwInc == g.incarnation && rq.answers == 0 {
+			rq.crashed = true
+		}
+	}
+	g.c = nil
+	g.stopping = false
+}
+
+// advance moves time to the next thing that must happen and does it.
+func (s *sim) advance() error {
+	next := min(s.nextTick, s.nextScan)
+	if len(s.queue) > 0 {
+		next = min(next, s.queue[0].at)
+	}
+	for _, g := range s.gws {
+		if g.c != nil {
+			if at, ok := g.c.NextDeadline(); ok {
+				next = min(next, at)
+			}
+		}
+	}
+	if next > s.now {
+		s.now = next
+	}
+	switch {
+	case len(s.queue) > 0 && s.queue[0].at <= s.now:
+		d := heap.Pop(&s.queue).(delivery)
+		d.fn()
+	case s.nextTick <= s.now:
+		s.nextTick = s.now + announce
+		for _, rc := range s.rcs {
+			if !rc.up {
+				continue
+			}
+			for _, g := range s.gws {
+				if g.c != nil {
+					ev := RCAnnounced{At: s.now, RC: RCInfo{ID: rc.id, StartedAt: rc.startedAt, Draining: rc.draining, Period: announce}}
+					if err := s.stepGW(g, ev); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, g := range s.gws {
+			if g.c != nil {
+				if err := s.stepGW(g, Tick{At: s.now}); err != nil {
+					return err
+				}
+			}
+		}
+	case s.nextScan <= s.now:
+		s.nextScan = s.now + 300*ms
+		return s.sweep()
+	default:
+		for _, g := range s.gws {
+			if g.c != nil {
+				if at, ok := g.c.NextDeadline(); ok && at <= s.now {
+					if err := s.stepGW(g, Tick{At: s.now}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return s.check()
+}
+
+// sweep: each live GW adopts the open entries whose GW incarnation is gone,
+// as the shell's sweeps do after DeadAfter; now and then one suspects a
+// live GW wrongly.
+func (s *sim) sweep() error {
+	subjectsSorted := make([]string, 0, len(s.log))
+	for k := range s.log {
+		subjectsSorted = append(subjectsSorted, k)
+	}
+	slices.Sort(subjectsSorted)
+	for _, g := range s.liveGWs() {
+		for _, subj := range subjectsSorted {
+			sl := s.log[subj]
+			if sl.seq == 0 || sl.entry.State != messages.LogOpen {
+				continue
+			}
+			owner := s.gwByID(sl.entry.GWID)
+			orphan := owner == nil || owner.c == nil || owner.incarnation != sl.entry.GWStarted
+			if !orphan && s.chaos && s.rng.IntN(200) == 0 {
+				orphan = true // a wrong suspicion: the conditional writes must still keep one answer
+			}
+			if !orphan || (owner == g && owner.incarnation == sl.entry.GWStarted) {
+				continue
+			}
+			if rq := s.reqs[sl.entry.RequestID]; rq != nil {
+				rq.disturbed = true
+			}
+			if err := s.stepGW(g, Adopt{At: s.now, Subject: subj, Seq: sl.seq, Entry: sl.entry}); err != nil {
+				return err
+			}
+			if g.c == nil {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sim) gwByID(id string) *simGW {
+	for _, g := range s.gws {
+		if g.id == id {
+			return g
+		}
+	}
+	return nil
+}
+
+// stepGW feeds one event to a GW and carries out its commands.
+func (s *sim) stepGW(g *simGW, ev Event) error {
+	if g.c == nil {
+		return nil
+	}
+	cmds := slices.Clone(g.c.Step(ev))
+	inc := g.incarnation
+	if _, tick := ev.(Tick); !tick {
+		s.logfNow("%s <- %s", g.id, describe(ev))
+	}
+	for _, cmd := range cmds {
+		s.logfNow("%s -> %s", g.id, describe(cmd))
+		if err := s.carryOut(g, inc, cmd); err != nil {
+			return fmt.Errorf("%s after %T: %w", g.id, ev, err)
+		}
+	}
+	if g.stopping && g.c != nil && g.c.Idle() && s.now >= g.abortAt {
+		s.logfNow("%s stopped", g.id)
+		g.c = nil
+		g.stopping = false
+		s.schedule(int64(50+s.rng.IntN(1000))*ms, func() {
+			if g.c == nil && !g.stopping {
+				s.startGW(g)
+			}
+		})
+	}
+	return nil
+}
+
+func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
+	switch c := cmd.(type) {
+	case WriteLog:
+		s.logWrite(g, inc, c)
+	case Purge:
+		if sl := s.log[c.Subject]; sl != nil {
+			sl.seq, sl.entry = 0, messages.LogEntry{}
+		}
+		if rq := s.reqs[c.ID]; rq != nil {
+			rq.purged = true
+		}
+	case Submit:
+		s.submit(c)
+	case CancelDrive:
+		s.cancels[c.DriveID] = true
+	case Answer:
+		return s.answered(g, c)
+	case AnswerCancel:
+		if !strings.HasSuffix(c.Reply, ".cancel") {
+			return fmt.Errorf("cancel answered on %q", c.Reply)
+		}
+	case Released, Dropped:
+	case Adopted:
+		s.totals.Adopted++
+	default:
+		return fmt.Errorf("unknown command %T", cmd)
+	}
+	return nil
+}
+
+func (s *sim) logWrite(g *simGW, inc int64, w WriteLog) {
+	s.schedule(int64(1+s.rng.IntN(int(maxLogLag/ms)))*ms, func() {
+		fail := s.rng.Float64() < s.pFail
+		landed := !fail || s.rng.IntN(3) == 0 // a failed write may have landed all the same
+		var result Event
+		sl := s.log[w.Subject]
+		if sl == nil {
+			sl = &slot{}
+			s.log[w.Subject] = sl
+		}
+		if landed {
+			if sl.seq == w.ExpectSeq {
+				s.logSeq++
+				sl.seq, sl.entry = s.logSeq, w.Entry
+				if rq := s.reqs[w.Entry.RequestID]; rq != nil {
+					rq.loggedEver = rq.loggedEver || w.Entry.State == messages.LogOpen
+					if rq.purged {
+						panic(fmt.Sprintf("request %s: entry written after its purge", rq.id))
+					}
+				}
+				result = LogWritten{At: s.now, ID: w.ID, Seq: sl.seq}
+			} else {
+				var cur *messages.LogEntry
+				if sl.seq != 0 {
+					e := sl.entry
+					cur = &e
+				}
+				result = LogConflict{At: s.now, ID: w.ID, Current: cur, Seq: sl.seq}
+			}
+		}
+		if fail {
+			s.totals.LogFailures++
+			if rq := s.reqs[w.Entry.RequestID]; rq != nil {
+				rq.disturbed = true
+			}
+			result = LogFailed{At: s.now, ID: w.ID, Err: errors.New("simulated log failure")}
+		}
+		if g.c != nil && g.incarnation == inc {
+			if err := s.stepGW(g, result); err != nil {
+				panic(err)
+			}
+			return
+		}
+		// The writer died with the write under way: an `answered` that
+		// landed leaves the request to nobody (the window the README names).
+		if landed && w.Entry.State == messages.LogAnswered && sl.seq != 0 && sl.entry.GWStarted == inc {
+			if rq := s.reqs[w.Entry.RequestID]; rq != nil && rq.answers == 0 && !rq.lostWindow {
+				rq.lostWindow = true
+				s.totals.LostInWindow++
+			}
+		}
+	})
+}
+
+// submit: the RC, if up, answers the drive after a while (or at its
+// deadline with its own timeout), sometimes twice, sometimes never.
+func (s *sim) submit(c Submit) {
+	var rc *simRC
+	for _, r := range s.rcs {
+		if r.id == c.RCID {
+			rc = r
+		}
+	}
+	if rc == nil || !rc.up {
+		return
+	}
+	started := rc.startedAt
+	drive := c.Sub.RequestID
+	reply := c.Sub.ReplyTo
+	work := int64(5+s.rng.IntN(1500)) * ms
+	at := min(s.now+work, c.Sub.Deadline)
+	n := 1
+	switch x := s.rng.IntN(20); {
+	case x == 0:
+		n = 0 // lost
+	case x < 3:
+		n = 2 // duplicated
+	}
+	for i := range n {
+		s.schedule(at-s.now+int64(i)*int64(s.rng.IntN(300))*ms, func() {
+			if !rc.up || rc.startedAt != started || s.cancels[drive] {
+				return
+			}
+			s.deliverAnswer(reply, drive)
+		})
+	}
+}
+
+// deliverAnswer routes an answer by its subject, to the GW of that id that
+// is up now.
+func (s *sim) deliverAnswer(reply, drive string) {
+	parts := strings.Split(reply, ".")
+	gwID, id := parts[len(parts)-3], parts[len(parts)-1]
+	g := s.gwByID(gwID)
+	if g == nil || g.c == nil {
+		return
+	}
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, drive)
+	if err := s.stepGW(g, AnswerChunk{At: s.now, ID: id, Header: h, Data: []byte(drive)}); err != nil {
+		panic(err)
+	}
+}
+
+func (s *sim) answered(g *simGW, a Answer) error {
+	rq := s.reqs[a.Info.ID]
+	if rq == nil {
+		return fmt.Errorf("answer for a request never sent: %s", a.Info.ID)
+	}
+	rq.answers++
+	if rq.answers > 1 {
+		return fmt.Errorf("request %s answered %d times (last by %s)", rq.id, rq.answers, g.id)
+	}
+	if a.Info.Reply != rq.caller+"."+rq.id || a.Info.ClientID != rq.clientID {
+		return fmt.Errorf("request %s answered to %q as %q", rq.id, a.Info.Reply, a.Info.ClientID)
+	}
+	if a.Forward {
+		if got := string(a.Data); got != rq.id && !strings.HasPrefix(got, rq.id+messages.DriveSep) {
+			return fmt.Errorf("request %s forwarded the answer of %s", rq.id, got)
+		}
+	}
+	if !a.Accepted {
+		rq.refused = true
+		s.totals.Refused++
+	} else {
+		s.totals.Answered++
+	}
+	if a.Status.RC == messages.CodeCancelled {
+		rq.cancelled = true
+	}
+	// Never after deadline + margin, for a request nothing disturbed (a
+	// log failure, crash, stop or adoption delays it by design).
+	if !rq.disturbed && s.now > rq.deadline+margin+4*maxLogLag {
+		return fmt.Errorf("request %s answered %s after deadline+margin", rq.id, time.Duration(s.now-rq.deadline-margin))
+	}
+	return nil
+}
+
+// check: the invariants after every step.
+func (s *sim) check() error {
+	for _, rq := range s.reqs {
+		if rq.purged {
+			if sl := s.log[s.s.RequestLogEntry(rq.gw, rq.id)]; sl != nil && sl.seq != 0 {
+				return fmt.Errorf("request %s answered and purged, but the log holds it again", rq.id)
+			}
+		}
+	}
+	return nil
+}
+
+// final: after the calm, every request is settled.
+func (s *sim) final() error {
+	for _, id := range s.order {
+		rq := s.reqs[id]
+		switch {
+		case rq.answers == 1:
+		case rq.lostWindow:
+		case !s.logged && rq.crashed && rq.answers == 0:
+			// Without a request log a crash loses what the GW held.
+			s.totals.NeverLogged++
+		case !rq.loggedEver && rq.answers == 0 && s.logged:
+			// Its GW died before the log held it: nothing was promised; the
+			// client's own timeout fires.
+			s.totals.NeverLogged++
+		default:
+			return fmt.Errorf("request %s (arrived +%s at %s, deadline +%s): %d answers, logged %v",
+				id, time.Duration(rq.arrived-t0), rq.gw, time.Duration(rq.deadline-t0), rq.answers, rq.loggedEver)
+		}
+	}
+	for subj, sl := range s.log {
+		if sl.seq != 0 && sl.entry.State == messages.LogOpen {
+			return fmt.Errorf("open entry %s left in the log after the calm", subj)
+		}
+	}
+	for _, g := range s.gws {
+		if g.c != nil && !g.c.Idle() {
+			return fmt.Errorf("%s still holds %d requests after the calm", g.id, g.c.Stats().InFlight)
+		}
+	}
+	return nil
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case Arrived:
+		return fmt.Sprintf("Arrived %s deadline +%s", x.Req.ID, time.Duration(x.Req.Deadline-t0))
+	case RCAnnounced:
+		return fmt.Sprintf("RCAnnounced %s %d draining=%v", x.RC.ID, x.RC.StartedAt, x.RC.Draining)
+	case WriteLog:
+		return fmt.Sprintf("WriteLog %s %s %s drive %d expect %d (%s)", x.Op, x.ID, x.Entry.State, x.Entry.Drive, x.ExpectSeq, x.Subject)
+	case LogConflict:
+		st := "nothing"
+		if x.Current != nil {
+			st = fmt.Sprintf("%s by %s/%d drive %d", x.Current.State, x.Current.GWID, x.Current.GWStarted, x.Current.Drive)
+		}
+		return fmt.Sprintf("LogConflict %s: %s at %d", x.ID, st, x.Seq)
+	case Adopt:
+		return fmt.Sprintf("Adopt %s from %s/%d seq %d", x.Entry.RequestID, x.Entry.GWID, x.Entry.GWStarted, x.Seq)
+	case Answer:
+		return fmt.Sprintf("Answer %s accepted=%v fwd=%v %v", x.Info.ID, x.Accepted, x.Forward, x.Status)
+	case AnswerChunk:
+		return fmt.Sprintf("AnswerChunk %s %q", x.ID, x.Data)
+	case Submit:
+		return fmt.Sprintf("Submit %s to %s (%s)", x.Sub.RequestID, x.RCID, x.Why)
+	}
+	return fmt.Sprintf("%T %+v", v, v)
+}

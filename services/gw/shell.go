@@ -1,0 +1,299 @@
+package gw
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/core"
+)
+
+// The shell: one goroutine (loop) owns the core. It turns NATS messages,
+// log write results and sweeps into core events, carries out the core's
+// commands, and runs the timers. Nothing else touches the core.
+
+// input is one thing for the loop: a core event, a log job finished, or the
+// mark that every endpoint handler call has returned.
+type input struct {
+	ev      core.Event
+	jobDone bool
+	drained bool
+}
+
+// input hands an event to the loop. It blocks while the loop is busy (the
+// callers are NATS callbacks and workers: backpressure), never after the
+// loop returned.
+func (g *GW) input(in input) {
+	select {
+	case g.in <- in:
+	case <-g.loopDone:
+	}
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+func (g *GW) onAnnounce(m *nats.Msg) {
+	a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data)
+	if err != nil {
+		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC announcement")
+		return
+	}
+	g.input(input{ev: core.RCAnnounced{At: now(), RC: core.RCInfo{ID: a.RCID, Assembly: a.Assembly, Addr: a.Addr,
+		Outstanding: a.Outstanding, Queued: a.Queued, DAPs: a.DAPs, Draining: a.Draining, StartedAt: a.StartedAt}}})
+}
+
+func (g *GW) onHeartbeat(m *nats.Msg) {
+	h, err := messages.DecodeValid[messages.RCHeartbeat](m.Data)
+	if err != nil {
+		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC heartbeat")
+		return
+	}
+	g.input(input{ev: core.RCHeartbeat{At: now(), ID: h.RCID, Outstanding: h.Outstanding, Queued: h.Queued,
+		Period: int64(time.Duration(h.IntervalMS) * time.Millisecond)}})
+}
+
+// onAnswer: every message on this GW's answer subjects, whole answers and
+// chunks alike; the core reassembles and keeps the first.
+func (g *GW) onAnswer(m *nats.Msg) {
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	g.input(input{ev: core.AnswerChunk{At: now(), ID: id, Header: m.Header, Data: m.Data}})
+}
+
+// loop runs the core until the GW has stopped: ctx ended, the endpoints
+// drained (every handler call returned), the grace passed, and the core
+// holds nothing more (answered, or left in the log for adoption).
+func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs chan<- logJob) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	tick := time.NewTicker(g.cfg.AnnounceEvery)
+	defer tick.Stop()
+	// The first whole sweep comes once this GW has listened to heartbeats
+	// for DeadAfter (a GW that died before then is judged by its silence).
+	lastSweep := time.Now().Add(max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter) - g.cfg.SweepEvery + g.cfg.AnnounceEvery/2)
+	g.beat(false)
+
+	var (
+		queue    []logJob // log jobs not yet taken by a worker
+		busy     int      // log jobs taken and not finished
+		later    []core.Event
+		done     = ctx.Done()
+		stopping bool
+		handlers bool // waiting for the endpoint handlers to return
+		abortC   <-chan time.Time
+		hardC    <-chan time.Time
+	)
+	step := func(ev core.Event) {
+		later = later[:0]
+		for _, cmd := range c.Step(ev) {
+			g.carryOut(cmd, &queue, &later)
+		}
+		// Follow-ups of the commands (a submit that failed), in order.
+		for i := 0; i < len(later); i++ {
+			for _, cmd := range c.Step(later[i]) {
+				g.carryOut(cmd, &queue, &later)
+			}
+		}
+		switch ev.(type) {
+		case core.RCAnnounced, core.RCHeartbeat, core.Tick:
+			g.publishRCs(c)
+		}
+		g.rcMu.Lock()
+		g.inFlight = c.Stats().InFlight
+		g.rcMu.Unlock()
+		if at, ok := c.NextDeadline(); ok {
+			timer.Reset(time.Until(time.Unix(0, at)))
+		}
+	}
+	for {
+		if stopping && !handlers && c.Idle() && len(queue) == 0 && busy == 0 {
+			return
+		}
+		if stopping && g.nc.IsClosed() {
+			// Crashed, as it were: nothing can be written or answered any
+			// more; the request log decides what happens to what is held.
+			g.log.Warn().Int("in_flight", c.Stats().InFlight).Msg("connection closed while stopping")
+			return
+		}
+		var jobC chan<- logJob
+		var next logJob
+		if len(queue) > 0 {
+			jobC, next = jobs, queue[0]
+		}
+		select {
+		case <-done:
+			done = nil
+			stopping = true
+			// No new requests: micro unsubscribes the endpoints and delivers
+			// what it already received; the core refuses those
+			// ("shutting down") and what is not logged yet.
+			if err := svc.Stop(); err != nil {
+				g.log.Warn().Err(err).Msg("stop micro service")
+			}
+			step(core.Stop{At: now()})
+			handlers = true
+			awaiting := make(chan struct{})
+			go func() { defer close(awaiting); g.awaitHandlers() }()
+			// Owned by the loop: at most a flush long.
+			defer func() { <-awaiting }()
+			abortC = time.After(g.cfg.ShutdownGrace)
+		case <-abortC:
+			abortC = nil
+			if !c.Idle() {
+				g.log.Warn().Dur("grace", g.cfg.ShutdownGrace).Int("in_flight", c.Stats().InFlight).
+					Msg("requests still in flight after the shutdown grace: leaving them to a peer (request log) or answering UNAVAILABLE")
+			}
+			step(core.Abort{At: now()})
+			// A log that keeps failing must not hold the stop forever.
+			hardC = time.After(3 * logTimeout)
+		case <-hardC:
+			g.log.Error().Int("in_flight", c.Stats().InFlight).Int("log_jobs", len(queue)+busy).
+				Msg("stopping with requests whose log writes did not settle: their entries decide (see README, recovery)")
+			return
+		case jobC <- next:
+			queue = queue[1:]
+			busy++
+		case in := <-g.in:
+			if in.jobDone {
+				busy--
+			}
+			if in.drained {
+				handlers = false
+			}
+			if in.ev != nil {
+				step(in.ev)
+			}
+		case <-timer.C:
+			step(core.Tick{At: now()})
+		case t := <-tick.C:
+			g.beat(false)
+			step(core.Tick{At: t.UnixNano()})
+			if g.rlog != nil && !stopping {
+				for _, id := range g.prunePeers(t) {
+					g.log.Warn().Str("peer_gw", id).Dur("dead_after", g.cfg.DeadAfter).Msg("peer GW silent: adopting its open requests")
+					g.requestSweep()
+				}
+				if t.Sub(lastSweep) >= g.cfg.SweepEvery {
+					lastSweep = t
+					g.requestSweep()
+				}
+			}
+		}
+	}
+}
+
+// awaitHandlers tells the loop, through its input channel, once every
+// handler call on the stopped endpoints has returned. micro's Stop drains
+// the endpoint subscriptions asynchronously, so handlers may still be
+// called after it returns: after a flush the server sends nothing more to
+// them, and a barrier runs once every message already delivered has been
+// handled. The mark goes through the same channel as the handlers' own
+// inputs, after them: the loop has seen every request handed to it before
+// it may call itself idle.
+func (g *GW) awaitHandlers() {
+	if err := g.nc.FlushTimeout(logTimeout); err != nil {
+		g.log.Warn().Err(err).Msg("flush at stop")
+	}
+	if err := g.nc.Barrier(func() { g.input(input{drained: true}) }); err != nil {
+		// The connection is closed: no handler runs any more (and the loop
+		// stops on the closed connection, mark or not).
+		select {
+		case g.in <- input{drained: true}:
+		default:
+		}
+	}
+}
+
+// publishRCs exposes the core's RCs to RCs and WaitRCs.
+func (g *GW) publishRCs(c *core.Core) {
+	list := c.RCs()
+	g.rcMu.Lock()
+	defer g.rcMu.Unlock()
+	if !slices.Equal(list, g.rcList) {
+		g.rcList = list
+		close(g.rcChanged)
+		g.rcChanged = make(chan struct{})
+	}
+}
+
+// carryOut does one command of the core.
+func (g *GW) carryOut(cmd core.Command, queue *[]logJob, later *[]core.Event) {
+	switch c := cmd.(type) {
+	case core.WriteLog:
+		*queue = append(*queue, logJob{write: c})
+	case core.Purge:
+		*queue = append(*queue, logJob{purge: c.Subject})
+	case core.Submit:
+		if err := g.submit(c); err != nil {
+			*later = append(*later, core.SubmitFailed{At: now(), ID: c.Info.ID, Drive: c.Drive, Err: err})
+		}
+	case core.CancelDrive:
+		h := nats.Header{}
+		h.Set(messages.HdrRequestID, c.DriveID)
+		if err := g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCCancel(c.RCID), Header: h}); err != nil {
+			g.log.Warn().Err(err).Str("request_id", c.ID).Str("rc_id", c.RCID).Msg("cancel to the RC not sent")
+		}
+	case core.Answer:
+		g.answer(c)
+	case core.AnswerCancel:
+		ri := &reqInfo{api: APICancel, id: c.ClientID, clientID: c.ClientID, reply: c.Reply, content: messages.ContentJSON,
+			received: time.Now(), log: g.log.With().Str("client_request_id", c.ClientID).Logger()}
+		g.respondStatus(ri, c.Status)
+	case core.Released:
+		g.infoReq(c.Info).log.Info().Msg("left unanswered at shutdown; the request log keeps it for adoption")
+	case core.Dropped:
+		g.met.dropped.Inc()
+		g.log.Debug().Str("request_id", c.ID).Str("why", c.Why).Msg("not answering here")
+	case core.Adopted:
+		g.met.adopted.Inc()
+		g.met.redrives.WithLabelValues("adopted").Inc()
+		g.infoReq(c.Info).log.Info().Str("from_gw", c.FromGW).Bool("expired", c.Expired).Msg("request adopted from the request log")
+	}
+}
+
+// submit publishes a drive to its RC.
+func (g *GW) submit(c core.Submit) error {
+	ri := g.infoReq(c.Info)
+	body, err := messages.Encode(&c.Sub)
+	if err == nil {
+		h := nats.Header{}
+		messages.Routing{RequestID: c.Sub.RequestID, API: ri.api, Deadline: c.Sub.Deadline, LogCorr: ri.logCorr, Content: c.Sub.Content}.Write(h)
+		messages.SetString(h, messages.HdrClientRequestID, ri.clientID)
+		messages.SetString(h, messages.HdrCaller, ri.caller)
+		err = g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(c.RCID), Header: h, Data: body})
+	}
+	if err != nil {
+		ri.log.Warn().Err(err).Msg("submission to the RC failed")
+		return err
+	}
+	g.met.byRC.WithLabelValues(c.RCID).Inc()
+	if c.Why != "" && c.Why != "adopted" {
+		g.met.redrives.WithLabelValues(c.Why).Inc()
+		ri.log.Info().Str("why", c.Why).Msg("driving the request again")
+	}
+	ri.log.Debug().Time("deadline", time.Unix(0, c.Sub.Deadline)).Msg("request submitted")
+	return nil
+}
+
+// answer sends the core's answer for a request.
+func (g *GW) answer(c core.Answer) {
+	ri := g.infoReq(c.Info)
+	switch {
+	case c.Forward:
+		g.forward(ri, answer{header: c.Header, data: c.Data, err: c.Err})
+	case c.Limit != "":
+		if c.Limit == LimitInFlight {
+			g.met.busy.Inc()
+		}
+		g.met.limited.WithLabelValues(c.Limit).Inc()
+		h := nats.Header{}
+		h.Set(messages.HdrLimit, c.Limit)
+		messages.SetUint(h, messages.HdrRetryAfter, uint64(c.RetryAfter))
+		g.respondStatusWith(ri, c.Status, h)
+	default:
+		g.respondStatus(ri, c.Status)
+	}
+}
