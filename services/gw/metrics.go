@@ -1,7 +1,7 @@
 package gw
 
 import (
-	"errors"
+	"github.com/sg-project/sg/services/poison"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,7 +15,7 @@ type metrics struct {
 
 	limited      *prometheus.CounterVec // refusals over a limit, by limit
 	refusedReply prometheus.Counter     // requests dropped: reply subject not a client inbox
-	poison       *prometheus.CounterVec // stream records skipped, by stream
+	poison       *poison.Counter        // stream records skipped, by stream
 
 	byRC      *prometheus.CounterVec // drives submitted, by RC
 	redrives  *prometheus.CounterVec // by reason
@@ -81,30 +81,15 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 			return nil, err
 		}
 	}
-	m.poison = registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: PoisonMetric, Help: PoisonMetricHelp}, []string{"stream"}))
+	// One counter for every service's poison records (services/poison),
+	// shared with the services of the same process.
+	var err error
+	if m.poison, err = poison.NewCounter(reg); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
 // PoisonMetric is the name every sg service counts skipped stream records
-// under (label stream); a process running several services shares it.
-const (
-	PoisonMetric     = "sg_stream_poison_records_total"
-	PoisonMetricHelp = "Records of a JetStream stream skipped because they do not decode or are invalid, by stream."
-)
-
-// registerShared registers c, or returns the collector of the same
-// description another service in this process registered first. If that
-// one was described differently, c counts unexported rather than fail the
-// GW's start over a help text.
-func registerShared(reg *prometheus.Registry, c *prometheus.CounterVec) *prometheus.CounterVec {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if prev, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				return prev
-			}
-		}
-	}
-	return c
-}
+// under (label stream).
+const PoisonMetric = poison.MetricName

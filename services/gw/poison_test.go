@@ -2,13 +2,16 @@ package gw_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -101,9 +104,11 @@ func counterL(t *testing.T, e *env, name, label, value string) float64 {
 // first: the GW shares it.
 func TestPoisonMetricShared(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	other := prometheus.NewCounterVec(prometheus.CounterOpts{Name: gw.PoisonMetric, Help: gw.PoisonMetricHelp}, []string{"stream"})
-	reg.MustRegister(other)
-	other.WithLabelValues("dap_state").Inc()
+	other, err := poison.NewCounter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Skip(zerolog.Nop(), "dap_state", 1, "sg.state.dap.x", errors.New("bad"))
 	if _, err := gw.New(gw.Config{ID: "gw1", NC: startNATS(t), Registry: reg}); err != nil {
 		t.Fatalf("New with the poison counter registered already: %v", err)
 	}

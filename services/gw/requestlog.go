@@ -70,9 +70,7 @@ func (l *requestLog) poison(seq uint64, subject string, err error) {
 		clear(l.poisoned)
 	}
 	l.poisoned[seq] = struct{}{}
-	l.g.met.poison.WithLabelValues(PoisonStreamRequestLog).Inc()
-	l.g.log.Warn().Err(err).Uint64("stream_seq", seq).Str("subject", safeLabel(subject)).
-		Msg("skipping a request log record that does not decode or is invalid")
+	l.g.met.poison.Skip(l.g.log, PoisonStreamRequestLog, seq, safeLabel(subject), err)
 }
 
 // PoisonStreamRequestLog is the stream label of the request log's poison
