@@ -15,19 +15,22 @@ import (
 // decoded here instead: they grow as elements arrive, and an element that is
 // nil or an empty map or array (no sg struct is ever sent so) ends the decode.
 func init() {
-	registerGrowingSlice[TableInfo]()
-	registerGrowingSlice[ColumnSpec]()
-	registerGrowingSlice[Filter]()
-	registerGrowingSlice[AggSpec]()
-	registerGrowingSlice[PortionRef]()
-	registerGrowingSlice[QueueEntry]()
+	RegisterGrowingSlice[TableInfo]()
+	RegisterGrowingSlice[ColumnSpec]()
+	RegisterGrowingSlice[Filter]()
+	RegisterGrowingSlice[AggSpec]()
+	RegisterGrowingSlice[PortionRef]()
+	RegisterGrowingSlice[QueueEntry]()
 }
 
 // firstSliceCap is the capacity a decoded slice starts with, whatever the
 // array claims.
 const firstSliceCap = 16
 
-func registerGrowingSlice[T any]() {
+// RegisterGrowingSlice makes msgpack decode every []T that way. Call it from
+// an init function of T's package, for a struct type T that is never sent as
+// nil or as an empty map or array.
+func RegisterGrowingSlice[T any]() {
 	msgpack.Register([]T(nil), nil, func(d *msgpack.Decoder, v reflect.Value) error {
 		n, err := d.DecodeArrayLen()
 		if err != nil {
