@@ -196,3 +196,36 @@ func TestDecodeResponseLargeAnswer(t *testing.T) {
 		t.Fatalf("request of %d values: %v, want ErrMalformed: more than %d values", rows, err, MaxElements)
 	}
 }
+
+// sg's slices of structs grow as elements arrive: 65,536 one-byte elements
+// in place of table infos cost a few KiB, not 65,536 structs.
+func TestStructSlicesGrowAsElementsArrive(t *testing.T) {
+	for _, elem := range []byte{0xc0, 0x80, 0x90, 0x01} {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		_ = enc.EncodeMapLen(1)
+		_ = enc.EncodeString("tables")
+		_ = enc.EncodeArrayLen(1 << 16)
+		buf.Write(bytes.Repeat([]byte{elem}, 1<<16))
+		data := buf.Bytes()
+		var reg DAPRegistration
+		var err error
+		if d := allocated(func() { err = Decode(data, &reg) }); d > 64<<10 {
+			t.Errorf("element 0x%02x: decoding allocated %d bytes", elem, d)
+		}
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("element 0x%02x: %v, want ErrMalformed", elem, err)
+		}
+	}
+	// Valid slices still decode, empty and full.
+	for _, tables := range [][]TableInfo{nil, {}, {{Name: "a", Kind: TablePartitioned}, {Name: "b", Kind: TableSharded,
+		Columns: []ColumnSpec{{Name: "x", Type: TypeInt}}}}} {
+		r := envRegistration()
+		r.Tables = tables
+		b, _ := Encode(&r)
+		got, err := DecodeValid[DAPRegistration](b)
+		if err != nil || len(got.Tables) != len(tables) || (len(tables) == 2 && got.Tables[1].Columns[0].Name != "x") {
+			t.Errorf("tables %v: got %v, %v", tables, got.Tables, err)
+		}
+	}
+}

@@ -32,8 +32,11 @@ const (
 	// PayloadLimits.
 	MaxElements = 1 << 21
 	// MaxAllocPerByte and MaxAllocSlack bound the heap a decode may allocate
-	// per input byte (a 1-byte nil decoded into a slice element of the
-	// largest struct type) and in all (decoder state, error text).
+	// per input byte and in all (decoder state, error text). The worst case
+	// measured is about 70 per byte (a map of 1-byte keys and values): sg's
+	// slices of structs grow as elements arrive (slices.go), where the
+	// library would make them at once (368 per byte for a partial's
+	// aggregation states).
 	MaxAllocPerByte = 256
 	MaxAllocSlack   = 1 << 20
 )

@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"bytes"
 	"runtime"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ func FuzzDecodePartial(f *testing.F) {
 	f.Add(agg)
 	f.Add([]byte{0x81, 0xa1, 'a', 0xdd, 0xff, 0xff, 0xff, 0xff})            // aggs claiming 4,294,967,295 states
 	f.Add([]byte{0x82, 0xa1, 'v', 0x01, 0xa1, 't', 0xdd, 0x00, 0x01, 0x00}) // times claiming 65,536
+	for _, elem := range []byte{0xc0, 0x80, 0x01} {                         // 65,535 one-byte aggregation states
+		f.Add(append([]byte{0x81, 0xa1, 'a', 0xdc, 0xff, 0xff}, bytes.Repeat([]byte{elem}, 65535)...))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var (
 			p   Partial
