@@ -28,6 +28,7 @@ const (
 	HdrLogCorr          = "Sg-Log-Corr"          // client's log correlation id, echoed in every log line
 	HdrRetryAfter       = "Sg-Retry-After"       // whole seconds to wait before polling or retrying (as HTTP's Retry-After)
 	HdrClientRequestID  = "Sg-Client-Request-Id" // the caller's own request id: a label in logs, never a key inside sg
+	HdrTraceID          = "Sg-Trace-Id"          // GW -> client: the id sg knows the request by (request_id of every log line about it)
 	HdrCaller           = "Sg-Caller"            // GW -> RC: the caller a request is counted against (per-caller limits)
 	HdrLimit            = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
 	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk

@@ -250,6 +250,9 @@ type Response struct {
 	Header  ResponseHeader
 	Payload []byte
 	Content Content
+	// TraceID is the id sg knew the request by (the Sg-Trace-Id header, not
+	// part of the envelope): the request_id of its log lines inside sg.
+	TraceID string
 }
 
 // Validate checks the response header.
@@ -282,7 +285,7 @@ func DecodeResponse(h nats.Header, data []byte) (Response, error) {
 	if err := hdr.Validate(); err != nil {
 		return Response{}, err
 	}
-	return Response{Header: hdr, Payload: payload, Content: c}, nil
+	return Response{Header: hdr, Payload: payload, Content: c, TraceID: h.Get(HdrTraceID)}, nil
 }
 
 // NewResponse answers req with status st and payload (in req's encoding).

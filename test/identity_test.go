@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // Two clients using the same request id at the same time each get their
@@ -29,6 +31,7 @@ func TestSameClientRequestIDEndToEnd(t *testing.T) {
 	d.waitEntered(held) // both are in flight: at least one waits on the held DAP
 	d.gates[held].release()
 
+	traces := map[string]bool{} // the ids sg knew each request by: all distinct
 	check := func(name string, ch <-chan *nats.Msg, want []byte) {
 		t.Helper()
 		select {
@@ -37,6 +40,11 @@ func TestSameClientRequestIDEndToEnd(t *testing.T) {
 			if !st.IsOK() || string(mustPack(t, &tbl)) != string(want) || m.Header.Get("Sg-Request-Id") != "same" {
 				t.Fatalf("%s: %v, %d rows, id %q", name, st, tbl.NumRows(), m.Header.Get("Sg-Request-Id"))
 			}
+			trace := m.Header.Get(messages.HdrTraceID)
+			if trace == "" || trace == "same" || traces[trace] {
+				t.Fatalf("%s: trace id %q: want the GW's own id, different for every request", name, trace)
+			}
+			traces[trace] = true
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%s: no answer", name)
 		}

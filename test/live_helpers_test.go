@@ -44,20 +44,25 @@ func (ls *liveSys) counter(name string) float64 {
 	return total
 }
 
-// getData calls getData and decodes the answer; an error status is returned as an error.
+// getData calls getData and decodes the answer; an error status is returned as
+// an error. The id it returns is the one sg knew the request by (Sg-Trace-Id:
+// the request id of its portions and log lines), not the client's label.
 func (ls *liveSys) getData(ctx context.Context, args messages.GetDataArgs) (string, messages.Table, error) {
 	resp, err := ls.client.Do(ctx, subjects.APIGetData, args, messages.Opts{TimeoutMS: 20_000})
 	if err != nil {
 		return "", messages.Table{}, err
 	}
+	if resp.TraceID == "" {
+		return "", messages.Table{}, fmt.Errorf("request %s: answer without %s", resp.Header.RequestID, messages.HdrTraceID)
+	}
 	if !resp.Header.Status.IsOK() {
-		return resp.Header.RequestID, messages.Table{}, fmt.Errorf("request %s: %s", resp.Header.RequestID, resp.Header.Status)
+		return resp.TraceID, messages.Table{}, fmt.Errorf("request %s: %s", resp.TraceID, resp.Header.Status)
 	}
 	var tbl messages.Table
 	if err := msgpack.Unmarshal(resp.Payload, &tbl); err != nil {
-		return resp.Header.RequestID, tbl, fmt.Errorf("decode answer: %w", err)
+		return resp.TraceID, tbl, fmt.Errorf("decode answer: %w", err)
 	}
-	return resp.Header.RequestID, tbl, nil
+	return resp.TraceID, tbl, nil
 }
 
 // Tables of the live tests: tick is a time table with a unique id per row, inst a

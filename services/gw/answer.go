@@ -79,6 +79,9 @@ func (g *GW) respondStatusWith(ri *reqInfo, st messages.Status, extra nats.Heade
 // send publishes an answer on the client's reply subject, in chunks when it
 // is above the max payload, and records it.
 func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
+	// The caller's id is a label; this is the id every log line inside sg
+	// carries, for the caller to quote when something went wrong.
+	messages.SetString(h, messages.HdrTraceID, ri.id)
 	var err error
 	chunks := 1
 	if ri.reply != "" {
