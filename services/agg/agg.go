@@ -24,6 +24,7 @@ type Agg struct {
 	streams  map[string]*stream   // chunked partials being reassembled, by transfer id
 	closing  bool                 // Run is stopping: start no answer (answers.Add must precede Wait)
 	held     int64                // bytes of partial results held, all requests (Config.MaxHeldBytes)
+	transit  int64                // bytes of chunked partials still being reassembled (counted in MaxHeldBytes too)
 
 	answers   sync.WaitGroup // answer goroutines; Run waits for them
 	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
@@ -38,6 +39,7 @@ type stream struct {
 	r         *messages.Reassembler
 	requestID string
 	since     time.Time
+	bytes     int64 // chunk bytes buffered so far (a.transit's share)
 }
 
 type counters struct {
@@ -214,7 +216,7 @@ func (a *Agg) sweep(now time.Time) {
 	for k, s := range a.streams {
 		if now.Sub(s.since) >= a.cfg.PartialTTL {
 			a.log.Info().Str("request_id", s.requestID).Int("missing_chunks", s.r.Missing()).Msg("chunked partial incomplete within PartialTTL: dropped")
-			delete(a.streams, k)
+			a.dropStreamLocked(k, s)
 		}
 	}
 	for id, until := range a.finished {

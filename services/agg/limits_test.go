@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
@@ -74,5 +75,49 @@ func TestAggLimitsFromEnv(t *testing.T) {
 	env[EnvMaxRequestBytes] = "lots"
 	if err := c.LimitsFromEnv(look); err == nil {
 		t.Fatal("accepted")
+	}
+}
+
+// A chunked partial counts against the Agg-wide bound while it is still being
+// reassembled: a sender that opens transfers and never finishes them cannot
+// grow the Agg past MaxHeldBytes. Over it the transfer is dropped and its
+// request refused; the bytes it held are released for the others.
+func TestAggLimitsCountChunksInTransit(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxHeldBytes, c.MaxRequestBytes = 4000, 1<<20 })
+	e.expect(expectation("big", subjects.APIPing, nil, ref("a", 1)))
+	bin := func(n int) []byte { // one msgpack value of about n bytes
+		b, err := msgpack.Marshal(bytes.Repeat([]byte{1}, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	p := okPartial("big", ref("a", 1), "dap0", bin(20000))
+	b, err := messages.Encode(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
+	p.Status.Write(h)
+	chunks, err := messages.SplitChunks(subj.AggPartial("agg1"), h, b, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every chunk but the last: the transfer never completes, yet passes the bound.
+	for _, c := range chunks[:len(chunks)-1] {
+		if err := e.nc.PublishMsg(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, hdr := e.answer()
+	if resp.Header.RequestID != "big" || resp.Header.RC != messages.CodeRateLimited || hdr.Get(messages.HdrLimit) != limits.AggHeldBytes {
+		t.Fatalf("answer %+v %v, want RATE_LIMITED over %s", resp.Header, hdr, limits.AggHeldBytes)
+	}
+	// What the transfer held was released: a partial of 3,000 bytes fits.
+	e.expect(expectation("small", subjects.APIPing, nil, ref("a", 1)))
+	e.partial(okPartial("small", ref("a", 1), "dap0", bin(3000)))
+	if resp, _ := e.answer(); resp.Header.RequestID != "small" || resp.Header.RC != messages.CodeOK {
+		t.Fatalf("answer %+v", resp.Header)
 	}
 }

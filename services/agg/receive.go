@@ -15,6 +15,11 @@ import (
 // MaxAnswerBytes, so the reassembly limit refuses only what the request limit would.
 const envelopeSlack = 64 << 10
 
+// maxStreams bounds the chunked partials reassembled at once: each is a map
+// and buffers, and a sender that opens transfers it never finishes must not
+// grow the Agg without bound (PartialTTL frees them).
+const maxStreams = 4096
+
 func (a *Agg) onExpect(m *nats.Msg) {
 	e, err := messages.DecodeValid[messages.AggExpectation](m.Data)
 	if err != nil {
@@ -81,7 +86,7 @@ func (a *Agg) onCancel(m *nats.Msg) {
 	}
 	for k, s := range a.streams {
 		if s.requestID == id {
-			delete(a.streams, k)
+			a.dropStreamLocked(k, s)
 		}
 	}
 	a.stats.cancelled.Add(1)
@@ -142,7 +147,9 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, done := a.finished[reqID]; done && reqID != "" {
-		delete(a.streams, key)
+		if s := a.streams[key]; s != nil {
+			a.dropStreamLocked(key, s)
+		}
 		return nil, false // the request is over: do not buffer its chunks
 	}
 	s := a.streams[key]
@@ -152,14 +159,44 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 			a.log.Warn().Str("request_id", reqID).Msg("chunk without a transfer id")
 			return nil, false
 		}
+		if len(a.streams) >= maxStreams {
+			a.stats.malformed.Add(1)
+			a.log.Warn().Str("request_id", reqID).Int("transfers", len(a.streams)).Msg("too many chunked partials in transit: chunk dropped")
+			return nil, false
+		}
 		s = &stream{r: messages.NewReassembler(min(a.cfg.MaxAnswerBytes, a.cfg.MaxRequestBytes) + envelopeSlack), requestID: reqID, since: time.Now()}
 		a.streams[key] = s
 	}
+	// Bytes in transit count against the Agg-wide bound like partials held:
+	// over it the transfer is dropped and its request refused, as a whole
+	// partial would be.
+	n := int64(len(m.Data))
+	if a.held+a.transit+n > a.cfg.MaxHeldBytes {
+		a.dropStreamLocked(key, s)
+		a.log.Warn().Str("request_id", reqID).Int64("held", a.held).Int64("in_transit", a.transit).Int64("limit", a.cfg.MaxHeldBytes).
+			Msg("chunked partial over the Agg's limit: request refused")
+		if reqID != "" {
+			r := a.requests[reqID]
+			if r == nil {
+				r = newRequest(reqID, time.Now())
+				a.requests[reqID] = r
+			}
+			before := r.bytes
+			r.dropped++
+			r.refuse(limits.RetryAfter(len(a.requests), runtime.NumCPU()))
+			a.held += r.bytes - before
+			a.stats.discarded.Add(r.takeDropped())
+			a.answerIfReadyLocked(r, time.Now())
+		}
+		return nil, false
+	}
+	s.bytes += n
+	a.transit += n
 	done, err := s.r.Add(m.Header, m.Data)
 	if err == nil && !done {
 		return nil, false
 	}
-	delete(a.streams, key)
+	a.dropStreamLocked(key, s)
 	if err != nil {
 		a.badTransferLocked(reqID, err)
 		return nil, false
@@ -170,6 +207,13 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 		return nil, false
 	}
 	return payload, true
+}
+
+// dropStreamLocked forgets a chunk transfer and the bytes it buffered.
+func (a *Agg) dropStreamLocked(key string, s *stream) {
+	delete(a.streams, key)
+	a.transit -= s.bytes
+	s.bytes = 0
 }
 
 // badTransferLocked: a partial too large for the limit fails its request TOO_LARGE (the
