@@ -56,7 +56,7 @@ type encoderState struct {
 }
 
 type decoderState struct {
-	rd  bytes.Reader
+	rd  sliceReader
 	dec *msgpack.Decoder
 }
 
@@ -109,12 +109,12 @@ func DecodeLimited(data []byte, v any, lim Limits) (err error) {
 	// A decoder that panicked is not put back (the deferred recover returns
 	// before the Put): its state is unknown.
 	d := decoders.Get().(*decoderState)
-	d.rd.Reset(data)
+	d.rd.reset(data)
 	d.dec.Reset(&d.rd)
 	err = d.dec.Decode(v)
 	n := d.rd.Len()
 	d.dec.Reset(nil)
-	d.rd.Reset(nil)
+	d.rd.reset(nil)
 	decoders.Put(d)
 	if err != nil {
 		return fmt.Errorf("%w: %T: %v", ErrMalformed, v, err)

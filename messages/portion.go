@@ -181,13 +181,13 @@ func (m *PortionCompletion) Validate() error {
 // be larger than NATS's max payload, in which case the encoded PartialResult
 // travels in chunks (SendChunked).
 type PartialResult struct {
-	V         uint8              `msgpack:"v"`
-	RequestID string             `msgpack:"req"`
-	PortionID string             `msgpack:"id"`
-	Attempt   uint32             `msgpack:"att"`
-	DAPID     string             `msgpack:"dap"`
-	Status    Status             `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
-	Payload   msgpack.RawMessage `msgpack:"payload,omitempty"`
+	V         uint8      `msgpack:"v"`
+	RequestID string     `msgpack:"req"`
+	PortionID string     `msgpack:"id"`
+	Attempt   uint32     `msgpack:"att"`
+	DAPID     string     `msgpack:"dap"`
+	Status    Status     `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
+	Payload   RawMsgpack `msgpack:"payload,omitempty"`
 }
 
 // Ref returns the portion's reference.

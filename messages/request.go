@@ -179,7 +179,7 @@ func decodeEnvelope[H any](c Content, data []byte, lim Limits) (h H, payload []b
 	}()
 	switch c {
 	case ContentMsgpack:
-		var e envelope[H, msgpack.RawMessage]
+		var e envelope[H, RawMsgpack]
 		if err := DecodeLimited(data, &e, lim); err != nil {
 			return h, nil, err
 		}
