@@ -28,6 +28,34 @@ type Validator interface {
 
 // Encode encodes v with msgpack, the encoding of every internal message.
 func Encode(v any) ([]byte, error) {
+	hint := 0
+	if h, ok := v.(sizeHinter); ok {
+		hint = h.encodedSizeHint()
+	}
+	return encodeSized(v, hint)
+}
+
+// sizeHinter is implemented by messages that carry a large payload: the
+// encoder's buffer is sized once instead of doubling up to the payload's size.
+type sizeHinter interface{ encodedSizeHint() int }
+
+// EncodeSized is Encode for a value of about hint bytes (a merged table:
+// the sum of its partials), encoded into one buffer of that size.
+func EncodeSized(v any, hint int) ([]byte, error) { return encodeSized(v, hint) }
+
+// encodeSized is Encode into a buffer of at least hint bytes.
+func encodeSized(v any, hint int) ([]byte, error) {
+	if hint > maxPooledBuffer {
+		buf := bytes.NewBuffer(make([]byte, 0, hint))
+		enc := msgpack.GetEncoder()
+		enc.Reset(buf)
+		err := enc.Encode(v)
+		msgpack.PutEncoder(enc)
+		if err != nil {
+			return nil, fmt.Errorf("messages: encode %T: %w", v, err)
+		}
+		return buf.Bytes(), nil
+	}
 	e := encoders.Get().(*encoderState)
 	e.buf.Reset()
 	if err := e.enc.Encode(v); err != nil {
@@ -62,6 +90,9 @@ type decoderState struct {
 
 // maxPooledBuffer: a buffer that grew past this is not kept in the pool.
 const maxPooledBuffer = 64 << 10
+
+// envelopeSlack is room for a message's fields around its payload (a size hint).
+const envelopeSlack = 4 << 10
 
 var (
 	encoders = sync.Pool{New: func() any {

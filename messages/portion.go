@@ -440,3 +440,6 @@ func (m *SecondaryStatus) Validate() error {
 
 // A partial result carries a payload that may be as large as an answer.
 func (*PartialResult) decodeLimits() Limits { return PayloadLimits }
+
+// encodedSizeHint: the payload and room for the other fields.
+func (m *PartialResult) encodedSizeHint() int { return len(m.Payload) + envelopeSlack }
