@@ -43,3 +43,27 @@ func TestAllocBudgetSmallRequest(t *testing.T) {
 		t.Fatalf("%d requests ended, want %d", st.Ended, n)
 	}
 }
+
+// BenchmarkSmallRequestCore is the RC core's share of a small request: arrive,
+// dispatch, complete, AggDone (go test ./services/rc/core -run '^$' -bench SmallRequestCore).
+func BenchmarkSmallRequestCore(b *testing.B) {
+	c := New(Config{Self: "rc-1", Aggs: []string{"agg-1"}})
+	now := t0
+	c.Step(DAPRegistered{At: now, DAP: dapInfo("d1", Labels{"region": "eu"})})
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		now += int64(time.Millisecond)
+		id := "q-" + strconv.Itoa(n)
+		var d Dispatch
+		for _, cmd := range c.Step(RequestArrived{At: now, Request: Request{ID: id, API: "getData", Table: "trade",
+			Labels: Selector{"region": {"eu"}}, Start: t0, End: t0 + hour, Deadline: now + int64(time.Minute), Agg: "agg-1"}}) {
+			if x, ok := cmd.(Dispatch); ok {
+				d = x
+			}
+		}
+		c.Step(PortionCompleted{At: now, Request: id, Portion: d.Portion.ID, DAP: d.DAP, Outcome: OutcomeOK})
+		c.Step(AggDone{At: now, Request: id})
+	}
+}
