@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -27,12 +28,82 @@ type Validator interface {
 
 // Encode encodes v with msgpack, the encoding of every internal message.
 func Encode(v any) ([]byte, error) {
-	b, err := msgpack.Marshal(v)
-	if err != nil {
+	hint := 0
+	if h, ok := v.(sizeHinter); ok {
+		hint = h.encodedSizeHint()
+	}
+	return encodeSized(v, hint)
+}
+
+// sizeHinter is implemented by messages that carry a large payload: the
+// encoder's buffer is sized once instead of doubling up to the payload's size.
+type sizeHinter interface{ encodedSizeHint() int }
+
+// EncodeSized is Encode for a value of about hint bytes (a merged table:
+// the sum of its partials), encoded into one buffer of that size.
+func EncodeSized(v any, hint int) ([]byte, error) { return encodeSized(v, hint) }
+
+// encodeSized is Encode into a buffer of at least hint bytes.
+func encodeSized(v any, hint int) ([]byte, error) {
+	if hint > maxPooledBuffer {
+		buf := bytes.NewBuffer(make([]byte, 0, hint))
+		enc := msgpack.GetEncoder()
+		enc.Reset(buf)
+		err := enc.Encode(v)
+		msgpack.PutEncoder(enc)
+		if err != nil {
+			return nil, fmt.Errorf("messages: encode %T: %w", v, err)
+		}
+		return buf.Bytes(), nil
+	}
+	e := encoders.Get().(*encoderState)
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		encoders.Put(e)
 		return nil, fmt.Errorf("messages: encode %T: %w", v, err)
 	}
+	if e.buf.Cap() > maxPooledBuffer {
+		// A large message keeps its buffer (no copy); the pool does not hold it.
+		b := e.buf.Bytes()
+		e.buf = bytes.Buffer{}
+		e.enc.Reset(&e.buf)
+		encoders.Put(e)
+		return b, nil
+	}
+	b := bytes.Clone(e.buf.Bytes())
+	encoders.Put(e)
 	return b, nil
 }
+
+// Every hop encodes and decodes several messages per request: the encoder,
+// its buffer, the decoder and its reader are reused instead of allocated and
+// grown each time (msgpack.Marshal grows a fresh buffer from zero).
+type encoderState struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+type decoderState struct {
+	rd  sliceReader
+	dec *msgpack.Decoder
+}
+
+// maxPooledBuffer: a buffer that grew past this is not kept in the pool.
+const maxPooledBuffer = 64 << 10
+
+// envelopeSlack is room for a message's fields around its payload (a size hint).
+const envelopeSlack = 4 << 10
+
+var (
+	encoders = sync.Pool{New: func() any {
+		e := &encoderState{}
+		e.enc = msgpack.NewEncoder(&e.buf)
+		return e
+	}}
+	decoders = sync.Pool{New: func() any {
+		return &decoderState{dec: msgpack.NewDecoder(nil)}
+	}}
+)
 
 // Decode decodes msgpack data into v. It never panics on bytes from the
 // network, and never lets the library allocate from a length the bytes do
@@ -66,12 +137,20 @@ func DecodeLimited(data []byte, v any, lim Limits) (err error) {
 	if err := CheckMsgpack(data, lim); err != nil {
 		return fmt.Errorf("%w: %T: %w", ErrMalformed, v, err)
 	}
-	rd := bytes.NewReader(data)
-	dec := msgpack.NewDecoder(rd)
-	if err := dec.Decode(v); err != nil {
+	// A decoder that panicked is not put back (the deferred recover returns
+	// before the Put): its state is unknown.
+	d := decoders.Get().(*decoderState)
+	d.rd.reset(data)
+	d.dec.Reset(&d.rd)
+	err = d.dec.Decode(v)
+	n := d.rd.Len()
+	d.dec.Reset(nil)
+	d.rd.reset(nil)
+	decoders.Put(d)
+	if err != nil {
 		return fmt.Errorf("%w: %T: %v", ErrMalformed, v, err)
 	}
-	if n := rd.Len(); n > 0 {
+	if n > 0 {
 		return fmt.Errorf("%w: %T: %d trailing bytes", ErrMalformed, v, n)
 	}
 	return nil

@@ -35,7 +35,7 @@ func envSamples() []any {
 			Labels: LabelSet{"region": "eu"}, Range: Unbounded, PurviewVersion: 3, ReferenceVintage: 19, AggID: "agg-1", Deadline: envDeadline, LogCorr: "c"},
 		&PortionCompletion{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Outcome: OutcomeRetry, Code: CodeRetry,
 			Message: "purview version 3 does not match 4", PurviewVersion: 4, ReferenceVintage: 19},
-		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", DAPID: "d", Status: StatusOK, Payload: envArgs()},
+		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", DAPID: "d", Status: StatusOK, Payload: RawMsgpack(envArgs())},
 		&AggExpectation{V: 1, RequestID: "req", Seq: 2, API: "getData", Args: envArgs(), Expect: []PortionRef{{"p1", 1}},
 			Supersede: []PortionRef{{"p1", 0}}, Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline},
 		&SecondaryDispatch{V: 1, RequestID: "req", PrimaryRCID: "rc-1", API: "getData", Args: envArgs(),

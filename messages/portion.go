@@ -181,13 +181,13 @@ func (m *PortionCompletion) Validate() error {
 // be larger than NATS's max payload, in which case the encoded PartialResult
 // travels in chunks (SendChunked).
 type PartialResult struct {
-	V         uint8              `msgpack:"v"`
-	RequestID string             `msgpack:"req"`
-	PortionID string             `msgpack:"id"`
-	Attempt   uint32             `msgpack:"att"`
-	DAPID     string             `msgpack:"dap"`
-	Status    Status             `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
-	Payload   msgpack.RawMessage `msgpack:"payload,omitempty"`
+	V         uint8      `msgpack:"v"`
+	RequestID string     `msgpack:"req"`
+	PortionID string     `msgpack:"id"`
+	Attempt   uint32     `msgpack:"att"`
+	DAPID     string     `msgpack:"dap"`
+	Status    Status     `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
+	Payload   RawMsgpack `msgpack:"payload,omitempty"`
 }
 
 // Ref returns the portion's reference.
@@ -211,9 +211,12 @@ func (m *PartialResult) Validate() error {
 
 // AggExpectation tells an Agg which partial results make up a request's
 // answer. An RC sends several per request, in Seq order: it dispatches
-// portions over time (queueing), so the set grows; when nothing is left to
-// allocate it sends Sealed, after which the Agg answers once every expected
-// partial has arrived.
+// portions over time (queueing), so the set grows, and it tells each portion
+// as it dispatches it (before the DAP can answer), so the Agg answers on the
+// last partial rather than after the RC has seen every completion. Sealed is
+// the set's state as of this Seq: true when nothing is left to allocate, after
+// which the Agg answers once every expected partial has arrived; a later Seq
+// (a retry, a requeue) may unseal it.
 //
 // Retry of a label set: the RC sends Supersede with the earlier attempt's
 // portions of that label set and Expect with the new attempt's. The Agg drops
@@ -226,7 +229,7 @@ type AggExpectation struct {
 	Args      msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments (aggregation spec); in Seq 1
 	Expect    []PortionRef       `msgpack:"expect,omitempty"`
 	Supersede []PortionRef       `msgpack:"supersede,omitempty"`
-	Sealed    bool               `msgpack:"sealed,omitempty"` // no portion will be added
+	Sealed    bool               `msgpack:"sealed,omitempty"` // the set is whole: answer once every expected partial is here (a later Seq may unseal it)
 	Cancel    bool               `msgpack:"cancel,omitempty"` // the RC answers (error, timeout): drop everything, answer nothing
 	ReplyTo   string             `msgpack:"reply"`            // where the answer goes (subjects.GWAnswer or an inbox)
 	RCID      string             `msgpack:"rc,omitempty"`     // where the Agg reports AggDone (subjects.RCAggDone)
@@ -437,3 +440,6 @@ func (m *SecondaryStatus) Validate() error {
 
 // A partial result carries a payload that may be as large as an answer.
 func (*PartialResult) decodeLimits() Limits { return PayloadLimits }
+
+// encodedSizeHint: the payload and room for the other fields.
+func (m *PartialResult) encodedSizeHint() int { return len(m.Payload) + envelopeSlack }

@@ -155,7 +155,7 @@ type envelope[H any, P any] struct {
 func encodeEnvelope[H any](c Content, h H, payload []byte) ([]byte, error) {
 	switch c {
 	case ContentMsgpack:
-		return Encode(envelope[H, msgpack.RawMessage]{Header: h, Payload: payload})
+		return encodeSized(envelope[H, msgpack.RawMessage]{Header: h, Payload: payload}, len(payload)+envelopeSlack)
 	case ContentJSON:
 		if len(payload) > 0 && !json.Valid(payload) {
 			return nil, fmt.Errorf("%w: JSON envelope payload is not valid JSON", ErrInvalid)
@@ -179,7 +179,7 @@ func decodeEnvelope[H any](c Content, data []byte, lim Limits) (h H, payload []b
 	}()
 	switch c {
 	case ContentMsgpack:
-		var e envelope[H, msgpack.RawMessage]
+		var e envelope[H, RawMsgpack]
 		if err := DecodeLimited(data, &e, lim); err != nil {
 			return h, nil, err
 		}

@@ -20,6 +20,19 @@ func (e *scanError) Unwrap() error { return ErrMalformed }
 // count are within bounds, and nothing follows the value. The error is
 // ErrMalformed (errors.Is) and says what is wrong and at which byte offset.
 func CheckMsgpack(data []byte, lim Limits) error {
+	end, err := scanMsgpack(data, lim)
+	if err == nil && end != len(data) {
+		return &scanError{fmt.Sprintf("msgpack at byte %d of %d: %d trailing bytes after the value", end, len(data), len(data)-end)}
+	}
+	return err
+}
+
+// msgpackValueLen is the length of the msgpack value data starts with.
+func msgpackValueLen(data []byte) (int, error) { return scanMsgpack(data, Limits{}) }
+
+// scanMsgpack checks the msgpack value data starts with and returns where it
+// ends.
+func scanMsgpack(data []byte, lim Limits) (int, error) {
 	var (
 		stack    [maxScanDepth + 1]uint64 // values still to read in each open container
 		depth    = 0                      // stack[0] is the top level: one value
@@ -55,7 +68,7 @@ func CheckMsgpack(data []byte, lim Limits) error {
 		stack[depth]--
 		pending--
 		if pos >= len(data) {
-			return bad("truncated: %d more values announced", pending+1)
+			return 0, bad("truncated: %d more values announced", pending+1)
 		}
 		c := data[pos]
 		var (
@@ -79,7 +92,7 @@ func CheckMsgpack(data []byte, lim Limits) error {
 		case 0xc0, 0xc2, 0xc3: // nil, false, true
 			head = 1
 		case 0xc1:
-			return bad("byte 0xc1 is never used in msgpack")
+			return 0, bad("byte 0xc1 is never used in msgpack")
 		case 0xc4, 0xc5, 0xc6: // bin 8/16/32
 			lenWidth = 1 << (c - 0xc4)
 		case 0xc7, 0xc8, 0xc9: // ext 8/16/32: length, then a type byte
@@ -103,7 +116,7 @@ func CheckMsgpack(data []byte, lim Limits) error {
 		if lenWidth > 0 {
 			head = 1 + uint64(lenWidth)
 			if !need(head) {
-				return bad("truncated length field of type 0x%02x", c)
+				return 0, bad("truncated length field of type 0x%02x", c)
 			}
 			l := be(lenWidth)
 			switch {
@@ -116,17 +129,17 @@ func CheckMsgpack(data []byte, lim Limits) error {
 			}
 		}
 		if head == 0 {
-			return bad("unknown type byte 0x%02x", c) // unreachable: every byte is covered
+			return 0, bad("unknown type byte 0x%02x", c) // unreachable: every byte is covered
 		}
 		if !need(head + body) {
-			return bad("type 0x%02x announces %d bytes, %d are left", c, head+body, n-uint64(pos))
+			return 0, bad("type 0x%02x announces %d bytes, %d are left", c, head+body, n-uint64(pos))
 		}
 		pos += int(head + body)
 		if !container {
 			continue
 		}
 		if depth+1 > maxDepth {
-			return bad("nested deeper than %d", maxDepth)
+			return 0, bad("nested deeper than %d", maxDepth)
 		}
 		if items == 0 {
 			continue
@@ -134,20 +147,17 @@ func CheckMsgpack(data []byte, lim Limits) error {
 		// Each announced value needs at least one byte: a length that the
 		// bytes left cannot hold is a lie, refused before anyone allocates.
 		if pending+items > n-uint64(pos) {
-			return bad("a container announces %d values, only %d bytes are left for them and %d values pending", items, n-uint64(pos), pending)
+			return 0, bad("a container announces %d values, only %d bytes are left for them and %d values pending", items, n-uint64(pos), pending)
 		}
 		elements += items
 		if maxElems > 0 && elements > maxElems {
-			return bad("more than %d values in one message", maxElems)
+			return 0, bad("more than %d values in one message", maxElems)
 		}
 		depth++
 		stack[depth] = items
 		pending += items
 	}
-	if pos != len(data) {
-		return bad("%d trailing bytes after the value", len(data)-pos)
-	}
-	return nil
+	return pos, nil
 }
 
 // CheckJSON reports whether data nests arrays and objects at most

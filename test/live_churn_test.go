@@ -48,7 +48,7 @@ func watchRetries(t *testing.T, ls *liveSys) *retryWatch {
 		c, err := messages.DecodeValid[messages.PortionCompletion](m.Data)
 		if err == nil && c.Outcome == messages.OutcomeRetry {
 			w.mu.Lock()
-			w.retries[c.RequestID]++
+			w.retries[m.Header.Get(messages.HdrLogCorr)]++ // getData's id
 			w.mu.Unlock()
 		}
 	})

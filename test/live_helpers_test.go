@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nuid"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
@@ -44,25 +45,26 @@ func (ls *liveSys) counter(name string) float64 {
 	return total
 }
 
-// getData calls getData and decodes the answer; an error status is returned as
-// an error. The id it returns is the one sg knew the request by (Sg-Trace-Id:
-// the request id of its portions and log lines), not the client's label.
+// getData calls getData and decodes the answer; an error status is returned as an error.
+//
+// The id it returns is the request's logCorr, unique per call: inside sg a
+// request runs under the GW's own id (the caller's is a label), and the
+// logCorr is what the dispatches (PortionDispatch.LogCorr) and the DAPs'
+// completions (Sg-Log-Corr) carry for the tests to match.
 func (ls *liveSys) getData(ctx context.Context, args messages.GetDataArgs) (string, messages.Table, error) {
-	resp, err := ls.client.Do(ctx, subjects.APIGetData, args, messages.Opts{TimeoutMS: 20_000})
+	corr := nuid.Next()
+	resp, err := ls.client.Do(ctx, subjects.APIGetData, args, messages.Opts{TimeoutMS: 20_000, LogCorr: corr})
 	if err != nil {
-		return "", messages.Table{}, err
-	}
-	if resp.TraceID == "" {
-		return "", messages.Table{}, fmt.Errorf("request %s: answer without %s", resp.Header.RequestID, messages.HdrTraceID)
+		return corr, messages.Table{}, err
 	}
 	if !resp.Header.Status.IsOK() {
-		return resp.TraceID, messages.Table{}, fmt.Errorf("request %s: %s", resp.TraceID, resp.Header.Status)
+		return corr, messages.Table{}, fmt.Errorf("request %s (log corr %s): %s", resp.Header.RequestID, corr, resp.Header.Status)
 	}
 	var tbl messages.Table
 	if err := msgpack.Unmarshal(resp.Payload, &tbl); err != nil {
-		return resp.TraceID, tbl, fmt.Errorf("decode answer: %w", err)
+		return corr, tbl, fmt.Errorf("decode answer: %w", err)
 	}
-	return resp.TraceID, tbl, nil
+	return corr, tbl, nil
 }
 
 // Tables of the live tests: tick is a time table with a unique id per row, inst a

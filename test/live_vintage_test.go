@@ -81,7 +81,7 @@ func TestLiveVintageRetry(t *testing.T) {
 		if p, err := messages.DecodeValid[messages.PortionDispatch](m.Data); err == nil {
 			id := strings.TrimSuffix(strings.TrimPrefix(m.Subject, ls.s.Prefix()+".dap."), ".portion")
 			mu.Lock()
-			dispatches[p.RequestID] = append(dispatches[p.RequestID], sent{p, id})
+			dispatches[p.LogCorr] = append(dispatches[p.LogCorr], sent{p, id}) // getData's id
 			mu.Unlock()
 		}
 	})

@@ -478,6 +478,7 @@ func jsonLarge(ctx context.Context, c *nats.Conn, s subjects.Subjects, args []by
 	}
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
+	messages.SetString(h, messages.HdrAcceptChunks, "1") // ReceiveChunked reassembles
 	if err := c.PublishMsg(&nats.Msg{Subject: s.GWAPI(subjects.APIGetData), Reply: inbox, Header: h, Data: body}); err != nil {
 		return 0, err
 	}

@@ -129,7 +129,9 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil
 	}
 	parts := make([]merge.Partial, len(j.partials))
+	size := 0 // the merged table's size is about the partials' (a size hint)
 	for i, p := range j.partials {
+		size += len(p.Payload)
 		if parts[i], err = merge.DecodePartial(p.Payload); err != nil {
 			return messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, err), nil
 		}
@@ -145,7 +147,7 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	if content == messages.ContentJSON {
 		b, err = t.MarshalJSON()
 	} else {
-		b, err = messages.Encode(t)
+		b, err = messages.EncodeSized(t, size)
 	}
 	if err != nil {
 		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil

@@ -6,7 +6,9 @@
 //     the RC's expectation has arrived yet, within PartialTTL and MaxAnswerBytes;
 //  2. applies the RC's expectations (subjects.AggExpect(ID)) in Seq order: Expect adds
 //     portion attempts, Supersede drops earlier attempts (and their late partials),
-//     Sealed says the set is final, Cancel drops everything (the RC answers itself),
+//     Sealed says the set is whole for now (each expectation carries it: the RC tells of
+//     portions as it dispatches them and unseals on a requeue), Cancel drops everything
+//     (the RC answers itself),
 //     as does the RC's cancel on subjects.AggCancel(ID) (empty body, the request id in
 //     Sg-Request-Id);
 //  3. once sealed and every expected partial is present, answers the merge; as soon as

@@ -244,6 +244,8 @@ func (a *Agg) answerIfReadyLocked(r *request, now time.Time) {
 		return
 	}
 	j := r.job()
+	// Partials outside the answered set (a lost DAP's, a duplicate dispatch's).
+	a.stats.discarded.Add(uint64(len(r.partials) - len(j.partials)))
 	r.answering = true
 	a.finishLocked(r.id, j.exp.Deadline, now)
 	a.stats.answered.Add(1)

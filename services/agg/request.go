@@ -87,16 +87,11 @@ func (r *request) apply(e messages.AggExpectation) {
 			r.expect = append(r.expect, ref)
 		}
 	}
-	if e.Sealed {
-		r.sealed = true
-		// The set is final: partials outside it (a lost DAP's, a duplicate dispatch's)
-		// will never count.
-		for ref := range r.partials {
-			if !r.expected[ref] {
-				r.drop(ref)
-			}
-		}
-	}
+	// Each expectation carries the set's state: the RC tells its Agg of portions as it
+	// dispatches them, and a retry or requeue unseals the set until it is whole again.
+	// A partial outside the set is held, not dropped: its expectation may still be on
+	// its way (another subscription); it never counts unless it is expected.
+	r.sealed = e.Sealed
 }
 
 func (r *request) drop(ref messages.PortionRef) {
@@ -115,7 +110,7 @@ func (r *request) wants(ref messages.PortionRef) bool {
 	if _, dup := r.partials[ref]; dup {
 		return false
 	}
-	return !r.sealed || r.expected[ref]
+	return true
 }
 
 // add keeps p, or marks the request too large when p would pass limit (then every

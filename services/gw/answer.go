@@ -85,10 +85,17 @@ func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
 	var err error
 	chunks := 1
 	if ri.reply != "" {
-		if int64(len(body))+int64(wireHeaderSize(h)) <= g.nc.MaxPayload() {
+		switch {
+		case int64(len(body))+int64(wireHeaderSize(h)) <= g.nc.MaxPayload():
 			err = g.nc.PublishMsg(&nats.Msg{Subject: ri.reply, Header: h, Data: body})
-		} else {
+		case ri.chunks:
 			chunks, err = messages.SendChunked(g.nc, ri.reply, h, body, 0)
+		default:
+			// A plain NATS request would see the first chunk only: a cut
+			// document. Say what the answer is and how to get it instead.
+			ri.log.Info().Int("bytes", len(body)).Msg("answer above max payload for a caller that does not reassemble chunks")
+			g.respondStatus(ri, tooLargeForCaller(len(body), g.nc.MaxPayload()))
+			return
 		}
 	}
 	elapsed := time.Since(ri.received)
@@ -110,4 +117,14 @@ func wireHeaderSize(h nats.Header) int {
 		}
 	}
 	return n
+}
+
+// tooLargeForCaller is the answer to a caller that has not said it reassembles
+// chunks (Sg-Accept-Chunks: 1) when the whole answer is above the max payload.
+func tooLargeForCaller(size int, maxPayload int64) messages.Status {
+	return messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+		"Answer is %d bytes, above the NATS max payload of %d bytes, and the request did not say it reassembles chunks: "+
+			"send the header %s: 1 and reassemble the %s* messages (README, Large answers), "+
+			"or ask for less (a limit, a narrower time range, fewer columns)",
+		size, maxPayload, messages.HdrAcceptChunks, "Sg-Chunk-")
 }

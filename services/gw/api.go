@@ -54,7 +54,7 @@ func (g *GW) handle(api string, r micro.Request) {
 		return
 	}
 	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
-		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Sub: *sub,
+		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Chunks: ri.chunks, Sub: *sub,
 		Received: received.UnixNano(), Deadline: sub.Deadline}}})
 }
 
@@ -173,13 +173,14 @@ type reqInfo struct {
 	reply    string
 	content  messages.Content
 	logCorr  string
+	chunks   bool // the caller reassembles chunked answers (Sg-Accept-Chunks: 1)
 	received time.Time
 	log      zerolog.Logger
 }
 
 func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo {
 	ri := &reqInfo{api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: nuid.Next(),
-		clientID: msg.Header.Get(messages.HdrRequestID)}
+		clientID: msg.Header.Get(messages.HdrRequestID), chunks: msg.Header.Get(messages.HdrAcceptChunks) == "1"}
 	if ri.clientID == "" || subjects.Validate("request id", ri.clientID) != nil {
 		ri.clientID = ri.id // an invalid given id is reported by prepare; none: the GW's id is the label
 	}
@@ -197,7 +198,7 @@ func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo 
 // infoReq rebuilds a reqInfo from what the core tells about a request.
 func (g *GW) infoReq(i core.Info) *reqInfo {
 	ri := &reqInfo{api: i.API, id: i.ID, clientID: i.ClientID, caller: i.Caller, reply: i.Reply, content: i.Content,
-		logCorr: i.LogCorr, received: time.Unix(0, i.Received)}
+		logCorr: i.LogCorr, received: time.Unix(0, i.Received), chunks: i.Chunks}
 	lc := g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", ri.api)
 	if ri.logCorr != "" {
 		lc = lc.Str("log_corr", ri.logCorr)

@@ -1,9 +1,9 @@
 package gw
 
 import (
-	"github.com/sg-project/sg/services/poison"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sg-project/sg/services/poison"
 )
 
 type metrics struct {

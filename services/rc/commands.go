@@ -15,17 +15,20 @@ func (r *RC) carryOut(cmd core.Command) {
 	switch c := cmd.(type) {
 	case core.Dispatch:
 		r.dispatch(c)
+	case core.AggTrack:
+		r.track(c)
 	case core.AggExpect:
-		refs := make([]messages.PortionRef, len(c.Portions))
-		for i, p := range c.Portions {
-			refs[i] = messages.PortionRef{PortionID: strconv.FormatUint(p.ID, 10), Attempt: uint32(p.Attempt)}
+		if p := r.pending[c.Request]; p != nil && p.trackSealed {
+			// The Agg has this set already (AggTrack), sealed: it answers on the
+			// last partial, without this message.
+			break
 		}
-		r.expect(c.Request, c.Agg, refs)
+		r.expect(c.Request, c.Agg, wireRefs(c.Portions), nil, true)
 	case core.AggFail:
 		// The DAP sent its error to the Agg as a partial: the Agg answers it.
 		ref := messages.PortionRef{PortionID: strconv.FormatUint(c.Portion.ID, 10), Attempt: uint32(c.Portion.Attempt)}
 		r.reqLog(c.Request).Info().Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
-		r.expect(c.Request, c.Agg, []messages.PortionRef{ref})
+		r.expect(c.Request, c.Agg, []messages.PortionRef{ref}, nil, true)
 	case core.Reply:
 		r.reply(c)
 	case core.RetryNoted:
@@ -47,7 +50,7 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request, 0)
 	case core.AggChanged:
 		if p := r.pending[c.Request]; p != nil {
-			p.aggSeq = 0 // the new Agg's expectations start at Seq 1
+			p.aggSeq, p.trackSealed = 0, false // the new Agg's expectations start at Seq 1
 		}
 		r.metrics.aggRedrives.Inc()
 		r.reqLog(c.Request).Warn().Str("lost_agg", c.From).Str("agg", c.To).Msg("Agg lost: request driven again on another Agg")
@@ -88,19 +91,41 @@ func (r *RC) dispatch(c core.Dispatch) {
 	r.publish(subject, h, &m)
 }
 
-// expect tells the request's Agg which partials make its answer.
-func (r *RC) expect(requestID, agg string, refs []messages.PortionRef) {
+// track tells the request's Agg, as the core dispatches and supersedes, which
+// partials make its answer (core/track.go).
+func (r *RC) track(c core.AggTrack) {
+	p := r.expect(c.Request, c.Agg, wireRefs(c.Expect), wireRefs(c.Supersede), c.Sealed)
+	if p != nil {
+		p.trackSealed = c.Sealed
+	}
+}
+
+func wireRefs(refs []core.PortionRef) []messages.PortionRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]messages.PortionRef, len(refs))
+	for i, p := range refs {
+		out[i] = messages.PortionRef{PortionID: strconv.FormatUint(p.ID, 10), Attempt: uint32(p.Attempt)}
+	}
+	return out
+}
+
+// expect tells the request's Agg which partials make its answer; it returns the
+// request, nil when the shell no longer holds it.
+func (r *RC) expect(requestID, agg string, refs, supersede []messages.PortionRef, sealed bool) *pendingRequest {
 	p := r.pending[requestID]
 	if p == nil {
-		return
+		return nil
 	}
 	p.aggSeq++
 	m := messages.AggExpectation{
 		V: messages.PortionVersion, RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API, Args: p.sub.Args,
-		Expect: refs, Sealed: true, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
+		Expect: refs, Supersede: supersede, Sealed: sealed, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
 		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr,
 	}
 	r.publish(r.cfg.Subjects.AggExpect(agg), nil, &m)
+	return p
 }
 
 // reply answers the caller from the RC itself: errors and timeouts.

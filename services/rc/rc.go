@@ -67,7 +67,9 @@ type pendingRequest struct {
 	log     zerolog.Logger
 	arrived time.Time
 	aggSeq  uint32
-	via     map[uint64]viaPortion // portions relayed through secondary RCs
+	// trackSealed: the last expectation the Agg got from AggTrack sealed the set.
+	trackSealed bool
+	via         map[uint64]viaPortion // portions relayed through secondary RCs
 }
 
 type dapRecord struct {

@@ -56,9 +56,26 @@ func TestRCThrottledPortionRunsAfterThePause(t *testing.T) {
 		V: messages.PortionVersion, RequestID: "q1", PortionID: again.PortionID, Attempt: again.Attempt,
 		DAPID: "d1", Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
 	})
-	if ex, err := messages.DecodeValid[messages.AggExpectation](next(t, expects).Data); err != nil || len(ex.Expect) != 1 || ex.Expect[0].PortionID != again.PortionID {
-		t.Fatalf("expectation %+v %v", ex, err)
+	// The Agg is told as the RC dispatches: the first portion (sealed), then on the
+	// throttle that it no longer counts (unsealed: it is queued again), then the new one
+	// (sealed); once it completes, nothing more (the Agg has the whole set).
+	for i, want := range []struct {
+		expect, supersede string
+		sealed            bool
+	}{{pd.PortionID, "", true}, {"", pd.PortionID, false}, {again.PortionID, "", true}} {
+		ex, err := messages.DecodeValid[messages.AggExpectation](next(t, expects).Data)
+		if err != nil || ex.Seq != uint32(i+1) || ex.Sealed != want.sealed || refIDs(ex.Expect) != want.expect || refIDs(ex.Supersede) != want.supersede {
+			t.Fatalf("expectation %d: %+v %v, want %+v", i+1, ex, err, want)
+		}
 	}
+}
+
+func refIDs(refs []messages.PortionRef) string {
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.PortionID
+	}
+	return strings.Join(ids, ",")
 }
 
 // A deadline inside the pause: the timeout names the pause.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // PartialVersion is the version of the msgpack form of Partial.
@@ -143,7 +142,7 @@ func checkAggType(f messages.AggFunc, t messages.ColumnType) error {
 }
 
 // EncodePartial is the msgpack form sent from DAP to Agg.
-func EncodePartial(p Partial) ([]byte, error) { return msgpack.Marshal(&p) }
+func EncodePartial(p Partial) ([]byte, error) { return messages.Encode(&p) }
 
 // DecodePartial decodes and validates bytes from the network; it never panics.
 func DecodePartial(b []byte) (p Partial, err error) {

@@ -157,6 +157,7 @@ func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args
 	}
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentMsgpack))
+	messages.SetString(h, messages.HdrAcceptChunks, "1") // the inbox reassembles
 	rh, data, err := c.RoundTrip(ctx, hdr.API, h, body)
 	if err != nil {
 		return messages.Response{}, err

@@ -45,6 +45,9 @@ type Request struct {
 	API     string
 	Content messages.Content
 	LogCorr string
+	// Chunks: the caller reassembles chunked answers (Sg-Accept-Chunks); a
+	// caller that has not said so never gets a cut answer.
+	Chunks bool
 	// Sub is the submission for the RC, complete but for its RequestID
 	// (the drive's id, set by the core) and with ReplyTo, Deadline and
 	// ReceivedAt filled in by the shell.
@@ -61,11 +64,12 @@ type Info struct {
 	Received                         int64
 	RCID                             string // the RC of the current drive, "" if none
 	Drive                            uint32
+	Chunks                           bool
 }
 
 func (r *Request) info() Info {
 	return Info{ID: r.ID, ClientID: r.ClientID, Caller: r.Caller, Reply: r.Reply, API: r.API, Content: r.Content,
-		LogCorr: r.LogCorr, Received: r.Received}
+		LogCorr: r.LogCorr, Received: r.Received, Chunks: r.Chunks}
 }
 
 // RCInfo is what the GW knows of one RC, from its announcements and heartbeats.

@@ -270,6 +270,7 @@ func (s *Server) call(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
 	messages.SetString(h, messages.HdrRequestID, reqID)
+	messages.SetString(h, messages.HdrAcceptChunks, "1") // the handler streams the chunks
 	if err := s.nc.PublishMsg(&nats.Msg{Subject: s.cfg.Subjects.GWAPI(api), Reply: reply, Header: h, Data: env}); err != nil {
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The gateway could not be reached: %v", err))
 		return

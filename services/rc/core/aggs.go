@@ -124,6 +124,7 @@ func (c *Core) aggLost(id string) {
 // label set restarts: the superseded portions keep their DAPs' slots until
 // they answer, and their partials go to the dead Agg.
 func (c *Core) redrive(r *request, from, to string) {
+	c.flushTrack(r)
 	r.Agg = to
 	c.stats.Redriven++
 	c.emit(AggChanged{Request: r.ID, From: from, To: to})

@@ -91,7 +91,9 @@ func (c *Core) split(r *request) *replyError {
 		if _, seen := r.setByKey[d.key]; seen {
 			continue
 		}
-		ls := &labelSet{group: groupKey{table: r.Table, key: d.key}, labels: d.Labels.clone()}
+		// Shared, not cloned: a DAP's labels are never changed in place (a
+		// registration installs a new map), and nothing downstream writes them.
+		ls := &labelSet{group: groupKey{table: r.Table, key: d.key}, labels: d.Labels}
 		r.setByKey[d.key] = ls
 		r.sets = append(r.sets, ls)
 	}

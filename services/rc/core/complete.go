@@ -157,6 +157,7 @@ func (c *Core) dapLost(id string) {
 		}
 		ps.finished = true
 		ps.superseded = true
+		c.trackSupersede(r, ps)
 		if r.errored || r.timingOut || r.aggregating {
 			continue
 		}

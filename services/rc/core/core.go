@@ -26,6 +26,7 @@ type Core struct {
 	nextSeq     uint64
 	now         int64
 	out         []Command
+	tracked     []*request // requests with AggTrack changes in this step
 	scratch     ageHeap
 	stats       Stats
 	throttle    throttleState // downstream rate limits (throttle.go)
@@ -133,6 +134,7 @@ func (c *Core) Step(ev Event) []Command {
 	default:
 		panic(fmt.Sprintf("core: unknown event %T", ev))
 	}
+	c.flushTracks()
 	c.stats.Events++
 	return c.out
 }

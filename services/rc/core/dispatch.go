@@ -190,6 +190,7 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt})
 	c.stats.Dispatched++
+	c.trackDispatch(r, r.portions[p.ID])
 	c.emit(Dispatch{
 		Portion:  p,
 		DAP:      d.ID,

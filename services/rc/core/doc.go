@@ -20,8 +20,10 @@
 //     (Unix nanoseconds, non-decreasing; an earlier time is treated as the
 //     latest seen) and pass it to Step.
 //  3. Carry out the returned commands in order before the next Step:
-//     Dispatch (to the DAP, or through ViaRC), AggExpect and AggFail (to
-//     the Agg), Reply (to the caller: rc/ac from the ReplyKind, ai = Text),
+//     Dispatch (to the DAP, or through ViaRC), AggTrack (to the Agg, before
+//     the Dispatch it concerns: the portions to expect and to forget, and
+//     whether the set is sealed, so the Agg answers on the last partial;
+//     see track.go), AggExpect and AggFail (to the Agg), Reply (to the caller: rc/ac from the ReplyKind, ai = Text),
 //     QueryPeerStatus, ReportPeerStatus and ForwardCompletion (to peer
 //     RCs), CancelDAP, CancelPeer and CancelAgg (tell a DAP, a secondary
 //     RC, the Agg to stop work on a request the RC has answered);

@@ -68,6 +68,8 @@ type request struct {
 	// at the Agg).
 	tooLate   []string
 	tooLateOK bool
+	// track: this step's changes to tell the Agg (track.go).
+	track trackState
 }
 
 // labelSet is a request's state for one label set (one group).

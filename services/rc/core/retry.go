@@ -45,6 +45,9 @@ func (c *Core) restart(r *request, ls *labelSet) {
 	}
 	for _, ps := range r.portions {
 		if ps.ls == ls && ps.Attempt == ls.attempt {
+			if !ps.superseded {
+				c.trackSupersede(r, ps)
+			}
 			ps.superseded = true
 		}
 	}

@@ -87,6 +87,10 @@ type simRequest struct {
 	agg     string
 	attempt map[labelKey]int
 	vintage map[string]uint64 // (ls, attempt) -> vintage of its dispatches
+	// tracked: the portions the Agg was told early (AggTrack) and not
+	// superseded; trackSealed: the last AggTrack sealed the set.
+	tracked     map[uint64]bool
+	trackSealed bool
 }
 
 type sim struct {
@@ -567,6 +571,25 @@ func (s *sim) apply(cmd Command) error {
 		if r == nil || !r.replied || !r.dispatched {
 			return fmt.Errorf("agg told to drop request %s (answered by the RC: %v, dispatched: %v)", c.Request, r != nil && r.replied, r != nil && r.dispatched)
 		}
+	case AggTrack:
+		r := s.reqs[c.Request]
+		if r == nil || r.ended || r.expected {
+			return fmt.Errorf("agg track for ended request %s", c.Request)
+		}
+		if err := s.useAgg(r, c.Agg); err != nil {
+			return err
+		}
+		if r.tracked == nil {
+			r.tracked = map[uint64]bool{}
+		}
+		for _, ref := range c.Supersede {
+			delete(r.tracked, ref.ID)
+		}
+		// (It precedes the step's Dispatch commands: the Agg hears first.)
+		for _, ref := range c.Expect {
+			r.tracked[ref.ID] = true
+		}
+		r.trackSealed = c.Sealed
 	case AggExpect:
 		r := s.reqs[c.Request]
 		if r == nil || r.ended || r.expected {
@@ -575,6 +598,15 @@ func (s *sim) apply(cmd Command) error {
 		r.expected = true
 		if err := s.useAgg(r, c.Agg); err != nil {
 			return err
+		}
+		// The early set the Agg may already have answered from is the final one.
+		if !r.trackSealed || len(r.tracked) != len(c.Portions) {
+			return fmt.Errorf("request %s: the Agg was told early %d portions (sealed %v), the final set has %d", c.Request, len(r.tracked), r.trackSealed, len(c.Portions))
+		}
+		for _, ref := range c.Portions {
+			if !r.tracked[ref.ID] {
+				return fmt.Errorf("request %s: final portion %d was not told to the Agg early", c.Request, ref.ID)
+			}
 		}
 		return s.checkCoverage(r, c)
 	case AggFail:
@@ -599,6 +631,7 @@ func (s *sim) apply(cmd Command) error {
 		}
 		// The partials died with the old Agg: the request is driven again.
 		r.agg, r.expected = c.To, false
+		r.tracked, r.trackSealed = nil, false
 	case Reply:
 		r := s.reqs[c.Request]
 		if r == nil {

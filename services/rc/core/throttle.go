@@ -86,6 +86,7 @@ func (c *Core) throttled(e DAPThrottled) {
 		return
 	}
 	ps.finished, ps.superseded = true, true
+	c.trackSupersede(r, ps)
 	ls := ps.ls
 	r.setRunning(ls, ls.running-1)
 	if !r.errored && !r.timingOut && !r.aggregating {
