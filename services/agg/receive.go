@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -126,7 +127,7 @@ func (a *Agg) onPartial(m *nats.Msg) {
 		// Over the Agg-wide bound: this request is refused, the others go on.
 		a.log.Warn().Str("request_id", p.RequestID).Int64("held", a.held).Int64("limit", a.cfg.MaxHeldBytes).Msg("partial results over the Agg's limit: request refused")
 		r.dropped++ // p itself
-		r.refuse(limits.RetryAfter(len(a.requests), runtime.NumCPU()))
+		r.refuse(limits.RetryAfter(len(a.requests), retryafter.NominalRate(runtime.NumCPU(), retryafter.DefaultNominalAgg), retryafter.Params{}))
 	} else {
 		r.add(p, a.cfg.MaxRequestBytes)
 	}
