@@ -68,6 +68,9 @@ type pendingRequest struct {
 	arrived time.Time
 	aggSeq  uint32
 	via     map[uint64]viaPortion // portions relayed through secondary RCs
+	// client and caller: the GW's Sg-Client-Request-Id and Sg-Caller, by
+	// which a GW asks for the request's position (position.go).
+	client, caller string
 }
 
 type dapRecord struct {
