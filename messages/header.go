@@ -30,6 +30,7 @@ const (
 	HdrClientRequestID  = "Sg-Client-Request-Id" // the caller's own request id: a label in logs, never a key inside sg
 	HdrCaller           = "Sg-Caller"            // GW -> RC: the caller a request is counted against (per-caller limits)
 	HdrLimit            = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
+	HdrJobID            = "Sg-Job-Id"            // an async job's id: on its ACCEPTED answers, and in a poll (subjects.GWJob)
 	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk
 	HdrChunkCount       = "Sg-Chunk-Count"       // number of chunks of the payload
 	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload

@@ -71,13 +71,13 @@ func (m *PositionQuery) Validate() error {
 
 // PositionReport is the RC's answer to a PositionQuery: the core's Position.
 type PositionReport struct {
-	V      uint8  `msgpack:"v"`
-	RCID   string `msgpack:"rc"`
+	V    uint8  `msgpack:"v"`
+	RCID string `msgpack:"rc"`
 	// ClientRequestID: the query's, so the GW matches report and query.
 	ClientRequestID string `msgpack:"client"`
-	Status string `msgpack:"status"` // the core's status: allocating, executing, aggregating, ...
-	Ahead  int    `msgpack:"ahead"`  // queue items older than its oldest queued item
-	Queued int    `msgpack:"queued"`
+	Status          string `msgpack:"status"` // the core's status: allocating, executing, aggregating, ...
+	Ahead           int    `msgpack:"ahead"`  // queue items older than its oldest queued item
+	Queued          int    `msgpack:"queued"`
 	// DrainRate: items/s of the DAPs that can serve it, measured (0 unknown).
 	DrainRate float64 `msgpack:"drain"`
 	ExecMS    int64   `msgpack:"execMs"` // measured mean execution of a portion (0 unknown)

@@ -65,7 +65,7 @@ const (
 	// the api group, so a client still publishes only under api.>.
 	GWCancel = "api.cancel"
 	// GWJob: client -> GW, request-reply, "where is my async job?" (the job
-	// id in Sg-Request-Id, no body); any GW answers from the job store.
+	// id in Sg-Job-Id, no body); any GW answers from the job store.
 	GWJob = "api.job"
 
 	// RCAnnounce: RC -> all GWs, "I exist, this is my assembly and load", per RC id.

@@ -53,6 +53,10 @@ func (g *GW) handle(api string, r micro.Request) {
 		g.respondStatus(ri, st)
 		return
 	}
+	if sub.Header.Opts.Async {
+		g.submitAsync(ri, msg)
+		return
+	}
 	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
 		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Sub: *sub,
 		Received: received.UnixNano(), Deadline: sub.Deadline}}})
@@ -242,8 +246,8 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if req.Header.API != ri.api {
 		return nil, bad("Request names api %q but was sent to the %s endpoint (%s)", req.Header.API, ri.api, msg.Subject)
 	}
-	if req.Header.Opts.Async {
-		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async is not supported yet")
+	if req.Header.Opts.Async && g.jobs == nil {
+		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
 	}
 	// Seed: the scope is given in the request arguments; lift it into the header.
 	if req.Content == messages.ContentJSON && req.Header.Scope == (messages.Scope{}) && len(req.Payload) > 0 {
