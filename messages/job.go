@@ -48,7 +48,7 @@ type PositionQuery struct {
 	V               uint8  `msgpack:"v"`
 	GWID            string `msgpack:"gw"` // the report goes to subjects.GWPosition(GWID)
 	ClientRequestID string `msgpack:"client"`
-	Caller          string `msgpack:"caller"`
+	Caller          string `msgpack:"caller,omitempty"` // "": any caller (job ids are unique)
 }
 
 // Validate checks the query.

@@ -28,7 +28,7 @@ func (r *RC) onPosition(in input) {
 		return
 	}
 	for id, p := range r.pending {
-		if p.client != q.ClientRequestID || p.caller != q.Caller {
+		if p.client != q.ClientRequestID || (q.Caller != "" && p.caller != q.Caller) {
 			continue
 		}
 		pos, ok := r.core.Position(id)

@@ -59,6 +59,7 @@ const (
 	healthPath             = "/v1/health"       //
 	openAPIPath            = "/v1/openapi.json" //
 	apiPattern             = "POST /v1/{api}"   //
+	jobsPath               = "/v1/jobs/"        // GET /v1/jobs/{id}: an async job (jobs.go)
 	contentJSON            = "application/json" //
 	contentProblem         = "application/json" // error answers are envelopes too
 	hdrRequestID           = "X-Request-Id"     // the caller's request id, echoed
@@ -173,6 +174,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(apiPattern, s.serveAPI)
 	mux.HandleFunc("GET "+healthPath, s.serveHealth)
+	mux.HandleFunc("GET "+jobsPath+"{id}", s.serveJob)
 	mux.HandleFunc("GET "+openAPIPath, serveOpenAPI)
 	return mux
 }
@@ -202,6 +204,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env, wait, st := envelope(api, body, r, s.cfg.Wait)
+	if st.IsOK() {
+		env, st = asyncEnvelope(env, r)
+	}
 	if !st.IsOK() {
 		writeStatus(w, reqID, api, st)
 		return
@@ -264,13 +269,21 @@ func waitFor(timeoutMS int64, defaultWait time.Duration) time.Duration {
 
 // call sends env to the GW and streams its answer to w.
 func (s *Server) call(ctx context.Context, w http.ResponseWriter, r *http.Request, log zerolog.Logger, api, reqID string, env []byte, wait time.Duration) {
+	s.callSubject(ctx, w, r, log, s.cfg.Subjects.GWAPI(api), nil, api, reqID, env, wait)
+}
+
+// callSubject is call to any GW subject, with extra headers (a job poll).
+func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http.Request, log zerolog.Logger, subject string, extra nats.Header, api, reqID string, env []byte, wait time.Duration) {
 	reply := s.inbox + "." + strconv.FormatUint(s.next.Add(1), 36)
 	ch := s.wait(reply)
 	defer s.done(reply)
 	h := nats.Header{}
+	for k, v := range extra {
+		h[k] = v
+	}
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
 	messages.SetString(h, messages.HdrRequestID, reqID)
-	if err := s.nc.PublishMsg(&nats.Msg{Subject: s.cfg.Subjects.GWAPI(api), Reply: reply, Header: h, Data: env}); err != nil {
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: h, Data: env}); err != nil {
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The gateway could not be reached: %v", err))
 		return
 	}
@@ -445,6 +458,9 @@ func writeAnswer(w http.ResponseWriter, reqID string, h nats.Header, size int64)
 		if n, err := strconv.ParseUint(ra, 10, 32); err == nil {
 			hh.Set("Retry-After", strconv.FormatUint(n, 10))
 		}
+	}
+	if id := h.Get(messages.HdrJobID); id != "" && subjects.Validate("job id", id) == nil && st.RC == messages.CodeAccepted {
+		hh.Set("Location", jobsPath+id)
 	}
 	if size >= 0 {
 		hh.Set("Content-Length", strconv.FormatInt(size, 10))
