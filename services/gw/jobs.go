@@ -108,7 +108,7 @@ type jobRecord struct {
 	Body     []byte      `json:"body"`             // the request, opts.async cleared
 	BodySum  string      `json:"bodySum"`          // what an idempotent resubmission must match
 	State    string      `json:"state"`
-	Created  int64       `json:"created"`           // unix ns
+	Created  int64       `json:"created"`            // unix ns
 	Finished int64       `json:"finished,omitempty"` // unix ns
 	Expires  int64       `json:"expires,omitempty"`  // unix ns: the answer is gone after it
 	RC       uint16      `json:"rc,omitempty"`       // the answer's return code
