@@ -68,6 +68,11 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	refEvery := fs.Duration("ref-every", 30*time.Second, "demo reference (instrument) update period; 0: none")
 	fs.DurationVar(&gwc.Timeout, "timeout", gwc.Timeout, "default request timeout (env SG_TIMEOUT)")
 	fs.StringVar(&gwc.Affinity, "affinity", gwc.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
+	jc, err := loadJobsConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	addJobsFlags(fs, &jc)
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -164,7 +169,8 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	}
 
 	g, err := gw.New(gw.Config{ID: gwc.ID, NC: nc, Subjects: s, Log: log, Timeout: gwc.Timeout,
-		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg})
+		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg,
+		Jobs: jc.gw(gwc.Durability)})
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func New(cfg Config) (*RC, error) {
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
 			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
-			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller,
+			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller, RetryAfter: cfg.RetryAfter,
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},
