@@ -90,7 +90,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 // under (label stream); a process running several services shares it.
 const (
 	PoisonMetric     = "sg_stream_poison_records_total"
-	PoisonMetricHelp = "Records of a JetStream stream skipped because they do not decode or are invalid, by stream."
+	PoisonMetricHelp = "Stream records skipped because they do not decode or are invalid, by stream." // as services/poison registers it: one process, one help
 )
 
 // registerShared registers c, or returns the collector of the same
