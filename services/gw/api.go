@@ -14,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -114,9 +116,17 @@ const (
 )
 
 // retryAfterSeconds is the Sg-Retry-After of a refusal over an in-flight
-// limit: requests finish in well under a second typically; a second is a
-// pause that lets some of them.
-const retryAfterSeconds = 1
+// limit, by the seed's formula as every refusal (limits.RetryAfter): one
+// request must end, of MaxInFlight running at the nominal execution time;
+// in practice the floor, min_seconds.
+func (c Config) retryAfterSeconds() int {
+	ra := retryafter.Config{}
+	if c.Jobs != nil {
+		ra = c.Jobs.RetryAfter
+	}
+	ra = ra.WithDefaults()
+	return limits.RetryAfter(1, retryafter.NominalRate(c.MaxInFlight, ra.NominalExec), ra.Params)
+}
 
 // callerOf is the caller a request is counted against: its reply subject
 // without the last token, i.e. the inbox prefix of the client's connection
