@@ -116,16 +116,17 @@ const (
 )
 
 // retryAfterSeconds is the Sg-Retry-After of a refusal over an in-flight
-// limit, by the seed's formula as every refusal (limits.RetryAfter): one
-// request must end, of MaxInFlight running at the nominal execution time;
-// in practice the floor, min_seconds.
+// limit, by the seed's formula as every refusal (limits.RetryAfter). The GW
+// queues nothing: the refused request waits behind no item it can count,
+// the next answer frees a slot, so the backlog is 0 and the answer the
+// floor, min_seconds (a queue limit at the RC counts its backlog).
 func (c Config) retryAfterSeconds() int {
 	ra := retryafter.Config{}
 	if c.Jobs != nil {
 		ra = c.Jobs.RetryAfter
 	}
 	ra = ra.WithDefaults()
-	return limits.RetryAfter(1, retryafter.NominalRate(c.MaxInFlight, ra.NominalExec), ra.Params)
+	return limits.RetryAfter(0, retryafter.NominalRate(c.MaxInFlight, ra.NominalExec), ra.Params)
 }
 
 // callerOf is the caller a request is counted against: its reply subject
