@@ -313,3 +313,53 @@ func TestAsyncOverHTTP(t *testing.T) {
 		t.Fatalf("unknown job: %d, want 404", res.StatusCode)
 	}
 }
+
+// Over the RC's queue limit, a sync and an async caller alike are refused
+// RATE_LIMITED (429 over HTTP) with a Retry-After from the same formula: the
+// async submitter gets the refusal at once, not a job.
+func TestOverALimitSyncAndAsyncAlike(t *testing.T) {
+	sys := startSystem(t, systemOptions{jobs: &gw.Jobs{}, rcMaxQueued: 1})
+	src, _ := engineSource(t, sys)
+	sys.startDAP(oneDAP(fixedSource{inner: src, d: 3 * time.Second}, 1))
+	sys.waitDAPs(1)
+	running := sys.getDataAsync(asyncArgs, messages.Opts{})
+	queued := sys.getDataAsync(asyncArgs, messages.Opts{})
+	sys.waitQueued(1)
+	ctx, cancel := context.WithTimeout(sys.ctx, 30*time.Second)
+	defer cancel()
+	sync := client.NewWithOptions(sys.nc, sys.s, client.Options{MaxAttempts: 1})
+	defer sync.Close()
+	body, _ := messages.Request{Header: messages.RequestHeader{API: "getData"}, Payload: mustJSON(t, asyncArgs), Content: messages.ContentJSON}.Encode()
+	rh, _, err := sync.RoundTrip(ctx, "getData", nil, body)
+	st, _ := messages.ReadStatus(rh)
+	syncRA, _ := strconv.Atoi(rh.Get(messages.HdrRetryAfter))
+	if err != nil || st.RC != messages.CodeRateLimited || syncRA < 1 {
+		t.Fatalf("sync over the limit: %v %+v Sg-Retry-After %q", err, st, rh.Get(messages.HdrRetryAfter))
+	}
+	// Another client: the first one's actor pauses for the refusal it got.
+	async := client.NewWithOptions(sys.nc, sys.s, client.Options{MaxAttempts: 1})
+	defer async.Close()
+	_, err = async.Submit(ctx, messages.RequestHeader{API: "getData"}, asyncArgs)
+	var ae *client.AnswerError
+	if !errors.As(err, &ae) || ae.Status.RC != messages.CodeRateLimited || ae.RetryAfter < time.Second {
+		t.Fatalf("async over the limit: %v", err)
+	}
+	t.Logf("over the limit: sync Retry-After %ds, async %s", syncRA, ae.RetryAfter)
+	if d := time.Duration(syncRA)*time.Second - ae.RetryAfter; d < -time.Second || d > time.Second {
+		t.Errorf("sync and async Retry-After differ by %s for the same backlog", d)
+	}
+	for _, ch := range []<-chan answer{running, queued} {
+		if a := receive(t, ch, "an answer"); a.err != nil || !a.resp.Header.Status.IsOK() {
+			t.Fatalf("%v %+v", a.err, a.resp.Header.Status)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -51,6 +51,7 @@ type systemOptions struct {
 	maxRetry      int             // RC; default 3
 	announceEvery time.Duration   // RC announcements (the GW's expectation too); default 20 ms
 	jobs          *gw.Jobs        // the GW's async job store; nil: none
+	rcMaxQueued   int             // the RC's queue limit; 0: its default
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -103,7 +104,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry})
+		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, MaxQueued: o.rcMaxQueued})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,9 @@ const (
 	// maxJobRecord bounds a record read from the bucket (a request is at
 	// most Config.MaxRequestBytes, JSON-encoded as base64).
 	maxJobRecord = 4 << 20
+	// maxJobHandlers: submissions and polls served at once beside the micro
+	// handlers; past it they are served in the handler (back-pressure).
+	maxJobHandlers = 256
 )
 
 func (j Jobs) withDefaults(maxPerCaller int) Jobs {
@@ -112,6 +115,7 @@ type jobRecord struct {
 	Finished int64       `json:"finished,omitempty"` // unix ns
 	Expires  int64       `json:"expires,omitempty"`  // unix ns: the answer is gone after it
 	RC       uint16      `json:"rc,omitempty"`       // the answer's return code
+	Idem     string      `json:"idem,omitempty"`     // its idempotency key's bucket key
 }
 
 func (r *jobRecord) terminal() bool {
@@ -129,6 +133,11 @@ type jobStore struct {
 
 	ctx context.Context // the GW's Run: runners stop with it
 	wg  sync.WaitGroup
+
+	// handlers bounds the submissions and polls served beside the micro
+	// handler: each may wait PositionWait for an RC, and a micro endpoint
+	// calls its handler one request at a time.
+	handlers chan struct{}
 
 	mu      sync.Mutex
 	running int
@@ -167,7 +176,10 @@ func (g *GW) openJobs(ctx context.Context) (*jobStore, error) {
 		return nil, fmt.Errorf("gw: jobs results %s: %w", g.s.JobResultsStore(), err)
 	}
 	j := &jobStore{g: g, cfg: cfg, kv: kv, obj: obj, ctx: ctx, waiters: map[string]chan messages.PositionReport{},
-		cl: client.NewWithOptions(g.nc, g.s, client.Options{MaxInFlight: cfg.MaxRunning, MaxAnswerBytes: g.cfg.MaxAnswerBytes})}
+		handlers: make(chan struct{}, maxJobHandlers),
+		// One attempt: a refusal over a limit is the job's answer (429 and
+		// its Retry-After to the submitter), not a pause inside the GW.
+		cl: client.NewWithOptions(g.nc, g.s, client.Options{MaxInFlight: cfg.MaxRunning, MaxAttempts: 1, MaxAnswerBytes: g.cfg.MaxAnswerBytes})}
 	return j, nil
 }
 
@@ -239,6 +251,7 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 		Header: nats.Header{messages.HdrContentType: []string{string(req.Content)}}}
 	if key != "" {
 		ik := idemKey(ri.caller, key)
+		rec.Idem = ik
 		if _, err := j.kv.Create(j.ctx, ik, []byte(rec.ID)); err != nil {
 			if !errors.Is(err, jetstream.ErrKeyExists) {
 				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
@@ -283,7 +296,14 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 	}
 	ri.log.Info().Str("job_id", rec.ID).Msg("async job accepted")
 	j.start(rec)
-	g.answerJob(ri, rec)
+	js := j.status(rec) // waits up to PositionWait for the RC
+	// Refused at once over a limit (the RC's queue limits): the submitter
+	// gets the refusal, 429 and its Retry-After, as a sync caller would.
+	if now, _, err := j.get(rec.ID); err == nil && now.terminal() {
+		g.answerResult(ri, now)
+		return
+	}
+	g.answerStatus(ri, rec, js)
 }
 
 func (j *jobStore) putNew(rec *jobRecord) error {
@@ -356,6 +376,13 @@ func (j *jobStore) run(rec *jobRecord) {
 	if err := j.put(rec); err != nil {
 		log.Error().Err(err).Msg("job's state could not be stored")
 		return
+	}
+	if st.RC == messages.CodeRateLimited && rec.Idem != "" {
+		// Refused over a limit: coming back with the same key must try
+		// again, not find the refusal.
+		if err := j.kv.Delete(j.ctx, rec.Idem); err != nil {
+			log.Warn().Err(err).Msg("idempotency key of a refused job not released")
+		}
 	}
 	log.Info().Str("state", rec.State).Str("rc", st.RC.String()).Int("bytes", len(data)).Msg("async job finished")
 }
@@ -458,11 +485,15 @@ func (j *jobStore) status(rec *jobRecord) messages.JobStatus {
 
 // answerJob answers ACCEPTED with the job's status (submit and poll alike).
 func (g *GW) answerJob(ri *reqInfo, rec *jobRecord) {
-	js := g.jobs.status(rec)
 	if rec.terminal() {
 		g.answerResult(ri, rec)
 		return
 	}
+	g.answerStatus(ri, rec, g.jobs.status(rec))
+}
+
+// answerStatus answers ACCEPTED with js.
+func (g *GW) answerStatus(ri *reqInfo, rec *jobRecord, js messages.JobStatus) {
 	payload, err := encodeIn(ri.content, js)
 	if err != nil {
 		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode job status: %v", err))
@@ -555,6 +586,10 @@ func (g *GW) handleJobPoll(r micro.Request) {
 		return
 	}
 	ri.log = ri.log.With().Str("job_id", id).Logger()
+	g.jobs.serve(func() { g.poll(ri, id) })
+}
+
+func (g *GW) poll(ri *reqInfo, id string) {
 	rec, _, err := g.jobs.get(id)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -573,7 +608,22 @@ func (g *GW) submitAsync(ri *reqInfo, msg *nats.Msg) {
 		g.respondStatus(ri, bad("Malformed request: %v", err))
 		return
 	}
-	g.submitJob(ri, msg, req)
+	g.jobs.serve(func() { g.submitJob(ri, msg, req) })
+}
+
+// serve runs fn beside the micro handler (which must not block: the job's
+// own request comes in on the same endpoint), in a goroutine the store owns
+// and waits for; with maxJobHandlers busy, in the caller.
+func (j *jobStore) serve(fn func()) {
+	select {
+	case j.handlers <- struct{}{}:
+		j.wg.Go(func() {
+			defer func() { <-j.handlers }()
+			fn()
+		})
+	default:
+		fn()
+	}
 }
 
 // onPosition is the GWPosition subscription's callback.

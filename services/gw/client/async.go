@@ -25,11 +25,36 @@ type Job struct {
 // after MaxAttempts pauses) is an *AnswerError.
 func (c *Client) Submit(ctx context.Context, hdr messages.RequestHeader, args any) (Job, error) {
 	hdr.Opts.Async = true
-	resp, err := c.DoRequest(ctx, hdr, args)
+	payload, scope, err := encodeArgs(hdr.API, args)
 	if err != nil {
 		return Job{}, err
 	}
-	return jobOf(resp)
+	if hdr.Scope == (messages.Scope{}) {
+		hdr.Scope = scope
+	}
+	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		return Job{}, err
+	}
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrContentType, string(messages.ContentMsgpack))
+	rh, data, err := c.RoundTrip(ctx, hdr.API, h, body)
+	if err != nil {
+		return Job{}, err
+	}
+	resp, err := messages.DecodeResponse(rh, data)
+	if err != nil {
+		return Job{}, err
+	}
+	job, err := jobOf(resp)
+	var ae *AnswerError
+	if errors.As(err, &ae) && ae.RetryAfter == 0 {
+		// Refusals carry when to come back in Sg-Retry-After.
+		if secs, ok, herr := messages.LookupUint(rh, messages.HdrRetryAfter); herr == nil && ok {
+			ae.RetryAfter = time.Duration(min(secs, uint64(c.opts.MaxPause/time.Second))) * time.Second
+		}
+	}
+	return job, err
 }
 
 // Poll asks where job id stands. While it runs: done is false and the Job
