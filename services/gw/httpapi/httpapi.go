@@ -6,6 +6,11 @@
 //	                      {"header": ..., "payload": ...} envelope); answers the
 //	                      JSON envelope {header, payload} with the HTTP status of
 //	                      its return code (Status, the README's HTTP table)
+//	                      With "Prefer: respond-async": 202, Retry-After and
+//	                      Location /v1/jobs/{id} at once (jobs.go); an
+//	                      Idempotency-Key header returns the same job again
+//	GET  /v1/jobs/{id}    an async job: 202 + Retry-After while it runs, then
+//	                      its answer as above; 404 unknown, 410 expired
 //	GET  /v1/health       200 when the path GW -> RC -> DAP answers a ping and at
 //	                      least one DAP is reached, 503 otherwise
 //	GET  /v1/openapi.json the OpenAPI document of the above
