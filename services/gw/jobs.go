@@ -197,6 +197,7 @@ func (j *jobStore) resume() {
 			continue
 		}
 		j.start(rec)
+		j.g.met.jobs.WithLabelValues("resumed").Inc()
 		n++
 	}
 	if n > 0 {
@@ -272,6 +273,7 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 				return
 			}
 			ri.log.Info().Str("job_id", old.ID).Msg("idempotent resubmission: the same job")
+			g.met.jobs.WithLabelValues("resubmitted").Inc()
 			g.answerJob(ri, old)
 			return
 		}
@@ -283,6 +285,8 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 		// Over the limit: when one of the running jobs can be expected to
 		// end, by the same formula (nominal times: the GW measures nothing).
 		ra := limits.RetryAfter(1, retryafter.NominalRate(j.cfg.MaxRunning, j.cfg.RetryAfter.NominalExec), j.cfg.RetryAfter.Params)
+		g.met.jobs.WithLabelValues("refused").Inc()
+		g.met.limited.WithLabelValues(LimitJobs).Inc()
 		h := nats.Header{}
 		messages.SetString(h, messages.HdrLimit, LimitJobs)
 		messages.SetInt(h, messages.HdrRetryAfter, int64(ra))
@@ -295,6 +299,7 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 		return
 	}
 	ri.log.Info().Str("job_id", rec.ID).Msg("async job accepted")
+	g.met.jobs.WithLabelValues("accepted").Inc()
 	j.start(rec)
 	js := j.status(rec) // waits up to PositionWait for the RC
 	// Refused at once over a limit (the RC's queue limits): the submitter
@@ -320,11 +325,13 @@ func (j *jobStore) start(rec *jobRecord) {
 	j.mu.Lock()
 	j.running++
 	j.mu.Unlock()
+	j.g.met.jobsRunning.Inc()
 	j.wg.Go(func() {
 		defer func() {
 			j.mu.Lock()
 			j.running--
 			j.mu.Unlock()
+			j.g.met.jobsRunning.Dec()
 		}()
 		j.run(rec)
 	})
@@ -384,6 +391,7 @@ func (j *jobStore) run(rec *jobRecord) {
 			log.Warn().Err(err).Msg("idempotency key of a refused job not released")
 		}
 	}
+	j.g.met.jobs.WithLabelValues(rec.State).Inc()
 	log.Info().Str("state", rec.State).Str("rc", st.RC.String()).Int("bytes", len(data)).Msg("async job finished")
 }
 

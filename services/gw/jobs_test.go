@@ -37,6 +37,9 @@ func TestJobFailsAndHostilePolls(t *testing.T) {
 	if err != nil || resp.Header.Status.RC != messages.CodeNoResources {
 		t.Fatalf("failed job: %v %+v", err, resp.Header.Status)
 	}
+	if a, f := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"), counterL(t, e, "sg_gw_jobs_total", "event", "failed"); a != 1 || f != 1 {
+		t.Fatalf("sg_gw_jobs_total accepted %v failed %v, want 1 and 1", a, f)
+	}
 	for _, tc := range []struct {
 		name string
 		h    nats.Header
