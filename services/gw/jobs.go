@@ -380,6 +380,7 @@ func (j *jobStore) run(rec *jobRecord) {
 	if !st.IsOK() {
 		rec.State = messages.JobFailed
 	}
+	j.g.met.jobs.WithLabelValues(rec.State).Inc() // before the record: a poll that sees it sees the count
 	if err := j.put(rec); err != nil {
 		log.Error().Err(err).Msg("job's state could not be stored")
 		return
@@ -391,7 +392,6 @@ func (j *jobStore) run(rec *jobRecord) {
 			log.Warn().Err(err).Msg("idempotency key of a refused job not released")
 		}
 	}
-	j.g.met.jobs.WithLabelValues(rec.State).Inc()
 	log.Info().Str("state", rec.State).Str("rc", st.RC.String()).Int("bytes", len(data)).Msg("async job finished")
 }
 
