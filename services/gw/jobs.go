@@ -250,10 +250,36 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 	rec := &jobRecord{V: 1, ID: nuid.Next(), Owner: g.cfg.ID, Caller: ri.caller, API: ri.api, Body: body,
 		BodySum: hex.EncodeToString(sum[:]), State: messages.JobWaiting, Created: time.Now().UnixNano(),
 		Header: nats.Header{messages.HdrContentType: []string{string(req.Content)}}}
+	j.mu.Lock()
+	full := j.running >= j.cfg.MaxRunning
+	j.mu.Unlock()
+	if full {
+		// Over the limit: when one of the running jobs can be expected to
+		// end, by the same formula (nominal times: the GW measures nothing).
+		ra := limits.RetryAfter(1, retryafter.NominalRate(j.cfg.MaxRunning, j.cfg.RetryAfter.NominalExec), j.cfg.RetryAfter.Params)
+		g.met.jobs.WithLabelValues("refused").Inc()
+		g.met.limited.WithLabelValues(LimitJobs).Inc()
+		h := nats.Header{}
+		messages.SetString(h, messages.HdrLimit, LimitJobs)
+		messages.SetInt(h, messages.HdrRetryAfter, int64(ra))
+		g.respondStatusWith(ri, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Request refused: this gateway runs %d async jobs, its limit %s=%d (SG_GW_MAX_JOBS)", j.cfg.MaxRunning, LimitJobs, j.cfg.MaxRunning), h)
+		return
+	}
+	if key != "" {
+		rec.Idem = idemKey(ri.caller, key)
+	}
+	if err := j.putNew(rec); err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
+		return
+	}
+	// The record first, then the key: a key always names a record (a
+	// concurrent submission with the same key finds the winner's).
 	if key != "" {
 		ik := idemKey(ri.caller, key)
-		rec.Idem = ik
 		if _, err := j.kv.Create(j.ctx, ik, []byte(rec.ID)); err != nil {
+			// The key is taken (or the store failed): this record is nobody's.
+			_ = j.kv.Delete(j.ctx, jobKey(rec.ID))
 			if !errors.Is(err, jetstream.ErrKeyExists) {
 				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
 				return
@@ -277,26 +303,6 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 			g.answerJob(ri, old)
 			return
 		}
-	}
-	j.mu.Lock()
-	full := j.running >= j.cfg.MaxRunning
-	j.mu.Unlock()
-	if full {
-		// Over the limit: when one of the running jobs can be expected to
-		// end, by the same formula (nominal times: the GW measures nothing).
-		ra := limits.RetryAfter(1, retryafter.NominalRate(j.cfg.MaxRunning, j.cfg.RetryAfter.NominalExec), j.cfg.RetryAfter.Params)
-		g.met.jobs.WithLabelValues("refused").Inc()
-		g.met.limited.WithLabelValues(LimitJobs).Inc()
-		h := nats.Header{}
-		messages.SetString(h, messages.HdrLimit, LimitJobs)
-		messages.SetInt(h, messages.HdrRetryAfter, int64(ra))
-		g.respondStatusWith(ri, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
-			"Request refused: this gateway runs %d async jobs, its limit %s=%d (SG_GW_MAX_JOBS)", j.cfg.MaxRunning, LimitJobs, j.cfg.MaxRunning), h)
-		return
-	}
-	if err := j.putNew(rec); err != nil {
-		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
-		return
 	}
 	ri.log.Info().Str("job_id", rec.ID).Msg("async job accepted")
 	g.met.jobs.WithLabelValues("accepted").Inc()
@@ -349,7 +355,7 @@ func (j *jobStore) run(rec *jobRecord) {
 			hh[k] = v
 		}
 		hh.Set(messages.HdrRequestID, rec.ID)
-		ctx, cancel := context.WithTimeout(j.ctx, j.g.cfg.Timeout+j.g.cfg.TimeoutMargin+10*time.Second)
+		ctx, cancel := context.WithTimeout(j.ctx, j.runWait(rec))
 		var err error
 		h, data, err = j.cl.RoundTrip(ctx, rec.API, hh, rec.Body)
 		cancel()
@@ -393,6 +399,16 @@ func (j *jobStore) run(rec *jobRecord) {
 		}
 	}
 	log.Info().Str("state", rec.State).Str("rc", st.RC.String()).Int("bytes", len(data)).Msg("async job finished")
+}
+
+// runWait bounds one run of the job's request: its timeout (opts.timeout, else
+// the GW's) plus the margin, when the GW answers it at the latest.
+func (j *jobStore) runWait(rec *jobRecord) time.Duration {
+	timeout := j.g.cfg.Timeout
+	if req, err := messages.DecodeRequest(rec.Header, rec.Body); err == nil && req.Header.Opts.TimeoutMS > 0 {
+		timeout = time.Duration(req.Header.Opts.TimeoutMS) * time.Millisecond
+	}
+	return timeout + j.g.cfg.TimeoutMargin + 10*time.Second
 }
 
 // errorAnswer is the envelope of an error the runner met itself.

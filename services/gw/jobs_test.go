@@ -89,3 +89,30 @@ func TestAsyncWithoutJobStore(t *testing.T) {
 		t.Fatalf("async without a store: %v", err)
 	}
 }
+
+// Concurrent submissions with one idempotency key make one job.
+func TestConcurrentIdempotentSubmissions(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) { c.Jobs, c.StartupWait = &gw.Jobs{Memory: true}, 5*time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+	ids := make(chan string, n)
+	for range n {
+		go func() {
+			job, err := e.cl.Submit(ctx, messages.RequestHeader{API: "ping", Opts: messages.Opts{IdempotencyKey: "k1"}}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- job.ID
+		}()
+	}
+	first := <-ids
+	for range n - 1 {
+		if id := <-ids; id != first || id == "" {
+			t.Fatalf("job %q, want %q for every submission", id, first)
+		}
+	}
+	if a := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"); a != 1 {
+		t.Fatalf("%v jobs accepted, want 1", a)
+	}
+}
