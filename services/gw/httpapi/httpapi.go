@@ -466,6 +466,7 @@ func writeAnswer(w http.ResponseWriter, reqID string, h nats.Header, size int64)
 	}
 	if id := h.Get(messages.HdrJobID); id != "" && subjects.Validate("job id", id) == nil && st.RC == messages.CodeAccepted {
 		hh.Set("Location", jobsPath+id)
+		hh.Set("Preference-Applied", "respond-async") // RFC 7240
 	}
 	if size >= 0 {
 		hh.Set("Content-Length", strconv.FormatInt(size, 10))
