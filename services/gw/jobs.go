@@ -310,9 +310,14 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 	js := j.status(rec) // waits up to PositionWait for the RC
 	// Refused at once over a limit (the RC's queue limits): the submitter
 	// gets the refusal, 429 and its Retry-After, as a sync caller would.
+	// A job that finished otherwise is answered ACCEPTED all the same
+	// (state done or failed, Retry-After 0): the answer is the poll's.
 	if now, _, err := j.get(rec.ID); err == nil && now.terminal() {
-		g.answerResult(ri, now)
-		return
+		if messages.Code(now.RC) == messages.CodeRateLimited {
+			g.answerResult(ri, now)
+			return
+		}
+		rec, js = now, j.status(now)
 	}
 	g.answerStatus(ri, rec, js)
 }
