@@ -90,7 +90,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		}
 		defer os.RemoveAll(dir)
 	}
-	log.Info().Interface("gw", gwc).Interface("rc", rcc).Interface("agg", aggc).Str("data", dir).Uint64("seed", *seed).Msg("sg run starting")
+	log.Info().Interface("gw", gwc).Interface("rc", rcc).Interface("agg", aggc).Interface("jobs", jc).Str("data", dir).Uint64("seed", *seed).Msg("sg run starting")
 
 	if *authDir != "" {
 		if _, err := auth.Load(*authDir); err != nil {

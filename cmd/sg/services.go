@@ -363,7 +363,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	}
 	printed := cfg
 	printed.NATSURL = maskURL(cfg.NATSURL)
-	log.Info().Interface("config", printed).Msg("sg gw starting")
+	log.Info().Interface("config", printed).Interface("jobs", jc).Msg("sg gw starting")
 	nc, s, stop, err := connect(cfg.Common, "sg-gw-"+cfg.ID, log)
 	if err != nil {
 		return err
