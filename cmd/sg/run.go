@@ -175,6 +175,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		return err
 	}
 	rcc.AggIDs = []string{aggc.ID}
+	rcc.RetryAfter = &jc.RetryAfter // the same parameters for the RC's refusals
 	r, err := newRC(rcc, rcNC, s, log, reg)
 	if err != nil {
 		return err

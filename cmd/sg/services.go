@@ -441,7 +441,9 @@ func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger,
 		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
 		JetStream: cfg.Durability.rc()}
 	var err error
-	if c.RetryAfter, err = retryafter.FromEnv(retryafter.Config{}, os.LookupEnv); err != nil { // SG_RETRY_*
+	if cfg.RetryAfter != nil {
+		c.RetryAfter = *cfg.RetryAfter
+	} else if c.RetryAfter, err = retryafter.FromEnv(retryafter.Config{}, os.LookupEnv); err != nil { // SG_RETRY_*
 		return nil, err
 	}
 	if err := c.LimitsFromEnv(os.LookupEnv); err != nil { // SG_RC_MAX_QUEUED...
