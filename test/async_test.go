@@ -191,10 +191,8 @@ func TestAsyncJobSurvivesGWRestartAndIsIdempotent(t *testing.T) {
 	}
 	sameTable(t, got, expected(t, fleet, withLabels(asyncArgs, "eu")))
 	// After it finished, the same key still names it.
-	if again, err := sys.client.Submit(ctx, hdr, asyncArgs); err == nil || again.ID != "" {
-		// A finished job answers with its result, not ACCEPTED: Submit
-		// says the GW did not accept, the poll has the answer.
-		t.Logf("resubmission of a finished job: %+v %v", again, err)
+	if again, err := sys.client.Submit(ctx, hdr, asyncArgs); err != nil || again.ID != job.ID || again.Status.State != messages.JobDone || again.RetryAfter != 0 {
+		t.Fatalf("resubmission of a finished job: %+v %v, want job %s done", again, err, job.ID)
 	}
 	if _, _, _, err := sys.client.Poll(ctx, "NoSuchJob123"); !isCode(err, messages.CodeUnknownJob) {
 		t.Fatalf("unknown job: %v, want UNKNOWN_JOB", err)

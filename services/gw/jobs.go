@@ -300,7 +300,9 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 			}
 			ri.log.Info().Str("job_id", old.ID).Msg("idempotent resubmission: the same job")
 			g.met.jobs.WithLabelValues("resubmitted").Inc()
-			g.answerJob(ri, old)
+			// ACCEPTED with the job, finished or not: a submission's answer
+			// is the job; its result is the poll's.
+			g.answerStatus(ri, old, j.status(old))
 			return
 		}
 	}
