@@ -4,6 +4,8 @@ import (
 	"flag"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/retryafter"
 )
@@ -55,11 +57,12 @@ func addRetryAfterFlags(fs *flag.FlagSet, c *retryafter.Config) {
 }
 
 // gw is the GW's Jobs; nil without JetStream (async is then NOT_SUPPORTED).
-func (c JobsConfig) gw(d DurabilityConfig) *gw.Jobs {
+// nc: the client connection jobs run on (nil: the GW's own; see gw.Jobs.NC).
+func (c JobsConfig) gw(d DurabilityConfig, nc *nats.Conn) *gw.Jobs {
 	if !d.JetStream {
 		return nil
 	}
 	ra := c.RetryAfter
 	ra.NoDefaults = true // every field is set: a margin of 0 stays 0
-	return &gw.Jobs{Retention: c.Retention, MaxRunning: c.MaxRunning, Replicas: d.Replicas, Memory: d.Storage == "memory", RetryAfter: ra}
+	return &gw.Jobs{Retention: c.Retention, MaxRunning: c.MaxRunning, Replicas: d.Replicas, Memory: d.Storage == "memory", RetryAfter: ra, NC: nc}
 }

@@ -170,7 +170,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 
 	g, err := gw.New(gw.Config{ID: gwc.ID, NC: nc, Subjects: s, Log: log, Timeout: gwc.Timeout,
 		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg,
-		Jobs: jc.gw(gwc.Durability)})
+		Jobs: jc.gw(gwc.Durability, clientNC)})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package gw
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -61,6 +62,11 @@ type Jobs struct {
 	PositionWait time.Duration
 	// RetryAfter: the seed's clamp, margin and nominal times (SG_RETRY_*).
 	RetryAfter retryafter.Config
+	// NC is the connection the jobs' requests are sent on, as a client of
+	// the GW API; nil: the GW's own. With NATS auth it must be a client
+	// credential's: a GW may neither publish on sg.api.* nor answer to a
+	// service inbox (sg run passes its client connection).
+	NC *nats.Conn
 }
 
 // Defaults of Jobs.
@@ -179,7 +185,7 @@ func (g *GW) openJobs(ctx context.Context) (*jobStore, error) {
 		handlers: make(chan struct{}, maxJobHandlers),
 		// One attempt: a refusal over a limit is the job's answer (429 and
 		// its Retry-After to the submitter), not a pause inside the GW.
-		cl: client.NewWithOptions(g.nc, g.s, client.Options{MaxInFlight: cfg.MaxRunning, MaxAttempts: 1, MaxAnswerBytes: g.cfg.MaxAnswerBytes})}
+		cl: client.NewWithOptions(cmp.Or(cfg.NC, g.nc), g.s, client.Options{MaxInFlight: cfg.MaxRunning, MaxAttempts: 1, MaxAnswerBytes: g.cfg.MaxAnswerBytes})}
 	return j, nil
 }
 
