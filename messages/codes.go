@@ -23,12 +23,14 @@ const (
 	CodeBadRequest     Code = 20 // the request is malformed or its arguments are invalid
 	CodeUnknownAPI     Code = 21 // no API of that name
 	CodeTooLarge       Code = 22 // the request or its answer is above a configured size limit
+	CodeUnknownJob     Code = 23 // no async job of that id (never was, or gone past twice its retention)
 	CodeNoResources    Code = 30 // no RC or DAP connected for the scope ("No resources connected")
 	CodeUnavailable    Code = 31 // the service is shutting down or draining; try another
 	CodeRetry          Code = 40 // DAP purview version or reference vintage mismatch: RC retries the label set
 	CodeRetryExhausted Code = 41 // more retries than the maximum (KXI_SG_MAX_RETRY): the request fails
 	CodeTimeout        Code = 45 // the request did not complete within its timeout
 	CodeCancelled      Code = 46 // the caller cancelled the request
+	CodeExpired        Code = 47 // the async job's answer was kept for its retention and is gone
 	CodeRateLimited    Code = 50 // slow down: a downstream asked for a pause (Retry-After)
 	CodeInternal       Code = 60 // a bug in sg: an invariant was broken
 )
@@ -51,12 +53,14 @@ var codeTable = []CodeInfo{
 	{CodeBadRequest, "BAD_REQUEST", "The request is malformed or its arguments are invalid."},
 	{CodeUnknownAPI, "UNKNOWN_API", "No API of that name."},
 	{CodeTooLarge, "TOO_LARGE", "The request or its answer is above a configured size limit."},
+	{CodeUnknownJob, "UNKNOWN_JOB", "No async job of that id (never was, or gone past twice its retention)."},
 	{CodeNoResources, "NO_RESOURCES", "No RC or DAP connected for the scope (\"No resources connected\")."},
 	{CodeUnavailable, "UNAVAILABLE", "The service is shutting down or draining; try another."},
 	{CodeRetry, "RETRY", "DAP purview version or reference vintage mismatch; the RC retries the label set."},
 	{CodeRetryExhausted, "RETRY_EXHAUSTED", "More retries than the maximum (KXI_SG_MAX_RETRY); the request fails."},
 	{CodeTimeout, "TIMEOUT", "The request did not complete within its timeout."},
 	{CodeCancelled, "CANCELLED", "The caller cancelled the request (sg.api.cancel)."},
+	{CodeExpired, "EXPIRED", "The async job's answer was kept for its retention (SG_JOB_RETENTION) and is gone."},
 	{CodeRateLimited, "RATE_LIMITED", "A downstream asked for a pause; retry after Retry-After."},
 	{CodeInternal, "INTERNAL", "A bug in sg: an invariant was broken."},
 }

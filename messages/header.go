@@ -32,6 +32,7 @@ const (
 	HdrCaller           = "Sg-Caller"            // GW -> RC: the caller a request is counted against (per-caller limits)
 	HdrLimit            = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
 	HdrAcceptChunks     = "Sg-Accept-Chunks"     // caller -> GW: "1" if the caller reassembles an answer sent in chunks (see README)
+	HdrJobID            = "Sg-Job-Id"            // an async job's id: on its ACCEPTED answers, and in a poll (subjects.GWJob)
 	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk
 	HdrChunkCount       = "Sg-Chunk-Count"       // number of chunks of the payload
 	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload

@@ -76,7 +76,10 @@ const RequestVersion = 1
 type Opts struct {
 	TimeoutMS int64  `msgpack:"timeout,omitempty" json:"timeout,omitempty"` // 0 = the GW's default (KXI_SG_TIMEOUT)
 	LogCorr   string `msgpack:"logCorr,omitempty" json:"logCorr,omitempty"` // echoed in logs and in HdrLogCorr
-	Async     bool   `msgpack:"async,omitempty" json:"async,omitempty"`     // answer at once with ACCEPTED and a request id
+	Async     bool   `msgpack:"async,omitempty" json:"async,omitempty"`     // answer at once with ACCEPTED and a job id
+	// IdempotencyKey: with Async, the same key from the same caller returns
+	// the same job (HTTP: the Idempotency-Key header).
+	IdempotencyKey string `msgpack:"idempotencyKey,omitempty" json:"idempotencyKey,omitempty"`
 }
 
 // Scope is the routing scope: which assembly's RC, which tier.
@@ -100,6 +103,9 @@ type Request struct {
 	Payload []byte
 	Content Content
 }
+
+// MaxIdempotencyKeyLen bounds opts.idempotencyKey.
+const MaxIdempotencyKeyLen = 256
 
 // Limits on client input, so that a hostile request cannot make a log line
 // or a header of unbounded size.
@@ -133,6 +139,9 @@ func (h *RequestHeader) Validate() error {
 	}
 	if len(h.Opts.LogCorr) > maxLogCorrLen || !utf8.ValidString(h.Opts.LogCorr) {
 		return invalid(typ, "opts.logCorr must be valid UTF-8 of at most %d bytes", maxLogCorrLen)
+	}
+	if len(h.Opts.IdempotencyKey) > MaxIdempotencyKeyLen || !utf8.ValidString(h.Opts.IdempotencyKey) {
+		return invalid(typ, "opts.idempotencyKey must be valid UTF-8 of at most %d bytes", MaxIdempotencyKeyLen)
 	}
 	if h.Scope.Assembly != "" {
 		if err := subjects.Validate("scope.assembly", h.Scope.Assembly); err != nil {

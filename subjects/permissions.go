@@ -69,6 +69,7 @@ type Flow struct {
 var Flows = []Flow{
 	{Name: "GWAPI", Template: GWAPI, Pub: []Role{RoleClient}, Sub: []Role{RoleGW}},
 	{Name: "GWCancel", Template: GWCancel, Pub: []Role{RoleClient}, Sub: []Role{RoleGW}},
+	{Name: "GWJob", Template: GWJob, Pub: []Role{RoleClient}, Sub: []Role{RoleGW}},
 	{Name: "GWAnswer", Template: GWAnswer, Pub: []Role{RoleRC, RoleAgg}, Sub: []Role{RoleGW}, Owner: RoleGW},
 	{Name: "GWHeartbeat", Template: GWHeartbeat, Pub: []Role{RoleGW}, Sub: []Role{RoleGW}, Owner: RoleGW},
 	{Name: "RequestLogEntry", Template: RequestLogEntry, Pub: []Role{RoleGW}, Owner: RoleGW},
@@ -78,6 +79,8 @@ var Flows = []Flow{
 	{Name: "RCHeartbeat", Template: RCHeartbeat, Pub: []Role{RoleRC}, Sub: []Role{RoleGW, RoleRC}, Owner: RoleRC},
 	{Name: "RCSubmit", Template: RCSubmit, Pub: []Role{RoleGW}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCCancel", Template: RCCancel, Pub: []Role{RoleGW}, Sub: []Role{RoleRC}, Owner: RoleRC},
+	{Name: "RCPosition", Template: RCPosition, Pub: []Role{RoleGW}, Sub: []Role{RoleRC}, Owner: RoleRC},
+	{Name: "GWPosition", Template: GWPosition, Pub: []Role{RoleRC}, Sub: []Role{RoleGW}, Owner: RoleGW},
 	{Name: "RCCompletion", Template: RCCompletion, Pub: []Role{RoleDAP}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCAggDone", Template: RCAggDone, Pub: []Role{RoleAgg}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCSecondaryDispatch", Template: RCSecondaryDispatch, Pub: []Role{RoleRC}, Sub: []Role{RoleRC}, Owner: RoleRC},
@@ -190,6 +193,10 @@ func (s Subjects) Permissions(g Grant) (Permissions, error) {
 		// Answers go to caller inboxes only: never to an sg subject (the GW
 		// publishes no DAP, Agg or RC event) and never to a service inbox.
 		p.Publish = append(p.Publish, CallerInboxRoot+".>")
+		// The async job store: a KV bucket and an object store (jobs.go).
+		p.Publish = append(p.Publish, jetStreamAPI("KV_"+s.JobsBucket())...)
+		p.Publish = append(p.Publish, jetStreamAPI("OBJ_"+s.JobResultsStore())...)
+		p.Publish = append(p.Publish, "$KV."+s.JobsBucket()+".>", "$O."+s.JobResultsStore()+".>")
 		// Micro discovery ($SRV.PING|INFO|STATS[.name[.id]]) of the GW service.
 		name := s.ServiceName(ServiceGW)
 		p.Subscribe = append(p.Subscribe, "$SRV.*", "$SRV.*."+name, "$SRV.*."+name+".*")

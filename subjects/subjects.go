@@ -64,6 +64,9 @@ const (
 	// Sg-Request-Id, the caller known by the reply inbox); a micro endpoint in
 	// the api group, so a client still publishes only under api.>.
 	GWCancel = "api.cancel"
+	// GWJob: client -> GW, request-reply, "where is my async job?" (the job
+	// id in Sg-Job-Id, no body); any GW answers from the job store.
+	GWJob = "api.job"
 
 	// RCAnnounce: RC -> all GWs, "I exist, this is my assembly and load", per RC id.
 	RCAnnounce  = "evt.rc.*.announce"
@@ -85,6 +88,14 @@ const (
 	// RCCancel: GW -> RC, cancel a request's drive (drive id in Sg-Request-Id, no body), per RC id.
 	RCCancel  = "rc.*.cancel"
 	RCCancelT = "rc.%s.cancel"
+	// RCPosition: GW -> RC, "where does this request stand"
+	// (messages.PositionQuery), per RC id; the RC that holds it answers on
+	// GWPosition of the GW the query names (never a subject from the message).
+	RCPosition  = "rc.*.position"
+	RCPositionT = "rc.%s.position"
+	// GWPosition: RC -> GW, a messages.PositionReport, per GW id.
+	GWPosition  = "gw.*.position"
+	GWPositionT = "gw.%s.position"
 
 	// RCSecondaryDispatch: primary RC -> secondary RC, the label sets the secondary must run, per secondary RC id.
 	RCSecondaryDispatch  = "rc.*.secondary.dispatch"
@@ -251,6 +262,15 @@ func (s Subjects) RCAggDonePattern() string { return s.rel(RCAggDone) }
 // RCAggDone is where an Agg tells RC rcID that it answered a request.
 func (s Subjects) RCAggDone(rcID string) string { return s.build(RCAggDoneT, rcID) }
 
+// GWJob is where a client polls an async job.
+func (s Subjects) GWJob() string { return s.rel(GWJob) }
+
+// GWPosition is where RCs report positions to GW gwID.
+func (s Subjects) GWPosition(gwID string) string { return s.build(GWPositionT, gwID) }
+
+// RCPosition is where a GW asks RC rcID for a request's position.
+func (s Subjects) RCPosition(rcID string) string { return s.build(RCPositionT, rcID) }
+
 // RCCancelPattern matches cancellations sent to every RC.
 func (s Subjects) RCCancelPattern() string { return s.rel(RCCancel) }
 
@@ -369,6 +389,13 @@ func (s Subjects) RequestLogPattern() string { return s.rel(RequestLog) }
 
 // RequestLog is where the state of request requestID is written.
 func (s Subjects) RequestLog(requestID string) string { return s.build(RequestLogT, requestID) }
+
+// JobsBucket is the JetStream KV bucket of async jobs' states, e.g. SG_JOBS.
+func (s Subjects) JobsBucket() string { return s.streamName("_JOBS") }
+
+// JobResultsStore is the JetStream object store of async jobs' answers,
+// e.g. SG_JOB_RESULTS.
+func (s Subjects) JobResultsStore() string { return s.streamName("_JOB_RESULTS") }
 
 // RequestLogStream is the name of the request log stream, e.g. SG_REQUEST_LOG.
 func (s Subjects) RequestLogStream() string { return s.streamName(RequestLogStreamSuffix) }

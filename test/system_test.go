@@ -36,6 +36,11 @@ type system struct {
 	errs   chan error
 	log    zerolog.Logger
 	url    string // the NATS server's
+	// The GW runs under a context of its own, so a test can restart it
+	// (restartGW, async_test.go).
+	gwCfg  gw.Config
+	stopGW context.CancelFunc
+	gwDone chan struct{}
 }
 
 type systemOptions struct {
@@ -45,6 +50,8 @@ type systemOptions struct {
 	log           *zerolog.Logger // every service's logger; default testLogger
 	maxRetry      int             // RC; default 3
 	announceEvery time.Duration   // RC announcements (the GW's expectation too); default 20 ms
+	jobs          *gw.Jobs        // the GW's async job store; nil: none
+	rcMaxQueued   int             // the RC's queue limit; 0: its default
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -90,13 +97,14 @@ func startSystem(t testing.TB, o systemOptions) *system {
 		}
 	})
 
-	g, err := gw.New(gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
-		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg})
+	sys.gwCfg = gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
+		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs}
+	g, err := gw.New(sys.gwCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry})
+		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, MaxQueued: o.rcMaxQueued})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,13 +117,25 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	sys.run("agg", a.Run)
 	<-a.Ready()
 	sys.run("rc", r.Run)
-	sys.run("gw", g.Run)
+	sys.runGW(g)
 	select {
 	case <-g.Ready():
 	case <-time.After(10 * time.Second):
 		t.Fatal("GW not ready within 10s")
 	}
 	return sys
+}
+
+// runGW runs the GW under a context that stopGW ends; gwDone closes when
+// it returned.
+func (sys *system) runGW(g *gw.GW) {
+	ctx, stop := context.WithCancel(sys.ctx)
+	done := make(chan struct{})
+	sys.stopGW, sys.gwDone = stop, done
+	sys.run("gw", func(context.Context) error {
+		defer close(done)
+		return g.Run(ctx)
+	})
 }
 
 // run starts a service that stops with the system.

@@ -203,6 +203,13 @@ func TestRunWithAuth(t *testing.T) {
 	if err != nil || !strings.Contains(out, "reached") {
 		t.Fatalf("ping as client: %v\n%s", err, out)
 	}
+	// Async within the roles' permissions: the GW runs jobs on sg run's
+	// client connection.
+	out, err = sg(t, "query", "--async", "--nats", url[1], "--creds", auth.SeedFile(authDir, "client"), "--wait", "30s", "--log-level", "error",
+		"getData", `{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}`)
+	if err != nil || !strings.Contains(out, "(6 rows)") {
+		t.Fatalf("query --async as client: %v\n%s", err, out)
+	}
 	out, err = sg(t, "ping", "--nats", url[1], "--creds", auth.SeedFile(authDir, "dap"), "--wait", "2s", "--log-level", "error")
 	if err == nil || !strings.Contains(out, "permissions violation") {
 		t.Fatalf("ping as a DAP: %v\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/retryafter"
 )
 
 // lookupFunc reads an environment variable (os.LookupEnv in main).
@@ -199,6 +200,8 @@ type RCConfig struct {
 	AggIDs         []string      // default agg-1
 	MetricsListen  string
 	Durability     DurabilityConfig
+	// RetryAfter of the RC's refusals; nil: SG_RETRY_* (sg run passes its flags).
+	RetryAfter *retryafter.Config `json:"-"`
 }
 
 func loadRCConfig(look lookupFunc) (RCConfig, error) {

@@ -83,6 +83,11 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_JETSTREAM                                       GW, RC: request log and DAP state stream, on | off (on)
   SG_JS_STORAGE / SG_JS_REPLICAS                     their storage, file | memory (file), and replicas (1)
   SG_REQUEST_LOG_MAX_AGE                             request log retention (1h); request timeouts must stay below it
+  SG_JOB_RETENTION                                   GW: how long a finished async job's answer is kept (24h)
+  SG_GW_MAX_JOBS                                     GW: async jobs one GW runs at once (256)
+  SG_RETRY_MIN / SG_RETRY_MAX                        Retry-After floor and ceiling (1s, 300s)
+  SG_RETRY_SAFETY_MARGIN                             Retry-After: multiplier on the ETA, 0.0-1.0 (0.2)
+  SG_RETRY_NOMINAL_EXEC / SG_RETRY_NOMINAL_AGG       Retry-After: execution P and merge T until measured (2s, 100ms)
 SG_ durations take Go durations (60s) or milliseconds (60000); KXI_ durations are milliseconds.
 `
 

@@ -28,12 +28,14 @@ type queryFlags struct {
 	opts    string
 	format  string
 	timeout time.Duration
+	async   bool
 }
 
 func addQueryFlags(fs *flag.FlagSet, q *queryFlags) {
 	addCommonFlags(fs, &q.common)
 	fs.StringVar(&q.opts, "opts", "", `request options as JSON, e.g. '{"timeout":5000,"logCorr":"abc"}'`)
 	fs.StringVar(&q.format, "format", "table", "output: table, csv, or json (the JSON envelope a JSON client gets)")
+	fs.BoolVar(&q.async, "async", false, "submit as an async job and poll it after each Retry-After, showing state, position and eta")
 	fs.DurationVar(&q.timeout, "wait", 0, "how long to wait for the answer (default: opts.timeout or 60s, plus the GW's 30s margin)")
 }
 
@@ -125,6 +127,9 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 			wait = time.Duration(opts.TimeoutMS)*time.Millisecond + defaultTimeoutMargin + 5*time.Second
 		}
 	}
+	if q.async && q.timeout <= 0 {
+		wait = asyncWait // a job may wait in queues far longer than its own timeout
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	log, err := newLogger(stderr, q.common.LogLevel)
@@ -138,6 +143,9 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 	defer stop()
 	cl := client.New(nc, s)
 	defer cl.Close()
+	if q.async {
+		return callAsync(ctx, cl, q.format, api, jargs, opts, stdout, stderr, isTerminal(stderr))
+	}
 	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr)
 }
 

@@ -68,6 +68,11 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	refEvery := fs.Duration("ref-every", 30*time.Second, "demo reference (instrument) update period; 0: none")
 	fs.DurationVar(&gwc.Timeout, "timeout", gwc.Timeout, "default request timeout (env SG_TIMEOUT)")
 	fs.StringVar(&gwc.Affinity, "affinity", gwc.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
+	jc, err := loadJobsConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	addJobsFlags(fs, &jc)
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -85,7 +90,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		}
 		defer os.RemoveAll(dir)
 	}
-	log.Info().Interface("gw", gwc).Interface("rc", rcc).Interface("agg", aggc).Str("data", dir).Uint64("seed", *seed).Msg("sg run starting")
+	log.Info().Interface("gw", gwc).Interface("rc", rcc).Interface("agg", aggc).Interface("jobs", jc).Str("data", dir).Uint64("seed", *seed).Msg("sg run starting")
 
 	if *authDir != "" {
 		if _, err := auth.Load(*authDir); err != nil {
@@ -166,11 +171,13 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	g, err := gw.New(gw.Config{ID: gwc.ID, NC: nc, Subjects: s, Log: log, Timeout: gwc.Timeout,
 		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg,
 		// The request log on, as every deployment runs it (SG_JETSTREAM=off: none).
-		RequestLog: gwc.Durability.gw()})
+		RequestLog: gwc.Durability.gw(),
+		Jobs:       jc.gw(gwc.Durability, clientNC)})
 	if err != nil {
 		return err
 	}
 	rcc.AggIDs = []string{aggc.ID}
+	rcc.RetryAfter = &jc.RetryAfter // the same parameters for the RC's refusals
 	r, err := newRC(rcc, rcNC, s, log, reg)
 	if err != nil {
 		return err

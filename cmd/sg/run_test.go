@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,4 +111,59 @@ func TestRunAllInOne(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || env.Header.RC != 0 || len(env.Payload) != 6 {
 		t.Errorf("HTTP getData: status %d rc %d, %d rows; want 200, 0, 6", resp.StatusCode, env.Header.RC, len(env.Payload))
 	}
+
+	// Async over HTTP: 202 with Retry-After and Location; the Location
+	// polled after the Retry-After given answers the result.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/getData",
+		strings.NewReader(`{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}`))
+	req.Header.Set("Prefer", "respond-async")
+	sub, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.Body.Close()
+	loc, ra := sub.Header.Get("Location"), sub.Header.Get("Retry-After")
+	if sub.StatusCode != http.StatusAccepted || loc == "" || ra == "" {
+		t.Fatalf("async submit: %d Location %q Retry-After %q", sub.StatusCode, loc, ra)
+	}
+	for polls := 0; ; polls++ {
+		secs, err := strconv.Atoi(ra)
+		if err != nil || secs < 1 || polls > 10 {
+			t.Fatalf("poll %d: Retry-After %q", polls, ra)
+		}
+		wait := time.NewTimer(time.Duration(secs) * time.Second)
+		<-wait.C
+		res, err := http.Get("http://" + addr + loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct {
+			Payload []map[string]any `json:"payload"`
+		}
+		derr := json.NewDecoder(res.Body).Decode(&env)
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			if derr != nil || len(env.Payload) != 6 {
+				t.Fatalf("async result: %v, %d rows", derr, len(env.Payload))
+			}
+			break
+		}
+		if res.StatusCode != http.StatusAccepted {
+			t.Fatalf("async poll: %d", res.StatusCode)
+		}
+		ra = res.Header.Get("Retry-After")
+	}
+
+	// sg query --async prints the same table; its progress goes to stderr.
+	_, natsRest, _ := strings.Cut(text, "sg run: NATS at ")
+	natsURL, _, _ := strings.Cut(natsRest, " ")
+	var out, errb bytes.Buffer
+	if err := realMain(context.Background(), []string{"query", "--async", "--nats", natsURL, "--log-level", "error", "getData",
+		`{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}`}, &out, &errb); err != nil {
+		t.Fatalf("sg query --async: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "(6 rows)") || !strings.Contains(errb.String(), "accepted") {
+		t.Fatalf("sg query --async:\n%s\n%s", out.String(), errb.String())
+	}
+	t.Logf("sg query --async progress:\n%s", errb.String())
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/rc"
+	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -341,6 +342,11 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	httpListen := fs.String("http-listen", "", "HOST:PORT to serve the HTTP API (/v1) on, as a client of this deployment's GWs (\"\" = off)")
 	addDurabilityFlags(fs, &cfg.Durability)
+	jc, err := loadJobsConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	addJobsFlags(fs, &jc)
 	fs.DurationVar(&cfg.Durability.RequestLogTTL, "request-log-max-age", cfg.Durability.RequestLogTTL, "request log retention; request timeouts stay below it (env SG_REQUEST_LOG_MAX_AGE)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
@@ -357,7 +363,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	}
 	printed := cfg
 	printed.NATSURL = maskURL(cfg.NATSURL)
-	log.Info().Interface("config", printed).Msg("sg gw starting")
+	log.Info().Interface("config", printed).Interface("jobs", jc).Msg("sg gw starting")
 	nc, s, stop, err := connect(cfg.Common, "sg-gw-"+cfg.ID, log)
 	if err != nil {
 		return err
@@ -369,7 +375,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
 		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
-		RequestLog: cfg.Durability.gw()})
+		RequestLog: cfg.Durability.gw(), Jobs: jc.gw(cfg.Durability, nil)})
 	if err != nil {
 		return err
 	}
@@ -434,6 +440,12 @@ func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger,
 	c := rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
 		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
 		JetStream: cfg.Durability.rc()}
+	var err error
+	if cfg.RetryAfter != nil {
+		c.RetryAfter = *cfg.RetryAfter
+	} else if c.RetryAfter, err = retryafter.FromEnv(retryafter.Config{}, os.LookupEnv); err != nil { // SG_RETRY_*
+		return nil, err
+	}
 	if err := c.LimitsFromEnv(os.LookupEnv); err != nil { // SG_RC_MAX_QUEUED...
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -131,7 +132,7 @@ func (a *Agg) onPartial(m *nats.Msg) {
 		// Over the Agg-wide bound: this request is refused, the others go on.
 		a.log.Warn().Str("request_id", p.RequestID).Int64("held", a.held).Int64("limit", a.cfg.MaxHeldBytes).Msg("partial results over the Agg's limit: request refused")
 		r.dropped++ // p itself
-		r.refuse(limits.RetryAfter(len(a.requests), runtime.NumCPU()))
+		r.refuse(a.retryAfterLocked())
 	} else {
 		r.add(p, a.cfg.MaxRequestBytes)
 	}
@@ -183,7 +184,7 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 			}
 			before := r.bytes
 			r.dropped++
-			r.refuse(limits.RetryAfter(len(a.requests), runtime.NumCPU()))
+			r.refuse(a.retryAfterLocked())
 			a.held += r.bytes - before
 			a.stats.discarded.Add(r.takeDropped())
 			a.answerIfReadyLocked(r, time.Now())
@@ -207,6 +208,12 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 		return nil, false
 	}
 	return payload, true
+}
+
+// retryAfterLocked is when a caller refused over the Agg-wide bound should
+// come back: the requests held, drained at the Agg's nominal rate.
+func (a *Agg) retryAfterLocked() int {
+	return limits.RetryAfter(len(a.requests), retryafter.NominalRate(runtime.NumCPU(), retryafter.DefaultNominalAgg), retryafter.Params{})
 }
 
 // dropStreamLocked forgets a chunk transfer and the bytes it buffered.

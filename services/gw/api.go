@@ -14,6 +14,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -51,6 +53,10 @@ func (g *GW) handle(api string, r micro.Request) {
 	}
 	if !st.IsOK() {
 		g.respondStatus(ri, st)
+		return
+	}
+	if sub.Header.Opts.Async {
+		g.submitAsync(ri, msg)
 		return
 	}
 	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
@@ -110,9 +116,18 @@ const (
 )
 
 // retryAfterSeconds is the Sg-Retry-After of a refusal over an in-flight
-// limit: requests finish in well under a second typically; a second is a
-// pause that lets some of them.
-const retryAfterSeconds = 1
+// limit, by the seed's formula as every refusal (limits.RetryAfter). The GW
+// queues nothing: the refused request waits behind no item it can count,
+// the next answer frees a slot, so the backlog is 0 and the answer the
+// floor, min_seconds (a queue limit at the RC counts its backlog).
+func (c Config) retryAfterSeconds() int {
+	ra := retryafter.Config{}
+	if c.Jobs != nil {
+		ra = c.Jobs.RetryAfter
+	}
+	ra = ra.WithDefaults()
+	return limits.RetryAfter(0, retryafter.NominalRate(c.MaxInFlight, ra.NominalExec), ra.Params)
+}
 
 // callerOf is the caller a request is counted against: its reply subject
 // without the last token, i.e. the inbox prefix of the client's connection
@@ -243,8 +258,8 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if req.Header.API != ri.api {
 		return nil, bad("Request names api %q but was sent to the %s endpoint (%s)", req.Header.API, ri.api, msg.Subject)
 	}
-	if req.Header.Opts.Async {
-		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async is not supported yet")
+	if req.Header.Opts.Async && g.jobs == nil {
+		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
 	}
 	// Seed: the scope is given in the request arguments; lift it into the header.
 	if req.Content == messages.ContentJSON && req.Header.Scope == (messages.Scope{}) && len(req.Payload) > 0 {

@@ -96,6 +96,9 @@ type Config struct {
 	// misses a few announcements must not have its work duplicated. A
 	// restart (new start time) or a stop is acted on at once.
 	DeadAfter time.Duration
+	// Jobs, when set, serves async requests (opts.async) from a job store
+	// in JetStream (jobs.go); nil: opts.async is answered NOT_SUPPORTED.
+	Jobs *Jobs
 	// SweepEvery: how often the whole request log is examined for orphans
 	// beyond the ones found through GW heartbeats (default 30 s).
 	SweepEvery time.Duration

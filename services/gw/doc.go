@@ -42,6 +42,14 @@
 //     the RC to stop the drive; a client's cancel (sg.api.cancel) does the
 //     same with CANCELLED.
 //
+// A request with opts.async (and Config.Jobs) is not answered with its
+// result: jobs.go records a job in JetStream, answers ACCEPTED with the
+// job's id and the seed's dynamic Retry-After (services/retryafter on the
+// position and drain rate the RC measures, asked on subjects.RCPosition),
+// runs the request through the path above as a client of its own API and
+// keeps the answer; polls (subjects.GWJob) are answered from the store by
+// any GW.
+//
 // GWs heartbeat to each other; the open requests of a GW that stops,
 // restarts or dies are adopted from the request log by a peer or by its own
 // next incarnation (recovery.go), which drives them again or answers the

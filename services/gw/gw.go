@@ -37,6 +37,7 @@ type GW struct {
 
 	startedAt int64       // this incarnation, in GW heartbeats and log entries
 	rlog      *requestLog // nil without Config.RequestLog
+	jobs      *jobStore   // nil without Config.Jobs (jobs.go)
 	peers     gwPeers
 	sweeps    chan struct{} // a sweep of the request log is wanted
 
@@ -131,6 +132,13 @@ func (g *GW) Run(ctx context.Context) error {
 		}
 		g.rlog = rl
 	}
+	if g.cfg.Jobs != nil {
+		js, err := g.openJobs(ctx)
+		if err != nil {
+			return err
+		}
+		g.jobs = js
+	}
 
 	var subs []*nats.Subscription
 	unsubscribe := func() {
@@ -146,6 +154,7 @@ func (g *GW) Run(ctx context.Context) error {
 		{g.s.RCHeartbeatPattern(), g.onHeartbeat},
 		{g.s.GWAnswerPattern(g.cfg.ID), g.onAnswer},
 		{g.s.GWHeartbeatPattern(), g.onGWHeartbeat},
+		{g.s.GWPosition(g.cfg.ID), g.onPosition},
 	} {
 		s, err := g.nc.Subscribe(sub.subject, sub.cb)
 		if err != nil {
@@ -190,6 +199,14 @@ func (g *GW) Run(ctx context.Context) error {
 		unsubscribe()
 		return fmt.Errorf("gw: add endpoint %s: %w", APICancel, err)
 	}
+	if g.jobs != nil {
+		// Any GW answers a poll: the job store is shared.
+		if err := svc.AddEndpoint(APIJob, jobEndpoint{g: g}, micro.WithEndpointSubject(g.s.GWJob())); err != nil {
+			_ = svc.Stop()
+			unsubscribe()
+			return fmt.Errorf("gw: add endpoint %s: %w", APIJob, err)
+		}
+	}
 	// Ready means serving: the endpoints' subscriptions are known to the server.
 	if err := g.nc.Flush(); err != nil {
 		_ = svc.Stop()
@@ -200,7 +217,7 @@ func (g *GW) Run(ctx context.Context) error {
 	c := core.New(core.Config{Self: g.cfg.ID, Incarnation: g.startedAt, Start: start.UnixNano(),
 		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)),
 		AnnounceEvery: int64(g.cfg.AnnounceEvery), DeadAfter: int64(g.cfg.DeadAfter), MaxInFlight: g.cfg.MaxInFlight,
-		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, RetryAfter: retryAfterSeconds,
+		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, RetryAfter: g.cfg.retryAfterSeconds(),
 		Logged: g.rlog != nil, LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
 
 	// The request log's workers and the sweeper run beside the loop and
@@ -215,6 +232,9 @@ func (g *GW) Run(ctx context.Context) error {
 		bg.Go(func() { g.sweeper(bgCtx) })
 		g.requestSweep() // this GW's earlier incarnation
 	}
+	if g.jobs != nil {
+		g.jobs.resume()
+	}
 	close(g.ready)
 	g.log.Info().Str("subject", g.s.GWAPIPattern()).Str("answers", g.s.GWAnswerPattern(g.cfg.ID)).
 		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
@@ -223,6 +243,9 @@ func (g *GW) Run(ctx context.Context) error {
 	g.loop(ctx, c, svc, jobs)
 
 	close(g.loopDone)
+	if g.jobs != nil {
+		g.jobs.wait() // the runners stopped with ctx
+	}
 	bgStop()
 	bg.Wait()
 	// Peers adopt what this GW left open at once, rather than after three

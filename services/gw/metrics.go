@@ -21,6 +21,9 @@ type metrics struct {
 	redrives  *prometheus.CounterVec // by reason
 	adopted   prometheus.Counter
 	logErrors *prometheus.CounterVec // by operation
+
+	jobs        *prometheus.CounterVec // async jobs, by event (jobs.go)
+	jobsRunning prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, error) {
@@ -67,6 +70,14 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_requests_limited_total",
 		Help: "Requests refused RATE_LIMITED over a limit, by limit (gw_in_flight, gw_in_flight_per_caller).",
 	}, []string{"limit"})
+	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_jobs_total",
+		Help: "Async jobs by event: accepted, resubmitted (same idempotency key), resumed (after a restart), done, failed, refused (over a limit at submission).",
+	}, []string{"event"})
+	m.jobsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sg_gw_jobs_running",
+		Help: "Async jobs this GW runs now.",
+	})
 	m.refusedReply = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sg_gw_requests_refused_reply_total",
 		Help: "Requests dropped unanswered because their reply subject is not a client inbox (an sg or $ subject, or not under an allowed prefix).",
@@ -76,7 +87,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply} {
+		m.limited, m.refusedReply, m.jobs, m.jobsRunning} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,8 @@ package limits
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/sg-project/sg/services/retryafter"
 )
 
 // The limits, as named in Sg-Limit and in the refusal texts.
@@ -30,22 +32,14 @@ const (
 	AggHeldBytes = "agg_held_bytes"
 )
 
-// Bounds of RetryAfter, in seconds.
-const (
-	MinRetryAfter = 1
-	MaxRetryAfter = 60
-)
-
-// RetryAfter estimates, in whole seconds, when a caller refused over a limit should come
-// back: the time for `slots` workers to drain `backlog` items at about one item per
-// worker per second, within [MinRetryAfter, MaxRetryAfter]. It is the one place this is
-// decided; a measured drain rate (seed: dynamic Retry-After) replaces the guess later.
-func RetryAfter(backlog, slots int) int {
-	if slots < 1 {
-		slots = 1
-	}
-	s := (max(backlog, 0) + slots - 1) / slots
-	return min(max(s, MinRetryAfter), MaxRetryAfter)
+// RetryAfter is when a caller refused over a limit should come back, in whole seconds:
+// backlog items ahead drained at rate items/s, by the seed's formula
+// (retryafter.Queued: margin, ceiling, clamp to [p.Min, p.Max]; with a backlog and no
+// rate, the backoff B(0)). The rate is the measured drain rate of the workers the
+// caller waits for, or retryafter.NominalRate when nothing was measured: the same
+// computation as an async job's Retry-After, so both say the same for the same facts.
+func RetryAfter(backlog int, rate float64, p retryafter.Params) int {
+	return retryafter.Queued(max(backlog, 0), rate, p)
 }
 
 // Int reads a limit from the environment: its value if name is set (a whole number of

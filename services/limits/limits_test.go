@@ -1,13 +1,22 @@
 package limits
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sg-project/sg/services/retryafter"
+)
 
 func TestRetryAfter(t *testing.T) {
-	for _, c := range []struct{ backlog, slots, want int }{
-		{0, 4, MinRetryAfter}, {1, 4, 1}, {8, 4, 2}, {9, 4, 3}, {10, 0, 10}, {-5, 2, MinRetryAfter}, {1 << 20, 1, MaxRetryAfter},
+	for _, c := range []struct {
+		backlog int
+		rate    float64
+		want    int
+	}{
+		{0, 4, 1}, {1, 4, 1}, {8, 4, 3}, {10, 2, 6}, {-5, 2, 1}, {1 << 20, 1, 300},
+		{5, 0, 4}, // nothing measured, no nominal: the backoff B(0)
 	} {
-		if got := RetryAfter(c.backlog, c.slots); got != c.want {
-			t.Errorf("RetryAfter(%d, %d) = %d, want %d", c.backlog, c.slots, got, c.want)
+		if got := RetryAfter(c.backlog, c.rate, retryafter.Params{}); got != c.want {
+			t.Errorf("RetryAfter(%d, %g) = %d, want %d", c.backlog, c.rate, got, c.want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -53,6 +54,9 @@ type Config struct {
 	// MaxQueuedPerCaller: the same per caller, as the GW names it in Sg-Caller
 	// (default DefaultMaxQueuedPerCaller, SG_RC_MAX_QUEUED_PER_CALLER).
 	MaxQueuedPerCaller int
+	// RetryAfter: the seed's parameters for the Retry-After of a refusal
+	// over a limit (zero: the seed's defaults; SG_RETRY_*).
+	RetryAfter retryafter.Config
 }
 
 // Defaults of the RC's limits.

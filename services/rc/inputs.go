@@ -58,6 +58,9 @@ func (r *RC) handle(in input) {
 			return
 		}
 		r.submit(sub, in.msg.Header.Get(messages.HdrCaller), now)
+		r.notePositionKey(sub.RequestID, in.msg.Header)
+	case s.RCPosition(r.cfg.ID):
+		r.onPosition(in)
 	case s.RCCompletion(r.cfg.ID):
 		c, err := messages.DecodeValid[messages.PortionCompletion](in.msg.Data)
 		if r.bad(in, err) {

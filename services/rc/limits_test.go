@@ -10,6 +10,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 )
 
 func (f *fixture) submitAs(id, caller string) *nats.Subscription {
@@ -56,7 +57,7 @@ func TestQueueLimitsAnswerRateLimited(t *testing.T) {
 		if got := m.Header.Get(messages.HdrLimit); got != limit {
 			t.Fatalf("%s = %q, want %q", messages.HdrLimit, got, limit)
 		}
-		if n, err := strconv.Atoi(m.Header.Get(messages.HdrRetryAfter)); err != nil || n < limits.MinRetryAfter || n > limits.MaxRetryAfter {
+		if n, err := strconv.Atoi(m.Header.Get(messages.HdrRetryAfter)); err != nil || n < 1 || n > int(retryafter.DefaultMax/time.Second) {
 			t.Fatalf("%s = %q", messages.HdrRetryAfter, m.Header.Get(messages.HdrRetryAfter))
 		}
 	}

@@ -70,6 +70,9 @@ type pendingRequest struct {
 	// trackSealed: the last expectation the Agg got from AggTrack sealed the set.
 	trackSealed bool
 	via         map[uint64]viaPortion // portions relayed through secondary RCs
+	// client and caller: the GW's Sg-Client-Request-Id and Sg-Caller, by
+	// which a GW asks for the request's position (position.go).
+	client, caller string
 }
 
 type dapRecord struct {
@@ -101,7 +104,7 @@ func New(cfg Config) (*RC, error) {
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
 			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
-			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller,
+			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller, RetryAfter: cfg.RetryAfter,
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},

@@ -6,6 +6,11 @@
 //	                      {"header": ..., "payload": ...} envelope); answers the
 //	                      JSON envelope {header, payload} with the HTTP status of
 //	                      its return code (Status, the README's HTTP table)
+//	                      With "Prefer: respond-async": 202, Retry-After and
+//	                      Location /v1/jobs/{id} at once (jobs.go); an
+//	                      Idempotency-Key header returns the same job again
+//	GET  /v1/jobs/{id}    an async job: 202 + Retry-After while it runs, then
+//	                      its answer as above; 404 unknown, 410 expired
 //	GET  /v1/health       200 when the path GW -> RC -> DAP answers a ping and at
 //	                      least one DAP is reached, 503 otherwise
 //	GET  /v1/openapi.json the OpenAPI document of the above
@@ -59,6 +64,7 @@ const (
 	healthPath             = "/v1/health"       //
 	openAPIPath            = "/v1/openapi.json" //
 	apiPattern             = "POST /v1/{api}"   //
+	jobsPath               = "/v1/jobs/"        // GET /v1/jobs/{id}: an async job (jobs.go)
 	contentJSON            = "application/json" //
 	contentProblem         = "application/json" // error answers are envelopes too
 	hdrRequestID           = "X-Request-Id"     // the caller's request id, echoed
@@ -173,6 +179,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(apiPattern, s.serveAPI)
 	mux.HandleFunc("GET "+healthPath, s.serveHealth)
+	mux.HandleFunc("GET "+jobsPath+"{id}", s.serveJob)
 	mux.HandleFunc("GET "+openAPIPath, serveOpenAPI)
 	return mux
 }
@@ -202,6 +209,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	env, wait, st := envelope(api, body, r, s.cfg.Wait)
+	if st.IsOK() {
+		env, st = asyncEnvelope(env, r)
+	}
 	if !st.IsOK() {
 		writeStatus(w, reqID, api, st)
 		return
@@ -264,14 +274,22 @@ func waitFor(timeoutMS int64, defaultWait time.Duration) time.Duration {
 
 // call sends env to the GW and streams its answer to w.
 func (s *Server) call(ctx context.Context, w http.ResponseWriter, r *http.Request, log zerolog.Logger, api, reqID string, env []byte, wait time.Duration) {
+	s.callSubject(ctx, w, r, log, s.cfg.Subjects.GWAPI(api), nil, api, reqID, env, wait)
+}
+
+// callSubject is call to any GW subject, with extra headers (a job poll).
+func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http.Request, log zerolog.Logger, subject string, extra nats.Header, api, reqID string, env []byte, wait time.Duration) {
 	reply := s.inbox + "." + strconv.FormatUint(s.next.Add(1), 36)
 	ch := s.wait(reply)
 	defer s.done(reply)
 	h := nats.Header{}
+	for k, v := range extra {
+		h[k] = v
+	}
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
 	messages.SetString(h, messages.HdrRequestID, reqID)
 	messages.SetString(h, messages.HdrAcceptChunks, "1") // the handler streams the chunks
-	if err := s.nc.PublishMsg(&nats.Msg{Subject: s.cfg.Subjects.GWAPI(api), Reply: reply, Header: h, Data: env}); err != nil {
+	if err := s.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: h, Data: env}); err != nil {
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The gateway could not be reached: %v", err))
 		return
 	}
@@ -446,6 +464,10 @@ func writeAnswer(w http.ResponseWriter, reqID string, h nats.Header, size int64)
 		if n, err := strconv.ParseUint(ra, 10, 32); err == nil {
 			hh.Set("Retry-After", strconv.FormatUint(n, 10))
 		}
+	}
+	if id := h.Get(messages.HdrJobID); id != "" && subjects.Validate("job id", id) == nil && st.RC == messages.CodeAccepted {
+		hh.Set("Location", jobsPath+id)
+		hh.Set("Preference-Applied", "respond-async") // RFC 7240
 	}
 	if size >= 0 {
 		hh.Set("Content-Length", strconv.FormatInt(size, 10))

@@ -22,11 +22,13 @@ var httpStatus = []struct {
 	{messages.CodeBadRequest, http.StatusBadRequest},
 	{messages.CodeUnknownAPI, http.StatusNotFound},
 	{messages.CodeTooLarge, http.StatusRequestEntityTooLarge},
+	{messages.CodeUnknownJob, http.StatusNotFound},
 	{messages.CodeNoResources, http.StatusServiceUnavailable},
 	{messages.CodeUnavailable, http.StatusServiceUnavailable},
 	{messages.CodeRetry, http.StatusServiceUnavailable},
 	{messages.CodeRetryExhausted, http.StatusServiceUnavailable},
 	{messages.CodeTimeout, http.StatusGatewayTimeout},
+	{messages.CodeExpired, http.StatusGone},
 	{messages.CodeRateLimited, http.StatusTooManyRequests},
 	{messages.CodeInternal, http.StatusInternalServerError},
 }

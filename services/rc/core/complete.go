@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 )
 
 // completed handles a DAP's report on a portion.
@@ -21,7 +22,9 @@ func (c *Core) completed(e PortionCompleted) {
 	}
 	d := c.fleet.byID[dapID]
 	if d != nil {
-		d.removeRunning(e.Portion)
+		if rp, ok := d.removeRunning(e.Portion); ok {
+			c.noteExec(d, rp, e.Outcome)
+		}
 		d.lastCompletionAt = c.now
 	}
 	if rr := c.relayed[e.Request]; rr != nil && rr.has(e.Portion) {
@@ -93,11 +96,14 @@ func (c *Core) completed(e PortionCompleted) {
 		// Over the DAP's queue limit: the caller comes back later.
 		c.expire()
 		if c.requests[r.ID] == r {
-			busy, slots := 1, 1
+			busy, rate := 1, retryafter.NominalRate(1, c.cfg.RetryAfter.NominalExec)
 			if d != nil {
-				busy, slots = len(d.running)+1, d.Concurrency
+				busy, rate = len(d.running)+1, retryafter.NominalRate(d.Concurrency, c.cfg.RetryAfter.NominalExec)
+				if measured, _ := c.drainRate(func(x *dap) bool { return x == d }); measured > 0 {
+					rate = measured
+				}
 			}
-			c.replyLimit(r, limits.DAPQueue, "Request refused: "+e.Message, limits.RetryAfter(busy, slots))
+			c.replyLimit(r, limits.DAPQueue, "Request refused: "+e.Message, limits.RetryAfter(busy, rate, c.cfg.RetryAfter.Params))
 		}
 	case e.Outcome == OutcomeTimeout:
 		// The DAP gave up on the deadline: time the request out now.

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/sg-project/sg/services/retryafter"
+)
 
 // Config of a core. Zero values take the defaults noted per field, which are
 // the seed's (KXI_SG_MAX_RETRY, KXI_SG_MULTI_RC_TO_MAX_WAIT).
@@ -31,9 +35,13 @@ type Config struct {
 	// defaults (SG_RC_MAX_QUEUED, SG_RC_MAX_QUEUED_PER_CALLER).
 	MaxQueued          int
 	MaxQueuedPerCaller int
+	// RetryAfter: the seed's clamp, margin and nominal times for the
+	// Retry-After of a refusal over a limit (zero: the seed's defaults).
+	RetryAfter retryafter.Config
 }
 
 func (c Config) withDefaults() Config {
+	c.RetryAfter = c.RetryAfter.WithDefaults()
 	if c.Addr == "" {
 		c.Addr = c.Self
 	}

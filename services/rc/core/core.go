@@ -30,6 +30,8 @@ type Core struct {
 	scratch     ageHeap
 	stats       Stats
 	throttle    throttleState // downstream rate limits (throttle.go)
+	// execMean: each DAP's mean portion execution time in ns (position.go).
+	execMean map[string]float64
 }
 
 // queueGroup holds the subqueues of one group: unlocked items and items per

@@ -188,7 +188,7 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	}
 	r.portions[p.ID] = &portionState{Portion: p, ls: ls, dap: d.ID, via: via}
 	r.setRunning(ls, ls.running+1)
-	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt})
+	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now})
 	c.stats.Dispatched++
 	c.trackDispatch(r, r.portions[p.ID])
 	c.emit(Dispatch{

@@ -89,7 +89,7 @@
 //     are checked at admission, after the new request's first placement: if
 //     it leaves items queued and the queue (or its caller's share) is then
 //     over the limit, it is answered ReplyRateLimited (Reply.Limit, and
-//     Reply.RetryAfter from limits.RetryAfter) and what was dispatched of
+//     Reply.RetryAfter from limits.RetryAfter at the measured drain rate) and what was dispatched of
 //     it is stopped. An admitted request is never dropped for a limit: its
 //     requeues may pass it for a while. A DAP's refusal over its own queue
 //     limit (OutcomeRefused) answers the request the same way.
@@ -97,5 +97,7 @@
 //     message), and one during the multi-RC timeout wait lets the timeout
 //     finish. A cancel for an unknown request does nothing.
 //   - Room left for later: Request.Assembly/Tier (scope), DAPPaused
-//     (rate-limit pauses), Stats; queue position and fairness are to come.
+//     (rate-limit pauses), Stats; fairness is to come. Position reports a request's place in the queue
+//     and the measured drain rate and execution time of the DAPs that can
+//     serve it (position.go), for the GW's async Retry-After.
 package core

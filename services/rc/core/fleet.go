@@ -30,6 +30,8 @@ type runningPortion struct {
 	attempt int
 	// relayed marks portions run for a peer (this core is secondary).
 	relayed bool
+	// started is when it was dispatched: its execution time (position.go).
+	started int64
 }
 
 func (d *dap) own(self string) bool { return d.RC == "" || d.RC == self }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
 )
 
 // Queue limits are decided here, at admission: a new request that leaves
@@ -28,16 +29,21 @@ func (c *Core) admit(r *request) {
 }
 
 // refuse answers RATE_LIMITED over a limit, with when to come back: the
-// backlog over the slots of the fleet's available DAPs.
+// backlog at the measured drain rate of the fleet's available DAPs (their
+// slots at the nominal execution time when nothing was measured yet).
 func (c *Core) refuse(r *request, limit, text string, backlog int) {
-	slots := 0
-	for _, d := range c.fleet.byID {
-		if d.Available {
-			slots += d.Concurrency
+	rate := c.FleetDrainRate()
+	if rate <= 0 {
+		slots := 0
+		for _, d := range c.fleet.byID {
+			if d.Available {
+				slots += d.Concurrency
+			}
 		}
+		rate = retryafter.NominalRate(slots, c.cfg.RetryAfter.NominalExec)
 	}
 	c.stats.Refused++
-	c.replyLimit(r, limit, "Request refused: "+text, limits.RetryAfter(backlog, slots))
+	c.replyLimit(r, limit, "Request refused: "+text, limits.RetryAfter(backlog, rate, c.cfg.RetryAfter.Params))
 }
 
 // replyLimit is reply for ReplyRateLimited.

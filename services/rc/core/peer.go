@@ -70,7 +70,7 @@ func (c *Core) peerDispatch(e PeerDispatch) {
 		return
 	}
 	rr.portions = append(rr.portions, &relayedPortion{id: disp.Portion.ID, dap: d.ID})
-	d.running = append(d.running, runningPortion{id: disp.Portion.ID, request: rr.id, key: d.key, attempt: disp.Portion.Attempt, relayed: true})
+	d.running = append(d.running, runningPortion{id: disp.Portion.ID, request: rr.id, key: d.key, attempt: disp.Portion.Attempt, relayed: true, started: c.now})
 	disp.ViaRC = ""
 	c.stats.Relayed++
 	c.emit(disp)

@@ -1,0 +1,670 @@
+package gw
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/services/limits"
+	"github.com/sg-project/sg/services/retryafter"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Async jobs (issue 11). A request with opts.async is not answered with its
+// result: the GW records a job in a JetStream KV bucket
+// (subjects.JobsBucket, entries expire after twice Jobs.Retention), answers
+// ACCEPTED at once with the job's id, state, Retry-After and ETA, and runs
+// the request itself as a client of the GW API (the same path, limits and
+// answers as a sync request, under the job id as Sg-Request-Id). The answer,
+// whatever it is, is kept whole in an object store
+// (subjects.JobResultsStore, expiring after Jobs.Retention). A poll
+// (subjects.GWJob, any GW) answers ACCEPTED with a fresh Retry-After while
+// the job runs, the stored answer byte for byte once it is done,
+// UNKNOWN_JOB for an id it never saw and EXPIRED once the answer is gone.
+//
+// Retry-After comes from retryafter.ForStage with the figures of the RC that
+// holds the request: the GW asks every RC it knows (subjects.RCPosition) and
+// the one that coordinates the request reports its place in the queue and
+// the drain rate and execution time it measured (subjects.GWPosition).
+//
+// A GW that restarts runs its unfinished jobs again from the bucket (the
+// request is idempotent: a read); their state and answers survive it.
+
+// Jobs configures async jobs. Zero fields take the defaults.
+type Jobs struct {
+	// Retention: how long a finished job's answer is kept (SG_JOB_RETENTION,
+	// default 24 h); the job's record stays twice as long, so that a poll
+	// after the answer is gone is told EXPIRED rather than UNKNOWN_JOB.
+	Retention time.Duration
+	Replicas  int  // of the bucket and the object store (default 1)
+	Memory    bool // keep jobs in memory: a NATS restart forgets them
+	// MaxRunning: jobs this GW runs at once (SG_GW_MAX_JOBS, default
+	// Config.MaxInFlightPerCaller: the runner is one caller of the GW);
+	// past it a submission is answered RATE_LIMITED.
+	MaxRunning int
+	// PositionWait: how long a poll waits for an RC's position report
+	// (default 250 ms); none by then: the backoff B(E).
+	PositionWait time.Duration
+	// RetryAfter: the seed's clamp, margin and nominal times (SG_RETRY_*).
+	RetryAfter retryafter.Config
+	// NC is the connection the jobs' requests are sent on, as a client of
+	// the GW API; nil: the GW's own. With NATS auth it must be a client
+	// credential's: a GW may neither publish on sg.api.* nor answer to a
+	// service inbox (sg run passes its client connection).
+	NC *nats.Conn
+}
+
+// Defaults of Jobs.
+const (
+	DefaultJobRetention    = 24 * time.Hour
+	DefaultJobPositionWait = 250 * time.Millisecond
+	// LimitJobs names Jobs.MaxRunning in Sg-Limit.
+	LimitJobs = "gw_running_jobs"
+	// APIJob is the api name on a poll's answer.
+	APIJob = "job"
+	// jobUnavailableRetries: a run answered UNAVAILABLE (a GW stopping) is
+	// sent again this many times.
+	jobUnavailableRetries = 5
+	// maxJobRecord bounds a record read from the bucket (a request is at
+	// most Config.MaxRequestBytes, JSON-encoded as base64).
+	maxJobRecord = 4 << 20
+	// maxJobHandlers: submissions and polls served at once beside the micro
+	// handlers; past it they are served in the handler (back-pressure).
+	maxJobHandlers = 256
+)
+
+func (j Jobs) withDefaults(maxPerCaller int) Jobs {
+	if j.Retention <= 0 {
+		j.Retention = DefaultJobRetention
+	}
+	if j.Replicas <= 0 {
+		j.Replicas = 1
+	}
+	if j.MaxRunning <= 0 {
+		j.MaxRunning = maxPerCaller
+	}
+	if j.PositionWait <= 0 {
+		j.PositionWait = DefaultJobPositionWait
+	}
+	j.RetryAfter = j.RetryAfter.WithDefaults()
+	return j
+}
+
+// jobRecord is a job in the bucket (JSON: it is small and read by humans
+// with `nats kv get`).
+type jobRecord struct {
+	V        int         `json:"v"`
+	ID       string      `json:"id"`
+	Owner    string      `json:"owner"` // the GW that runs it
+	Caller   string      `json:"caller"`
+	API      string      `json:"api"`
+	Header   nats.Header `json:"header,omitempty"` // the request's headers to replay (content type)
+	Body     []byte      `json:"body"`             // the request, opts.async cleared
+	BodySum  string      `json:"bodySum"`          // what an idempotent resubmission must match
+	State    string      `json:"state"`
+	Created  int64       `json:"created"`            // unix ns
+	Finished int64       `json:"finished,omitempty"` // unix ns
+	Expires  int64       `json:"expires,omitempty"`  // unix ns: the answer is gone after it
+	RC       uint16      `json:"rc,omitempty"`       // the answer's return code
+	Idem     string      `json:"idem,omitempty"`     // its idempotency key's bucket key
+}
+
+func (r *jobRecord) terminal() bool {
+	return r.State == messages.JobDone || r.State == messages.JobFailed
+}
+
+// jobStore is a GW's view of the job bucket, its running jobs and the
+// position reports it waits for.
+type jobStore struct {
+	g   *GW
+	cfg Jobs
+	kv  jetstream.KeyValue
+	obj jetstream.ObjectStore
+	cl  *client.Client
+
+	ctx context.Context // the GW's Run: runners stop with it
+	wg  sync.WaitGroup
+
+	// handlers bounds the submissions and polls served beside the micro
+	// handler: each may wait PositionWait for an RC, and a micro endpoint
+	// calls its handler one request at a time.
+	handlers chan struct{}
+
+	mu      sync.Mutex
+	running int
+	waiters map[string]chan messages.PositionReport
+}
+
+func jobKey(id string) string { return "j." + id }
+
+func idemKey(caller, key string) string {
+	s := sha256.Sum256([]byte(caller + "\x00" + key))
+	return "i." + hex.EncodeToString(s[:20])
+}
+
+// openJobs creates or binds the bucket and the object store and runs this
+// GW's unfinished jobs again.
+func (g *GW) openJobs(ctx context.Context) (*jobStore, error) {
+	cfg := g.cfg.Jobs.withDefaults(g.cfg.MaxInFlightPerCaller)
+	js, err := jetstream.New(g.nc)
+	if err != nil {
+		return nil, fmt.Errorf("gw: jobs: %w", err)
+	}
+	storage := jetstream.FileStorage
+	if cfg.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateOrUpdateKeyValue(octx, jetstream.KeyValueConfig{Bucket: g.s.JobsBucket(),
+		Description: "sg async jobs", TTL: 2 * cfg.Retention, Storage: storage, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("gw: jobs bucket %s: %w", g.s.JobsBucket(), err)
+	}
+	obj, err := js.CreateOrUpdateObjectStore(octx, jetstream.ObjectStoreConfig{Bucket: g.s.JobResultsStore(),
+		Description: "sg async jobs' answers", TTL: cfg.Retention, Storage: storage, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("gw: jobs results %s: %w", g.s.JobResultsStore(), err)
+	}
+	j := &jobStore{g: g, cfg: cfg, kv: kv, obj: obj, ctx: ctx, waiters: map[string]chan messages.PositionReport{},
+		handlers: make(chan struct{}, maxJobHandlers),
+		// One attempt: a refusal over a limit is the job's answer (429 and
+		// its Retry-After to the submitter), not a pause inside the GW.
+		cl: client.NewWithOptions(cmp.Or(cfg.NC, g.nc), g.s, client.Options{MaxInFlight: cfg.MaxRunning, MaxAttempts: 1, MaxAnswerBytes: g.cfg.MaxAnswerBytes})}
+	return j, nil
+}
+
+// resume runs again the jobs this GW owned and had not finished (a restart).
+func (j *jobStore) resume() {
+	lister, err := j.kv.ListKeysFiltered(j.ctx, "j.*")
+	if err != nil {
+		j.g.log.Warn().Err(err).Msg("jobs: cannot list the bucket; unfinished jobs are not resumed")
+		return
+	}
+	n := 0
+	for k := range lister.Keys() {
+		rec, _, err := j.get(k[2:])
+		if err != nil || rec.Owner != j.g.cfg.ID || rec.terminal() {
+			continue
+		}
+		j.start(rec)
+		j.g.met.jobs.WithLabelValues("resumed").Inc()
+		n++
+	}
+	if n > 0 {
+		j.g.log.Info().Int("jobs", n).Msg("jobs: unfinished jobs of an earlier incarnation run again")
+	}
+}
+
+// wait returns when every runner has returned (after ctx ended).
+func (j *jobStore) wait() {
+	j.wg.Wait()
+	j.cl.Close()
+}
+
+func (j *jobStore) get(id string) (*jobRecord, uint64, error) {
+	e, err := j.kv.Get(j.ctx, jobKey(id))
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(e.Value()) > maxJobRecord {
+		return nil, 0, errors.New("job record too large")
+	}
+	var rec jobRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, 0, fmt.Errorf("job record %s: %w", id, err)
+	}
+	return &rec, e.Revision(), nil
+}
+
+func (j *jobStore) put(rec *jobRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = j.kv.Put(j.ctx, jobKey(rec.ID), b)
+	return err
+}
+
+// submit accepts an async request: it records the job (or finds the one of
+// the same idempotency key), starts it and answers ACCEPTED.
+func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
+	j := g.jobs
+	key := req.Header.Opts.IdempotencyKey
+	req.Header.Opts.Async, req.Header.Opts.IdempotencyKey = false, ""
+	body, err := req.Encode()
+	if err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "re-encode the request: %v", err))
+		return
+	}
+	sum := sha256.Sum256(body)
+	rec := &jobRecord{V: 1, ID: nuid.Next(), Owner: g.cfg.ID, Caller: ri.caller, API: ri.api, Body: body,
+		BodySum: hex.EncodeToString(sum[:]), State: messages.JobWaiting, Created: time.Now().UnixNano(),
+		Header: nats.Header{messages.HdrContentType: []string{string(req.Content)}}}
+	j.mu.Lock()
+	full := j.running >= j.cfg.MaxRunning
+	j.mu.Unlock()
+	if full {
+		// Over the limit: when one of the running jobs can be expected to
+		// end, by the same formula (nominal times: the GW measures nothing).
+		ra := limits.RetryAfter(1, retryafter.NominalRate(j.cfg.MaxRunning, j.cfg.RetryAfter.NominalExec), j.cfg.RetryAfter.Params)
+		g.met.jobs.WithLabelValues("refused").Inc()
+		g.met.limited.WithLabelValues(LimitJobs).Inc()
+		h := nats.Header{}
+		messages.SetString(h, messages.HdrLimit, LimitJobs)
+		messages.SetInt(h, messages.HdrRetryAfter, int64(ra))
+		g.respondStatusWith(ri, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+			"Request refused: this gateway runs %d async jobs, its limit %s=%d (SG_GW_MAX_JOBS)", j.cfg.MaxRunning, LimitJobs, j.cfg.MaxRunning), h)
+		return
+	}
+	if key != "" {
+		rec.Idem = idemKey(ri.caller, key)
+	}
+	if err := j.putNew(rec); err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
+		return
+	}
+	// The record first, then the key: a key always names a record (a
+	// concurrent submission with the same key finds the winner's).
+	if key != "" {
+		ik := idemKey(ri.caller, key)
+		if _, err := j.kv.Create(j.ctx, ik, []byte(rec.ID)); err != nil {
+			// The key is taken (or the store failed): this record is nobody's.
+			_ = j.kv.Delete(j.ctx, jobKey(rec.ID))
+			if !errors.Is(err, jetstream.ErrKeyExists) {
+				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
+				return
+			}
+			e, gerr := j.kv.Get(j.ctx, ik)
+			if gerr != nil {
+				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", gerr))
+				return
+			}
+			old, _, gerr := j.get(string(e.Value()))
+			if gerr != nil {
+				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", gerr))
+				return
+			}
+			if old.BodySum != rec.BodySum {
+				g.respondStatus(ri, bad("Idempotency key %q was used for a different request (job %s)", safeLabel(key), old.ID))
+				return
+			}
+			ri.log.Info().Str("job_id", old.ID).Msg("idempotent resubmission: the same job")
+			g.met.jobs.WithLabelValues("resubmitted").Inc()
+			// ACCEPTED with the job, finished or not: a submission's answer
+			// is the job; its result is the poll's.
+			g.answerStatus(ri, old, j.status(old))
+			return
+		}
+	}
+	ri.log.Info().Str("job_id", rec.ID).Msg("async job accepted")
+	g.met.jobs.WithLabelValues("accepted").Inc()
+	j.start(rec)
+	js := j.status(rec) // waits up to PositionWait for the RC
+	// Refused at once over a limit (the RC's queue limits): the submitter
+	// gets the refusal, 429 and its Retry-After, as a sync caller would.
+	// A job that finished otherwise is answered ACCEPTED all the same
+	// (state done or failed, Retry-After 0): the answer is the poll's.
+	if now, _, err := j.get(rec.ID); err == nil && now.terminal() {
+		if messages.Code(now.RC) == messages.CodeRateLimited {
+			g.answerResult(ri, now)
+			return
+		}
+		rec, js = now, j.status(now)
+	}
+	g.answerStatus(ri, rec, js)
+}
+
+func (j *jobStore) putNew(rec *jobRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	_, err = j.kv.Create(j.ctx, jobKey(rec.ID), b)
+	return err
+}
+
+// start runs a job in a goroutine owned by the store (waited for by wait).
+func (j *jobStore) start(rec *jobRecord) {
+	j.mu.Lock()
+	j.running++
+	j.mu.Unlock()
+	j.g.met.jobsRunning.Inc()
+	j.wg.Go(func() {
+		defer func() {
+			j.mu.Lock()
+			j.running--
+			j.mu.Unlock()
+			j.g.met.jobsRunning.Dec()
+		}()
+		j.run(rec)
+	})
+}
+
+// run sends the job's request to the GW API and keeps its answer. A stop
+// (ctx ended) leaves the job unfinished for the next incarnation.
+func (j *jobStore) run(rec *jobRecord) {
+	log := j.g.log.With().Str("job_id", rec.ID).Str("api", rec.API).Logger()
+	var h nats.Header
+	var data []byte
+	for attempt := 0; ; attempt++ {
+		hh := nats.Header{}
+		for k, v := range rec.Header {
+			hh[k] = v
+		}
+		hh.Set(messages.HdrRequestID, rec.ID)
+		ctx, cancel := context.WithTimeout(j.ctx, j.runWait(rec))
+		var err error
+		h, data, err = j.cl.RoundTrip(ctx, rec.API, hh, rec.Body)
+		cancel()
+		if j.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			st := messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The job's request could not be run: %v", err)
+			h, data = j.errorAnswer(rec, st)
+		}
+		st, _ := messages.ReadStatus(h)
+		if st.RC != messages.CodeUnavailable || attempt >= jobUnavailableRetries {
+			break
+		}
+		select {
+		case <-j.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	st, _ := messages.ReadStatus(h)
+	if _, err := j.obj.Put(j.ctx, jetstream.ObjectMeta{Name: rec.ID, Headers: h}, bytes.NewReader(data)); err != nil {
+		log.Error().Err(err).Msg("job's answer could not be stored; the job runs again on restart")
+		return
+	}
+	now := time.Now()
+	rec.State, rec.RC, rec.Finished, rec.Expires = messages.JobDone, uint16(st.RC), now.UnixNano(), now.Add(j.cfg.Retention).UnixNano()
+	if !st.IsOK() {
+		rec.State = messages.JobFailed
+	}
+	j.g.met.jobs.WithLabelValues(rec.State).Inc() // before the record: a poll that sees it sees the count
+	if err := j.put(rec); err != nil {
+		log.Error().Err(err).Msg("job's state could not be stored")
+		return
+	}
+	if st.RC == messages.CodeRateLimited && rec.Idem != "" {
+		// Refused over a limit: coming back with the same key must try
+		// again, not find the refusal.
+		if err := j.kv.Delete(j.ctx, rec.Idem); err != nil {
+			log.Warn().Err(err).Msg("idempotency key of a refused job not released")
+		}
+	}
+	log.Info().Str("state", rec.State).Str("rc", st.RC.String()).Int("bytes", len(data)).Msg("async job finished")
+}
+
+// runWait bounds one run of the job's request: its timeout (opts.timeout, else
+// the GW's) plus the margin, when the GW answers it at the latest.
+func (j *jobStore) runWait(rec *jobRecord) time.Duration {
+	timeout := j.g.cfg.Timeout
+	if req, err := messages.DecodeRequest(rec.Header, rec.Body); err == nil && req.Header.Opts.TimeoutMS > 0 {
+		timeout = time.Duration(req.Header.Opts.TimeoutMS) * time.Millisecond
+	}
+	return timeout + j.g.cfg.TimeoutMargin + 10*time.Second
+}
+
+// errorAnswer is the envelope of an error the runner met itself.
+func (j *jobStore) errorAnswer(rec *jobRecord, st messages.Status) (nats.Header, []byte) {
+	c := messages.Content(rec.Header.Get(messages.HdrContentType))
+	resp := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: rec.ID, API: rec.API, Status: st}, Content: c}
+	b, _ := resp.Encode()
+	h := nats.Header{}
+	st.Write(h)
+	messages.SetString(h, messages.HdrRequestID, rec.ID)
+	messages.SetString(h, messages.HdrContentType, string(c))
+	return h, b
+}
+
+// onPosition hands an RC's position report to the poll waiting for it.
+func (j *jobStore) onPosition(m *nats.Msg) {
+	rep, err := messages.DecodeValid[messages.PositionReport](m.Data)
+	if err != nil {
+		j.g.log.Warn().Err(err).Msg("position report that does not decode: skipped")
+		return
+	}
+	j.mu.Lock()
+	ch := j.waiters[rep.ClientRequestID]
+	j.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- rep:
+		default:
+		}
+	}
+}
+
+// position asks every known RC where the job's request stands and waits
+// Jobs.PositionWait for the one that holds it.
+func (j *jobStore) position(id string) (messages.PositionReport, bool) {
+	ch := make(chan messages.PositionReport, 1)
+	j.mu.Lock()
+	if _, busy := j.waiters[id]; busy {
+		j.mu.Unlock()
+		return messages.PositionReport{}, false // a concurrent poll asks already
+	}
+	j.waiters[id] = ch
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		delete(j.waiters, id)
+		j.mu.Unlock()
+	}()
+	q, err := messages.Encode(messages.PositionQuery{V: messages.JobVersion, GWID: j.g.cfg.ID, ClientRequestID: id})
+	if err != nil {
+		return messages.PositionReport{}, false
+	}
+	rcs := j.g.RCs()
+	for _, rc := range rcs {
+		_ = j.g.nc.Publish(j.g.s.RCPosition(rc.ID), q)
+	}
+	if len(rcs) == 0 {
+		return messages.PositionReport{}, false
+	}
+	t := time.NewTimer(j.cfg.PositionWait)
+	defer t.Stop()
+	select {
+	case rep := <-ch:
+		return rep, true
+	case <-t.C:
+	case <-j.ctx.Done():
+	}
+	return messages.PositionReport{}, false
+}
+
+// status is the job's JobStatus now: the seed's formula on the RC's figures.
+func (j *jobStore) status(rec *jobRecord) messages.JobStatus {
+	now := time.Now()
+	js := messages.JobStatus{V: messages.JobVersion, JobID: rec.ID, State: rec.State,
+		Elapsed: int(now.Sub(time.Unix(0, rec.Created)) / time.Second)}
+	if rec.terminal() {
+		return js
+	}
+	f := retryafter.Facts{Stage: retryafter.StageWaiting, Elapsed: now.Sub(time.Unix(0, rec.Created))}
+	if rep, ok := j.position(rec.ID); ok {
+		f.DrainRate, f.Exec = rep.DrainRate, time.Duration(rep.ExecMS)*time.Millisecond
+		switch rep.Status {
+		case "allocating":
+			f.Stage, f.Ahead = retryafter.StageQueued, rep.Ahead+rep.Queued
+			js.State, js.Position = messages.JobQueued, f.Ahead
+		case "executing":
+			f.Stage, js.State = retryafter.StageExecuting, messages.JobExecuting
+		case "aggregating":
+			f.Stage, js.State = retryafter.StageAggregating, messages.JobAggregating
+		}
+	}
+	ra, eta := retryafter.ForStage(f, j.cfg.RetryAfter)
+	js.RetryAfter = ra
+	js.ETA = int((eta + time.Second - 1) / time.Second)
+	return js
+}
+
+// answerJob answers ACCEPTED with the job's status (submit and poll alike).
+func (g *GW) answerJob(ri *reqInfo, rec *jobRecord) {
+	if rec.terminal() {
+		g.answerResult(ri, rec)
+		return
+	}
+	g.answerStatus(ri, rec, g.jobs.status(rec))
+}
+
+// answerStatus answers ACCEPTED with js.
+func (g *GW) answerStatus(ri *reqInfo, rec *jobRecord, js messages.JobStatus) {
+	payload, err := encodeIn(ri.content, js)
+	if err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode job status: %v", err))
+		return
+	}
+	st := messages.Status{RC: messages.CodeAccepted, AC: messages.CodeOK, AI: "Async request accepted: job " + rec.ID + " is " + js.State}
+	resp := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: ri.clientID, API: ri.api,
+		LogCorr: ri.logCorr, RetryAfterMS: int64(js.RetryAfter) * 1000, Status: st}, Payload: payload, Content: ri.content}
+	body, err := resp.Encode()
+	if err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode job status: %v", err))
+		return
+	}
+	h := nats.Header{}
+	st.Write(h)
+	messages.SetString(h, messages.HdrRequestID, ri.clientID)
+	messages.SetString(h, messages.HdrAPI, ri.api)
+	messages.SetString(h, messages.HdrJobID, rec.ID)
+	messages.SetInt(h, messages.HdrRetryAfter, int64(js.RetryAfter))
+	messages.SetString(h, messages.HdrContentType, string(ri.content))
+	ri.log.Debug().Str("job_id", rec.ID).Str("state", js.State).Int("retry_after", js.RetryAfter).Int("eta", js.ETA).
+		Int("position", js.Position).Msg("job status")
+	g.send(ri, h, body, st)
+}
+
+func encodeIn(c messages.Content, v any) ([]byte, error) {
+	if c == messages.ContentJSON {
+		return json.Marshal(v)
+	}
+	return messages.Encode(v)
+}
+
+// answerResult answers a finished job's poll with its stored answer, or
+// EXPIRED when it is gone.
+func (g *GW) answerResult(ri *reqInfo, rec *jobRecord) {
+	j := g.jobs
+	if rec.Expires != 0 && time.Now().UnixNano() >= rec.Expires {
+		g.respondStatus(ri, messages.Errorf(messages.CodeExpired, messages.CodeErr, "Job %s finished at %s; its answer was kept for %s and is gone",
+			rec.ID, time.Unix(0, rec.Finished).UTC().Format(time.RFC3339), j.cfg.Retention))
+		return
+	}
+	res, err := j.obj.Get(j.ctx, rec.ID)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		g.respondStatus(ri, messages.Errorf(messages.CodeExpired, messages.CodeErr, "Job %s: its answer is gone", rec.ID))
+		return
+	}
+	if err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
+		return
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil || int64(info.Size) > g.cfg.MaxAnswerBytes {
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job %s: answer unreadable", rec.ID))
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(res, g.cfg.MaxAnswerBytes))
+	if err != nil {
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
+		return
+	}
+	h := nats.Header{}
+	for k, v := range info.Headers {
+		h[k] = v
+	}
+	messages.SetString(h, messages.HdrJobID, rec.ID)
+	st, err := messages.ReadStatus(h)
+	if err != nil {
+		st = messages.Status{RC: messages.CodeErr, AC: messages.CodeErr}
+	}
+	g.send(ri, h, data, st)
+}
+
+// jobEndpoint serves subjects.GWJob: a poll, the job id in Sg-Job-Id.
+type jobEndpoint struct{ g *GW }
+
+func (e jobEndpoint) Handle(r micro.Request) { e.g.handleJobPoll(r) }
+
+func (g *GW) handleJobPoll(r micro.Request) {
+	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
+	if err := g.checkReply(msg.Reply); err != nil {
+		g.met.refusedReply.Inc()
+		g.log.Warn().Err(err).Msg("dropping job poll: its reply subject is not a client inbox")
+		return
+	}
+	ri := g.newReqInfo(APIJob, msg, time.Now())
+	id := msg.Header.Get(messages.HdrJobID)
+	if id == "" || subjects.Validate("job id", id) != nil || len(msg.Data) > 0 {
+		g.respondStatus(ri, bad("A job poll names the job in %s (a valid job id) and has no body", messages.HdrJobID))
+		return
+	}
+	ri.log = ri.log.With().Str("job_id", id).Logger()
+	g.jobs.serve(func() { g.poll(ri, id) })
+}
+
+func (g *GW) poll(ri *reqInfo, id string) {
+	rec, _, err := g.jobs.get(id)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnknownJob, messages.CodeErr, "No job %s (never submitted, or gone after twice its retention)", id))
+	case err != nil:
+		g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", err))
+	default:
+		g.answerJob(ri, rec)
+	}
+}
+
+// submitAsync is the hook of handle for a checked request with opts.async.
+func (g *GW) submitAsync(ri *reqInfo, msg *nats.Msg) {
+	req, err := messages.DecodeRequest(msg.Header, msg.Data) // prepare checked it
+	if err != nil {
+		g.respondStatus(ri, bad("Malformed request: %v", err))
+		return
+	}
+	g.jobs.serve(func() { g.submitJob(ri, msg, req) })
+}
+
+// serve runs fn beside the micro handler (which must not block: the job's
+// own request comes in on the same endpoint), in a goroutine the store owns
+// and waits for; with maxJobHandlers busy, in the caller.
+func (j *jobStore) serve(fn func()) {
+	select {
+	case j.handlers <- struct{}{}:
+		j.wg.Go(func() {
+			defer func() { <-j.handlers }()
+			fn()
+		})
+	default:
+		fn()
+	}
+}
+
+// onPosition is the GWPosition subscription's callback.
+func (g *GW) onPosition(m *nats.Msg) {
+	if g.jobs != nil {
+		g.jobs.onPosition(m)
+	}
+}

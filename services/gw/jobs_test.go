@@ -1,0 +1,119 @@
+package gw_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/gw/client"
+)
+
+// A job whose request fails (no RC: NO_RESOURCES) is failed, and its poll
+// answers the error envelope; hostile polls and position reports change
+// nothing; an unknown id is UNKNOWN_JOB.
+func TestJobFailsAndHostilePolls(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) { c.Jobs = &gw.Jobs{Memory: true} })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	job, err := e.cl.Submit(ctx, messages.RequestHeader{API: "ping"}, nil)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	// Failed already (no RC answers at once): Retry-After 0; else at least min.
+	if done := job.Status.State == messages.JobFailed; job.ID == "" || (done && job.RetryAfter != 0) || (!done && job.RetryAfter < time.Second) {
+		t.Fatalf("accepted: %+v", job)
+	}
+	// Garbage on the GW's position subject: skipped, counted.
+	for _, b := range [][]byte{nil, []byte("x"), {0x81, 0xa1, 'v', 0x01}} {
+		if err := e.nc.Publish(e.s.GWPosition("gw1"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := e.cl.Wait(ctx, job.ID, nil)
+	if err != nil || resp.Header.Status.RC != messages.CodeNoResources {
+		t.Fatalf("failed job: %v %+v", err, resp.Header.Status)
+	}
+	if a, f := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"), counterL(t, e, "sg_gw_jobs_total", "event", "failed"); a != 1 || f != 1 {
+		t.Fatalf("sg_gw_jobs_total accepted %v failed %v, want 1 and 1", a, f)
+	}
+	for _, tc := range []struct {
+		name string
+		h    nats.Header
+		body []byte
+		want messages.Code
+	}{
+		{"no id", nats.Header{}, nil, messages.CodeBadRequest},
+		{"bad id", nats.Header{messages.HdrJobID: []string{"a.b*"}}, nil, messages.CodeBadRequest},
+		{"a body", nats.Header{messages.HdrJobID: []string{job.ID}}, []byte("{}"), messages.CodeBadRequest},
+		{"unknown", nats.Header{messages.HdrJobID: []string{"NoSuchJob"}}, nil, messages.CodeUnknownJob},
+	} {
+		m, err := e.nc.RequestMsg(&nats.Msg{Subject: e.s.GWJob(), Header: tc.h, Data: tc.body}, 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		st, err := messages.ReadStatus(m.Header)
+		if err != nil || st.RC != tc.want {
+			t.Fatalf("%s: %v %+v, want %s", tc.name, err, st, tc.want)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		got := counterL(t, e, "sg_stream_poison_records_total", "stream", "position_report")
+		if got == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("poison position reports counted %v, want 3", got)
+		}
+		tick := time.NewTimer(20 * time.Millisecond)
+		<-tick.C
+	}
+	_, _, _, err = e.cl.Poll(ctx, "NoSuchJob")
+	var ae *client.AnswerError
+	if !errors.As(err, &ae) || ae.Status.RC != messages.CodeUnknownJob {
+		t.Fatalf("poll unknown: %v", err)
+	}
+}
+
+// Without a job store, opts.async is NOT_SUPPORTED.
+func TestAsyncWithoutJobStore(t *testing.T) {
+	e := startGW(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := e.cl.Submit(ctx, messages.RequestHeader{API: "ping"}, nil)
+	var ae *client.AnswerError
+	if !errors.As(err, &ae) || ae.Status.RC != messages.CodeNotSupported {
+		t.Fatalf("async without a store: %v", err)
+	}
+}
+
+// Concurrent submissions with one idempotency key make one job.
+func TestConcurrentIdempotentSubmissions(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) { c.Jobs, c.StartupWait = &gw.Jobs{Memory: true}, 5*time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const n = 8
+	ids := make(chan string, n)
+	for range n {
+		go func() {
+			job, err := e.cl.Submit(ctx, messages.RequestHeader{API: "ping", Opts: messages.Opts{IdempotencyKey: "k1"}}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- job.ID
+		}()
+	}
+	first := <-ids
+	for range n - 1 {
+		if id := <-ids; id != first || id == "" {
+			t.Fatalf("job %q, want %q for every submission", id, first)
+		}
+	}
+	if a := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"); a != 1 {
+		t.Fatalf("%v jobs accepted, want 1", a)
+	}
+}

@@ -1,0 +1,72 @@
+package retryafter
+
+import (
+	"testing"
+	"time"
+)
+
+// The sg mapping: each stage's row, with the seed's figures where they map
+// (D=10, P=2s, T=100ms, M=0.2) and the measured execution time replacing P.
+func TestForStage(t *testing.T) {
+	c := Config{NominalExec: 2 * time.Second, NominalAgg: 100 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		f    Facts
+		ra   int
+		eta  time.Duration
+	}{
+		// The seed's input-proof Queued table, p -> Retry-After.
+		{"queued p=0", Facts{Stage: StageQueued, Ahead: 0, DrainRate: 10}, 3, 2100 * time.Millisecond},
+		{"queued p=1", Facts{Stage: StageQueued, Ahead: 1, DrainRate: 10}, 3, 2200 * time.Millisecond},
+		{"queued p=10", Facts{Stage: StageQueued, Ahead: 10, DrainRate: 10}, 4, 3100 * time.Millisecond},
+		{"queued p=100", Facts{Stage: StageQueued, Ahead: 100, DrainRate: 10}, 15, 12100 * time.Millisecond},
+		{"queued p=1000", Facts{Stage: StageQueued, Ahead: 1000, DrainRate: 10}, 123, 102100 * time.Millisecond},
+		// Measured execution replaces the nominal P: (5/2 + 0.5 + 0.1) × 1.2 = 3.72.
+		{"queued measured", Facts{Stage: StageQueued, Ahead: 5, DrainRate: 2, Exec: 500 * time.Millisecond}, 4, 3100 * time.Millisecond},
+		// Items ahead, no drain measured: the backoff.
+		{"queued unmeasured", Facts{Stage: StageQueued, Ahead: 5, Elapsed: 70 * time.Second}, 10, 0},
+		{"executing", Facts{Stage: StageExecuting}, 3, 2100 * time.Millisecond},
+		{"aggregating", Facts{Stage: StageAggregating}, 1, 100 * time.Millisecond},
+		{"waiting", Facts{Stage: StageWaiting, Elapsed: 3 * time.Minute}, 30, 0},
+		{"done", Facts{Stage: StageDone}, 0, 0},
+		{"failed", Facts{Stage: StageFailed}, 0, 0},
+		{"expired", Facts{Stage: StageExpired}, 0, 0},
+		// The ceiling: 1000 items at 1/s is far beyond max.
+		{"clamped", Facts{Stage: StageQueued, Ahead: 1000, DrainRate: 1}, 300, 1002100 * time.Millisecond},
+	} {
+		ra, eta := ForStage(tc.f, c)
+		if ra != tc.ra || eta != tc.eta {
+			t.Errorf("%s: ForStage = %d, %s; want %d, %s", tc.name, ra, eta, tc.ra, tc.eta)
+		}
+	}
+}
+
+func TestQueuedAndNominalRate(t *testing.T) {
+	// 8 ahead at 4 workers × 1/2s = 2/s: 4 s × 1.2 = 4.8 -> 5.
+	if got := Queued(8, NominalRate(4, 2*time.Second), Params{}); got != 5 {
+		t.Errorf("Queued = %d, want 5", got)
+	}
+	if got := Queued(0, 0, Params{}); got != 1 {
+		t.Errorf("Queued(0) = %d, want min 1", got)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{EnvMin: "2s", EnvMax: "1m", EnvSafetyMargin: "0.1", EnvNominalExec: "250ms"}
+	c, err := FromEnv(Config{}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.WithDefaults()
+	if c.Min != 2*time.Second || c.Max != time.Minute || c.SafetyMargin != 0.1 || c.NominalExec != 250*time.Millisecond || c.NominalAgg != DefaultNominalAgg {
+		t.Fatalf("FromEnv = %+v", c)
+	}
+	env = map[string]string{EnvSafetyMargin: "0"}
+	c, err = FromEnv(Config{}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil || c.WithDefaults().SafetyMargin != 0 || c.WithDefaults().Max != DefaultMax {
+		t.Fatalf("margin 0: %+v %v", c.WithDefaults(), err)
+	}
+	if _, err := FromEnv(Config{}, func(k string) (string, bool) { return "x", k == EnvMax }); err == nil {
+		t.Fatal("bad duration accepted")
+	}
+}
