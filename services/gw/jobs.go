@@ -440,6 +440,7 @@ func (j *jobStore) errorAnswer(rec *jobRecord, st messages.Status) (nats.Header,
 func (j *jobStore) onPosition(m *nats.Msg) {
 	rep, err := messages.DecodeValid[messages.PositionReport](m.Data)
 	if err != nil {
+		j.g.met.malformed.WithLabelValues("position_report").Inc()
 		j.g.log.Warn().Err(err).Msg("position report that does not decode: skipped")
 		return
 	}

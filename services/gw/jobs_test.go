@@ -62,12 +62,12 @@ func TestJobFailsAndHostilePolls(t *testing.T) {
 		}
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		got := counterL(t, e, "sg_stream_poison_records_total", "stream", "position_report")
+		got := counterL(t, e, "sg_gw_malformed_messages_total", "kind", "position_report")
 		if got == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("poison position reports counted %v, want 3", got)
+			t.Fatalf("malformed position reports counted %v, want 3", got)
 		}
 		tick := time.NewTimer(20 * time.Millisecond)
 		<-tick.C

@@ -15,6 +15,7 @@ type metrics struct {
 
 	limited      *prometheus.CounterVec // refusals over a limit, by limit
 	refusedReply prometheus.Counter     // requests dropped: reply subject not a client inbox
+	malformed    *prometheus.CounterVec // messages on the GW's internal subjects that do not decode, by kind
 	poison       *poison.Counter        // stream records skipped, by stream
 
 	byRC      *prometheus.CounterVec // drives submitted, by RC
@@ -78,6 +79,10 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_jobs_running",
 		Help: "Async jobs this GW runs now.",
 	})
+	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_malformed_messages_total",
+		Help: "Messages on the GW's internal subjects (position reports, ...) skipped because they do not decode or are invalid, by kind.",
+	}, []string{"kind"})
 	m.refusedReply = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sg_gw_requests_refused_reply_total",
 		Help: "Requests dropped unanswered because their reply subject is not a client inbox (an sg or $ subject, or not under an allowed prefix).",
@@ -87,7 +92,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply, m.jobs, m.jobsRunning} {
+		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.malformed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
