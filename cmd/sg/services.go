@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/auth"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/engine"
@@ -336,6 +337,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "default request timeout (env SG_TIMEOUT)")
 	fs.DurationVar(&cfg.TimeoutMargin, "timeout-margin", cfg.TimeoutMargin, "wait after a deadline for the RC's own timeout (env SG_TIMEOUT_MARGIN)")
 	fs.StringVar(&cfg.Affinity, "affinity", cfg.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
+	fs.StringVar(&cfg.AssemblyKey, "assembly-key", cfg.AssemblyKey, "the RC label that names its assembly (env SG_ASSEMBLY_KEY)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer forwarded")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest request accepted, else TOO_LARGE (env SG_MAX_REQUEST_BYTES)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
@@ -369,6 +371,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
 		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
+		AssemblyKey: cfg.AssemblyKey,
 		RequestLog: cfg.Durability.gw()})
 	if err != nil {
 		return err
@@ -394,7 +397,9 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 	fs.StringVar(&cfg.ID, "id", cfg.ID, "RC id (a subject token)")
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "address shown in timeout messages (default: the id)")
 	fs.StringVar(&cfg.Assembly, "assembly", cfg.Assembly, "assembly of this RC; empty for a global RC (env SG_ASSEMBLY_NAME)")
-	fs.IntVar(&cfg.MaxRetry, "max-retry", cfg.MaxRetry, "retries per request before it fails (env SG_MAX_RETRY)")
+	fs.StringVar(&cfg.AssemblyKey, "assembly-key", cfg.AssemblyKey, "the label that names the assembly: the RC's is its value (env SG_ASSEMBLY_KEY)")
+	fs.StringVar(&cfg.Labels, "labels", cfg.Labels, "the RC's labels k=v,k2=v2, announced to GWs (env SG_RC_LABELS)")
+	fs.IntVar(&cfg.MaxRetry, "max-retry", cfg.MaxRetry, "retries per request before it fails; 0: none (env SG_MAX_RETRY)")
 	fs.DurationVar(&cfg.Timer, "timer", cfg.Timer, "RC timer period (env SG_RC_TIMER)")
 	fs.IntVar(&cfg.MultiRCMaxWait, "multi-rc-wait", cfg.MultiRCMaxWait, "timer periods to wait for secondary RCs' status (env SG_MULTI_RC_TO_MAX_WAIT)")
 	fs.StringVar(&aggs, "aggs", aggs, "comma-separated Agg ids to hand requests to")
@@ -431,8 +436,25 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 }
 
 func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger, reg *prometheus.Registry) (*rc.RC, error) {
+	if cfg.MaxRetry < 0 {
+		return nil, fmt.Errorf("rc: max retry %d: want 0 (no retries) or more", cfg.MaxRetry)
+	}
+	// A user's 0 means no retries; rc.Config's 0 means "the default".
+	maxRetry := cfg.MaxRetry
+	if maxRetry == 0 {
+		maxRetry = defaults.NoRetry
+	}
+	var labels map[string]string
+	if cfg.Labels != "" {
+		ls, err := parseLabels(cfg.Labels)
+		if err != nil {
+			return nil, fmt.Errorf("rc: labels: %w", err)
+		}
+		labels = ls
+	}
 	c := rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
-		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
+		Labels: labels, AssemblyKey: cfg.AssemblyKey,
+		MaxRetry: maxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
 		JetStream: cfg.Durability.rc()}
 	if err := c.LimitsFromEnv(os.LookupEnv); err != nil { // SG_RC_MAX_QUEUED...
 		return nil, err

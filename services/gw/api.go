@@ -245,16 +245,14 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if req.Header.Opts.Async {
 		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async is not supported yet")
 	}
-	// Seed: the scope is given in the request arguments; lift it into the header.
-	if req.Content == messages.ContentJSON && req.Header.Scope == (messages.Scope{}) && len(req.Payload) > 0 {
-		var w struct {
-			Scope messages.Scope `json:"scope"`
-		}
-		if json.Unmarshal(req.Payload, &w) == nil && w.Scope != (messages.Scope{}) {
-			req.Header.Scope = w.Scope
-			if err := req.Header.Validate(); err != nil {
-				return nil, bad("Malformed request: %v", err)
-			}
+	// Seed: the scope is given in the request arguments, in either
+	// encoding; lift it into the header. A header scope wins.
+	if sc, ok, err := messages.ScopeFromArgs(req.Content, req.Payload); err != nil {
+		return nil, bad("%v", err)
+	} else if ok && req.Header.Scope == (messages.Scope{}) {
+		req.Header.Scope = sc
+		if err := req.Header.Validate(); err != nil {
+			return nil, bad("Malformed request: %v", err)
 		}
 	}
 	// scope.tier narrows an assembly to one tier; alone it names nothing.

@@ -228,7 +228,7 @@ func (r *RC) step(ev core.Event) {
 func (r *RC) announce(draining bool) {
 	st, _ := r.core.Stats()
 	m := messages.RCAnnouncement{
-		V: messages.RCVersion, RCID: r.cfg.ID, Assembly: r.cfg.Assembly, Addr: r.cfg.Addr,
+		V: messages.RCVersion, RCID: r.cfg.ID, Assembly: r.cfg.Assembly, Addr: r.cfg.Addr, Labels: r.cfg.Labels,
 		Outstanding: len(r.pending), Queued: st.QueueLength, DAPs: len(r.daps),
 		Draining: draining, StartedAt: r.started.UnixNano(),
 	}

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/sg-project/sg/services/defaults"
+)
 
 // Config of a core. Zero values take the defaults noted per field, which are
 // the seed's (KXI_SG_MAX_RETRY, KXI_SG_MULTI_RC_TO_MAX_WAIT).
@@ -9,7 +13,8 @@ type Config struct {
 	Self string
 	// Addr is how this RC is named in timeout messages (rc=...); Self if empty.
 	Addr string
-	// MaxRetry: retries allowed per request before it fails (default 3).
+	// MaxRetry: retries allowed per request before it fails (0:
+	// defaults.MaxRetry; negative, e.g. defaults.NoRetry: none).
 	MaxRetry int
 	// MultiRCMaxWait: ticks the primary waits for secondaries' status before
 	// composing a timeout message (default 1).
@@ -38,16 +43,16 @@ func (c Config) withDefaults() Config {
 		c.Addr = c.Self
 	}
 	if c.MaxRetry == 0 {
-		c.MaxRetry = 3
+		c.MaxRetry = defaults.MaxRetry
 	}
 	if c.MaxRetry < 0 {
 		c.MaxRetry = 0
 	}
 	if c.TickEvery <= 0 {
-		c.TickEvery = 10 * time.Second
+		c.TickEvery = defaults.RCTimer
 	}
 	if c.MultiRCMaxWait <= 0 {
-		c.MultiRCMaxWait = 1
+		c.MultiRCMaxWait = defaults.MultiRCMaxWait
 	}
 	return c
 }
