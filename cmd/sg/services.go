@@ -22,10 +22,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/auth"
-	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/rc"
 	"github.com/sg-project/sg/subjects"
@@ -372,7 +372,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
 		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
 		AssemblyKey: cfg.AssemblyKey,
-		RequestLog: cfg.Durability.gw()})
+		RequestLog:  cfg.Durability.gw()})
 	if err != nil {
 		return err
 	}

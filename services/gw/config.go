@@ -61,15 +61,15 @@ type Config struct {
 	Subjects subjects.Subjects
 	Log      zerolog.Logger
 
-	Timeout         time.Duration // request timeout when opts.timeout is 0 (default 60 s, SG_TIMEOUT)
-	TimeoutMargin   time.Duration // wait after the deadline for the RC's own timeout (default 30 s, SG_TIMEOUT_MARGIN)
-	Affinity        string        // "hard" (default) or "soft" (SG_SCOPE_AFFINITY)
+	Timeout       time.Duration // request timeout when opts.timeout is 0 (default 60 s, SG_TIMEOUT)
+	TimeoutMargin time.Duration // wait after the deadline for the RC's own timeout (default 30 s, SG_TIMEOUT_MARGIN)
+	Affinity      string        // "hard" (default) or "soft" (SG_SCOPE_AFFINITY)
 	// AssemblyKey (SG_ASSEMBLY_KEY, seed KXI_ASSEMBLY_KEY) is the RC label
 	// that names its assembly; "" (default): an RC's assembly is the name
 	// it announces (SG_ASSEMBLY_NAME).
-	AssemblyKey string
-	MaxRequestBytes int           // largest request body accepted, else TOO_LARGE (default 256 KiB, SG_MAX_REQUEST_BYTES)
-	MaxAnswerBytes  int64         // largest answer forwarded (default 256 MiB)
+	AssemblyKey     string
+	MaxRequestBytes int   // largest request body accepted, else TOO_LARGE (default 256 KiB, SG_MAX_REQUEST_BYTES)
+	MaxAnswerBytes  int64 // largest answer forwarded (default 256 MiB)
 
 	// Registry receives the GW's metrics; nil: a private registry.
 	Registry *prometheus.Registry
