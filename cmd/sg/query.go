@@ -28,6 +28,8 @@ type queryFlags struct {
 	opts    string
 	format  string
 	timeout time.Duration
+	// onAnswer, if set, sees a successful answer (ping checks it).
+	onAnswer func(messages.Response)
 }
 
 func addQueryFlags(fs *flag.FlagSet, q *queryFlags) {
@@ -91,7 +93,7 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		jargs, _ = json.Marshal(map[string]any{"labels": ls})
 	}
-	return call(ctx, q, subjects.APIPing, jargs, stdout, stderr)
+	return callPing(ctx, q, jargs, stdout, stderr) // ping.go
 }
 
 func cmdMeta(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -138,11 +140,11 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 	defer stop()
 	cl := client.New(nc, s)
 	defer cl.Close()
-	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr)
+	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr, q.onAnswer)
 }
 
 // callWith calls api and prints the answer in format.
-func callWith(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer) error {
+func callWith(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer, onAnswer ...func(messages.Response)) error {
 	var resp messages.Response
 	if format == "json" {
 		raw, err := cl.DoJSON(ctx, api, jargs, opts)
@@ -166,6 +168,11 @@ func callWith(ctx context.Context, cl *client.Client, format, api string, jargs 
 	if st := resp.Header.Status; !st.IsOK() {
 		fmt.Fprintf(stderr, "sg: %s (rc=%s ac=%s, request %s)\n", st.AI, st.RC, st.AC, resp.Header.RequestID)
 		return &answerError{st: st}
+	}
+	for _, f := range onAnswer {
+		if f != nil {
+			f(resp)
+		}
 	}
 	if format == "json" {
 		return nil

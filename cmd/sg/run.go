@@ -219,14 +219,18 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		wg.Wait()
 	}
 
-	select {
-	case <-g.Ready():
-	case err := <-errc:
-		stopAll()
-		return err
-	case <-ctx.Done():
-		stopAll()
-		return nil
+	// Ready means able to serve: the GW subscribed and the RC's fleet view
+	// warm (it has heard from the DAPs, or one heartbeat period passed).
+	for _, ready := range []<-chan struct{}{g.Ready(), r.Warm()} {
+		select {
+		case <-ready:
+		case err := <-errc:
+			stopAll()
+			return err
+		case <-ctx.Done():
+			stopAll()
+			return nil
+		}
 	}
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
 	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, clientNC, s, log)

@@ -52,6 +52,11 @@ type Config struct {
 	// restarted or new RC knows every DAP without any re-registering. Nil:
 	// the fleet is learnt from live events and heartbeats only.
 	JetStream *Durability
+	// WarmUp: after start (and the replay), how long the RC holds requests
+	// while it hears from the fleet, unless every DAP the replay named is
+	// heard from sooner (default defaults.DAPHeartbeat, one DAP heartbeat
+	// period; negative: none). See warm.go.
+	WarmUp time.Duration
 	// RecoverTimeout bounds the replay at start (default 10 s).
 	RecoverTimeout time.Duration
 
@@ -132,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AnnounceEvery <= 0 {
 		c.AnnounceEvery = defaults.AnnounceEvery
+	}
+	if c.WarmUp == 0 {
+		c.WarmUp = defaults.DAPHeartbeat
 	}
 	if c.RecoverTimeout <= 0 {
 		c.RecoverTimeout = defaults.RecoverTimeout

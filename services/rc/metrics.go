@@ -32,6 +32,8 @@ type metrics struct {
 	aggRedrives prometheus.Counter
 	// refused counts requests refused RATE_LIMITED, by limit.
 	refused *prometheus.CounterVec
+	// warmHeld counts requests held while the fleet view warmed up.
+	warmHeld prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
@@ -52,12 +54,13 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		aggsLost:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
 		aggRedrives:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
 		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
+		warmHeld:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_warmup_held_total", Help: "Requests held while the RC's fleet view warmed up after start.", ConstLabels: labels}),
 		cancels:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused} {
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused, m.warmHeld} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}

@@ -44,8 +44,16 @@ type RC struct {
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
 
-	ready     chan struct{} // closed once subscribed and the fleet is rebuilt
-	recovered atomic.Int64  // DAPs rebuilt from the DAP state stream
+	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
+	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
+
+	// Warm-up state, owned by the Run goroutine (warm.go).
+	isWarm    bool
+	warmUntil time.Time
+	known     map[string]bool // DAPs named by the replay
+	heard     map[string]bool // DAPs heard from live since start
+	early     []input         // submissions held until warm
+	recovered atomic.Int64    // DAPs rebuilt from the DAP state stream
 }
 
 // Ready is closed when the RC is subscribed and has rebuilt the fleet from
@@ -107,6 +115,7 @@ func New(cfg Config) (*RC, error) {
 		relayed: map[string]*relayInfo{},
 		peers:   map[string]*peerRC{},
 		ready:   make(chan struct{}),
+		warmCh:  make(chan struct{}),
 	}
 	r.metrics, err = newMetrics(cfg.Registry, cfg.ID)
 	if err != nil {
@@ -168,6 +177,9 @@ func (r *RC) Run(ctx context.Context) error {
 		r.aggs[id] = &aggRecord{lastSeen: time.Now(), interval: defaultAggHeartbeat}
 	}
 	close(r.ready)
+	r.startWarmUp(time.Now())
+	warmTimer := time.NewTimer(max(r.cfg.WarmUp, 0))
+	defer warmTimer.Stop()
 	r.announce(false)
 	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
 
@@ -185,7 +197,9 @@ func (r *RC) Run(ctx context.Context) error {
 			r.log.Info().Msg("rc stopping")
 			return nil
 		case in := <-inbox:
-			r.handle(in)
+			r.onInput(in)
+		case now := <-warmTimer.C:
+			r.checkWarm(now)
 		case <-deadline.C:
 			r.step(core.Tick{At: time.Now().UnixNano()})
 		case <-tick.C:
