@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sg-project/sg/services/poison"
 )
 
 type metrics struct {
@@ -89,8 +90,8 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 // PoisonMetric is the name every sg service counts skipped stream records
 // under (label stream); a process running several services shares it.
 const (
-	PoisonMetric     = "sg_stream_poison_records_total"
-	PoisonMetricHelp = "Records of a JetStream stream skipped because they do not decode or are invalid, by stream."
+	PoisonMetric     = poison.MetricName
+	PoisonMetricHelp = poison.MetricHelp
 )
 
 // registerShared registers c, or returns the collector of the same

@@ -17,8 +17,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// MetricName is the name of the counter of poison records.
-const MetricName = "sg_stream_poison_records_total"
+// MetricName is the name of the counter of poison records; MetricHelp its
+// help, the same for every service that registers it (a registry refuses
+// one name with two helps).
+const (
+	MetricName = "sg_stream_poison_records_total"
+	MetricHelp = "Records of a JetStream stream skipped because they do not decode or are invalid, by stream."
+)
 
 // Counter counts poison records by stream. Its methods are safe for
 // concurrent use; the zero value is not usable, call NewCounter.
@@ -32,7 +37,7 @@ type Counter struct {
 func NewCounter(reg prometheus.Registerer) (*Counter, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricName,
-		Help: "Stream records skipped because they do not decode or are invalid, by stream.",
+		Help: MetricHelp,
 	}, []string{"stream"})
 	if reg == nil {
 		return &Counter{vec: vec}, nil
