@@ -194,7 +194,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 			}
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, aggNC, s, log) })
+	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, aggNC, s, log, reg) })
 	start("rc", r.Run)
 	daps := len(demo.Regions) * 3 * *replicas
 	if *liveMode {
@@ -210,7 +210,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	} else {
 		nc := dapNC // the fleet's
 		start("dap fleet", func(ctx context.Context) error {
-			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas, Wrap: throttled})
+			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas, Wrap: throttled, Registry: reg})
 		})
 	}
 	start("gw", g.Run)

@@ -470,6 +470,7 @@ sends the answer to the GW.`, stdout, stderr)
 	addCommonFlags(fs, &cfg.Common)
 	fs.StringVar(&cfg.ID, "id", cfg.ID, "Agg id (a subject token)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer built")
+	metricsListen := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -485,7 +486,11 @@ sends the answer to the GW.`, stdout, stderr)
 		return err
 	}
 	defer stop()
-	return runAgg(ctx, cfg, nc, s, log)
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, *metricsListen, reg, log); err != nil {
+		return err
+	}
+	return runAgg(ctx, cfg, nc, s, log, reg)
 }
 
 func cmdDAP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -510,6 +515,7 @@ from the demo generator for its region (the "region" label) over --data-range
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated data")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "with --demo: DAPs per region and tier")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "portions run at once per DAP")
+	metricsListen := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -535,11 +541,16 @@ from the demo generator for its region (the "region" label) over --data-range
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, *metricsListen, reg, log); err != nil {
+		return err
+	}
 	if cfg.Demo {
 		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: cfg.RCID,
-			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency, MaxQueue: maxQueue})
+			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency, MaxQueue: maxQueue,
+			Registry: reg})
 	}
-	dcfg.NC, dcfg.Subjects, dcfg.Log, dcfg.MaxQueue = nc, s, log, maxQueue
+	dcfg.NC, dcfg.Subjects, dcfg.Log, dcfg.MaxQueue, dcfg.Registry = nc, s, log, maxQueue, reg
 	d, err := dap.New(dcfg)
 	if err != nil {
 		return err

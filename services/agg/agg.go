@@ -31,6 +31,7 @@ type Agg struct {
 	ready     chan struct{}  // closed once Run's subscriptions are live
 	started   atomic.Bool
 	stats     counters
+	metrics   *metrics // metrics.go
 }
 
 // stream is one chunked partial in transit.
@@ -65,7 +66,11 @@ func New(cfg Config) (*Agg, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agg{cfg: cfg, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
+	m, err := newMetrics(cfg.Registry, cfg.ID)
+	if err != nil {
+		return nil, fmt.Errorf("agg %s: %w", cfg.ID, err)
+	}
+	return &Agg{cfg: cfg, metrics: m, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
 		ready: make(chan struct{}), requests: map[string]*request{}, finished: map[string]time.Time{}, streams: map[string]*stream{}}, nil
 }
 

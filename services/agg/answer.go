@@ -25,6 +25,7 @@ func (a *Agg) answer(j job) {
 	}
 	start := time.Now()
 	st, payload := a.result(j, content)
+	a.metrics.merged(e.API, start)
 	data, st, err := a.encode(e, content, st, payload)
 	if err != nil {
 		log.Error().Err(err).Msg("answer not encoded")
@@ -60,6 +61,7 @@ func (a *Agg) answer(j job) {
 		log.Error().Err(err).Msg("answer not sent")
 		return
 	}
+	a.metrics.answered(st)
 	log.Info().Stringer("rc", st.RC).Int("bytes", len(data)).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
 	if e.RCID == "" {
 		return

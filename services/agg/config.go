@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/limits"
@@ -43,6 +44,9 @@ type Config struct {
 	// request whose partial would pass it is answered RATE_LIMITED (limits.AggHeldBytes)
 	// with Sg-Retry-After. Default DefaultMaxHeldBytes (SG_AGG_MAX_BYTES).
 	MaxHeldBytes int64
+	// Registry receives the Agg's metrics (kxi_agg_fn_time, labelled agg);
+	// nil: not exposed.
+	Registry prometheus.Registerer
 	// Heartbeat is the period of the heartbeat on subjects.AggHeartbeat(ID), by which
 	// RCs know the Agg is alive. Default DefaultHeartbeat.
 	Heartbeat time.Duration

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/limits"
@@ -55,6 +56,11 @@ type Config struct {
 	Subjects subjects.Subjects // zero value: subjects.Default()
 	Log      zerolog.Logger
 	Source   Source
+
+	// Registry receives the DAP's metrics (kxi_da_requests,
+	// kxi_da_request_time, labelled dap); nil: not exposed. DAPs of one
+	// process may share one.
+	Registry prometheus.Registerer
 
 	// Unavailable, when set, starts the DAP unavailable with this reason (e.g. "replaying
 	// the stream"); it registers so, and Apply or SetAvailable make it available.

@@ -30,6 +30,7 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.reply(c)
 	case core.RetryNoted:
 		r.metrics.retries.Inc()
+		r.metrics.kxRetryCount.Inc()
 		r.reqLog(c.Request).Info().Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
 	case core.QueryPeerStatus:
 		r.queryPeer(c)
@@ -201,4 +202,5 @@ func (r *RC) finish(requestID string, st messages.Status) {
 	}
 	delete(r.pending, requestID)
 	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(time.Since(p.arrived).Seconds())
+	r.metrics.kxCompleteTime.Observe(time.Since(p.arrived).Seconds())
 }

@@ -237,6 +237,7 @@ func (r *RC) step(ev core.Event) {
 		r.carryOut(cmd)
 	}
 	r.metrics.observe(r.core)
+	r.metrics.kxConnectedDAPs.Set(float64(len(r.daps)))
 }
 
 func (r *RC) announce(draining bool) {

@@ -30,6 +30,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		return
 	}
 	r.metrics.requests.WithLabelValues(sub.Header.API).Inc()
+	r.metrics.kxReqsTotal.Inc()
 	switch sub.Header.API {
 	case subjects.APIGetData:
 	case subjects.APIGetMeta:
