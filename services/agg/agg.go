@@ -204,6 +204,7 @@ func (a *Agg) sweep(now time.Time) {
 		switch {
 		case r.exp != nil && now.UnixNano() >= r.exp.Deadline:
 			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("deadline passed before every partial came: not answered")
+			a.tellTimedOut(r.exp, "deadline passed before every partial came", now) // timeout.go
 		case r.exp == nil && now.Sub(r.created) >= a.cfg.PartialTTL:
 			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("no expectation within PartialTTL: partials dropped")
 		default:

@@ -35,6 +35,7 @@ func (a *Agg) answer(j job) {
 		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
 		a.stats.expired.Add(1)
 		log.Warn().Msg("answer ready after the deadline: not sent")
+		a.tellTimedOut(e, "answer ready after the deadline", time.Now()) // timeout.go
 		return
 	}
 	if !st.IsOK() {

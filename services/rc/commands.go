@@ -52,6 +52,8 @@ func (r *RC) carryOut(cmd core.Command) {
 		}
 		r.metrics.aggRedrives.Inc()
 		r.reqLog(c.Request).Warn().Str("lost_agg", c.From).Str("agg", c.To).Msg("Agg lost: request driven again on another Agg")
+	case core.TimeoutIncomplete:
+		r.reqLog(c.Request).Debug().Strs("unreported", c.Unreported).Msg(core.TimeoutIncompleteText(c.Max))
 	case core.CancelAgg:
 		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
 		r.metrics.cancels.WithLabelValues("agg").Inc()

@@ -74,6 +74,11 @@ func (r *RC) handle(in input) {
 		if r.bad(in, err) {
 			return
 		}
+		if d.TimedOut {
+			r.reqLog(d.RequestID).Info().Str("agg", d.AggID).Str("ai", d.Status.AI).Msg("the Agg's execution timed out")
+			r.step(core.AggTimedOut{At: now.UnixNano(), Request: d.RequestID, Agg: d.AggID})
+			return
+		}
 		r.step(core.AggDone{At: now.UnixNano(), Request: d.RequestID})
 		r.finish(d.RequestID, d.Status)
 	default:
