@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -59,6 +60,7 @@ func cmdQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Calls an API of the gateway and prints the answer. APIs: getData, ping, getMeta, sql.
 Example:
   sg query getData '{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}'
+  sg query sql 'SELECT sym, count(*) AS n FROM trade WHERE region = ''eu'' GROUP BY sym'
 A "scope" key in the arguments picks the assembly: {"table":"trade","scope":{"assembly":"eu"}}.
 The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, stderr)
 	addQueryFlags(fs, &q)
@@ -73,6 +75,9 @@ The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, 
 	var jargs []byte
 	if len(pos) == 2 {
 		jargs = []byte(pos[1])
+		if pos[0] == subjects.APISQL && !strings.HasPrefix(strings.TrimSpace(pos[1]), "{") {
+			jargs, _ = json.Marshal(messages.SQLArgs{Query: pos[1]}) // the statement itself
+		}
 	}
 	return call(ctx, q, pos[0], jargs, stdout, stderr)
 }

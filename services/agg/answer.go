@@ -118,7 +118,7 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 		}
 	}
 	switch j.exp.API {
-	case subjects.APIGetData:
+	case subjects.APIGetData, subjects.APISQL: // sql runs as planned getData (the RC planned it)
 		return getData(j, content)
 	case subjects.APIPing:
 		return ping(j, content)

@@ -283,7 +283,16 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Status) {
 	switch req.Header.API {
 	case subjects.APISQL:
-		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API sql is not supported yet")
+		// The RC plans the statement: it knows the fleet's label keys.
+		a, err := messages.DecodeSQLArgs(req.Content, req.Payload)
+		if err != nil {
+			return nil, bad("Bad sql arguments: %v", err)
+		}
+		b, err := messages.Encode(&a)
+		if err != nil {
+			return nil, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode sql arguments: %v", err)
+		}
+		return b, messages.StatusOK
 	case subjects.APIGetData:
 		if len(req.Payload) == 0 {
 			return nil, bad("getData needs arguments: at least a table")
