@@ -213,11 +213,11 @@ func TestSQLEqualsGetData(t *testing.T) {
 	})
 	t.Run("refusals", func(t *testing.T) {
 		for sql, want := range map[string]messages.Code{
-			"SELECT * FROM trade JOIN quote ON trade.sym = quote.sym": messages.CodeNotSupported,
+			"SELECT * FROM trade JOIN quote ON trade.sym = quote.sym":  messages.CodeNotSupported,
 			"SELECT * FROM trade WHERE sym IN (SELECT sym FROM quote)": messages.CodeNotSupported,
-			"DELETE FROM trade":                                        messages.CodeNotSupported,
-			"SELEKT * FROM trade":                                      messages.CodeBadRequest,
-			"SELECT * FROM nope":                                       messages.CodeNoResources,
+			"DELETE FROM trade":   messages.CodeNotSupported,
+			"SELEKT * FROM trade": messages.CodeBadRequest,
+			"SELECT * FROM nope":  messages.CodeNoResources,
 		} {
 			resp, _ := sys.sql(sql)
 			if st := resp.Header.Status; st.RC != want || st.AI == "" {

@@ -11,7 +11,7 @@ package rc
 
 import (
 	"errors"
-	
+
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/sqlplan"
 )
