@@ -42,9 +42,10 @@ type systemOptions struct {
 	url           string        // NATS URL; "" starts an embedded server
 	gwTimeout     time.Duration // default request timeout
 	timeoutMargin time.Duration
-	log           *zerolog.Logger // every service's logger; default testLogger
-	maxRetry      int             // RC; default 3
-	announceEvery time.Duration   // RC announcements (the GW's expectation too); default 20 ms
+	log           *zerolog.Logger  // every service's logger; default testLogger
+	maxRetry      int              // RC; default 3
+	announceEvery time.Duration    // RC announcements (the GW's expectation too); default 20 ms
+	rcNow         func() time.Time // the RC's clock; default time.Now
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -96,7 +97,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry})
+		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, Now: o.rcNow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package rc
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -203,6 +202,6 @@ func (r *RC) finish(requestID string, st messages.Status) {
 		return
 	}
 	delete(r.pending, requestID)
-	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(time.Since(p.arrived).Seconds())
-	r.metrics.kxCompleteTime.Observe(time.Since(p.arrived).Seconds())
+	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(r.cfg.Now().Sub(p.arrived).Seconds())
+	r.metrics.kxCompleteTime.Observe(r.cfg.Now().Sub(p.arrived).Seconds())
 }

@@ -52,6 +52,11 @@ type Config struct {
 	// restarted or new RC knows every DAP without any re-registering. Nil:
 	// the fleet is learnt from live events and heartbeats only.
 	JetStream *Durability
+	// Now is the RC's clock (default time.Now). Tests move it, e.g. to just
+	// before a UTC midnight to drive the SQL date rollover through a running
+	// system; deadlines and timers follow it.
+	Now func() time.Time
+
 	// WarmUp: after start (and the replay), how long the RC holds requests
 	// while it hears from the fleet, unless every DAP the replay named is
 	// heard from sooner (default defaults.DAPHeartbeat, one DAP heartbeat
@@ -137,6 +142,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AnnounceEvery <= 0 {
 		c.AnnounceEvery = defaults.AnnounceEvery
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.WarmUp == 0 {
 		c.WarmUp = defaults.DAPHeartbeat

@@ -15,7 +15,7 @@ import (
 // logged and counted, and changes nothing.
 func (r *RC) handle(in input) {
 	s := r.cfg.Subjects
-	now := time.Now()
+	now := r.cfg.Now()
 	if dapID, event, ok := s.ParseDAPEvent(in.subject); ok {
 		r.dapEvent(dapID, event, in.msg.Data, now)
 		return
@@ -201,7 +201,7 @@ func (r *RC) badDAP(dapID, event string, err error) {
 // checkHeartbeats drops DAPs silent for three heartbeat intervals; what they
 // were running is requeued by the core.
 func (r *RC) checkHeartbeats() {
-	now := time.Now()
+	now := r.cfg.Now()
 	for id, rec := range r.daps {
 		if now.Sub(rec.lastSeen) > 3*rec.interval {
 			delete(r.daps, id)

@@ -106,7 +106,7 @@ func New(cfg Config) (*RC, error) {
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
-			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
+			FirstPortion: uint64(cfg.Now().UnixNano()), Aggs: cfg.AggIDs,
 			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller,
 		}),
 		pending: map[string]*pendingRequest{},
@@ -132,7 +132,7 @@ type input struct {
 
 // Run subscribes and runs the core until ctx ends, then unsubscribes.
 func (r *RC) Run(ctx context.Context) error {
-	r.started = time.Now()
+	r.started = r.cfg.Now()
 	inbox := make(chan input, 4096)
 	deliver := func(m *nats.Msg) {
 		select {
@@ -170,14 +170,14 @@ func (r *RC) Run(ctx context.Context) error {
 		}
 		r.recovered.Store(int64(n))
 		r.metrics.recoveredDAPs.Set(float64(n))
-		r.log.Info().Int("daps", n).Dur("took", time.Since(r.started)).Msg("fleet rebuilt from the DAP state stream")
+		r.log.Info().Int("daps", n).Dur("took", r.cfg.Now().Sub(r.started)).Msg("fleet rebuilt from the DAP state stream")
 	}
 	// Until its first heartbeat says otherwise, a configured Agg is assumed alive.
 	for _, id := range r.cfg.AggIDs {
-		r.aggs[id] = &aggRecord{lastSeen: time.Now(), interval: defaultAggHeartbeat}
+		r.aggs[id] = &aggRecord{lastSeen: r.cfg.Now(), interval: defaultAggHeartbeat}
 	}
 	close(r.ready)
-	r.startWarmUp(time.Now())
+	r.startWarmUp(r.cfg.Now())
 	warmTimer := time.NewTimer(max(r.cfg.WarmUp, 0))
 	defer warmTimer.Stop()
 	r.announce(false)
@@ -201,16 +201,16 @@ func (r *RC) Run(ctx context.Context) error {
 		case now := <-warmTimer.C:
 			r.checkWarm(now)
 		case <-deadline.C:
-			r.step(core.Tick{At: time.Now().UnixNano()})
+			r.step(core.Tick{At: r.cfg.Now().UnixNano()})
 		case <-tick.C:
-			now := time.Now()
+			now := r.cfg.Now()
 			r.checkHeartbeats()
 			r.checkAggs(now)
 			r.forgetRelayed(now)
 			r.step(core.Tick{At: now.UnixNano()})
 		case <-announce.C:
 			r.announce(false)
-			r.checkPeers(time.Now())
+			r.checkPeers(r.cfg.Now())
 		}
 		r.armDeadline(deadline)
 	}
@@ -228,7 +228,7 @@ func (r *RC) armDeadline(t *time.Timer) {
 	case <-t.C:
 	default:
 	}
-	t.Reset(max(time.Until(time.Unix(0, at)), 0))
+	t.Reset(max(time.Unix(0, at).Sub(r.cfg.Now()), 0))
 }
 
 // step feeds one event to the core and carries out its commands.

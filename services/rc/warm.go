@@ -44,7 +44,7 @@ func (r *RC) onInput(in input) {
 	if dapID, _, ok := s.ParseDAPEvent(in.subject); ok {
 		r.heard[dapID] = true
 	}
-	r.checkWarm(time.Now())
+	r.checkWarm(r.cfg.Now())
 }
 
 // checkWarm ends the warm-up when its condition holds, and hands the held
