@@ -40,9 +40,13 @@ func (r *RC) onInput(in input) {
 		r.metrics.warmHeld.Inc()
 		return
 	}
+	before := r.cfg.Now()
 	r.handle(in)
 	if dapID, _, ok := s.ParseDAPEvent(in.subject); ok {
-		r.heard[dapID] = true
+		// Heard from: a valid event refreshed it (a malformed one does not count).
+		if rec := r.daps[dapID]; rec != nil && !rec.lastSeen.Before(before) {
+			r.heard[dapID] = true
+		}
 	}
 	r.checkWarm(r.cfg.Now())
 }

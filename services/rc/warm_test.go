@@ -1,10 +1,16 @@
 package rc
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // TestWarmUpHoldsEarlyRequests: a request that reaches a just-started RC
@@ -44,5 +50,80 @@ func TestWarmUpEndsAfterThePeriod(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("RC never warm")
+	}
+}
+
+// TestWarmUpEndsWhenEveryReplayedDAPIsHeard: with the DAP state stream, the
+// RC knows its DAPs at start; once each has been heard from live it is warm
+// at once, long before the warm-up period.
+func TestWarmUpEndsWhenEveryReplayedDAPIsHeard(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	s := subjects.Default()
+	run := func(warm time.Duration) *RC {
+		t.Helper()
+		r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), JetStream: &Durability{Memory: true},
+			TickEvery: 50 * time.Millisecond, AnnounceEvery: 50 * time.Millisecond, WarmUp: warm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Error("rc did not stop")
+			}
+		})
+		select {
+		case <-r.Ready():
+		case <-time.After(10 * time.Second):
+			t.Fatal("rc not ready")
+		}
+		return r
+	}
+	run(-1) // creates the stream
+	reg := messages.DAPRegistration{V: messages.DAPVersion, DAPID: "dap-a", Labels: messages.LabelSet{"region": "eu"},
+		Tier: messages.TierRDB, Purview: messages.Unbounded, Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}},
+		Available: true, Concurrency: 1}
+	b, _ := messages.Encode(&reg)
+	if err := nc.Publish(s.DAPRegister("dap-a"), b); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		if st, err := js.Stream(ctx, s.DAPStateStream()); err == nil {
+			if info, err := st.Info(ctx); err == nil && info.State.Msgs == 1 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the registration never reached the DAP state stream")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	r := run(time.Minute)
+	if r.RecoveredDAPs() != 1 {
+		t.Fatalf("recovered %d DAPs", r.RecoveredDAPs())
+	}
+	select {
+	case <-r.Warm():
+		t.Fatal("warm before hearing from the replayed DAP")
+	default:
+	}
+	hb, _ := messages.Encode(&messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: "dap-a", Seq: 1, SentAt: time.Now().UnixNano(), IntervalMS: 2000})
+	if err := nc.Publish(s.DAPHeartbeat("dap-a"), hb); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Warm():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not warm after every replayed DAP was heard from")
 	}
 }
