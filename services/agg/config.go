@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
@@ -21,7 +22,7 @@ const (
 	DefaultMaxHeldBytes = 1 << 30
 	// DefaultHeartbeat is the heartbeat period, the DAPs' default: an RC declares an
 	// Agg lost after three missed periods, as it does a DAP.
-	DefaultHeartbeat = 2 * time.Second
+	DefaultHeartbeat = defaults.DAPHeartbeat
 )
 
 // Config configures an Agg.

@@ -9,13 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
 // Defaults of Config.
 const (
-	DefaultHeartbeat   = 2 * time.Second
+	DefaultHeartbeat   = defaults.DAPHeartbeat
 	DefaultConcurrency = 1
 	DefaultMaxQueue    = 1024
 )

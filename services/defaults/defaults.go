@@ -33,7 +33,7 @@ const (
 	RCMaxQueued          = 100_000 // SG_RC_MAX_QUEUED
 	RCMaxQueuedPerCaller = 10_000  // SG_RC_MAX_QUEUED_PER_CALLER
 	RecoverTimeout       = 10 * time.Second
-	DAPHeartbeat         = 2 * time.Second // the DAP runtime's heartbeat period; the RC's warm-up
+	DAPHeartbeat         = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
 )
 
 // Setting is one environment setting as README's Configuration table shows it.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/rc/core"
 	"github.com/sg-project/sg/subjects"
 )
@@ -212,7 +213,7 @@ func (r *RC) checkHeartbeats() {
 }
 
 // defaultDAPHeartbeat is the DAP runtime's default heartbeat period.
-const defaultDAPHeartbeat = 2 * time.Second
+const defaultDAPHeartbeat = defaults.DAPHeartbeat
 
 func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	tables := make(map[string]core.TableKind, len(reg.Tables))
