@@ -97,7 +97,8 @@ func startSystem(t testing.TB, o systemOptions) *system {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, Now: o.rcNow})
+		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, Now: o.rcNow,
+		WarmUp: 500 * time.Millisecond}) // one heartbeat period of the test fleets (demoFleetConfig, startLiveSys)
 	if err != nil {
 		t.Fatal(err)
 	}
