@@ -35,7 +35,8 @@ func (r *RC) onInput(in input) {
 		return
 	}
 	s := r.cfg.Subjects
-	if in.subject == s.RCSubmit(r.cfg.ID) && len(r.early) < maxEarly {
+	// A cancel is held too, behind the submission it cancels: order kept.
+	if (in.subject == s.RCSubmit(r.cfg.ID) || in.subject == s.RCCancel(r.cfg.ID)) && len(r.early) < maxEarly {
 		r.early = append(r.early, in)
 		r.metrics.warmHeld.Inc()
 		return

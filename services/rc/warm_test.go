@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -125,5 +126,28 @@ func TestWarmUpEndsWhenEveryReplayedDAPIsHeard(t *testing.T) {
 	case <-r.Warm():
 	case <-time.After(5 * time.Second):
 		t.Fatal("not warm after every replayed DAP was heard from")
+	}
+}
+
+// TestWarmUpKeepsCancelsInOrder: a request cancelled while it is held is
+// cancelled when the warm-up ends (its cancel is held behind it, not lost):
+// the caller gets the cancel's answer and the DAP is told to stop.
+func TestWarmUpKeepsCancelsInOrder(t *testing.T) {
+	f := startRC(t, func(c *Config) { c.WarmUp = 300 * time.Millisecond })
+	replies, _ := f.nc.SubscribeSync("reply.c1")
+	dapCancels, _ := f.nc.SubscribeSync(f.s.DAPCancel("d1"))
+	f.submit("c1", 5*time.Second, "reply.c1")
+	m := nats.NewMsg(f.s.RCCancel("rc-1"))
+	m.Header.Set(messages.HdrRequestID, "c1")
+	if err := f.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	f.registerDAP("d1", true)
+	st, err := messages.ReadStatus(next(t, replies).Header)
+	if err != nil || st.IsOK() {
+		t.Fatalf("status %+v %v, want the cancel's", st, err)
+	}
+	if c := next(t, dapCancels); c.Header.Get(messages.HdrRequestID) != "c1" {
+		t.Fatalf("DAP cancel for %q", c.Header.Get(messages.HdrRequestID))
 	}
 }
