@@ -136,6 +136,10 @@ type GetDataArgs struct {
 	Agg      []AggSpec
 	SortCols []string
 	Limit    int // 0: no limit
+	// Where: a condition tree the filters cannot express (set by the sql
+	// API's planner; internal: msgpack only, key "w"). Rows pass the
+	// filters AND Where.
+	Where *Where
 }
 
 // Aggregating reports whether the request groups or aggregates rather than returning rows.
@@ -214,6 +218,11 @@ func (a *GetDataArgs) Validate() error {
 	}
 	if a.Limit < 0 {
 		return bad("limit %d is negative", a.Limit)
+	}
+	if a.Where != nil {
+		if err := a.Where.Validate(); err != nil {
+			return bad("where: %v", err)
+		}
 	}
 	return nil
 }
@@ -504,13 +513,14 @@ type getDataArgsWire struct {
 	Agg      []AggSpec           `msgpack:"a,omitempty"`
 	SortCols []string            `msgpack:"o,omitempty"`
 	Limit    int                 `msgpack:"n,omitempty"`
+	Where    *Where              `msgpack:"w,omitempty"`
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (a GetDataArgs) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return enc.Encode(&getDataArgsWire{V: GetDataArgsVersion, Table: a.Table, StartTS: a.StartTS,
 		EndTS: a.EndTS, Labels: a.Labels, Filter: a.Filter, Columns: a.Columns, GroupBy: a.GroupBy,
-		Agg: a.Agg, SortCols: a.SortCols, Limit: a.Limit})
+		Agg: a.Agg, SortCols: a.SortCols, Limit: a.Limit, Where: a.Where})
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -529,7 +539,7 @@ func (a *GetDataArgs) DecodeMsgpack(dec *msgpack.Decoder) error {
 		return t.UTC()
 	}
 	*a = GetDataArgs{Table: w.Table, StartTS: utc(w.StartTS), EndTS: utc(w.EndTS), Labels: w.Labels,
-		Filter: w.Filter, Columns: w.Columns, GroupBy: w.GroupBy, Agg: w.Agg, SortCols: w.SortCols, Limit: w.Limit}
+		Filter: w.Filter, Columns: w.Columns, GroupBy: w.GroupBy, Agg: w.Agg, SortCols: w.SortCols, Limit: w.Limit, Where: w.Where}
 	return nil
 }
 

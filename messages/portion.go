@@ -278,6 +278,10 @@ type AggDone struct {
 	RequestID string `msgpack:"req"`
 	AggID     string `msgpack:"agg"`
 	Status    Status `msgpack:"status"` // the answer's rc/ac/ai, for logs and metrics
+	// TimedOut: the Agg did NOT answer, its own execution of the request
+	// timed out (seed: the Agg notifies the RC of the timeout at once); the
+	// RC answers the caller with its timeout message.
+	TimedOut bool `msgpack:"timedOut,omitempty"`
 }
 
 // Validate checks the notice.

@@ -23,6 +23,25 @@ type RCAnnouncement struct {
 	DAPs        int    `msgpack:"daps"`               // DAPs registered with it
 	Draining    bool   `msgpack:"draining,omitempty"` // shutting down: send it nothing new
 	StartedAt   int64  `msgpack:"started"`            // unix nanoseconds: a new value means a restart
+	// Labels are the RC's metadata labels (seed: "An RC can be labelled as
+	// belonging to an assembly using ... metadata labels"); a GW told the
+	// assembly key (SG_ASSEMBLY_KEY) reads the assembly from them.
+	Labels LabelSet `msgpack:"labels,omitempty"`
+}
+
+// AssemblyFor is the RC's assembly as a GW configured with the assembly key
+// sees it: the value of the label key when key is set, else Assembly, the
+// RC's own name for it (KXI_ASSEMBLY_NAME). An assembly is a subject token:
+// a label value that is not one is an error.
+func (m *RCAnnouncement) AssemblyFor(key string) (string, error) {
+	if key == "" {
+		return m.Assembly, nil
+	}
+	a := m.Labels[key]
+	if err := validateOptionalID("RC announcement", "assembly label "+key, a); err != nil {
+		return "", err
+	}
+	return a, nil
 }
 
 // Global reports whether the RC serves requests without an assembly scope.
@@ -41,6 +60,9 @@ func (m *RCAnnouncement) Validate() error {
 		return err
 	}
 	if err := validateText(typ, "addr", m.Addr, maxAddrLen); err != nil {
+		return err
+	}
+	if err := validateLabels(typ, m.Labels); err != nil {
 		return err
 	}
 	if m.Outstanding < 0 || m.Queued < 0 || m.DAPs < 0 {

@@ -190,7 +190,8 @@ func (d *deployment) startRC(id string, o rcOpts) *rc.RC {
 	d.t.Helper()
 	p := d.newProcess(id)
 	cfg := rc.Config{ID: id, Assembly: o.assembly, NC: p.nc, Subjects: d.s, Log: d.logger(id),
-		TickEvery: 100 * time.Millisecond, AnnounceEvery: 100 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: p.reg}
+		TickEvery: 100 * time.Millisecond, AnnounceEvery: 100 * time.Millisecond, AggIDs: []string{"agg-1"}, Registry: p.reg,
+		WarmUp: 600 * time.Millisecond} // three heartbeat periods of the deployment's DAPs (startFleet): one is too tight under load
 	if o.durable {
 		cfg.JetStream = &rc.Durability{Replicas: 1}
 	}

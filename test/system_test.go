@@ -47,11 +47,12 @@ type systemOptions struct {
 	url           string        // NATS URL; "" starts an embedded server
 	gwTimeout     time.Duration // default request timeout
 	timeoutMargin time.Duration
-	log           *zerolog.Logger // every service's logger; default testLogger
-	maxRetry      int             // RC; default 3
-	announceEvery time.Duration   // RC announcements (the GW's expectation too); default 20 ms
-	jobs          *gw.Jobs        // the GW's async job store; nil: none
-	rcMaxQueued   int             // the RC's queue limit; 0: its default
+	log           *zerolog.Logger  // every service's logger; default testLogger
+	maxRetry      int              // RC; default 3
+	announceEvery time.Duration    // RC announcements (the GW's expectation too); default 20 ms
+	jobs          *gw.Jobs         // the GW's async job store; nil: none
+	rcMaxQueued   int              // the RC's queue limit; 0: its default
+	rcNow         func() time.Time // the RC's clock; default time.Now
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -104,7 +105,8 @@ func startSystem(t testing.TB, o systemOptions) *system {
 		t.Fatal(err)
 	}
 	r, err := rc.New(rc.Config{ID: "rc-1", NC: nc, Subjects: s, Log: log, TickEvery: 200 * time.Millisecond,
-		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, MaxQueued: o.rcMaxQueued})
+		AnnounceEvery: o.announceEvery, AggIDs: []string{"agg-1"}, Registry: reg, MaxRetry: o.maxRetry, MaxQueued: o.rcMaxQueued, Now: o.rcNow,
+		WarmUp: 500 * time.Millisecond}) // one heartbeat period of the test fleets (demoFleetConfig, startLiveSys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,15 @@ import (
 	"os"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/services/agg"
 	"github.com/sg-project/sg/subjects"
 )
 
 // runAgg runs an Agg until ctx ends.
-func runAgg(ctx context.Context, cfg AggConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger) error {
-	c := agg.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, MaxAnswerBytes: cfg.MaxAnswerBytes}
+func runAgg(ctx context.Context, cfg AggConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger, reg prometheus.Registerer) error {
+	c := agg.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, MaxAnswerBytes: cfg.MaxAnswerBytes, Registry: reg}
 	if err := c.LimitsFromEnv(os.LookupEnv); err != nil { // SG_AGG_MAX_BYTES...
 		return err
 	}

@@ -176,7 +176,7 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 			}
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, nc, s, log) })
+	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, nc, s, log, reg) })
 	start("rc", r.Run)
 	start("dap fleet", func(ctx context.Context) error {
 		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: 1, Replicas: 1})

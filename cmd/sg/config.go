@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/retryafter"
 )
@@ -35,6 +36,8 @@ var (
 	envMultiRCMaxWait  = envVar{"SG_MULTI_RC_TO_MAX_WAIT", "KXI_SG_MULTI_RC_TO_MAX_WAIT"} // RC timer periods to wait for secondaries (1)
 	envAffinity        = envVar{"SG_SCOPE_AFFINITY", "KXI_SCOPE_AFFINITY"}                // GW: hard | soft (hard)
 	envAssembly        = envVar{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME"}                  // RC/DAP: assembly ("" = global)
+	envAssemblyKey     = envVar{"SG_ASSEMBLY_KEY", "KXI_ASSEMBLY_KEY"}                    // GW, RC: the label that names the assembly ("")
+	envRCLabels        = envVar{"SG_RC_LABELS", ""}                                       // RC: its labels, k=v,k2=v2
 	envNATSURL         = envVar{"SG_NATS_URL", ""}                                        // NATS URL (nats://127.0.0.1:4222)
 	envPrefix          = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
 	envMaxRequestBytes = envVar{"SG_MAX_REQUEST_BYTES", ""}                               // GW: largest request accepted (256 KiB)
@@ -50,16 +53,17 @@ var (
 	envAuthDir     = envVar{"SG_AUTH_DIR", ""}          // sg nats, sg run: credential directory (auth on)
 )
 
-// Defaults.
+// Defaults: the values live in services/defaults; these names keep this
+// file readable.
 const (
-	defaultNATSURL        = "nats://127.0.0.1:4222"
-	defaultTimeout        = 60 * time.Second
-	defaultTimeoutMargin  = 30 * time.Second
-	defaultMaxRetry       = 3
-	defaultRCTimer        = 10 * time.Second
-	defaultMultiRCMaxWait = 1
-	defaultAffinity       = gw.AffinityHard
-	defaultMaxAnswerBytes = 256 << 20
+	defaultNATSURL        = defaults.NATSURL
+	defaultTimeout        = defaults.Timeout
+	defaultTimeoutMargin  = defaults.TimeoutMargin
+	defaultMaxRetry       = defaults.MaxRetry
+	defaultRCTimer        = defaults.RCTimer
+	defaultMultiRCMaxWait = defaults.MultiRCMaxWait
+	defaultAffinity       = defaults.Affinity
+	defaultMaxAnswerBytes = defaults.MaxAnswerBytes
 )
 
 func (v envVar) get(look lookupFunc) (name, val string, ok bool) {
@@ -141,7 +145,7 @@ type Common struct {
 func loadCommon(look lookupFunc) Common {
 	return Common{
 		NATSURL:     envString(look, envNATSURL, defaultNATSURL),
-		Prefix:      envString(look, envPrefix, "sg"),
+		Prefix:      envString(look, envPrefix, defaults.Prefix),
 		LogLevel:    "info",
 		Creds:       envString(look, envCreds, ""),
 		InboxPrefix: envString(look, envInboxPrefix, ""),
@@ -163,10 +167,12 @@ type GWConfig struct {
 	Durability     DurabilityConfig
 	// MaxRequestBytes: SG_MAX_REQUEST_BYTES, default gw.DefaultMaxRequestBytes.
 	MaxRequestBytes int
+	AssemblyKey     string // SG_ASSEMBLY_KEY: the RC label that names its assembly
 }
 
 func loadGWConfig(look lookupFunc) (GWConfig, error) {
-	c := GWConfig{Common: loadCommon(look), ID: "gw-1", MaxAnswerBytes: defaultMaxAnswerBytes}
+	c := GWConfig{Common: loadCommon(look), ID: "gw-1", MaxAnswerBytes: defaultMaxAnswerBytes,
+		AssemblyKey: envString(look, envAssemblyKey, defaults.AssemblyKey)}
 	var err error
 	if c.Durability, err = loadDurability(look); err != nil {
 		return c, err
@@ -194,6 +200,8 @@ type RCConfig struct {
 	ID             string
 	Addr           string        // shown in timeout messages; default ID
 	Assembly       string        // SG_ASSEMBLY_NAME, default "" (a global RC)
+	AssemblyKey    string        // SG_ASSEMBLY_KEY: with it, the assembly is the value of this label
+	Labels         string        // SG_RC_LABELS: k=v,k2=v2
 	MaxRetry       int           // SG_MAX_RETRY, default 3
 	Timer          time.Duration // SG_RC_TIMER, default 10 s
 	MultiRCMaxWait int           // SG_MULTI_RC_TO_MAX_WAIT, default 1
@@ -206,7 +214,8 @@ type RCConfig struct {
 
 func loadRCConfig(look lookupFunc) (RCConfig, error) {
 	c := RCConfig{Common: loadCommon(look), ID: "rc-1", AggIDs: []string{"agg-1"},
-		Assembly: envString(look, envAssembly, "")}
+		Assembly: envString(look, envAssembly, defaults.AssemblyName), AssemblyKey: envString(look, envAssemblyKey, defaults.AssemblyKey),
+		Labels: envString(look, envRCLabels, "")}
 	var err error
 	if c.Durability, err = loadDurability(look); err != nil {
 		return c, err

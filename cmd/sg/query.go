@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,6 +30,8 @@ type queryFlags struct {
 	format  string
 	timeout time.Duration
 	async   bool
+	// onAnswer, if set, sees a successful answer (ping checks it).
+	onAnswer func(messages.Response)
 }
 
 func addQueryFlags(fs *flag.FlagSet, q *queryFlags) {
@@ -59,6 +62,7 @@ func cmdQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Calls an API of the gateway and prints the answer. APIs: getData, ping, getMeta, sql.
 Example:
   sg query getData '{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}'
+  sg query sql 'SELECT sym, count(*) AS n FROM trade WHERE region = ''eu'' GROUP BY sym'
 A "scope" key in the arguments picks the assembly: {"table":"trade","scope":{"assembly":"eu"}}.
 The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, stderr)
 	addQueryFlags(fs, &q)
@@ -73,6 +77,9 @@ The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, 
 	var jargs []byte
 	if len(pos) == 2 {
 		jargs = []byte(pos[1])
+		if pos[0] == subjects.APISQL && !strings.HasPrefix(strings.TrimSpace(pos[1]), "{") {
+			jargs, _ = json.Marshal(messages.SQLArgs{Query: pos[1]}) // the statement itself
+		}
 	}
 	return call(ctx, q, pos[0], jargs, stdout, stderr)
 }
@@ -93,7 +100,7 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		jargs, _ = json.Marshal(map[string]any{"labels": ls})
 	}
-	return call(ctx, q, subjects.APIPing, jargs, stdout, stderr)
+	return callPing(ctx, q, jargs, stdout, stderr) // ping.go
 }
 
 func cmdMeta(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -146,11 +153,11 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 	if q.async {
 		return callAsync(ctx, cl, q.format, api, jargs, opts, stdout, stderr, isTerminal(stderr))
 	}
-	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr)
+	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr, q.onAnswer)
 }
 
 // callWith calls api and prints the answer in format.
-func callWith(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer) error {
+func callWith(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer, onAnswer ...func(messages.Response)) error {
 	var resp messages.Response
 	if format == "json" {
 		raw, err := cl.DoJSON(ctx, api, jargs, opts)
@@ -174,6 +181,11 @@ func callWith(ctx context.Context, cl *client.Client, format, api string, jargs 
 	if st := resp.Header.Status; !st.IsOK() {
 		fmt.Fprintf(stderr, "sg: %s (rc=%s ac=%s, request %s)\n", st.AI, st.RC, st.AC, resp.Header.RequestID)
 		return &answerError{st: st}
+	}
+	for _, f := range onAnswer {
+		if f != nil {
+			f(resp)
+		}
 	}
 	if format == "json" {
 		return nil

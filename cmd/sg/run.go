@@ -203,7 +203,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 			}
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, aggNC, s, log) })
+	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, aggNC, s, log, reg) })
 	start("rc", r.Run)
 	daps := len(demo.Regions) * 3 * *replicas
 	if *liveMode {
@@ -219,7 +219,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	} else {
 		nc := dapNC // the fleet's
 		start("dap fleet", func(ctx context.Context) error {
-			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas, Wrap: throttled})
+			return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: *seed, Replicas: *replicas, Wrap: throttled, Registry: reg})
 		})
 	}
 	start("gw", g.Run)
@@ -228,14 +228,18 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		wg.Wait()
 	}
 
-	select {
-	case <-g.Ready():
-	case err := <-errc:
-		stopAll()
-		return err
-	case <-ctx.Done():
-		stopAll()
-		return nil
+	// Ready means able to serve: the GW subscribed and the RC's fleet view
+	// warm (it has heard from the DAPs, or one heartbeat period passed).
+	for _, ready := range []<-chan struct{}{g.Ready(), r.Warm()} {
+		select {
+		case <-ready:
+		case err := <-errc:
+			stopAll()
+			return err
+		case <-ctx.Done():
+			stopAll()
+			return nil
+		}
 	}
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
 	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, clientNC, s, log)

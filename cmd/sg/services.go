@@ -25,6 +25,7 @@ import (
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/rc"
 	"github.com/sg-project/sg/services/retryafter"
@@ -337,6 +338,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "default request timeout (env SG_TIMEOUT)")
 	fs.DurationVar(&cfg.TimeoutMargin, "timeout-margin", cfg.TimeoutMargin, "wait after a deadline for the RC's own timeout (env SG_TIMEOUT_MARGIN)")
 	fs.StringVar(&cfg.Affinity, "affinity", cfg.Affinity, "scope affinity: hard or soft (env SG_SCOPE_AFFINITY)")
+	fs.StringVar(&cfg.AssemblyKey, "assembly-key", cfg.AssemblyKey, "the RC label that names its assembly (env SG_ASSEMBLY_KEY)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer forwarded")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest request accepted, else TOO_LARGE (env SG_MAX_REQUEST_BYTES)")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
@@ -375,7 +377,8 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
 		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
-		RequestLog: cfg.Durability.gw(), Jobs: jc.gw(cfg.Durability, nil)})
+		AssemblyKey: cfg.AssemblyKey,
+		RequestLog:  cfg.Durability.gw(), Jobs: jc.gw(cfg.Durability, nil)})
 	if err != nil {
 		return err
 	}
@@ -400,7 +403,9 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 	fs.StringVar(&cfg.ID, "id", cfg.ID, "RC id (a subject token)")
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "address shown in timeout messages (default: the id)")
 	fs.StringVar(&cfg.Assembly, "assembly", cfg.Assembly, "assembly of this RC; empty for a global RC (env SG_ASSEMBLY_NAME)")
-	fs.IntVar(&cfg.MaxRetry, "max-retry", cfg.MaxRetry, "retries per request before it fails (env SG_MAX_RETRY)")
+	fs.StringVar(&cfg.AssemblyKey, "assembly-key", cfg.AssemblyKey, "the label that names the assembly: the RC's is its value (env SG_ASSEMBLY_KEY)")
+	fs.StringVar(&cfg.Labels, "labels", cfg.Labels, "the RC's labels k=v,k2=v2, announced to GWs (env SG_RC_LABELS)")
+	fs.IntVar(&cfg.MaxRetry, "max-retry", cfg.MaxRetry, "retries per request before it fails; 0: none (env SG_MAX_RETRY)")
 	fs.DurationVar(&cfg.Timer, "timer", cfg.Timer, "RC timer period (env SG_RC_TIMER)")
 	fs.IntVar(&cfg.MultiRCMaxWait, "multi-rc-wait", cfg.MultiRCMaxWait, "timer periods to wait for secondary RCs' status (env SG_MULTI_RC_TO_MAX_WAIT)")
 	fs.StringVar(&aggs, "aggs", aggs, "comma-separated Agg ids to hand requests to")
@@ -437,8 +442,25 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 }
 
 func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger, reg *prometheus.Registry) (*rc.RC, error) {
+	if cfg.MaxRetry < 0 {
+		return nil, fmt.Errorf("rc: max retry %d: want 0 (no retries) or more", cfg.MaxRetry)
+	}
+	// A user's 0 means no retries; rc.Config's 0 means "the default".
+	maxRetry := cfg.MaxRetry
+	if maxRetry == 0 {
+		maxRetry = defaults.NoRetry
+	}
+	var labels map[string]string
+	if cfg.Labels != "" {
+		ls, err := parseLabels(cfg.Labels)
+		if err != nil {
+			return nil, fmt.Errorf("rc: labels: %w", err)
+		}
+		labels = ls
+	}
 	c := rc.Config{ID: cfg.ID, Addr: cfg.Addr, Assembly: cfg.Assembly, NC: nc, Subjects: s, Log: log,
-		MaxRetry: cfg.MaxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
+		Labels: labels, AssemblyKey: cfg.AssemblyKey,
+		MaxRetry: maxRetry, TickEvery: cfg.Timer, MultiRCMaxWait: cfg.MultiRCMaxWait, AggIDs: cfg.AggIDs, Registry: reg,
 		JetStream: cfg.Durability.rc()}
 	var err error
 	if cfg.RetryAfter != nil {
@@ -460,6 +482,7 @@ sends the answer to the GW.`, stdout, stderr)
 	addCommonFlags(fs, &cfg.Common)
 	fs.StringVar(&cfg.ID, "id", cfg.ID, "Agg id (a subject token)")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "largest answer built")
+	metricsListen := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -475,7 +498,11 @@ sends the answer to the GW.`, stdout, stderr)
 		return err
 	}
 	defer stop()
-	return runAgg(ctx, cfg, nc, s, log)
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, *metricsListen, reg, log); err != nil {
+		return err
+	}
+	return runAgg(ctx, cfg, nc, s, log, reg)
 }
 
 func cmdDAP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -500,6 +527,7 @@ from the demo generator for its region (the "region" label) over --data-range
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the generated data")
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "with --demo: DAPs per region and tier")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "portions run at once per DAP")
+	metricsListen := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -525,11 +553,16 @@ from the demo generator for its region (the "region" label) over --data-range
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	if err := serveMetrics(ctx, *metricsListen, reg, log); err != nil {
+		return err
+	}
 	if cfg.Demo {
 		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: cfg.RCID,
-			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency, MaxQueue: maxQueue})
+			Assembly: cfg.Assembly, Seed: cfg.Seed, Replicas: cfg.Replicas, IDPrefix: cfg.ID, Concurrency: cfg.Concurrency, MaxQueue: maxQueue,
+			Registry: reg})
 	}
-	dcfg.NC, dcfg.Subjects, dcfg.Log, dcfg.MaxQueue = nc, s, log, maxQueue
+	dcfg.NC, dcfg.Subjects, dcfg.Log, dcfg.MaxQueue, dcfg.Registry = nc, s, log, maxQueue, reg
 	d, err := dap.New(dcfg)
 	if err != nil {
 		return err

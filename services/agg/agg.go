@@ -32,6 +32,7 @@ type Agg struct {
 	ready     chan struct{}  // closed once Run's subscriptions are live
 	started   atomic.Bool
 	stats     counters
+	metrics   *metrics // metrics.go
 }
 
 // stream is one chunked partial in transit.
@@ -67,7 +68,11 @@ func New(cfg Config) (*Agg, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agg{cfg: cfg, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
+	m, err := newMetrics(cfg.Registry, cfg.ID)
+	if err != nil {
+		return nil, fmt.Errorf("agg %s: %w", cfg.ID, err)
+	}
+	return &Agg{cfg: cfg, metrics: m, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
 		ready: make(chan struct{}), requests: map[string]*request{}, finished: map[string]time.Time{}, streams: map[string]*stream{}}, nil
 }
 
@@ -201,6 +206,7 @@ func (a *Agg) sweep(now time.Time) {
 		switch {
 		case r.exp != nil && now.UnixNano() >= r.exp.Deadline:
 			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("deadline passed before every partial came: not answered")
+			a.tellTimedOut(r.exp, "deadline passed before every partial came", now) // timeout.go
 		case r.exp == nil && now.Sub(r.created) >= a.cfg.PartialTTL:
 			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("no expectation within PartialTTL: partials dropped")
 		default:

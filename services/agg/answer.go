@@ -25,6 +25,7 @@ func (a *Agg) answer(j job) {
 	}
 	start := time.Now()
 	st, payload := a.result(j, content)
+	a.metrics.merged(e.API, start)
 	data, st, err := a.encode(e, content, st, payload)
 	if err != nil {
 		log.Error().Err(err).Msg("answer not encoded")
@@ -34,6 +35,7 @@ func (a *Agg) answer(j job) {
 		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
 		a.stats.expired.Add(1)
 		log.Warn().Msg("answer ready after the deadline: not sent")
+		a.tellTimedOut(e, "answer ready after the deadline", time.Now()) // timeout.go
 		return
 	}
 	if !st.IsOK() {
@@ -60,6 +62,7 @@ func (a *Agg) answer(j job) {
 		log.Error().Err(err).Msg("answer not sent")
 		return
 	}
+	a.metrics.answered(st)
 	log.Info().Stringer("rc", st.RC).Int("bytes", len(data)).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
 	if e.RCID == "" {
 		return
@@ -115,7 +118,7 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 		}
 	}
 	switch j.exp.API {
-	case subjects.APIGetData:
+	case subjects.APIGetData, subjects.APISQL: // sql runs as planned getData (the RC planned it)
 		return getData(j, content)
 	case subjects.APIPing:
 		return ping(j, content)

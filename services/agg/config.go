@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
@@ -20,7 +22,7 @@ const (
 	DefaultMaxHeldBytes = 1 << 30
 	// DefaultHeartbeat is the heartbeat period, the DAPs' default: an RC declares an
 	// Agg lost after three missed periods, as it does a DAP.
-	DefaultHeartbeat = 2 * time.Second
+	DefaultHeartbeat = defaults.DAPHeartbeat
 )
 
 // Config configures an Agg.
@@ -43,6 +45,9 @@ type Config struct {
 	// request whose partial would pass it is answered RATE_LIMITED (limits.AggHeldBytes)
 	// with Sg-Retry-After. Default DefaultMaxHeldBytes (SG_AGG_MAX_BYTES).
 	MaxHeldBytes int64
+	// Registry receives the Agg's metrics (kxi_agg_fn_time, labelled agg);
+	// nil: not exposed.
+	Registry prometheus.Registerer
 	// Heartbeat is the period of the heartbeat on subjects.AggHeartbeat(ID), by which
 	// RCs know the Agg is alive. Default DefaultHeartbeat.
 	Heartbeat time.Duration

@@ -45,6 +45,7 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	}
 	if now.UnixNano() >= e.Deadline {
 		log.Info().Msg("expectation past its deadline: not answered")
+		a.tellTimedOut(&e, "expectation received past the deadline", now) // timeout.go
 		a.stats.expired.Add(1)
 		a.finishLocked(e.RequestID, e.Deadline, now)
 		return

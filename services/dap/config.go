@@ -6,15 +6,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
 // Defaults of Config.
 const (
-	DefaultHeartbeat   = 2 * time.Second
+	DefaultHeartbeat   = defaults.DAPHeartbeat
 	DefaultConcurrency = 1
 	DefaultMaxQueue    = 1024
 )
@@ -55,6 +57,11 @@ type Config struct {
 	Subjects subjects.Subjects // zero value: subjects.Default()
 	Log      zerolog.Logger
 	Source   Source
+
+	// Registry receives the DAP's metrics (kxi_da_requests,
+	// kxi_da_request_time, labelled dap); nil: not exposed. DAPs of one
+	// process may share one.
+	Registry prometheus.Registerer
 
 	// Unavailable, when set, starts the DAP unavailable with this reason (e.g. "replaying
 	// the stream"); it registers so, and Apply or SetAvailable make it available.

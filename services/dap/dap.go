@@ -15,9 +15,10 @@ import (
 
 // DAP is one running data access process. Create it with New, start it with Run.
 type DAP struct {
-	cfg   Config // fixed after New; the mutable part of the registration is in state
-	log   zerolog.Logger
-	queue fifo
+	cfg     Config // fixed after New; the mutable part of the registration is in state
+	log     zerolog.Logger
+	queue   fifo
+	metrics *metrics // metrics.go
 
 	mu        sync.Mutex
 	state     state
@@ -68,7 +69,12 @@ func New(cfg Config) (*DAP, error) {
 	if err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.Registry, cfg.ID)
+	if err != nil {
+		return nil, fmt.Errorf("dap %s: %w", cfg.ID, err)
+	}
 	d := &DAP{
+		metrics: m,
 		cfg:     cfg,
 		log:     cfg.Log.With().Str("dap", cfg.ID).Logger(),
 		seen:    map[string]int64{},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
@@ -34,6 +35,9 @@ type DemoFleetConfig struct {
 	MaxQueue     int           // per DAP; default DefaultMaxQueue
 	TradesPerDay int           // per region; 0 = demo's default
 	QuotesPerDay int           // per region; 0 = demo's default
+
+	// Registry receives the DAPs' metrics (labelled dap); nil: none.
+	Registry prometheus.Registerer
 
 	// Wrap, when set, wraps each DAP's source (sg run --throttle: ThrottleDemo).
 	Wrap func(DemoShard, Source) Source
@@ -153,7 +157,7 @@ func RunDemoFleet(ctx context.Context, cfg DemoFleetConfig) error {
 				return
 			}
 			c := s.Config
-			c.NC, c.Log, c.Source = cfg.NC, cfg.Log, EngineSource{Store: store}
+			c.NC, c.Log, c.Source, c.Registry = cfg.NC, cfg.Log, EngineSource{Store: store}, cfg.Registry
 			if cfg.Wrap != nil {
 				c.Source = cfg.Wrap(s, c.Source)
 			}

@@ -129,6 +129,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 		err     error
 	}
 	start := time.Now()
+	defer d.metrics.executing()() // metrics.go
 	done := make(chan result, 1)
 	go func() { // owned here: runPortion waits for it before giving the slot back
 		var r result

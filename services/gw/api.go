@@ -261,16 +261,14 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if req.Header.Opts.Async && g.jobs == nil {
 		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
 	}
-	// Seed: the scope is given in the request arguments; lift it into the header.
-	if req.Content == messages.ContentJSON && req.Header.Scope == (messages.Scope{}) && len(req.Payload) > 0 {
-		var w struct {
-			Scope messages.Scope `json:"scope"`
-		}
-		if json.Unmarshal(req.Payload, &w) == nil && w.Scope != (messages.Scope{}) {
-			req.Header.Scope = w.Scope
-			if err := req.Header.Validate(); err != nil {
-				return nil, bad("Malformed request: %v", err)
-			}
+	// Seed: the scope is given in the request arguments, in either
+	// encoding; lift it into the header. A header scope wins.
+	if sc, ok, err := messages.ScopeFromArgs(req.Content, req.Payload); err != nil {
+		return nil, bad("%v", err)
+	} else if ok && req.Header.Scope == (messages.Scope{}) {
+		req.Header.Scope = sc
+		if err := req.Header.Validate(); err != nil {
+			return nil, bad("Malformed request: %v", err)
 		}
 	}
 	// scope.tier narrows an assembly to one tier; alone it names nothing.
@@ -301,7 +299,16 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Status) {
 	switch req.Header.API {
 	case subjects.APISQL:
-		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API sql is not supported yet")
+		// The RC plans the statement: it knows the fleet's label keys.
+		a, err := messages.DecodeSQLArgs(req.Content, req.Payload)
+		if err != nil {
+			return nil, bad("Bad sql arguments: %v", err)
+		}
+		b, err := messages.Encode(&a)
+		if err != nil {
+			return nil, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode sql arguments: %v", err)
+		}
+		return b, messages.StatusOK
 	case subjects.APIGetData:
 		if len(req.Payload) == 0 {
 			return nil, bad("getData needs arguments: at least a table")

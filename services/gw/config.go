@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 )
@@ -32,18 +33,18 @@ const (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultTimeout        = 60 * time.Second // SG_TIMEOUT
-	DefaultTimeoutMargin  = 30 * time.Second // SG_TIMEOUT_MARGIN
-	DefaultMaxAnswerBytes = 256 << 20
+	DefaultTimeout        = defaults.Timeout       // SG_TIMEOUT
+	DefaultTimeoutMargin  = defaults.TimeoutMargin // SG_TIMEOUT_MARGIN
+	DefaultMaxAnswerBytes = defaults.MaxAnswerBytes
 	DefaultMaxInFlight    = 4096
 	// DefaultMaxInFlightPerCaller: one caller (a client connection's inbox)
 	// may hold this many of the GW's requests open at once.
 	DefaultMaxInFlightPerCaller = 256
 	// DefaultMaxRequestBytes (SG_MAX_REQUEST_BYTES): well under NATS's
 	// default max payload (1 MiB); a request names what to fetch, it is small.
-	DefaultMaxRequestBytes = 256 << 10
+	DefaultMaxRequestBytes = defaults.MaxRequestBytes
 	DefaultStartupWait     = 2 * time.Second
-	DefaultAnnounceEvery   = time.Second // the RC's default announcement period
+	DefaultAnnounceEvery   = defaults.AnnounceEvery // the RC's default announcement period
 	DefaultShutdownGrace   = 5 * time.Second
 	// announceMisses: an RC not heard from for this many announce periods is dropped.
 	announceMisses = 3
@@ -60,11 +61,15 @@ type Config struct {
 	Subjects subjects.Subjects
 	Log      zerolog.Logger
 
-	Timeout         time.Duration // request timeout when opts.timeout is 0 (default 60 s, SG_TIMEOUT)
-	TimeoutMargin   time.Duration // wait after the deadline for the RC's own timeout (default 30 s, SG_TIMEOUT_MARGIN)
-	Affinity        string        // "hard" (default) or "soft" (SG_SCOPE_AFFINITY)
-	MaxRequestBytes int           // largest request body accepted, else TOO_LARGE (default 256 KiB, SG_MAX_REQUEST_BYTES)
-	MaxAnswerBytes  int64         // largest answer forwarded (default 256 MiB)
+	Timeout       time.Duration // request timeout when opts.timeout is 0 (default 60 s, SG_TIMEOUT)
+	TimeoutMargin time.Duration // wait after the deadline for the RC's own timeout (default 30 s, SG_TIMEOUT_MARGIN)
+	Affinity      string        // "hard" (default) or "soft" (SG_SCOPE_AFFINITY)
+	// AssemblyKey (SG_ASSEMBLY_KEY, seed KXI_ASSEMBLY_KEY) is the RC label
+	// that names its assembly; "" (default): an RC's assembly is the name
+	// it announces (SG_ASSEMBLY_NAME).
+	AssemblyKey     string
+	MaxRequestBytes int   // largest request body accepted, else TOO_LARGE (default 256 KiB, SG_MAX_REQUEST_BYTES)
+	MaxAnswerBytes  int64 // largest answer forwarded (default 256 MiB)
 
 	// Registry receives the GW's metrics; nil: a private registry.
 	Registry *prometheus.Registry

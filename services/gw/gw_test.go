@@ -245,7 +245,7 @@ func TestBadInputs(t *testing.T) {
 		{"no args", "getData", nil, `{"header":{"api":"getData"}}`, messages.CodeBadRequest, "getData needs arguments"},
 		{"bad ping labels", "ping", nil, `{"header":{"api":"ping"},"payload":{"labels":{"region":5}}}`, messages.CodeBadRequest, "Bad ping arguments"},
 		{"getMeta args", "getMeta", nil, `{"header":{"api":"getMeta"},"payload":{"x":1}}`, messages.CodeBadRequest, "getMeta takes no arguments"},
-		{"sql", "sql", nil, `{"header":{"api":"sql"},"payload":"select 1"}`, messages.CodeNotSupported, "sql is not supported"},
+		{"sql without query", "sql", nil, `{"header":{"api":"sql"},"payload":{"query":" "}}`, messages.CodeBadRequest, "query is empty"},
 		{"async", "getData", nil, `{"header":{"api":"getData","opts":{"async":true}},"payload":{"table":"t"}}`, messages.CodeNotSupported, "async"},
 		{"bad scope", "getData", nil, `{"header":{"api":"getData"},"payload":{"table":"t","scope":{"assembly":"a.b"}}}`, messages.CodeBadRequest, "scope.assembly"},
 		{"bad request id", "getData", nats.Header{messages.HdrRequestID: {"a.b"}}, `{"header":{"api":"getData"},"payload":{"table":"t"}}`, messages.CodeBadRequest, "Sg-Request-Id"},

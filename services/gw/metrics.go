@@ -87,12 +87,21 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_requests_refused_reply_total",
 		Help: "Requests dropped unanswered because their reply subject is not a client inbox (an sg or $ subject, or not under an allowed prefix).",
 	})
+	// The seed's (KX's) names beside ours.
+	kxPending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kxi_sg_pending",
+		Help: "Requests pending at the GW (seed: kxi_sg_pending; sg_gw_requests_in_flight).",
+	}, func() float64 { return float64(inFlight()) })
+	kxRCs := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kxi_sg_connected_coordinators",
+		Help: "RCs connected to the GW (seed: kxi_sg_connected_coordinators; sg_gw_rcs_connected).",
+	}, func() float64 { return float64(rcs()) })
 	rcGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sg_gw_rcs_connected",
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.malformed} {
+		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.malformed, kxPending, kxRCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

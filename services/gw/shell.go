@@ -42,7 +42,12 @@ func (g *GW) onAnnounce(m *nats.Msg) {
 		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC announcement")
 		return
 	}
-	g.input(input{ev: core.RCAnnounced{At: now(), RC: core.RCInfo{ID: a.RCID, Assembly: a.Assembly, Addr: a.Addr,
+	asm, err := a.AssemblyFor(g.cfg.AssemblyKey)
+	if err != nil {
+		g.log.Warn().Err(err).Str("rc", a.RCID).Msg("dropping RC announcement: its assembly label is not a valid assembly name")
+		return
+	}
+	g.input(input{ev: core.RCAnnounced{At: now(), RC: core.RCInfo{ID: a.RCID, Assembly: asm, Addr: a.Addr,
 		Outstanding: a.Outstanding, Queued: a.Queued, DAPs: a.DAPs, Draining: a.Draining, StartedAt: a.StartedAt}}})
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/rc/core"
 )
 
@@ -15,7 +16,7 @@ import (
 // from any other id is ignored.
 
 // defaultAggHeartbeat is the Agg runtime's default heartbeat period.
-const defaultAggHeartbeat = 2 * time.Second
+const defaultAggHeartbeat = defaults.DAPHeartbeat
 
 type aggRecord struct {
 	lastSeen  time.Time

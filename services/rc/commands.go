@@ -2,7 +2,6 @@ package rc
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -33,6 +32,7 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.reply(c)
 	case core.RetryNoted:
 		r.metrics.retries.Inc()
+		r.metrics.kxRetryCount.Inc()
 		r.reqLog(c.Request).Info().Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
 	case core.QueryPeerStatus:
 		r.queryPeer(c)
@@ -54,6 +54,8 @@ func (r *RC) carryOut(cmd core.Command) {
 		}
 		r.metrics.aggRedrives.Inc()
 		r.reqLog(c.Request).Warn().Str("lost_agg", c.From).Str("agg", c.To).Msg("Agg lost: request driven again on another Agg")
+	case core.TimeoutIncomplete:
+		r.reqLog(c.Request).Debug().Strs("unreported", c.Unreported).Msg(core.TimeoutIncompleteText(c.Max))
 	case core.CancelAgg:
 		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
 		r.metrics.cancels.WithLabelValues("agg").Inc()
@@ -225,5 +227,6 @@ func (r *RC) finish(requestID string, st messages.Status) {
 		return
 	}
 	delete(r.pending, requestID)
-	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(time.Since(p.arrived).Seconds())
+	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(r.cfg.Now().Sub(p.arrived).Seconds())
+	r.metrics.kxCompleteTime.Observe(r.cfg.Now().Sub(p.arrived).Seconds())
 }

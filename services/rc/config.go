@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
@@ -21,12 +22,19 @@ type Config struct {
 	Addr string
 	// Assembly is the RC's assembly; "" makes it a global RC.
 	Assembly string
+	// Labels are the RC's metadata labels, announced to GWs. With
+	// AssemblyKey set, Assembly comes from Labels[AssemblyKey] (seed:
+	// KXI_ASSEMBLY_KEY names the label; an Assembly that disagrees is an error).
+	Labels      map[string]string
+	AssemblyKey string
 
 	NC       *nats.Conn
 	Subjects subjects.Subjects
 	Log      zerolog.Logger
 
-	// MaxRetry: retries per request before it fails (default 3, SG_MAX_RETRY).
+	// MaxRetry: retries per request before it fails (0: defaults.MaxRetry,
+	// SG_MAX_RETRY; defaults.NoRetry or any negative: none). The core applies
+	// the default: this layer passes the value through.
 	MaxRetry int
 	// TickEvery: the RC timer (default 10 s, SG_RC_TIMER).
 	TickEvery time.Duration
@@ -45,6 +53,16 @@ type Config struct {
 	// restarted or new RC knows every DAP without any re-registering. Nil:
 	// the fleet is learnt from live events and heartbeats only.
 	JetStream *Durability
+	// Now is the RC's clock (default time.Now). Tests move it, e.g. to just
+	// before a UTC midnight to drive the SQL date rollover through a running
+	// system; deadlines and timers follow it.
+	Now func() time.Time
+
+	// WarmUp: after start (and the replay), how long the RC holds requests
+	// while it hears from the fleet, unless every DAP the replay named is
+	// heard from sooner (default defaults.DAPHeartbeat, one DAP heartbeat
+	// period; negative: none). See warm.go.
+	WarmUp time.Duration
 	// RecoverTimeout bounds the replay at start (default 10 s).
 	RecoverTimeout time.Duration
 
@@ -61,8 +79,8 @@ type Config struct {
 
 // Defaults of the RC's limits.
 const (
-	DefaultMaxQueued          = 100_000
-	DefaultMaxQueuedPerCaller = 10_000
+	DefaultMaxQueued          = defaults.RCMaxQueued
+	DefaultMaxQueuedPerCaller = defaults.RCMaxQueuedPerCaller
 )
 
 // Environment names of the RC's limits (README: Configuration).
@@ -100,14 +118,23 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Addr == "" {
 		c.Addr = c.ID
 	}
-	if c.MaxRetry == 0 {
-		c.MaxRetry = 3
+	if c.AssemblyKey != "" {
+		v := c.Labels[c.AssemblyKey]
+		if c.Assembly != "" && c.Assembly != v {
+			return c, fmt.Errorf("rc: config: assembly %q disagrees with label %s=%q (the assembly key)", c.Assembly, c.AssemblyKey, v)
+		}
+		c.Assembly = v
+	}
+	if c.Assembly != "" {
+		if err := subjects.Validate("assembly", c.Assembly); err != nil {
+			return c, fmt.Errorf("rc: config: %w", err)
+		}
 	}
 	if c.TickEvery <= 0 {
-		c.TickEvery = 10 * time.Second
+		c.TickEvery = defaults.RCTimer
 	}
 	if c.MultiRCMaxWait <= 0 {
-		c.MultiRCMaxWait = 1
+		c.MultiRCMaxWait = defaults.MultiRCMaxWait
 	}
 	if len(c.AggIDs) == 0 {
 		c.AggIDs = []string{"agg-1"}
@@ -118,10 +145,16 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.AnnounceEvery <= 0 {
-		c.AnnounceEvery = time.Second
+		c.AnnounceEvery = defaults.AnnounceEvery
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.WarmUp == 0 {
+		c.WarmUp = defaults.DAPHeartbeat
 	}
 	if c.RecoverTimeout <= 0 {
-		c.RecoverTimeout = 10 * time.Second
+		c.RecoverTimeout = defaults.RecoverTimeout
 	}
 	if c.MaxQueued <= 0 {
 		c.MaxQueued = DefaultMaxQueued

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/rc/core"
 	"github.com/sg-project/sg/subjects"
 )
@@ -15,7 +16,7 @@ import (
 // logged and counted, and changes nothing.
 func (r *RC) handle(in input) {
 	s := r.cfg.Subjects
-	now := time.Now()
+	now := r.cfg.Now()
 	if dapID, event, ok := s.ParseDAPEvent(in.subject); ok {
 		r.dapEvent(dapID, event, in.msg.Data, now)
 		return
@@ -75,6 +76,11 @@ func (r *RC) handle(in input) {
 	case s.RCAggDone(r.cfg.ID):
 		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)
 		if r.bad(in, err) {
+			return
+		}
+		if d.TimedOut {
+			r.reqLog(d.RequestID).Info().Str("agg", d.AggID).Str("ai", d.Status.AI).Msg("the Agg's execution timed out")
+			r.step(core.AggTimedOut{At: now.UnixNano(), Request: d.RequestID, Agg: d.AggID})
 			return
 		}
 		r.step(core.AggDone{At: now.UnixNano(), Request: d.RequestID})
@@ -199,7 +205,7 @@ func (r *RC) badDAP(dapID, event string, err error) {
 // checkHeartbeats drops DAPs silent for three heartbeat intervals; what they
 // were running is requeued by the core.
 func (r *RC) checkHeartbeats() {
-	now := time.Now()
+	now := r.cfg.Now()
 	for id, rec := range r.daps {
 		if now.Sub(rec.lastSeen) > 3*rec.interval {
 			delete(r.daps, id)
@@ -210,7 +216,7 @@ func (r *RC) checkHeartbeats() {
 }
 
 // defaultDAPHeartbeat is the DAP runtime's default heartbeat period.
-const defaultDAPHeartbeat = 2 * time.Second
+const defaultDAPHeartbeat = defaults.DAPHeartbeat
 
 func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	tables := make(map[string]core.TableKind, len(reg.Tables))

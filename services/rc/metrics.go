@@ -32,6 +32,17 @@ type metrics struct {
 	aggRedrives prometheus.Counter
 	// refused counts requests refused RATE_LIMITED, by limit.
 	refused *prometheus.CounterVec
+	// warmHeld counts requests held while the fleet view warmed up.
+	warmHeld prometheus.Counter
+
+	// The seed's (KX's) names, beside ours: kxi_rc_queue_length,
+	// kxi_rc_retry_count, kxi_rc_reqs_total, kxi_rc_connected_daps,
+	// kxi_rc_req_complete_time.
+	kxQueueLength   prometheus.Gauge
+	kxRetryCount    prometheus.Counter
+	kxReqsTotal     prometheus.Counter
+	kxConnectedDAPs prometheus.Gauge
+	kxCompleteTime  prometheus.Histogram
 }
 
 func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
@@ -52,12 +63,24 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		aggsLost:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
 		aggRedrives:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
 		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
+		warmHeld:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_warmup_held_total", Help: "Requests held while the RC's fleet view warmed up after start.", ConstLabels: labels}),
 		cancels:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
 	}
+	m.kxQueueLength = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kxi_rc_queue_length", Help: "Queued request portions (seed: kxi_rc_queue_length; sg_rc_queue_length).", ConstLabels: labels})
+	m.kxRetryCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "kxi_rc_retry_count", Help: "Label set or request retries (seed: kxi_rc_retry_count; sg_rc_retries_total).", ConstLabels: labels})
+	m.kxReqsTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "kxi_rc_reqs_total", Help: "Requests received (seed: kxi_rc_reqs_total; sg_rc_requests_total by API).", ConstLabels: labels})
+	m.kxConnectedDAPs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kxi_rc_connected_daps", Help: "DAPs this RC knows and hears from (seed: kxi_rc_connected_daps).", ConstLabels: labels})
+	m.kxCompleteTime = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kxi_rc_req_complete_time", Help: "Seconds from a request's arrival at the RC to its answer (seed: kxi_rc_req_complete_time; sg_rc_request_seconds by code).",
+		ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused} {
+	for _, c := range []prometheus.Collector{m.kxQueueLength, m.kxRetryCount, m.kxReqsTotal, m.kxConnectedDAPs, m.kxCompleteTime} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("rc: register metrics: %w", err)
+		}
+	}
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused, m.warmHeld} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}
@@ -68,6 +91,7 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 func (m *metrics) observe(c *core.Core) {
 	st, by := c.Stats()
 	m.queueLength.Set(float64(st.QueueLength))
+	m.kxQueueLength.Set(float64(st.QueueLength))
 	for _, s := range []core.Status{core.StatusAllocating, core.StatusExecuting, core.StatusPendingAggregation,
 		core.StatusAggregating, core.StatusInactive, core.StatusTimingOut} {
 		m.byStatus.WithLabelValues(s.String()).Set(float64(by[s]))

@@ -44,8 +44,16 @@ type RC struct {
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
 
-	ready     chan struct{} // closed once subscribed and the fleet is rebuilt
-	recovered atomic.Int64  // DAPs rebuilt from the DAP state stream
+	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
+	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
+
+	// Warm-up state, owned by the Run goroutine (warm.go).
+	isWarm    bool
+	warmUntil time.Time
+	known     map[string]bool // DAPs named by the replay
+	heard     map[string]bool // DAPs heard from live since start
+	early     []input         // submissions held until warm
+	recovered atomic.Int64    // DAPs rebuilt from the DAP state stream
 }
 
 // Ready is closed when the RC is subscribed and has rebuilt the fleet from
@@ -103,7 +111,7 @@ func New(cfg Config) (*RC, error) {
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
-			FirstPortion: uint64(time.Now().UnixNano()), Aggs: cfg.AggIDs,
+			FirstPortion: uint64(cfg.Now().UnixNano()), Aggs: cfg.AggIDs,
 			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller, RetryAfter: cfg.RetryAfter,
 		}),
 		pending: map[string]*pendingRequest{},
@@ -112,6 +120,7 @@ func New(cfg Config) (*RC, error) {
 		relayed: map[string]*relayInfo{},
 		peers:   map[string]*peerRC{},
 		ready:   make(chan struct{}),
+		warmCh:  make(chan struct{}),
 	}
 	r.metrics, err = newMetrics(cfg.Registry, cfg.ID)
 	if err != nil {
@@ -128,7 +137,7 @@ type input struct {
 
 // Run subscribes and runs the core until ctx ends, then unsubscribes.
 func (r *RC) Run(ctx context.Context) error {
-	r.started = time.Now()
+	r.started = r.cfg.Now()
 	inbox := make(chan input, 4096)
 	deliver := func(m *nats.Msg) {
 		select {
@@ -166,13 +175,16 @@ func (r *RC) Run(ctx context.Context) error {
 		}
 		r.recovered.Store(int64(n))
 		r.metrics.recoveredDAPs.Set(float64(n))
-		r.log.Info().Int("daps", n).Dur("took", time.Since(r.started)).Msg("fleet rebuilt from the DAP state stream")
+		r.log.Info().Int("daps", n).Dur("took", r.cfg.Now().Sub(r.started)).Msg("fleet rebuilt from the DAP state stream")
 	}
 	// Until its first heartbeat says otherwise, a configured Agg is assumed alive.
 	for _, id := range r.cfg.AggIDs {
-		r.aggs[id] = &aggRecord{lastSeen: time.Now(), interval: defaultAggHeartbeat}
+		r.aggs[id] = &aggRecord{lastSeen: r.cfg.Now(), interval: defaultAggHeartbeat}
 	}
 	close(r.ready)
+	r.startWarmUp(r.cfg.Now())
+	warmTimer := time.NewTimer(max(r.cfg.WarmUp, 0))
+	defer warmTimer.Stop()
 	r.announce(false)
 	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
 
@@ -190,18 +202,20 @@ func (r *RC) Run(ctx context.Context) error {
 			r.log.Info().Msg("rc stopping")
 			return nil
 		case in := <-inbox:
-			r.handle(in)
+			r.onInput(in)
+		case now := <-warmTimer.C:
+			r.checkWarm(now)
 		case <-deadline.C:
-			r.step(core.Tick{At: time.Now().UnixNano()})
+			r.step(core.Tick{At: r.cfg.Now().UnixNano()})
 		case <-tick.C:
-			now := time.Now()
+			now := r.cfg.Now()
 			r.checkHeartbeats()
 			r.checkAggs(now)
 			r.forgetRelayed(now)
 			r.step(core.Tick{At: now.UnixNano()})
 		case <-announce.C:
 			r.announce(false)
-			r.checkPeers(time.Now())
+			r.checkPeers(r.cfg.Now())
 		}
 		r.armDeadline(deadline)
 	}
@@ -219,7 +233,7 @@ func (r *RC) armDeadline(t *time.Timer) {
 	case <-t.C:
 	default:
 	}
-	t.Reset(max(time.Until(time.Unix(0, at)), 0))
+	t.Reset(max(time.Unix(0, at).Sub(r.cfg.Now()), 0))
 }
 
 // step feeds one event to the core and carries out its commands.
@@ -228,12 +242,13 @@ func (r *RC) step(ev core.Event) {
 		r.carryOut(cmd)
 	}
 	r.metrics.observe(r.core)
+	r.metrics.kxConnectedDAPs.Set(float64(len(r.daps)))
 }
 
 func (r *RC) announce(draining bool) {
 	st, _ := r.core.Stats()
 	m := messages.RCAnnouncement{
-		V: messages.RCVersion, RCID: r.cfg.ID, Assembly: r.cfg.Assembly, Addr: r.cfg.Addr,
+		V: messages.RCVersion, RCID: r.cfg.ID, Assembly: r.cfg.Assembly, Addr: r.cfg.Addr, Labels: r.cfg.Labels,
 		Outstanding: len(r.pending), Queued: st.QueueLength, DAPs: len(r.daps),
 		Draining: draining, StartedAt: r.started.UnixNano(),
 	}

@@ -21,6 +21,7 @@ type fixture struct {
 	nc  *nats.Conn
 	s   subjects.Subjects
 	ann *nats.Subscription
+	rc  *RC
 }
 
 // startRC runs an RC on an embedded server and waits for its first
@@ -34,7 +35,8 @@ func startRC(t *testing.T, opts ...func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), TickEvery: 50 * time.Millisecond, AnnounceEvery: 10 * time.Millisecond}
+	cfg := Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), TickEvery: 50 * time.Millisecond, AnnounceEvery: 10 * time.Millisecond,
+		WarmUp: -1} // no warm-up: these tests register DAPs themselves (warm_test.go tests it)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -59,7 +61,7 @@ func startRC(t *testing.T, opts ...func(*Config)) *fixture {
 	if _, err := ann.NextMsg(5 * time.Second); err != nil {
 		t.Fatalf("no RC announcement: %v", err)
 	}
-	return &fixture{t: t, nc: nc, s: s, ann: ann, srv: srv}
+	return &fixture{t: t, nc: nc, s: s, ann: ann, srv: srv, rc: r}
 }
 
 // waitDAPs waits until the RC announces that it knows n DAPs: events and

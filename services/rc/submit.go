@@ -30,8 +30,22 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		return
 	}
 	r.metrics.requests.WithLabelValues(sub.Header.API).Inc()
+	r.metrics.kxReqsTotal.Inc()
+	sql := false
 	switch sub.Header.API {
 	case subjects.APIGetData:
+	case subjects.APISQL: // sql.go
+		planned, st := r.planSQL(sub)
+		if !st.IsOK() {
+			r.answer(sub, st, nil)
+			return
+		}
+		b, err := messages.Encode(&planned)
+		if err != nil {
+			r.answer(sub, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode planned sql: %v", err), nil)
+			return
+		}
+		sub.Args, sql = b, true // DAPs and the Agg see the planned getData
 	case subjects.APIGetMeta:
 		r.answerMeta(sub, now)
 		return
@@ -52,8 +66,12 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	}
 	p := &pendingRequest{sub: sub, log: log, arrived: now}
 	r.pending[sub.RequestID] = p
+	api := sub.Header.API
+	if sql {
+		api = subjects.APIGetData // what the DAPs run; SQL carries the seed's SQL rules
+	}
 	req := core.Request{
-		ID: sub.RequestID, API: sub.Header.API, Table: args.Table, Labels: core.Selector(args.Labels),
+		ID: sub.RequestID, API: api, SQL: sql, Table: args.Table, Labels: core.Selector(args.Labels),
 		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
 		Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier), // the core picks the Agg
 		Caller: caller,

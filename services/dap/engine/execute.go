@@ -148,6 +148,13 @@ func (t *table) predicates(args *messages.GetDataArgs) ([]pred, error) {
 		}
 		preds = append(preds, p)
 	}
+	if args.Where != nil { // where.go
+		p, err := compileWhere(&t.data, &args.Where.Root)
+		if err != nil {
+			return nil, err
+		}
+		preds = append(preds, p)
+	}
 	return preds, nil
 }
 

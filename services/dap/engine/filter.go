@@ -105,6 +105,9 @@ func boolPred(op messages.FilterOp, col []bool, vals []any, bad func(string, ...
 	var want [2]bool // want[0]: false passes, want[1]: true passes
 	for _, v := range vals {
 		b, ok := v.(bool)
+		if i, isInt := v.(int64); isInt && (i == 0 || i == 1) {
+			b, ok = i == 1, true // SQL's TRUE and FALSE are 1 and 0
+		}
 		if !ok {
 			return nil, bad("value %v (%T) is not a bool", v, v)
 		}

@@ -379,7 +379,7 @@ func (g *Group) load() error {
 		return dap.New(dap.Config{ID: g.ID(tier), RCID: g.cfg.RCID, Assembly: g.cfg.Assembly, Labels: g.cfg.Labels,
 			Tier: tier, Purview: purview, Tables: tables, PurviewVersion: pv, ReferenceVintage: m.Vintage,
 			Concurrency: g.cfg.Concurrency, Heartbeat: g.cfg.Heartbeat, NC: g.cfg.NC, Subjects: g.cfg.Subjects,
-			Log: g.cfg.Log, Source: g.wrap(tier, src), Unavailable: replayingReason})
+			Log: g.cfg.Log, Source: g.wrap(tier, src), Unavailable: replayingReason, Registry: g.cfg.Registry})
 	}
 	if g.hdb, err = mk(messages.TierHDB, messages.TimeRange{Start: messages.TSMin, End: m.HDBEnd}, withRef, hdbSource{g.cat, g.ref}); err != nil {
 		return err

@@ -271,6 +271,11 @@ func neededDef(def engine.TableDef, a *messages.GetDataArgs) engine.TableDef {
 	for k := range a.Labels {
 		need[k] = true
 	}
+	if a.Where != nil { // the sql API's residual condition
+		for _, c := range a.Where.Columns() {
+			need[c] = true
+		}
+	}
 	out := engine.TableDef{Name: def.Name}
 	for _, c := range def.Columns {
 		if need[c.Name] {

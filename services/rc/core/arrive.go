@@ -38,7 +38,7 @@ func (c *Core) arrive(q Request) {
 		return
 	}
 	if q.Deadline <= c.now {
-		c.timeout(r)
+		c.arrivedLate(r) // timeout_more.go
 		return
 	}
 	s, e := c.queueRange(r)

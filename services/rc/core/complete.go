@@ -106,10 +106,14 @@ func (c *Core) completed(e PortionCompleted) {
 			c.replyLimit(r, limits.DAPQueue, "Request refused: "+e.Message, limits.RetryAfter(busy, rate, c.cfg.RetryAfter.Params))
 		}
 	case e.Outcome == OutcomeTimeout:
-		// The DAP gave up on the deadline: time the request out now.
+		// The DAP gave up on the deadline (its clock leads): time the
+		// request out now. It was executing when its time ran out, and the
+		// message says so (status "executing", dap=...), never "unknown".
 		c.expire()
 		if c.requests[r.ID] == r {
+			ps.finished = false
 			c.timeout(r)
+			ps.finished = true
 		}
 	}
 	if d != nil {

@@ -3,6 +3,7 @@ package core
 import (
 	"time"
 
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/retryafter"
 )
 
@@ -13,7 +14,8 @@ type Config struct {
 	Self string
 	// Addr is how this RC is named in timeout messages (rc=...); Self if empty.
 	Addr string
-	// MaxRetry: retries allowed per request before it fails (default 3).
+	// MaxRetry: retries allowed per request before it fails (0:
+	// defaults.MaxRetry; negative, e.g. defaults.NoRetry: none).
 	MaxRetry int
 	// MultiRCMaxWait: ticks the primary waits for secondaries' status before
 	// composing a timeout message (default 1).
@@ -46,16 +48,16 @@ func (c Config) withDefaults() Config {
 		c.Addr = c.Self
 	}
 	if c.MaxRetry == 0 {
-		c.MaxRetry = 3
+		c.MaxRetry = defaults.MaxRetry
 	}
 	if c.MaxRetry < 0 {
 		c.MaxRetry = 0
 	}
 	if c.TickEvery <= 0 {
-		c.TickEvery = 10 * time.Second
+		c.TickEvery = defaults.RCTimer
 	}
 	if c.MultiRCMaxWait <= 0 {
-		c.MultiRCMaxWait = 1
+		c.MultiRCMaxWait = defaults.MultiRCMaxWait
 	}
 	return c
 }

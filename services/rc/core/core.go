@@ -100,6 +100,9 @@ func (c *Core) Step(ev Event) []Command {
 			c.end(r)
 		}
 		c.expire()
+	case AggTimedOut:
+		c.expire()
+		c.aggTimedOut(e) // timeout_more.go
 	case RequestCancelled:
 		// Deadlines first: a cancel that comes at or after the deadline (the
 		// GW gives up then too) must not replace the seed's timeout message.

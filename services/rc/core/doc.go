@@ -28,7 +28,8 @@
 //     RCs), CancelDAP, CancelPeer and CancelAgg (tell a DAP, a secondary
 //     RC, the Agg to stop work on a request the RC has answered);
 //     AggChanged says a request moved to another Agg (its expectations start
-//     again there); RetryNoted is for logs and metrics. The slice is reused
+//     again there); RetryNoted and TimeoutIncomplete are for logs and
+//     metrics. The slice is reused
 //     by the next Step.
 //  4. After each Step, call NextDeadline and arm a timer for it; when it
 //     fires, Step a Tick. This answers timeouts on time instead of on the
@@ -65,6 +66,14 @@
 //     groupChanged for the reading of the seed's example.
 //   - An unsharded table has no label set; the DAPs that serve it form one
 //     group for the up-to-date check and the vintage lock.
+//   - A request that reaches the core at or after its deadline is answered
+//     at once with status "received too late" and afterDeadline (how late):
+//     the seed keeps that status for secondaries, but "unknown" from a
+//     primary is, in its words, a bug. AggTimedOut (the Agg's own execution
+//     timed out) and a DAP's timeout report time the request out at once;
+//     a DAP that reported its timeout is shown as executing. A secondary
+//     whose DAP failed reports "inactive". TimeoutIncomplete carries the
+//     seed's debug line when secondaries stay silent.
 //   - The status the seed lists as "pending aggregation" (its example says
 //     "pending aggregating") is rendered "pending aggregation".
 //   - Timestamps in messages are RFC 3339 with nanoseconds, UTC, and

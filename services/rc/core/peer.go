@@ -17,6 +17,9 @@ type relayedRequest struct {
 	rcvTooLate []string
 	reported   bool
 	forgetAt   int64
+	// errored: a DAP of this RC failed its portion; the Agg answers with the
+	// error, and until then the request is "inactive" here (seed).
+	errored bool
 }
 
 type relayedPortion struct {
@@ -88,6 +91,9 @@ func (c *Core) relayCompleted(rr *relayedRequest, e PortionCompleted) {
 	}
 	p.done = true
 	p.tooLate = c.now >= rr.deadline
+	if e.Outcome == OutcomeError {
+		rr.errored = true
+	}
 	c.emit(ForwardCompletion{RC: rr.primary, Completion: e})
 }
 
@@ -159,6 +165,10 @@ func (c *Core) secondaryBlock(rr *relayedRequest) string {
 	case len(rr.portions) == 0 && len(rr.rcvTooLate) > 0:
 		b.status = "received too late"
 		b.rcvTooLate = rr.rcvTooLate
+	case rr.errored:
+		// Seed: a secondary whose DAPs are all done reports no more fields;
+		// one whose DAPs still run lists them (dap, respTooLate).
+		b.status = "inactive"
 	case len(b.daps) > 0 || len(b.respTooLate) > 0:
 		b.status = "executing"
 	default:

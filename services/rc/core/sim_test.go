@@ -44,6 +44,7 @@ func TestSimulation(t *testing.T) {
 		total.Redriven += st.Redriven
 		total.Replies[ReplyCancelled] += st.Replies[ReplyCancelled]
 		total.Replies[ReplyRateLimited] += st.Replies[ReplyRateLimited]
+		total.ArrivedLate += st.ArrivedLate
 		if err != nil {
 			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/rc/core -run Simulation -v", seed, err, seed)
 			if failed++; failed >= 5 {
@@ -56,6 +57,9 @@ func TestSimulation(t *testing.T) {
 	// The events under test must happen, or the invariants prove nothing.
 	if n >= 100 && (total.Replies[ReplyCancelled] == 0 || total.Cancels == 0 || total.Redriven == 0 || total.Replies[ReplyRateLimited] == 0) {
 		t.Errorf("the simulation did not exercise cancels and Agg loss: %+v", total)
+	}
+	if n >= 100 && total.ArrivedLate == 0 {
+		t.Errorf("the simulation sent no request that arrived past its deadline: %+v", total)
 	}
 }
 
@@ -72,6 +76,7 @@ type simPortion struct {
 }
 
 type simRequest struct {
+	late     bool // arrived at or after its deadline
 	req      Request
 	kind     TableKind
 	sets     map[labelKey]bool // label sets the fleet had at arrival
@@ -276,8 +281,10 @@ func (s *sim) randomEvent() error {
 		if len(live) < 50 {
 			return s.addDAP()
 		}
-	case x < 95:
+	case x < 94:
 		return s.aggAnswers()
+	case x < 95:
+		return s.aggTimesOut()
 	case x < 98:
 		return s.cancelOne()
 	case x < 99:
@@ -327,11 +334,16 @@ func (s *sim) newRequest() error {
 		Deadline: s.now + int64(time.Duration(1+s.rng.IntN(60))*time.Second),
 		SQL:      s.rng.IntN(10) == 0,
 	}
+	late := s.rng.IntN(30) == 0
+	if late {
+		// It waited in a GW or the RC's inbox: it reaches the core past its deadline.
+		q.Deadline = s.now - int64(s.rng.IntN(1000))*int64(time.Millisecond)
+	}
 	if s.rng.IntN(2) == 0 {
 		q.Agg = "agg-1" // named by the caller: kept while alive
 	}
 	q.Caller = []string{"", "c1", "c2"}[s.rng.IntN(3)]
-	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}}
+	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}, late: late}
 	for _, d := range s.liveDAPs() {
 		if sel.matches(d.info.Labels) {
 			if r.kind == Unsharded {
@@ -375,6 +387,18 @@ func (s *sim) aggAnswers() error {
 		if r.expected && !r.ended && s.now < r.req.Deadline && s.aggAlive[r.agg] {
 			r.ended = true
 			return s.step(AggDone{At: s.now, Request: id})
+		}
+	}
+	return s.step(Tick{At: s.now})
+}
+
+// aggTimesOut: an Agg whose clock leads reports that its execution of an
+// expected request timed out, a little before the RC's own deadline.
+func (s *sim) aggTimesOut() error {
+	for _, id := range s.reqOrder {
+		r := s.reqs[id]
+		if r.expected && !r.ended && !r.replied && s.now < r.req.Deadline && r.req.Deadline-s.now < int64(time.Second) {
+			return s.step(AggTimedOut{At: s.now, Request: id, Agg: r.agg})
 		}
 	}
 	return s.step(Tick{At: s.now})
@@ -429,7 +453,8 @@ func (s *sim) step(ev Event) error {
 	before := s.queuedSnapshot()
 	s.tops = map[string]uint64{}
 	pc, ok := ev.(PortionCompleted)
-	s.dapTimedOut = ok && pc.Outcome == OutcomeTimeout
+	_, aggTO := ev.(AggTimedOut)
+	s.dapTimedOut = (ok && pc.Outcome == OutcomeTimeout) || aggTO // the Agg's clock may lead too
 	s.cancelled, s.arrived, s.refused = "", "", ""
 	switch e := ev.(type) {
 	case RequestCancelled:
@@ -640,8 +665,16 @@ func (s *sim) apply(cmd Command) error {
 		if r.ended {
 			return fmt.Errorf("request %s answered twice (%s: %s)", c.Request, c.Kind, c.Text)
 		}
-		if s.now > r.req.Deadline {
+		if s.now > r.req.Deadline && !(r.late && s.arrived == c.Request) {
 			return fmt.Errorf("request %s answered %s after its deadline", c.Request, time.Duration(s.now-r.req.Deadline))
+		}
+		// Seed: status "unknown" from a primary indicates a bug.
+		if c.Kind == ReplyTimeout && strings.HasPrefix(c.Text, "Request timed out, [rc=rc-1;status=\"unknown\"") {
+			return fmt.Errorf("request %s: the primary reports its own status unknown: %s", c.Request, c.Text)
+		}
+		if r.late && s.arrived == c.Request && c.Kind == ReplyTimeout &&
+			!strings.Contains(c.Text, `status="received too late";afterDeadline=`) {
+			return fmt.Errorf("late request %s: timeout text %q does not say it arrived late", c.Request, c.Text)
 		}
 		if c.Kind == ReplyRateLimited {
 			if s.arrived != c.Request && s.refused != c.Request {
@@ -658,7 +691,7 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("cancelled request %s answered %s", c.Request, c.Kind)
 		}
 		// Early only when a DAP reported the timeout (its clock may lead).
-		if c.Kind == ReplyTimeout && s.now != r.req.Deadline && !s.dapTimedOut {
+		if c.Kind == ReplyTimeout && s.now != r.req.Deadline && !s.dapTimedOut && !(r.late && s.arrived == c.Request) {
 			return fmt.Errorf("request %s timed out at %s, deadline %s", c.Request, formatTS(s.now), formatTS(r.req.Deadline))
 		}
 		if c.Kind == ReplyTimeout && (len(c.Text) < 20 || c.Text[:19] != "Request timed out, ") {

@@ -30,7 +30,9 @@ type Stats struct {
 	Refused                   int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
-	Events                    int
+	// ArrivedLate: requests that reached the RC at or after their deadline.
+	ArrivedLate int
+	Events      int
 }
 
 // Stats returns the counters, with requests by status filled in.

@@ -50,7 +50,11 @@ func (c *Core) unreported(r *request) []string {
 // finishTimeout composes the message once every secondary reported or the
 // wait is over; silent secondaries are "unknown".
 func (c *Core) finishTimeout(r *request) {
-	c.replyTimeout(r, r.ownBlock, len(c.unreported(r)) > 0)
+	missing := c.unreported(r)
+	if len(missing) > 0 {
+		c.emit(TimeoutIncomplete{Request: r.ID, Max: c.cfg.MultiRCMaxWait, Unreported: missing})
+	}
+	c.replyTimeout(r, r.ownBlock, len(missing) > 0)
 }
 
 func (c *Core) replyTimeout(r *request, own string, incomplete bool) {
@@ -79,6 +83,8 @@ type blockFacts struct {
 	respTooLate []string
 	agg         string
 	rcvTooLate  []string
+	// late: received too late, by the primary: how long after its deadline.
+	late time.Duration
 }
 
 // queueBlock is one portion and reason of an allocating block.
@@ -132,6 +138,10 @@ func tryRenderBlock(b blockFacts) (string, error) {
 	case "received too late":
 		if len(b.rcvTooLate) > 0 {
 			fmt.Fprintf(&w, ";rcvTooLate=%s", list(b.rcvTooLate))
+		}
+		if len(b.rcvTooLate) == 0 {
+			// A primary that got the request after its deadline: by how much.
+			fmt.Fprintf(&w, ";afterDeadline=%q", b.late.Round(time.Microsecond).String())
 		}
 	case "completed", "unknown":
 	default:

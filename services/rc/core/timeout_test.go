@@ -193,7 +193,9 @@ func TestTimeoutDAPReportsTimeout(t *testing.T) {
 	a := dispatchedTo(t, out, "a")
 	h.advance(time.Second)
 	rep := only[Reply](t, h.complete(a, OutcomeTimeout))
-	wantText(t, rep.Text, `Request timed out, [rc=rc-1;status="executing";dap=[b:5080]]`)
+	// a was executing when its time ran out (as at the deadline itself); a
+	// lone reporting DAP would otherwise leave the primary "unknown".
+	wantText(t, rep.Text, `Request timed out, [rc=rc-1;status="executing";dap=[a:5080,b:5080]]`)
 }
 
 func TestRenderEdgeForms(t *testing.T) {

@@ -1,0 +1,74 @@
+package messages
+
+// The seed gives the scope in the request arguments ("scope":{"assembly":...}),
+// in whichever encoding the client uses.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// ScopeFromArgs reads the "scope" key of a request's arguments in encoding
+// c. ok is false when the arguments carry no scope (or a null one). A scope
+// that is not an object is an error (ErrInvalid) that names what was given,
+// so that a request never runs unscoped by mistake. args has been checked
+// with the envelope (CheckMsgpack / CheckJSON) before it gets here.
+func ScopeFromArgs(c Content, args []byte) (s Scope, ok bool, err error) {
+	if len(args) == 0 {
+		return s, false, nil
+	}
+	switch c {
+	case ContentJSON:
+		var w struct {
+			Scope json.RawMessage `json:"scope"`
+		}
+		if json.Unmarshal(args, &w) != nil {
+			return s, false, nil // not an object: the API's decoder says why
+		}
+		raw := bytes.TrimSpace(w.Scope)
+		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+			return s, false, nil
+		}
+		if raw[0] != '{' {
+			return s, false, invalid("request arguments", "scope must be an object such as {\"assembly\":\"eu\"}, got %s", jsonKind(raw[0]))
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return s, false, invalid("request arguments", "scope: %v", err)
+		}
+		return s, true, nil
+	case ContentMsgpack:
+		var w struct {
+			Scope msgpack.RawMessage `msgpack:"scope"`
+		}
+		if DecodeLimited(args, &w, MessageLimits) != nil {
+			return s, false, nil
+		}
+		if len(w.Scope) == 0 || w.Scope[0] == 0xc0 {
+			return s, false, nil
+		}
+		if b := w.Scope[0]; !(b >= 0x80 && b <= 0x8f) && b != 0xde && b != 0xdf {
+			return s, false, invalid("request arguments", "scope must be a map such as {assembly: eu}, got msgpack type 0x%02x", b)
+		}
+		if err := DecodeLimited(w.Scope, &s, MessageLimits); err != nil {
+			return s, false, invalid("request arguments", "scope: %v", err)
+		}
+		return s, true, nil
+	}
+	return s, false, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+}
+
+func jsonKind(b byte) string {
+	switch {
+	case b == '"':
+		return "a string"
+	case b == '[':
+		return "a list"
+	case b == 't' || b == 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}

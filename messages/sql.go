@@ -1,0 +1,65 @@
+package messages
+
+// SQLArgs are the arguments of the sql API. JSON: {"query": "SELECT ..."} or
+// the statement as a bare string; msgpack: {"query": "..."} or a string. The
+// GW re-encodes them as msgpack {"query": ...} for the RC, which plans them.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// MaxSQLBytes bounds a statement (the planner's own limit is the same).
+const MaxSQLBytes = 64 << 10
+
+// SQLArgs: see the top of the file.
+type SQLArgs struct {
+	Query string `msgpack:"query" json:"query"`
+}
+
+// Validate checks that there is a statement, within MaxSQLBytes.
+func (a *SQLArgs) Validate() error {
+	if strings.TrimSpace(a.Query) == "" {
+		return invalid("sql arguments", "query is empty: send {\"query\": \"SELECT ...\"}")
+	}
+	if len(a.Query) > MaxSQLBytes {
+		return invalid("sql arguments", "query of %d bytes is above the limit of %d", len(a.Query), MaxSQLBytes)
+	}
+	return nil
+}
+
+// DecodeSQLArgs decodes sql arguments in encoding c (checked with the
+// envelope) and validates them. It never panics.
+func DecodeSQLArgs(c Content, b []byte) (a SQLArgs, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a, err = SQLArgs{}, fmt.Errorf("%w: sql arguments: decoder panic: %v", ErrMalformed, r)
+		}
+	}()
+	switch c {
+	case ContentJSON:
+		if err := CheckJSON(b, MessageLimits); err != nil {
+			return a, fmt.Errorf("%w: sql arguments: %w", ErrMalformed, err)
+		}
+		t := bytes.TrimSpace(b)
+		if len(t) > 0 && t[0] == '"' {
+			err = json.Unmarshal(t, &a.Query)
+		} else {
+			err = json.Unmarshal(t, &a)
+		}
+	case ContentMsgpack:
+		if len(b) > 0 && (b[0]&0xe0 == 0xa0 || b[0] == 0xd9 || b[0] == 0xda || b[0] == 0xdb) {
+			err = DecodeLimited(b, &a.Query, MessageLimits)
+		} else {
+			err = DecodeLimited(b, &a, MessageLimits)
+		}
+	default:
+		return a, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+	}
+	if err != nil {
+		return SQLArgs{}, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
+	}
+	return a, a.Validate()
+}

@@ -1,0 +1,42 @@
+package agg
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/promshare"
+)
+
+// metrics: the seed's (KX's) kxi_agg_fn_time, and ours beside it, labelled
+// by Agg so the Aggs of one process share them.
+type metrics struct {
+	fnTime  prometheus.ObserverVec // by api
+	answers *prometheus.CounterVec // by code
+}
+
+func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
+	fn, err := promshare.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kxi_agg_fn_time", Help: "Seconds the Agg spent merging a request's partial results into its answer (seed: kxi_agg_fn_time).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 20),
+	}, []string{"agg", "api"}))
+	if err != nil {
+		return nil, err
+	}
+	ans, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_agg_answers_total", Help: "Answers the Agg sent, by return code.",
+	}, []string{"agg", "code"}))
+	if err != nil {
+		return nil, err
+	}
+	l := prometheus.Labels{"agg": aggID}
+	return &metrics{fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l)}, nil
+}
+
+// merged observes the time of one merge (the aggregation function).
+func (m *metrics) merged(api string, start time.Time) {
+	m.fnTime.WithLabelValues(api).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) answered(st messages.Status) { m.answers.WithLabelValues(st.RC.String()).Inc() }

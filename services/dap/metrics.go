@@ -1,0 +1,42 @@
+package dap
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sg-project/sg/services/promshare"
+)
+
+// metrics are the DAP's Prometheus series under the seed's (KX's) names,
+// kxi_da_requests and kxi_da_request_time, labelled by DAP so the DAPs of
+// one process (the demo fleet) share them.
+type metrics struct {
+	requests prometheus.Counter
+	time     prometheus.Observer
+}
+
+func newMetrics(reg prometheus.Registerer, dapID string) (*metrics, error) {
+	req, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kxi_da_requests", Help: "Portions a DAP started executing (seed: kxi_da_requests).",
+	}, []string{"dap"}))
+	if err != nil {
+		return nil, err
+	}
+	tm, err := promshare.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kxi_da_request_time", Help: "Seconds a DAP spent executing a portion (seed: kxi_da_request_time).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+	}, []string{"dap"}))
+	if err != nil {
+		return nil, err
+	}
+	return &metrics{requests: req.WithLabelValues(dapID), time: tm.WithLabelValues(dapID)}, nil
+}
+
+// executing counts a portion that starts executing; the returned func
+// observes its time when it ends.
+func (m *metrics) executing() func() {
+	m.requests.Inc()
+	start := time.Now()
+	return func() { m.time.Observe(time.Since(start).Seconds()) }
+}
