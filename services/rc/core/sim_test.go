@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sg-project/sg/services/retryafter"
 )
 
 // The deterministic simulation: seeded random fleets and event orders,
@@ -680,7 +682,8 @@ func (s *sim) apply(cmd Command) error {
 			if s.arrived != c.Request && s.refused != c.Request {
 				return fmt.Errorf("request %s refused %q outside its admission or a DAP's refusal", c.Request, c.Text)
 			}
-			if c.Limit == "" || c.RetryAfter < 1 || c.RetryAfter > 60 {
+			// Within the seed's clamp (services/retryafter: min 1 s, max 300 s by default).
+			if c.Limit == "" || c.RetryAfter < 1 || c.RetryAfter > int(retryafter.DefaultMax/time.Second) {
 				return fmt.Errorf("request %s refused without a limit or a sane Retry-After: %+v", c.Request, c)
 			}
 		}
