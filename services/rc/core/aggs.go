@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -136,13 +137,7 @@ func (c *Core) redrive(r *request, from, to string) {
 	// A peer's DAP is left alone: a peer is only told to stop a whole request.
 	// Portions superseded before (a retry, an earlier Agg loss) keep the
 	// seed's rules for a previous version.
-	ids := make([]uint64, 0, len(r.portions))
-	for id, ps := range r.portions {
-		if !ps.finished && !ps.superseded && ps.via == "" {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished && !ps.superseded && ps.via == "" })
 	for _, id := range ids {
 		dapID := r.portions[id].dap
 		if d := c.fleet.byID[dapID]; d != nil && d.runs(id) {
@@ -155,4 +150,17 @@ func (c *Core) redrive(r *request, from, to string) {
 		c.restart(r, ls)
 	}
 	c.placeRequest(r)
+}
+
+// portionIDs lists, in id order (deterministic commands), the request's
+// portions that keep says to.
+func (r *request) portionIDs(keep func(*portionState) bool) []uint64 {
+	ids := make([]uint64, 0, len(r.portions))
+	for id, ps := range r.portions {
+		if keep(ps) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }

@@ -1,7 +1,5 @@
 package core
 
-import "sort"
-
 // Cancellation: when a request ends at this RC by the RC's own answer
 // (timeout, cancel, failure), whoever still works on it is told to stop, so
 // that DAP slots and Agg memory are freed at once instead of at the DAP's
@@ -36,13 +34,7 @@ func (c *Core) cancel(e RequestCancelled) {
 // superseded one holds a slot too) and the secondaries that relay some to
 // stop, and the Agg to drop what it holds. Called when the RC answers r.
 func (c *Core) stopWork(r *request) {
-	ids := make([]uint64, 0, len(r.portions))
-	for id, ps := range r.portions {
-		if !ps.finished {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished })
 	seen := map[string]bool{}
 	for _, id := range ids {
 		ps := r.portions[id]

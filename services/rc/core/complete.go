@@ -9,17 +9,7 @@ import (
 
 // completed handles a DAP's report on a portion.
 func (c *Core) completed(e PortionCompleted) {
-	r := c.requests[e.Request]
-	var ps *portionState
-	if r != nil {
-		ps = r.portions[e.Portion]
-	}
-	// The slot is freed on the DAP the portion was sent to, whatever the
-	// report claims.
-	dapID := e.DAP
-	if ps != nil {
-		dapID = ps.dap
-	}
+	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
 	d := c.fleet.byID[dapID]
 	if d != nil {
 		if rp, ok := d.removeRunning(e.Portion); ok {
@@ -204,4 +194,19 @@ func (c *Core) reply(r *request, kind ReplyKind, text string) {
 	c.stats.Replies[kind]++
 	c.stopWork(r)
 	c.end(r)
+}
+
+// reported finds what a DAP's report on a portion is about: the request and
+// the portion (nil when the core no longer holds them) and the DAP whose slot
+// it frees, the one the portion was sent to, whatever the report claims.
+func (c *Core) reported(reqID string, portion uint64, claimed string) (*request, *portionState, string) {
+	r := c.requests[reqID]
+	var ps *portionState
+	if r != nil {
+		ps = r.portions[portion]
+	}
+	if ps != nil {
+		return r, ps, ps.dap
+	}
+	return r, nil, claimed
 }

@@ -49,17 +49,7 @@ func pausedReason(until int64) string { return fmt.Sprintf(reasonPausedFmt, form
 
 // throttled handles DAPThrottled.
 func (c *Core) throttled(e DAPThrottled) {
-	r := c.requests[e.Request]
-	var ps *portionState
-	if r != nil {
-		ps = r.portions[e.Portion]
-	}
-	// The slot is freed on the DAP the portion was sent to, whatever the
-	// report claims (as in completed).
-	dapID := e.DAP
-	if ps != nil {
-		dapID = ps.dap
-	}
+	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
 	if d := c.fleet.byID[dapID]; d != nil {
 		d.removeRunning(e.Portion)
 		d.lastCompletionAt = c.now

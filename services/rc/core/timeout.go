@@ -220,13 +220,7 @@ func (c *Core) primaryFacts(r *request) (blockFacts, error) {
 // runningDAPs lists the addresses of DAPs still executing portions of the
 // request (any attempt), ours and our peers'.
 func (c *Core) runningDAPs(r *request) (own, peer []string) {
-	ids := make([]uint64, 0, len(r.portions))
-	for id, ps := range r.portions {
-		if !ps.finished {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished })
 	seen := map[string]bool{}
 	for _, id := range ids {
 		ps := r.portions[id]
