@@ -135,17 +135,7 @@ func simulate(seed uint64, logf func(string, ...any)) (Stats, error) {
 }
 
 func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
-	s := &sim{
-		rng:      rand.New(rand.NewPCG(seed, seed^0x5eed)),
-		now:      t0,
-		daps:     map[string]*simDAP{},
-		reqs:     map[string]*simRequest{},
-		portions: map[uint64]Dispatch{},
-		okDone:   map[uint64]bool{},
-		logf:     logf,
-		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
-	}
-	s.maxRetry = 1 + s.rng.IntN(4)
+	s := newSim(seed, 0x5eed, logf)
 	cfg := Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}}
 	if s.rng.IntN(2) == 0 {
 		cfg.MaxQueued, cfg.MaxQueuedPerCaller = 2+s.rng.IntN(30), 1+s.rng.IntN(15)
@@ -168,27 +158,47 @@ func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
 			return s, fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
 		}
 	}
-	// Drain: let every DAP answer and every deadline pass.
-	for i := 0; i < 10000; i++ {
-		if !s.anyInflight() {
-			break
-		}
+	return s, s.drain()
+}
+
+// newSim is a simulation of seed (salt tells the variants' random streams
+// apart) with two Aggs alive and a random retry budget; the caller makes its
+// core.
+func newSim(seed, salt uint64, logf func(string, ...any)) *sim {
+	s := &sim{
+		rng:      rand.New(rand.NewPCG(seed, seed^salt)),
+		now:      t0,
+		daps:     map[string]*simDAP{},
+		reqs:     map[string]*simRequest{},
+		portions: map[uint64]Dispatch{},
+		okDone:   map[uint64]bool{},
+		logf:     logf,
+		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
+	}
+	s.maxRetry = 1 + s.rng.IntN(4)
+	return s
+}
+
+// drain lets every DAP answer and every deadline pass, then checks that every
+// request ended and the core holds nothing.
+func (s *sim) drain() error {
+	for i := 0; i < 10000 && s.anyInflight(); i++ {
 		if err := s.completeOne(); err != nil {
-			return s, fmt.Errorf("drain: %w", err)
+			return fmt.Errorf("drain: %w", err)
 		}
 	}
 	if err := s.advanceTo(s.now + int64(2*time.Minute)); err != nil {
-		return s, fmt.Errorf("final: %w", err)
+		return fmt.Errorf("final: %w", err)
 	}
 	for _, id := range s.reqOrder {
 		if r := s.reqs[id]; !r.ended {
-			return s, fmt.Errorf("request %s never ended", id)
+			return fmt.Errorf("request %s never ended", id)
 		}
 	}
 	if st, _ := s.c.Stats(); st.QueueLength != 0 || len(s.c.requests) != 0 {
-		return s, fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
+		return fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
 	}
-	return s, nil
+	return nil
 }
 
 var simTables = map[string]TableKind{"trade": TimePartitioned, "ref": Sharded, "cfg": Unsharded}

@@ -2,7 +2,6 @@ package core
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -48,17 +47,7 @@ func TestThrottleSimulation(t *testing.T) {
 
 // simulateThrottled is simulate with throttles among the events.
 func simulateThrottled(seed uint64, logf func(string, ...any)) error {
-	s := &sim{
-		rng:      rand.New(rand.NewPCG(seed, seed^0x7410771e)),
-		now:      t0,
-		daps:     map[string]*simDAP{},
-		reqs:     map[string]*simRequest{},
-		portions: map[uint64]Dispatch{},
-		okDone:   map[uint64]bool{},
-		logf:     logf,
-		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
-	}
-	s.maxRetry = 1 + s.rng.IntN(4)
+	s := newSim(seed, 0x7410771e, logf)
 	s.c = New(Config{Self: "rc-1", MaxRetry: s.maxRetry, TickEvery: time.Second, Aggs: []string{"agg-1", "agg-2"}})
 	for i := 0; i < 1+s.rng.IntN(4); i++ {
 		s.labels = append(s.labels, lbl("region", fmt.Sprintf("r%d", i)))
@@ -81,23 +70,7 @@ func simulateThrottled(seed uint64, logf func(string, ...any)) error {
 			return fmt.Errorf("step %d (t=+%s): %w", i, time.Duration(s.now-t0), err)
 		}
 	}
-	for i := 0; i < 10000 && s.anyInflight(); i++ {
-		if err := s.completeOne(); err != nil {
-			return fmt.Errorf("drain: %w", err)
-		}
-	}
-	if err := s.advanceTo(s.now + int64(2*time.Minute)); err != nil {
-		return fmt.Errorf("final: %w", err)
-	}
-	for _, id := range s.reqOrder {
-		if r := s.reqs[id]; !r.ended {
-			return fmt.Errorf("request %s never ended", id)
-		}
-	}
-	if st, _ := s.c.Stats(); st.QueueLength != 0 || len(s.c.requests) != 0 {
-		return fmt.Errorf("core still holds %d requests, %d queued items", len(s.c.requests), st.QueueLength)
-	}
-	return nil
+	return s.drain()
 }
 
 // throttleOne: a DAP answers one of its portions THROTTLED for up to 5 s.
