@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // BenchmarkHop encodes and decodes each message of a small request's path, one
@@ -47,6 +48,51 @@ func BenchmarkHop(b *testing.B) {
 			}
 		})
 	}
+	b.Run("AggDone", func(b *testing.B) {
+		b.ReportAllocs()
+		v := &AggDone{V: 1, RequestID: "req", AggID: "agg-1", Status: StatusOK}
+		for b.Loop() {
+			data, err := Encode(v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var out AggDone
+			if err := Decode(data, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The arguments of a small getData, as the GW encodes them and each
+	// service decodes them.
+	b.Run("GetDataArgs", func(b *testing.B) {
+		b.ReportAllocs()
+		a := GetDataArgs{Table: "trade", Limit: 1, StartTS: time.Unix(1_700_000_000, 0).UTC(),
+			EndTS: time.Unix(1_700_000_060, 0).UTC(), Labels: LabelSelector{"region": {"eu"}}}
+		for b.Loop() {
+			data, err := Encode(a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := DecodeGetDataArgsMsgpack(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Request", func(b *testing.B) {
+		b.ReportAllocs()
+		r := Request{Header: RequestHeader{V: RequestVersion, API: "getData", Opts: Opts{TimeoutMS: 5000}},
+			Payload: envArgs(), Content: ContentMsgpack}
+		h := map[string][]string{HdrContentType: {string(ContentMsgpack)}}
+		for b.Loop() {
+			data, err := r.Encode()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := DecodeRequest(h, data); err != nil {
+				b.Fatal(fmt.Errorf("decode: %w", err))
+			}
+		}
+	})
 	b.Run("Response", func(b *testing.B) {
 		b.ReportAllocs()
 		r := Response{Header: ResponseHeader{V: RequestVersion, RequestID: "req", API: "getData", Status: StatusOK},
@@ -59,6 +105,72 @@ func BenchmarkHop(b *testing.B) {
 			h := map[string][]string{HdrContentType: {string(ContentMsgpack)}}
 			if _, err := DecodeResponse(h, data); err != nil {
 				b.Fatal(fmt.Errorf("decode: %w", err))
+			}
+		}
+	})
+}
+
+// tradeTable is a large table shaped like the demo's trade table: four
+// symbol columns (few distinct values, as a DAP's store or a decoded column
+// holds them: one string per distinct value), time, price, size, block.
+func tradeTable(rows int) Table {
+	t := NewTable([]ColumnSpec{{Name: "time", Type: TypeTimestamp}, {Name: "sym", Type: TypeSymbol},
+		{Name: "region", Type: TypeSymbol}, {Name: "price", Type: TypeFloat}, {Name: "size", Type: TypeInt},
+		{Name: "side", Type: TypeSymbol}, {Name: "venue", Type: TypeSymbol}, {Name: "block", Type: TypeBool}})
+	syms := make([]string, 40)
+	for i := range syms {
+		syms[i] = fmt.Sprintf("SYM%d.eu", i)
+	}
+	regions, sides, venues := []string{"eu", "us", "ap"}, []string{"buy", "sell"}, []string{"XLON", "XPAR", "XETR", "BATS"}
+	for k := range t.Columns {
+		t.Columns[k].Grow(rows)
+	}
+	for i := range rows {
+		_ = t.AppendRow(int64(1_700_000_000_000_000_000+i*1_000_003), syms[(i*7)%len(syms)], regions[i%3],
+			100+float64(i%977)/8, int64(100*(1+i%50)), sides[(i/3)%2], venues[(i*5)%4], i%97 == 0)
+	}
+	return t
+}
+
+// BenchmarkTable: the columnar msgpack form of a large table (what every
+// large answer is), encoded and decoded; MB/s of encoded bytes.
+//
+//	go test ./messages -run '^$' -bench Table -benchmem
+func BenchmarkTable(b *testing.B) {
+	t := tradeTable(100_000)
+	data, err := Encode(&t)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Encode", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := EncodeSized(t, len(data)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("JSON", func(b *testing.B) {
+		js, err := t.MarshalJSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(js)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := t.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Decode", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var out Table
+			if err := Decode(data, &out); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

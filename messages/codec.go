@@ -45,6 +45,9 @@ func EncodeSized(v any, hint int) ([]byte, error) { return encodeSized(v, hint) 
 
 // encodeSized is Encode into a buffer of at least hint bytes.
 func encodeSized(v any, hint int) ([]byte, error) {
+	if we, ok := v.(wireEncoder); ok {
+		return encodeWire(we, hint), nil
+	}
 	if hint > maxPooledBuffer {
 		buf := bytes.NewBuffer(make([]byte, 0, hint))
 		enc := msgpack.GetEncoder()
@@ -108,7 +111,8 @@ var (
 // Decode decodes msgpack data into v. It never panics on bytes from the
 // network, and never lets the library allocate from a length the bytes do
 // not back: CheckMsgpack runs first, with MessageLimits (or the type's own,
-// see limiter). A panic inside the third-party decoder becomes ErrMalformed,
+// see limiter); a type with a hand decoder (wire.go) checks the same limits
+// itself as it reads, without the pre-scan. A panic inside the third-party decoder becomes ErrMalformed,
 // so one bad message cannot stop a service. Trailing bytes are an error,
 // because a truncated or concatenated message must not pass as a valid one.
 func Decode(data []byte, v any) error {
@@ -126,6 +130,11 @@ type limiter interface{ decodeLimits() Limits }
 // DecodeLimited is Decode with explicit limits, for payloads that are not
 // internal messages (answers, partials, local snapshots).
 func DecodeLimited(data []byte, v any, lim Limits) (err error) {
+	return decodeLimited(data, v, lim, false)
+}
+
+// decodeLimited is DecodeLimited; with alias, RawMsgpack fields share data.
+func decodeLimited(data []byte, v any, lim Limits, alias bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %T: decoder panic: %v", ErrMalformed, v, r)
@@ -134,6 +143,13 @@ func DecodeLimited(data []byte, v any, lim Limits) (err error) {
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %T: empty body", ErrMalformed, v)
 	}
+	if wd, ok := v.(wireDecoder); ok {
+		// A hand decoder keeps the pre-scan's bounds itself (wire.go): one pass.
+		if err := decodeWireMessageAlias(data, wd, lim, alias); err != nil {
+			return fmt.Errorf("%w: %T: %w", ErrMalformed, v, err)
+		}
+		return nil
+	}
 	if err := CheckMsgpack(data, lim); err != nil {
 		return fmt.Errorf("%w: %T: %w", ErrMalformed, v, err)
 	}
@@ -141,6 +157,7 @@ func DecodeLimited(data []byte, v any, lim Limits) (err error) {
 	// before the Put): its state is unknown.
 	d := decoders.Get().(*decoderState)
 	d.rd.reset(data)
+	d.rd.alias = alias
 	d.dec.Reset(&d.rd)
 	err = d.dec.Decode(v)
 	n := d.rd.Len()
@@ -166,6 +183,29 @@ func DecodeValid[T any, P interface {
 }](data []byte) (T, error) {
 	var v T
 	if err := Decode(data, &v); err != nil {
+		return v, err
+	}
+	if err := P(&v).Validate(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// DecodeValidAliasing is DecodeValid for a receiver that owns data and never
+// changes it (a NATS message's, a reassembled transfer's): the RawMsgpack
+// fields (a partial result's table) share data instead of copying it, which
+// for a large partial is a copy of it less.
+func DecodeValidAliasing[T any, P interface {
+	*T
+	Validator
+}](data []byte) (T, error) {
+	var v T
+	lim := MessageLimits
+	if l, ok := any(&v).(limiter); ok {
+		lim = l.decodeLimits()
+	}
+	if err := decodeLimited(data, &v, lim, true); err != nil {
 		return v, err
 	}
 	if err := P(&v).Validate(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,126 @@ func FuzzDecodeInternal(f *testing.F) {
 		// Whatever decodes and validates must encode again.
 		if _, err := Encode(v); err != nil {
 			t.Fatalf("%T decoded but does not encode: %v", v, err)
+		}
+	})
+}
+
+// wireFuzzCase is one hand decoder for FuzzWireDecode and the reflection
+// decoder it replaced: decode returns what each makes of the bytes.
+type wireFuzzCase struct {
+	name   string
+	sample any // a valid value, for the seed corpus
+	hand   func([]byte) (any, error)
+	refl   func([]byte) (any, error)
+	encode func(any) ([]byte, error) // the hand encoder
+}
+
+func wireFuzzCases() []wireFuzzCase {
+	var cs []wireFuzzCase
+	samples := map[reflect.Type]any{}
+	for _, s := range envSamples() {
+		samples[reflect.TypeOf(s)] = s
+	}
+	for _, c := range wireCases {
+		c := c
+		typ := reflect.TypeOf(c.hand())
+		cs = append(cs, wireFuzzCase{name: typ.Elem().Name(), sample: samples[typ],
+			hand:   func(b []byte) (any, error) { v := c.hand(); return v, Decode(b, v) },
+			refl:   func(b []byte) (any, error) { v := c.hand(); return v, decodeTwin(b, c.twin(v)) },
+			encode: func(v any) ([]byte, error) { return Encode(v) }})
+	}
+	cs = append(cs, wireFuzzCase{name: "GetDataArgs", sample: sampleArgs(),
+		hand:   func(b []byte) (any, error) { return DecodeGetDataArgsMsgpack(b) },
+		refl:   func(b []byte) (any, error) { return decodeGetDataArgsRefl(b) },
+		encode: func(v any) ([]byte, error) { return Encode(v) }})
+	type req = envelope[RequestHeader, msgpack.RawMessage]
+	type resp = envelope[ResponseHeader, msgpack.RawMessage]
+	cs = append(cs, wireFuzzCase{name: "request", sample: &req{Header: RequestHeader{V: 1, API: "getData", Opts: Opts{TimeoutMS: 5}}, Payload: envArgs()},
+		hand: func(b []byte) (any, error) {
+			var e wireEnvelope[RequestHeader]
+			err := DecodeLimited(b, &e, MessageLimits)
+			return &req{Header: e.header, Payload: e.payload}, err
+		},
+		refl: func(b []byte) (any, error) { var e req; return &e, DecodeLimited(b, &e, MessageLimits) },
+		encode: func(v any) ([]byte, error) {
+			e := v.(*req)
+			return encodeWire(&wireEnvelope[RequestHeader]{header: e.Header, payload: e.Payload}, 0), nil
+		}})
+	cs = append(cs, wireFuzzCase{name: "response", sample: &resp{Header: ResponseHeader{V: 1, RequestID: "r", Status: Errorf(CodeTimeout, CodeErr, "x")}, Payload: envArgs()},
+		hand: func(b []byte) (any, error) {
+			var e wireEnvelope[ResponseHeader]
+			err := DecodeLimited(b, &e, PayloadLimits)
+			return &resp{Header: e.header, Payload: e.payload}, err
+		},
+		refl: func(b []byte) (any, error) { var e resp; return &e, DecodeLimited(b, &e, PayloadLimits) },
+		encode: func(v any) ([]byte, error) {
+			e := v.(*resp)
+			return encodeWire(&wireEnvelope[ResponseHeader]{header: e.Header, payload: e.Payload}, 0), nil
+		}})
+	return cs
+}
+
+// hasNaN reports whether a value holds a NaN filter value, which no
+// DeepEqual matches.
+func hasNaN(v any) bool {
+	a, ok := v.(GetDataArgs)
+	if !ok {
+		return false
+	}
+	for _, f := range a.Filter {
+		vals, _ := f.Value.([]any)
+		for _, x := range append(vals, f.Value) {
+			if g, ok := x.(float64); ok && g != g {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// FuzzWireDecode holds each hand decoder (wire.go) to its bounds and to the
+// reflection decoder it replaced: within allocBound whatever the bytes
+// claim, only ErrMalformed, the same value wherever both accept the bytes,
+// and what it accepts encodes and decodes again to the same value.
+func FuzzWireDecode(f *testing.F) {
+	cs := wireFuzzCases()
+	for i, c := range cs {
+		b, err := c.encode(c.sample)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(byte(i), b)
+		f.Add(byte(i), b[:len(b)/2])
+	}
+	for i, b := range hostileMsgpack {
+		f.Add(byte(i), b)
+	}
+	f.Fuzz(func(t *testing.T, sel byte, data []byte) {
+		c := cs[int(sel)%len(cs)]
+		var (
+			got any
+			err error
+		)
+		checkAlloc(t, c.name, data, func() { got, err = c.hand(data) })
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%s: error %v is not ErrMalformed", c.name, err)
+			}
+			return
+		}
+		if ref, err := c.refl(data); err == nil && !hasNaN(got) && !reflect.DeepEqual(got, ref) {
+			t.Fatalf("%s: the hand and reflection decoders differ on % x:\n hand %+v\n refl %+v", c.name, data, got, ref)
+		}
+		b, err := c.encode(got)
+		if err != nil {
+			t.Fatalf("%s decoded but does not encode: %v", c.name, err)
+		}
+		again, err := c.hand(b)
+		if err != nil {
+			t.Fatalf("%s: re-decode of its own encoding: %v", c.name, err)
+		}
+		if !hasNaN(got) && !reflect.DeepEqual(got, again) {
+			t.Fatalf("%s: round trip changes the value:\n got %+v\nwant %+v", c.name, again, got)
 		}
 	})
 }
@@ -298,4 +419,63 @@ func hasHugeLength(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// scopeFromArgsRefl is ScopeFromArgs's msgpack branch before the hand
+// decoders: the reference FuzzScopeFromArgs holds it to.
+func scopeFromArgsRefl(args []byte) (s Scope, ok bool, err error) {
+	if len(args) == 0 {
+		return s, false, nil
+	}
+	var w struct {
+		Scope msgpack.RawMessage `msgpack:"scope"`
+	}
+	if DecodeLimited(args, &w, MessageLimits) != nil {
+		return s, false, nil
+	}
+	if len(w.Scope) == 0 || w.Scope[0] == 0xc0 {
+		return s, false, nil
+	}
+	if b := w.Scope[0]; !(b >= 0x80 && b <= 0x8f) && b != 0xde && b != 0xdf {
+		return s, false, invalid("request arguments", "scope must be a map, got msgpack type 0x%02x", b)
+	}
+	if err := DecodeLimited(w.Scope, &s, MessageLimits); err != nil {
+		return s, false, invalid("request arguments", "scope: %v", err)
+	}
+	return s, true, nil
+}
+
+// FuzzScopeFromArgs holds the msgpack scope lookup to the reflection one it
+// replaced, and to allocBound.
+func FuzzScopeFromArgs(f *testing.F) {
+	for _, v := range []any{
+		map[string]any{"table": "t", "scope": map[string]any{"assembly": "eu", "tier": "hdb", "x": []int{1}}},
+		map[string]any{"scope": nil, "limit": 3},
+		map[string]any{"scope": "eu"},
+		map[string]any{"scope": map[string]any{"tier": 5}},
+	} {
+		b, _ := msgpack.Marshal(v)
+		f.Add(b)
+	}
+	for _, b := range hostileMsgpack {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var (
+			s   Scope
+			ok  bool
+			err error
+		)
+		checkAlloc(t, "scope", data, func() { s, ok, err = ScopeFromArgs(ContentMsgpack, data) })
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("error %v is not ErrInvalid", err)
+		}
+		if len(data) > 0 && (data[0]&0xf0 == 0x90 || data[0] == 0xdc || data[0] == 0xdd) {
+			return // the reflection decoder read an array as the struct's fields in order; sg never sends one
+		}
+		rs, rok, rerr := scopeFromArgsRefl(data)
+		if s != rs || ok != rok || (err == nil) != (rerr == nil) {
+			t.Fatalf("% x: hand (%+v, %v, %v), reflection (%+v, %v, %v)", data, s, ok, err, rs, rok, rerr)
+		}
+	})
 }

@@ -499,49 +499,7 @@ func decodeFilterJSON(raw json.RawMessage) (Filter, error) {
 	return f, nil
 }
 
-// ---- msgpack ----
-
-type getDataArgsWire struct {
-	V        int                 `msgpack:"v"`
-	Table    string              `msgpack:"t"`
-	StartTS  time.Time           `msgpack:"s,omitempty"`
-	EndTS    time.Time           `msgpack:"e,omitempty"`
-	Labels   map[string][]string `msgpack:"l,omitempty"`
-	Filter   []Filter            `msgpack:"f,omitempty"`
-	Columns  []string            `msgpack:"c,omitempty"`
-	GroupBy  []string            `msgpack:"g,omitempty"`
-	Agg      []AggSpec           `msgpack:"a,omitempty"`
-	SortCols []string            `msgpack:"o,omitempty"`
-	Limit    int                 `msgpack:"n,omitempty"`
-	Where    *Where              `msgpack:"w,omitempty"`
-}
-
-// EncodeMsgpack implements msgpack.CustomEncoder.
-func (a GetDataArgs) EncodeMsgpack(enc *msgpack.Encoder) error {
-	return enc.Encode(&getDataArgsWire{V: GetDataArgsVersion, Table: a.Table, StartTS: a.StartTS,
-		EndTS: a.EndTS, Labels: a.Labels, Filter: a.Filter, Columns: a.Columns, GroupBy: a.GroupBy,
-		Agg: a.Agg, SortCols: a.SortCols, Limit: a.Limit, Where: a.Where})
-}
-
-// DecodeMsgpack implements msgpack.CustomDecoder.
-func (a *GetDataArgs) DecodeMsgpack(dec *msgpack.Decoder) error {
-	var w getDataArgsWire
-	if err := dec.Decode(&w); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformedGetDataArgs, err)
-	}
-	if w.V != GetDataArgsVersion {
-		return fmt.Errorf("%w: %w: v%d, this build knows v%d", ErrMalformedGetDataArgs, ErrVersion, w.V, GetDataArgsVersion)
-	}
-	utc := func(t time.Time) time.Time { // msgpack decodes times as local time
-		if t.IsZero() {
-			return time.Time{}
-		}
-		return t.UTC()
-	}
-	*a = GetDataArgs{Table: w.Table, StartTS: utc(w.StartTS), EndTS: utc(w.EndTS), Labels: w.Labels,
-		Filter: w.Filter, Columns: w.Columns, GroupBy: w.GroupBy, Agg: w.Agg, SortCols: w.SortCols, Limit: w.Limit, Where: w.Where}
-	return nil
-}
+// ---- msgpack: getdata_wire.go (Filter and AggSpec below serve Where) ----
 
 // EncodeMsgpack writes [op, column, value].
 func (f Filter) EncodeMsgpack(enc *msgpack.Encoder) error {
@@ -610,30 +568,6 @@ func (s *AggSpec) DecodeMsgpack(dec *msgpack.Decoder) error {
 	}
 	*s = AggSpec{Name: x[0], Func: AggFunc(x[1]), Column: x[2]}
 	return nil
-}
-
-// DecodeGetDataArgsMsgpack decodes bytes from the network. It never panics: a panic inside
-// the third-party decoder is turned into an error, so one bad message cannot stop a service.
-func DecodeGetDataArgsMsgpack(b []byte) (a GetDataArgs, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			a, err = GetDataArgs{}, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
-		}
-	}()
-	if err := CheckMsgpack(b, MessageLimits); err != nil {
-		return GetDataArgs{}, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
-	}
-	rd := bytes.NewReader(b)
-	if err := msgpack.NewDecoder(rd).Decode(&a); err != nil {
-		if !errors.Is(err, ErrMalformedGetDataArgs) {
-			err = fmt.Errorf("%w: %v", ErrMalformedGetDataArgs, err)
-		}
-		return GetDataArgs{}, err
-	}
-	if rd.Len() > 0 { // a truncated or concatenated message must not pass as a valid one
-		return GetDataArgs{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformedGetDataArgs, rd.Len())
-	}
-	return a, nil
 }
 
 // DecodeGetDataArgsJSON is the JSON counterpart of DecodeGetDataArgsMsgpack.

@@ -33,6 +33,9 @@ const (
 	HdrLimit            = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
 	HdrAcceptChunks     = "Sg-Accept-Chunks"     // caller -> GW: "1" if the caller reassembles an answer sent in chunks (see README)
 	HdrJobID            = "Sg-Job-Id"            // an async job's id: on its ACCEPTED answers, and in a poll (subjects.GWJob)
+	HdrAnswerBucket     = "Sg-Answer-Bucket"     // GW -> caller, on TOO_LARGE: the object store bucket the whole answer was written to
+	HdrAnswerKey        = "Sg-Answer-Key"        // GW -> caller, on TOO_LARGE: the answer's object name in that bucket
+	HdrAnswerExpires    = "Sg-Answer-Expires"    // GW -> caller, on TOO_LARGE: when the stored answer expires, unix nanoseconds
 	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk
 	HdrChunkCount       = "Sg-Chunk-Count"       // number of chunks of the payload
 	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload

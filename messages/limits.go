@@ -7,7 +7,8 @@ package messages
 // encoding/json recurses once per nesting level. So no decoder of this
 // package hands bytes to either library before a pre-scan (CheckMsgpack,
 // CheckJSON) has proved, without allocating anything in proportion to a
-// claimed length, that:
+// claimed length, that (the hand decoders of wire.go, which use neither
+// library, check the same as they read, in one pass):
 //
 //   - every array, map, str, bin and ext length fits in the bytes actually
 //     left (an element needs at least 1 byte, a map entry at least 2), so

@@ -38,7 +38,11 @@ func (m *RawMsgpack) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
-	*m = bytes.Clone(rest[:n])
+	if r.alias {
+		*m = rest[:n:n]
+	} else {
+		*m = bytes.Clone(rest[:n])
+	}
 	r.pos += n
 	return nil
 }
@@ -46,11 +50,12 @@ func (m *RawMsgpack) DecodeMsgpack(dec *msgpack.Decoder) error {
 // sliceReader is the reader Decode gives the msgpack decoder: a bytes.Reader
 // whose position RawMsgpack can see and move.
 type sliceReader struct {
-	data []byte
-	pos  int
+	data  []byte
+	pos   int
+	alias bool // RawMsgpack values share data instead of copying it (DecodeValidAliasing)
 }
 
-func (r *sliceReader) reset(b []byte) { r.data, r.pos = b, 0 }
+func (r *sliceReader) reset(b []byte) { r.data, r.pos, r.alias = b, 0, false }
 
 func (r *sliceReader) Len() int { return len(r.data) - r.pos }
 

@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"testing"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -67,4 +68,28 @@ func mustMarshal(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// DecodeValidAliasing shares a partial result's payload with the bytes it
+// decoded (a copy less of a large partial at the Agg); DecodeValid copies it,
+// so a caller that reuses its buffer is safe. Both decode the same message.
+func TestDecodeValidAliasingSharesPayload(t *testing.T) {
+	pr := PartialResult{V: PortionVersion, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Status: StatusOK,
+		Payload: RawMsgpack(envArgs())}
+	data, err := Encode(&pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(b []byte) bool {
+		p, lo, hi := unsafe.Pointer(unsafe.SliceData(b)), unsafe.Pointer(unsafe.SliceData(data)), unsafe.Pointer(&data[len(data)-1])
+		return uintptr(p) >= uintptr(lo) && uintptr(p) <= uintptr(hi)
+	}
+	shared, err := DecodeValidAliasing[PartialResult](data)
+	if err != nil || !bytes.Equal(shared.Payload, pr.Payload) || !within(shared.Payload) || cap(shared.Payload) != len(shared.Payload) {
+		t.Fatalf("aliasing decode: %v, payload equal %v, shared %v", err, bytes.Equal(shared.Payload, pr.Payload), within(shared.Payload))
+	}
+	copied, err := DecodeValid[PartialResult](data)
+	if err != nil || !bytes.Equal(copied.Payload, pr.Payload) || within(copied.Payload) {
+		t.Fatalf("decode: %v, payload equal %v, shared %v", err, bytes.Equal(copied.Payload, pr.Payload), within(copied.Payload))
+	}
 }

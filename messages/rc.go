@@ -27,6 +27,10 @@ type RCAnnouncement struct {
 	// belonging to an assembly using ... metadata labels"); a GW told the
 	// assembly key (SG_ASSEMBLY_KEY) reads the assembly from them.
 	Labels LabelSet `msgpack:"labels,omitempty"`
+	// Warming: the RC's fleet view is not warm yet (services/rc/warm.go): it
+	// would only hold what it gets. It announces again once warm. Absent (an
+	// RC that predates it): warm.
+	Warming bool `msgpack:"warming,omitempty"`
 }
 
 // AssemblyFor is the RC's assembly as a GW configured with the assembly key

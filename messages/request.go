@@ -24,7 +24,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/subjects"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Content is the encoding of a body.
@@ -161,13 +160,28 @@ type envelope[H any, P any] struct {
 	Payload P `msgpack:"payload,omitempty" json:"payload,omitempty"`
 }
 
-func encodeEnvelope[H any](c Content, h H, payload []byte) ([]byte, error) {
+func encodeEnvelope[H envelopeHeader](c Content, h H, payload []byte) ([]byte, error) {
 	switch c {
 	case ContentMsgpack:
-		return encodeSized(envelope[H, msgpack.RawMessage]{Header: h, Payload: payload}, len(payload)+envelopeSlack)
+		return encodeWire(&wireEnvelope[H]{header: h, payload: payload}, len(payload)+envelopeSlack), nil
 	case ContentJSON:
 		if len(payload) > 0 && !json.Valid(payload) {
 			return nil, fmt.Errorf("%w: JSON envelope payload is not valid JSON", ErrInvalid)
+		}
+		if len(payload) > 0 && !jsonNeedsCompact(payload) {
+			// What json.Marshal would write, byte for byte, without
+			// compacting a payload that has nothing to compact or escape:
+			// that pass was most of sending a large JSON answer (issue 10).
+			hb, err := json.Marshal(h)
+			if err != nil {
+				return nil, fmt.Errorf("messages: encode JSON envelope header: %w", err)
+			}
+			b := make([]byte, 0, len(`{"header":,"payload":}`)+len(hb)+len(payload))
+			b = append(b, `{"header":`...)
+			b = append(b, hb...)
+			b = append(b, `,"payload":`...)
+			b = append(b, payload...)
+			return append(b, '}'), nil
 		}
 		b, err := json.Marshal(envelope[H, json.RawMessage]{Header: h, Payload: payload})
 		if err != nil {
@@ -178,9 +192,17 @@ func encodeEnvelope[H any](c Content, h H, payload []byte) ([]byte, error) {
 	return nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
 }
 
+// jsonNeedsCompact reports whether json.Marshal would change valid JSON b when
+// it embeds it (json.RawMessage): whitespace to drop, or <, >, & and U+2028,
+// U+2029 (whose UTF-8 starts with 0xE2) to escape. Conservative: a byte that
+// might need it says yes.
+func jsonNeedsCompact(b []byte) bool {
+	return bytes.IndexAny(b, " \t\n\r<>&") >= 0 || bytes.IndexByte(b, 0xe2) >= 0
+}
+
 // decodeEnvelope decodes an envelope within lim: MessageLimits for requests,
 // PayloadLimits for responses, whose payload may be a whole answer.
-func decodeEnvelope[H any](c Content, data []byte, lim Limits) (h H, payload []byte, err error) {
+func decodeEnvelope[H envelopeHeader](c Content, data []byte, lim Limits) (h H, payload []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: envelope: decoder panic: %v", ErrMalformed, r)
@@ -188,16 +210,19 @@ func decodeEnvelope[H any](c Content, data []byte, lim Limits) (h H, payload []b
 	}()
 	switch c {
 	case ContentMsgpack:
-		var e envelope[H, RawMsgpack]
+		var e wireEnvelope[H]
 		if err := DecodeLimited(data, &e, lim); err != nil {
 			return h, nil, err
 		}
-		return e.Header, e.Payload, nil
+		return e.header, e.payload, nil
 	case ContentJSON:
 		// The payload stays raw and is decoded later (by the API's decoder,
 		// or generically by the GW): checked here once for the whole body.
 		if err := CheckJSON(data, lim); err != nil {
 			return h, nil, fmt.Errorf("%w: JSON envelope: %w", ErrMalformed, err)
+		}
+		if h, payload, ok := decodeJSONEnvelopeFast[H](data); ok {
+			return h, payload, nil
 		}
 		var e envelope[H, json.RawMessage]
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -305,4 +330,20 @@ func NewResponse(requestID string, req Request, st Status, payload []byte) Respo
 		Payload: payload,
 		Content: req.Content,
 	}
+}
+
+// RelabelResponse returns the response envelope data (in encoding c) with
+// its header's request id set to id. The envelope sg services write is
+// rewritten in its header only, the payload's bytes carried over as they are
+// (ResponseWithRequestID); any other shape is decoded and encoded whole.
+func RelabelResponse(c Content, data []byte, id string) ([]byte, error) {
+	if out, ok := ResponseWithRequestID(c, data, id); ok {
+		return out, nil
+	}
+	resp, err := DecodeResponse(nats.Header{HdrContentType: {string(c)}}, data)
+	if err != nil {
+		return nil, err
+	}
+	resp.Header.RequestID = id
+	return resp.Encode()
 }

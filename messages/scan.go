@@ -33,16 +33,23 @@ func msgpackValueLen(data []byte) (int, error) { return scanMsgpack(data, Limits
 // scanMsgpack checks the msgpack value data starts with and returns where it
 // ends.
 func scanMsgpack(data []byte, lim Limits) (int, error) {
+	end, _, err := scanMsgpackCount(data, lim.depth(), uint64(lim.MaxElements))
+	return end, err
+}
+
+// scanMsgpackCount is scanMsgpack with the depth as given (0: scalars only,
+// at most maxScanDepth) and the element cap (0: none); it also returns the
+// values it saw, the value itself included.
+func scanMsgpackCount(data []byte, maxDepth int, maxElems uint64) (int, uint64, error) {
 	var (
 		stack    [maxScanDepth + 1]uint64 // values still to read in each open container
 		depth    = 0                      // stack[0] is the top level: one value
 		pending  = uint64(1)              // sum of stack: each needs at least one byte
 		elements = uint64(1)
-		maxDepth = lim.depth()
-		maxElems = uint64(lim.MaxElements)
 		pos      = 0
 		n        = uint64(len(data))
 	)
+	maxDepth = min(max(maxDepth, 0), maxScanDepth)
 	stack[0] = 1
 	bad := func(format string, args ...any) error {
 		return &scanError{fmt.Sprintf("msgpack at byte %d of %d: ", pos, len(data)) + fmt.Sprintf(format, args...)}
@@ -68,7 +75,7 @@ func scanMsgpack(data []byte, lim Limits) (int, error) {
 		stack[depth]--
 		pending--
 		if pos >= len(data) {
-			return 0, bad("truncated: %d more values announced", pending+1)
+			return 0, 0, bad("truncated: %d more values announced", pending+1)
 		}
 		c := data[pos]
 		var (
@@ -92,7 +99,7 @@ func scanMsgpack(data []byte, lim Limits) (int, error) {
 		case 0xc0, 0xc2, 0xc3: // nil, false, true
 			head = 1
 		case 0xc1:
-			return 0, bad("byte 0xc1 is never used in msgpack")
+			return 0, 0, bad("byte 0xc1 is never used in msgpack")
 		case 0xc4, 0xc5, 0xc6: // bin 8/16/32
 			lenWidth = 1 << (c - 0xc4)
 		case 0xc7, 0xc8, 0xc9: // ext 8/16/32: length, then a type byte
@@ -116,7 +123,7 @@ func scanMsgpack(data []byte, lim Limits) (int, error) {
 		if lenWidth > 0 {
 			head = 1 + uint64(lenWidth)
 			if !need(head) {
-				return 0, bad("truncated length field of type 0x%02x", c)
+				return 0, 0, bad("truncated length field of type 0x%02x", c)
 			}
 			l := be(lenWidth)
 			switch {
@@ -129,17 +136,17 @@ func scanMsgpack(data []byte, lim Limits) (int, error) {
 			}
 		}
 		if head == 0 {
-			return 0, bad("unknown type byte 0x%02x", c) // unreachable: every byte is covered
+			return 0, 0, bad("unknown type byte 0x%02x", c) // unreachable: every byte is covered
 		}
 		if !need(head + body) {
-			return 0, bad("type 0x%02x announces %d bytes, %d are left", c, head+body, n-uint64(pos))
+			return 0, 0, bad("type 0x%02x announces %d bytes, %d are left", c, head+body, n-uint64(pos))
 		}
 		pos += int(head + body)
 		if !container {
 			continue
 		}
 		if depth+1 > maxDepth {
-			return 0, bad("nested deeper than %d", maxDepth)
+			return 0, 0, bad("nested deeper than %d", maxDepth)
 		}
 		if items == 0 {
 			continue
@@ -147,17 +154,17 @@ func scanMsgpack(data []byte, lim Limits) (int, error) {
 		// Each announced value needs at least one byte: a length that the
 		// bytes left cannot hold is a lie, refused before anyone allocates.
 		if pending+items > n-uint64(pos) {
-			return 0, bad("a container announces %d values, only %d bytes are left for them and %d values pending", items, n-uint64(pos), pending)
+			return 0, 0, bad("a container announces %d values, only %d bytes are left for them and %d values pending", items, n-uint64(pos), pending)
 		}
 		elements += items
 		if maxElems > 0 && elements > maxElems {
-			return 0, bad("more than %d values in one message", maxElems)
+			return 0, 0, bad("more than %d values in one message", maxElems)
 		}
 		depth++
 		stack[depth] = items
 		pending += items
 	}
-	return pos, nil
+	return pos, elements, nil
 }
 
 // CheckJSON reports whether data nests arrays and objects at most

@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // ScopeFromArgs reads the "scope" key of a request's arguments in encoding
@@ -40,24 +38,49 @@ func ScopeFromArgs(c Content, args []byte) (s Scope, ok bool, err error) {
 		}
 		return s, true, nil
 	case ContentMsgpack:
-		var w struct {
-			Scope msgpack.RawMessage `msgpack:"scope"`
-		}
-		if DecodeLimited(args, &w, MessageLimits) != nil {
+		raw, found := msgpackScope(args)
+		if !found || raw[0] == 0xc0 {
 			return s, false, nil
 		}
-		if len(w.Scope) == 0 || w.Scope[0] == 0xc0 {
-			return s, false, nil
-		}
-		if b := w.Scope[0]; !(b >= 0x80 && b <= 0x8f) && b != 0xde && b != 0xdf {
+		if b := raw[0]; !(b >= 0x80 && b <= 0x8f) && b != 0xde && b != 0xdf {
 			return s, false, invalid("request arguments", "scope must be a map such as {assembly: eu}, got msgpack type 0x%02x", b)
 		}
-		if err := DecodeLimited(w.Scope, &s, MessageLimits); err != nil {
+		r := newWireReader(raw, MessageLimits)
+		if err := r.scope(&s); err != nil {
 			return s, false, invalid("request arguments", "scope: %v", err)
 		}
 		return s, true, nil
 	}
 	return s, false, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+}
+
+// msgpackScope finds the value of the "scope" key of msgpack arguments (the
+// last one, if given twice), skipping the rest with the scanner. Arguments
+// that are not a map, or not msgpack, carry no scope: the API's decoder
+// says why.
+func msgpackScope(args []byte) (raw []byte, found bool) {
+	r := newWireReader(args, MessageLimits)
+	n, err := r.mapLen()
+	if err != nil {
+		return nil, false
+	}
+	for range n {
+		k, err := r.key()
+		if err != nil {
+			return nil, false
+		}
+		start := r.pos
+		if err := r.skip(); err != nil {
+			return nil, false
+		}
+		if string(k) == "scope" {
+			raw, found = r.b[start:r.pos], true
+		}
+	}
+	if r.pos != len(args) {
+		return nil, false // trailing bytes: not one value
+	}
+	return raw, found
 }
 
 func jsonKind(b byte) string {

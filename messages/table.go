@@ -17,10 +17,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -475,57 +477,145 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 	}
 	switch c.Type {
 	case TypeSymbol:
-		dict, codes, width := dictEncode(c.Strings)
+		dict, b := dictEncode(c.Strings)
 		if err := enc.EncodeArrayLen(2); err != nil {
 			return err
 		}
 		if err := encodeStrings(enc, dict); err != nil {
 			return err
 		}
-		b := make([]byte, 0, len(codes)*width)
-		for _, code := range codes {
-			switch width {
-			case 1:
-				b = append(b, byte(code))
-			case 2:
-				b = binary.LittleEndian.AppendUint16(b, uint16(code))
-			default:
-				b = binary.LittleEndian.AppendUint32(b, code)
-			}
-		}
 		return enc.EncodeBytes(b)
 	case TypeString:
 		return encodeStrings(enc, c.Strings)
 	case TypeFloat:
-		b := make([]byte, 0, 8*len(c.Floats))
+		if err := enc.EncodeBytesLen(8 * len(c.Floats)); err != nil {
+			return err
+		}
+		w := newBinWriter(enc)
 		for _, f := range c.Floats {
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+			w.room(8)
+			w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
 		}
-		return enc.EncodeBytes(b)
+		return w.flush()
 	case TypeInt:
-		b := make([]byte, 0, 2*len(c.Ints))
-		for _, v := range c.Ints {
-			b = binary.AppendVarint(b, v)
-		}
-		return enc.EncodeBytes(b)
+		return WriteVarints(enc, c.Ints, false)
 	case TypeTimestamp:
-		b := make([]byte, 0, 3*len(c.Ints))
-		var prev int64
-		for _, v := range c.Ints {
-			b = binary.AppendVarint(b, v-prev) // wraps on overflow; the decoder wraps back
-			prev = v
-		}
-		return enc.EncodeBytes(b)
+		return WriteVarints(enc, c.Ints, true)
 	case TypeBool:
-		b := make([]byte, len(c.Bools))
-		for i, v := range c.Bools {
+		if err := enc.EncodeBytesLen(len(c.Bools)); err != nil {
+			return err
+		}
+		w := newBinWriter(enc)
+		for _, v := range c.Bools {
+			w.room(1)
 			if v {
-				b[i] = 1
+				w.b = append(w.b, 1)
+			} else {
+				w.b = append(w.b, 0)
 			}
 		}
-		return enc.EncodeBytes(b)
+		return w.flush()
 	}
 	return fmt.Errorf("encode column %q: unknown type %d", c.Name, c.Type)
+}
+
+// varintsLen is the size of vals as zigzag varints (deltas when delta).
+func varintsLen(vals []int64, delta bool) int {
+	n, prev := 0, int64(0)
+	for _, v := range vals {
+		d := v
+		if delta {
+			d, prev = v-prev, v
+		}
+		ux := uint64(d)<<1 ^ uint64(d>>63)
+		n += (bits.Len64(ux|1) + 6) / 7
+	}
+	return n
+}
+
+// WriteVarints encodes vals as one msgpack bin of zigzag varints, each the
+// difference to the one before when delta (a timestamp column, a partial's
+// times: wrapping on overflow, as the decoder wraps back). The bytes go to
+// the encoder's writer in small pieces: a large column is not built in a
+// buffer of its own first and then copied.
+func WriteVarints(enc *msgpack.Encoder, vals []int64, delta bool) error {
+	n := varintsLen(vals, delta)
+	if err := enc.EncodeBytesLen(n); err != nil {
+		return err
+	}
+	w := newBinWriter(enc)
+	prev := int64(0)
+	for _, v := range vals {
+		d := v
+		if delta {
+			d, prev = v-prev, v
+		}
+		w.room(binary.MaxVarintLen64)
+		w.b = binary.AppendVarint(w.b, d)
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if w.n != n {
+		return fmt.Errorf("encode varints: wrote %d bytes, announced %d", w.n, n)
+	}
+	return nil
+}
+
+// binWriter streams a msgpack bin's content to an encoder's writer through a
+// small buffer, after its length was written (EncodeBytesLen).
+type binWriter struct {
+	w   io.Writer
+	b   []byte
+	n   int // bytes written
+	err error
+}
+
+func newBinWriter(enc *msgpack.Encoder) *binWriter {
+	return &binWriter{w: enc.Writer(), b: make([]byte, 0, 8<<10)}
+}
+
+// room flushes the buffer unless k more bytes fit.
+func (w *binWriter) room(k int) {
+	if cap(w.b)-len(w.b) < k {
+		_ = w.flush()
+	}
+}
+
+func (w *binWriter) flush() error {
+	if len(w.b) > 0 && w.err == nil {
+		var k int
+		k, w.err = w.w.Write(w.b)
+		w.n += k
+	}
+	w.b = w.b[:0]
+	return w.err
+}
+
+// SizeHint is about the size of the table's msgpack form, an upper bound for
+// tables of numbers and symbols: a buffer sized once by it is not regrown.
+func (t *Table) SizeHint() int {
+	n := 64
+	for i := range t.Columns {
+		c := &t.Columns[i]
+		rows := c.Len()
+		n += 32 + len(c.Name)
+		switch c.Type {
+		case TypeSymbol:
+			n += 2*rows + 1024 // codes, and a dictionary of a few distinct values
+		case TypeString:
+			for _, s := range c.Strings {
+				n += len(s) + 5
+			}
+		case TypeFloat:
+			n += 8 * rows
+		case TypeInt, TypeTimestamp:
+			n += 5 * rows
+		case TypeBool:
+			n += rows
+		}
+	}
+	return n
 }
 
 func encodeStrings(enc *msgpack.Encoder, ss []string) error {
@@ -540,29 +630,92 @@ func encodeStrings(enc *msgpack.Encoder, ss []string) error {
 	return nil
 }
 
-// dictEncode returns the distinct values in first-seen order, a code per value and the
-// smallest code width in bytes.
-func dictEncode(vals []string) (dict []string, codes []uint32, width int) {
+// dictEncode returns the distinct values in first-seen order and the codes,
+// one per value, little endian in the smallest width for the dictionary's
+// size (1, 2 or 4 bytes).
+//
+// It is on the path of every large answer (each DAP and the Agg encode every
+// symbol value), so it avoids hashing each value: equal symbols of a column
+// almost always share their bytes (a store's values, or a decoded column's
+// dictionary), so a small cache keyed by the string's data pointer answers
+// most values with one comparison, and the map only sees each distinct
+// string's first occurrence and values that do not share bytes.
+func dictEncode(vals []string) (dict []string, codes []byte) {
+	type slot struct {
+		p    *byte
+		n    int
+		code uint32
+	}
+	var cache [256]slot
 	index := make(map[string]uint32)
-	codes = make([]uint32, len(vals))
+	width := 1
+	codes = make([]byte, 0, len(vals))
 	for i, v := range vals {
-		code, ok := index[v]
-		if !ok {
-			code = uint32(len(dict))
-			index[v] = code
-			dict = append(dict, v)
+		p := unsafe.StringData(v)
+		// Fibonacci hashing of the address: literals packed byte by byte
+		// in one section land in different slots too.
+		h := (uint64(uintptr(unsafe.Pointer(p)))*0x9E3779B97F4A7C15 + uint64(len(v))) >> 56
+		var code uint32
+		if e := &cache[h]; e.p == p && e.n == len(v) && p != nil {
+			code = e.code
+		} else {
+			var ok bool
+			if code, ok = index[v]; !ok {
+				code = uint32(len(dict))
+				index[v] = code
+				dict = append(dict, v)
+				if w := codeWidth(len(dict)); w != width {
+					// The dictionary outgrew the width: widen the codes so far.
+					codes = widenCodes(codes[:i*width], width, w, len(vals))
+					width = w
+				}
+			}
+			*e = slot{p: p, n: len(v), code: code}
 		}
-		codes[i] = code
+		switch width {
+		case 1:
+			codes = append(codes, byte(code))
+		case 2:
+			codes = binary.LittleEndian.AppendUint16(codes, uint16(code))
+		default:
+			codes = binary.LittleEndian.AppendUint32(codes, code)
+		}
 	}
+	return dict, codes
+}
+
+// codeWidth is the width in bytes of the codes of a dictionary of n values.
+func codeWidth(n int) int {
 	switch {
-	case len(dict) <= 1<<8:
-		width = 1
-	case len(dict) <= 1<<16:
-		width = 2
+	case n <= 1<<8:
+		return 1
+	case n <= 1<<16:
+		return 2
 	default:
-		width = 4
+		return 4
 	}
-	return dict, codes, width
+}
+
+// widenCodes rewrites codes from width from to width to, with room for rows codes.
+func widenCodes(codes []byte, from, to, rows int) []byte {
+	out := make([]byte, 0, rows*to)
+	for i := 0; i < len(codes); i += from {
+		var code uint32
+		switch from {
+		case 1:
+			code = uint32(codes[i])
+		case 2:
+			code = uint32(binary.LittleEndian.Uint16(codes[i:]))
+		default:
+			code = binary.LittleEndian.Uint32(codes[i:])
+		}
+		if to == 2 {
+			out = binary.LittleEndian.AppendUint16(out, uint16(code))
+		} else {
+			out = binary.LittleEndian.AppendUint32(out, code)
+		}
+	}
+	return out
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -780,7 +933,7 @@ func appendJSONValue(b []byte, c *Column, i int) []byte {
 		return strconv.AppendInt(b, c.Ints[i], 10)
 	case TypeTimestamp:
 		b = append(b, '"')
-		b = time.Unix(0, c.Ints[i]).UTC().AppendFormat(b, TimeFormat)
+		b = appendTimestamp(b, c.Ints[i])
 		return append(b, '"')
 	case TypeBool:
 		return strconv.AppendBool(b, c.Bools[i])
@@ -789,6 +942,42 @@ func appendJSONValue(b []byte, c *Column, i int) []byte {
 }
 
 // appendJSONString quotes s, taking the fast path when nothing needs escaping.
+// appendTimestamp appends ns (Unix ns) in TimeFormat, UTC, without
+// time.AppendFormat's layout parsing: it was half of writing a large answer
+// as JSON. Every int64 of nanoseconds is a year of four digits.
+func appendTimestamp(b []byte, ns int64) []byte {
+	t := time.Unix(0, ns).UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(b, TimeFormat)
+	}
+	h, mi, s := t.Clock()
+	digits := func(b []byte, v, n int) []byte {
+		for k := n - 1; k >= 0; k-- {
+			b = append(b, 0)
+		}
+		for k := len(b) - 1; k >= len(b)-n; k-- {
+			b[k] = byte('0' + v%10)
+			v /= 10
+		}
+		return b
+	}
+	b = digits(b, y, 4)
+	b = append(b, '-')
+	b = digits(b, int(mo), 2)
+	b = append(b, '-')
+	b = digits(b, d, 2)
+	b = append(b, 'T')
+	b = digits(b, h, 2)
+	b = append(b, ':')
+	b = digits(b, mi, 2)
+	b = append(b, ':')
+	b = digits(b, s, 2)
+	b = append(b, '.')
+	b = digits(b, t.Nanosecond(), 9)
+	return append(b, 'Z')
+}
+
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {

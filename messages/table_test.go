@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -219,5 +220,76 @@ func TestColumnSpecJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`[{"name":"x","type":"decimal"}]`), &out); err == nil {
 		t.Fatal("want an error for an unknown type")
+	}
+}
+
+// TestSymbolDictionaryWidths: symbol columns round-trip whatever the
+// dictionary's size (1-, 2- and 4-byte codes, widened as it grows past 256
+// and 65536 values) and whether equal values share their bytes or not.
+func TestSymbolDictionaryWidths(t *testing.T) {
+	for _, distinct := range []int{1, 256, 257, 65536, 65537} {
+		for _, shared := range []bool{true, false} {
+			values := make([]string, distinct)
+			for i := range values {
+				values[i] = fmt.Sprintf("s%d", i)
+			}
+			rows := 2*distinct + 100
+			c := Column{Name: "sym", Type: TypeSymbol, Strings: make([]string, rows)}
+			for i := range rows {
+				v := values[(i*7919)%distinct]
+				if !shared {
+					v = string([]byte(v)) // a copy of its own
+				}
+				c.Strings[i] = v
+			}
+			c.Strings[rows-1] = "" // the empty symbol is a value like any other
+			tbl := Table{Columns: []Column{c}}
+			data, err := Encode(&tbl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Table
+			if err := Decode(data, &got); err != nil {
+				t.Fatalf("%d distinct (shared %v): %v", distinct, shared, err)
+			}
+			if !slices.Equal(got.Columns[0].Strings, c.Strings) {
+				t.Fatalf("%d distinct (shared %v): the column does not round-trip", distinct, shared)
+			}
+		}
+	}
+}
+
+// TestAppendTimestampMatchesFormat: the JSON timestamp writer is
+// time.AppendFormat with TimeFormat in UTC, for any int64 of nanoseconds.
+func TestAppendTimestampMatchesFormat(t *testing.T) {
+	vals := []int64{0, 1, -1, math.MaxInt64, math.MinInt64, 1_700_000_000_123_456_789, -62_135_596_800_000_000_0}
+	for i := range 10000 {
+		vals = append(vals, int64(uint64(i)*0x9E3779B97F4A7C15))
+	}
+	for _, v := range vals {
+		want := time.Unix(0, v).UTC().AppendFormat(nil, TimeFormat)
+		if got := appendTimestamp(nil, v); string(got) != string(want) {
+			t.Fatalf("%d: %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestLargeTableRoundTrip: a table whose columns are written in many pieces
+// (WriteVarints, binWriter) decodes to the same values.
+func TestLargeTableRoundTrip(t *testing.T) {
+	tbl := tradeTable(30_000)
+	tbl.Columns[4].Ints[7] = math.MinInt64 // extreme ints and time deltas
+	tbl.Columns[4].Ints[8] = math.MaxInt64
+	tbl.Columns[0].Ints[9] = math.MinInt64
+	data, err := Encode(&tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Table
+	if err := Decode(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, tbl) {
+		t.Fatal("a large table does not round-trip")
 	}
 }

@@ -73,7 +73,6 @@ var Flows = []Flow{
 	{Name: "GWAnswer", Template: GWAnswer, Pub: []Role{RoleRC, RoleAgg}, Sub: []Role{RoleGW}, Owner: RoleGW},
 	{Name: "GWHeartbeat", Template: GWHeartbeat, Pub: []Role{RoleGW}, Sub: []Role{RoleGW}, Owner: RoleGW},
 	{Name: "RequestLogEntry", Template: RequestLogEntry, Pub: []Role{RoleGW}, Owner: RoleGW},
-	{Name: "RequestLog", Template: RequestLog, Pub: []Role{RoleGW}},
 
 	{Name: "RCAnnounce", Template: RCAnnounce, Pub: []Role{RoleRC}, Sub: []Role{RoleGW, RoleRC, RoleDAP}, Owner: RoleRC},
 	{Name: "RCHeartbeat", Template: RCHeartbeat, Pub: []Role{RoleRC}, Sub: []Role{RoleGW, RoleRC}, Owner: RoleRC},
@@ -101,7 +100,6 @@ var Flows = []Flow{
 	{Name: "AggExpect", Template: AggExpect, Pub: []Role{RoleRC}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
 	{Name: "AggCancel", Template: AggCancel, Pub: []Role{RoleRC}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
 	{Name: "AggPartial", Template: AggPartial, Pub: []Role{RoleDAP}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
-	{Name: "Result", Template: Result, Pub: []Role{RoleGW, RoleAgg}},
 
 	{Name: "Live", Template: Live, Pub: []Role{RoleFeed}},
 }
@@ -189,6 +187,9 @@ func (s Subjects) Permissions(g Grant) (Permissions, error) {
 	case RoleClient:
 		// A client publishes under api.> (the API group: every API and cancel).
 		p.Publish = []string{s.build("%s.>", GWAPIGroup)}
+		// And reads the answer store: an answer above the max payload that
+		// the GW wrote there for it (services/gw/answerstore.go).
+		p.Publish = append(p.Publish, jetStreamReadAPI("OBJ_"+s.AnswerStore())...)
 	case RoleGW:
 		// Answers go to caller inboxes only: never to an sg subject (the GW
 		// publishes no DAP, Agg or RC event) and never to a service inbox.
@@ -197,6 +198,10 @@ func (s Subjects) Permissions(g Grant) (Permissions, error) {
 		p.Publish = append(p.Publish, jetStreamAPI("KV_"+s.JobsBucket())...)
 		p.Publish = append(p.Publish, jetStreamAPI("OBJ_"+s.JobResultsStore())...)
 		p.Publish = append(p.Publish, "$KV."+s.JobsBucket()+".>", "$O."+s.JobResultsStore()+".>")
+		// The answer store: answers above the max payload for callers that
+		// do not reassemble chunks (services/gw/answerstore.go).
+		p.Publish = append(p.Publish, jetStreamAPI("OBJ_"+s.AnswerStore())...)
+		p.Publish = append(p.Publish, "$O."+s.AnswerStore()+".>")
 		// Micro discovery ($SRV.PING|INFO|STATS[.name[.id]]) of the GW service.
 		name := s.ServiceName(ServiceGW)
 		p.Subscribe = append(p.Subscribe, "$SRV.*", "$SRV.*."+name, "$SRV.*."+name+".*")
@@ -228,6 +233,23 @@ func jetStreamAPI(stream string) []string {
 		"$JS.API.CONSUMER.DELETE." + stream + ".*",
 		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".*",
 		"$JS.ACK." + stream + ".>",
+	}
+}
+
+// jetStreamReadAPI is what a client needs to read one object store's stream
+// with nats.go: stream info, message get (object info), an ordered consumer
+// (create, delete) and its flow control replies. Nothing that writes.
+func jetStreamReadAPI(stream string) []string {
+	return []string{
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.CONSUMER.CREATE." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".*",
+		"$JS.FC." + stream + ".>",
 	}
 }
 
@@ -322,6 +344,11 @@ func markdownList(subjects []string) string {
 	for _, subj := range subjects {
 		if stream, ok := strings.CutPrefix(subj, "$JS.API.STREAM.CREATE."); ok {
 			items = append(items, "JetStream API of stream `"+stream+"`")
+			continue
+		}
+		// Reading a stream without writing it (jetStreamReadAPI).
+		if stream, ok := strings.CutPrefix(subj, "$JS.API.STREAM.INFO."); ok && !slices.Contains(subjects, "$JS.API.STREAM.CREATE."+stream) {
+			items = append(items, "JetStream reads of stream `"+stream+"`")
 			continue
 		}
 		if strings.HasPrefix(subj, "$JS.") {

@@ -9,7 +9,7 @@
 //	<prefix>.api.<api>                     client -> GW (the only thing a client may publish)
 //	<prefix>.<service>.<id>.<verb>...      messages addressed TO one process (its inbox)
 //	<prefix>.evt.<service>.<id>.<event>    events published BY one process, for all to watch
-//	<prefix>.log.* / state.* / result.*    JetStream-captured subjects
+//	<prefix>.log.* / state.*               JetStream-captured subjects
 //
 // As in nats-server's jetstream_api.go, each subject has a template constant
 // (relative to the prefix, with a comment), a pattern to subscribe with and a
@@ -18,7 +18,6 @@
 package subjects
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -147,15 +146,9 @@ const (
 	AggPartial  = "agg.*.partial"
 	AggPartialT = "agg.%s.partial"
 
-	// RequestLog: GW -> JetStream, the state of one accepted request until it is answered, per request id.
-	RequestLog  = "log.request.*"
-	RequestLogT = "log.request.%s"
 	// DAPState: DAP -> JetStream, the full current state of one DAP; the stream keeps the last one per DAP.
 	DAPState  = "state.dap.*"
 	DAPStateT = "state.dap.%s"
-	// Result: Agg/GW -> JetStream, the chunks of an async or large answer, per request id.
-	Result  = "result.*"
-	ResultT = "result.%s"
 )
 
 // Stream name suffixes; the stream name is the sanitized, upper-cased prefix
@@ -163,7 +156,6 @@ const (
 const (
 	RequestLogStreamSuffix = "_REQUEST_LOG" // every accepted request until answered
 	DAPStateStreamSuffix   = "_DAP_STATE"   // last state per DAP (MaxMsgsPerSubject=1)
-	ResultStreamSuffix     = "_RESULTS"     // chunked answers of async jobs, with a TTL
 )
 
 // DAP event kinds: the last token of a DAP event subject.
@@ -201,8 +193,29 @@ func (s Subjects) All() string { return s.prefix + ".>" }
 
 func (s Subjects) rel(pattern string) string { return s.prefix + "." + pattern }
 
-func (s Subjects) build(tmpl string, ids ...any) string {
-	return s.prefix + "." + fmt.Sprintf(tmpl, ids...)
+// build fills each %s of tmpl with the next id, after the prefix. Every
+// message an sg service sends or matches names a subject: this runs per
+// message, so it is a concatenation into one buffer, not a Sprintf.
+func (s Subjects) build(tmpl string, ids ...string) string {
+	n := len(s.prefix) + 1 + len(tmpl)
+	for _, id := range ids {
+		n += len(id)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(s.prefix)
+	b.WriteByte('.')
+	for _, id := range ids {
+		i := strings.Index(tmpl, "%s")
+		if i < 0 {
+			break
+		}
+		b.WriteString(tmpl[:i])
+		b.WriteString(id)
+		tmpl = tmpl[i+2:]
+	}
+	b.WriteString(tmpl)
+	return b.String()
 }
 
 // --- GW ---
@@ -384,18 +397,17 @@ func (s Subjects) AggInbox(aggID string) string { return s.build("agg.%s.>", agg
 
 // --- JetStream ---
 
-// RequestLogPattern is the subject filter of the request log stream.
-func (s Subjects) RequestLogPattern() string { return s.rel(RequestLog) }
-
-// RequestLog is where the state of request requestID is written.
-func (s Subjects) RequestLog(requestID string) string { return s.build(RequestLogT, requestID) }
-
 // JobsBucket is the JetStream KV bucket of async jobs' states, e.g. SG_JOBS.
 func (s Subjects) JobsBucket() string { return s.streamName("_JOBS") }
 
 // JobResultsStore is the JetStream object store of async jobs' answers,
 // e.g. SG_JOB_RESULTS.
 func (s Subjects) JobResultsStore() string { return s.streamName("_JOB_RESULTS") }
+
+// AnswerStore is the default JetStream object store of answers above the max
+// payload for callers that do not reassemble chunks, e.g. SG_ANSWERS
+// (services/defaults.AnswerStoreBucket names another).
+func (s Subjects) AnswerStore() string { return s.streamName("_ANSWERS") }
 
 // RequestLogStream is the name of the request log stream, e.g. SG_REQUEST_LOG.
 func (s Subjects) RequestLogStream() string { return s.streamName(RequestLogStreamSuffix) }
@@ -410,15 +422,6 @@ func (s Subjects) DAPState(dapID string) string { return s.build(DAPStateT, dapI
 
 // DAPStateStream is the name of the DAP state stream, e.g. SG_DAP_STATE.
 func (s Subjects) DAPStateStream() string { return s.streamName(DAPStateStreamSuffix) }
-
-// ResultPattern is the subject filter of the result stream.
-func (s Subjects) ResultPattern() string { return s.rel(Result) }
-
-// Result is where the chunks of the answer of requestID are stored.
-func (s Subjects) Result(requestID string) string { return s.build(ResultT, requestID) }
-
-// ResultStream is the name of the result stream, e.g. SG_RESULTS.
-func (s Subjects) ResultStream() string { return s.streamName(ResultStreamSuffix) }
 
 // streamName derives a JetStream stream name from the prefix: stream names
 // may not contain '.', so "acme.sg" becomes "ACME_SG".

@@ -2,6 +2,7 @@ package subjects
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,9 +48,7 @@ func pairs(s Subjects) []pair {
 		{"DAPPortion", s.DAPPortionPattern(), s.DAPPortion("dap-1"), "sg.dap.dap-1.portion"},
 		{"AggExpect", s.AggExpectPattern(), s.AggExpect("agg-1"), "sg.agg.agg-1.expect"},
 		{"AggPartial", s.AggPartialPattern(), s.AggPartial("agg-1"), "sg.agg.agg-1.partial"},
-		{"RequestLog", s.RequestLogPattern(), s.RequestLog("req-9"), "sg.log.request.req-9"},
 		{"DAPState", s.DAPStatePattern(), s.DAPState("dap-1"), "sg.state.dap.dap-1"},
-		{"Result", s.ResultPattern(), s.Result("req-9"), "sg.result.req-9"},
 	}
 }
 
@@ -130,9 +129,6 @@ func TestPrefixIsolatesDeployments(t *testing.T) {
 	if got := b.DAPStateStream(); got != "SG_DAP_STATE" {
 		t.Errorf("DAPStateStream = %q", got)
 	}
-	if got := b.ResultStream(); got != "SG_RESULTS" {
-		t.Errorf("ResultStream = %q", got)
-	}
 	if got := a.ServiceName(ServiceGW); got != "acme-sg-gw" {
 		t.Errorf("ServiceName = %q", got)
 	}
@@ -192,6 +188,33 @@ func TestValidatePrefix(t *testing.T) {
 	for _, p := range []string{"", ".", "sg.", ".sg", "a..b", "$SYS", "_INBOX", "sg.*", "sg.>", "s g"} {
 		if _, err := New(p); !errors.Is(err, ErrInvalidToken) {
 			t.Errorf("New(%q) = %v, want ErrInvalidToken", p, err)
+		}
+	}
+}
+
+// build fills templates exactly as fmt.Sprintf would, for every template and
+// for one id, two ids, and ids that themselves look like verbs.
+func TestBuildMatchesSprintf(t *testing.T) {
+	s := Default()
+	tmpls := []string{LiveT, GWHeartbeatT, RequestLogEntryT, GWAPIT, GWAnswerT, RCAnnounceT, RCHeartbeatT, RCSubmitT,
+		RCCompletionT, RCAggDoneT, RCCancelT, RCPositionT, GWPositionT, RCSecondaryDispatchT, RCSecondaryQueryT,
+		RCSecondaryStatusT, DAPRegisterT, DAPStatusT, DAPVintageT, DAPHeartbeatT, DAPLostT, DAPPortionT, DAPCancelT,
+		AggHeartbeatT, AggCancelT, AggExpectT, AggPartialT, DAPStateT, "evt.dap.*.%s", "%s.%s.>"}
+	for _, tmpl := range tmpls {
+		for _, ids := range [][]string{{"a"}, {"rc-1", "r%s1"}, {"", "x"}} {
+			n := strings.Count(tmpl, "%s")
+			args := make([]any, n)
+			for i := range n {
+				args[i] = ids[i%len(ids)]
+			}
+			strs := make([]string, n)
+			for i, a := range args {
+				strs[i] = a.(string)
+			}
+			want := s.prefix + "." + fmt.Sprintf(tmpl, args...)
+			if got := s.build(tmpl, strs...); got != want {
+				t.Errorf("build(%q, %q) = %q, want %q", tmpl, strs, got, want)
+			}
 		}
 	}
 }

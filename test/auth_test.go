@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg"
@@ -113,7 +114,9 @@ func (as *authSystem) connect(t *testing.T, name string) (*nats.Conn, *violation
 	return nc, v
 }
 
-func startAuthSystem(t *testing.T) *authSystem {
+// startAuthSystem starts GW, RC and Agg, each on its role's credential;
+// mods adjust the GW's config (with the system's connections at hand).
+func startAuthSystem(t *testing.T, mods ...func(*authSystem, *gw.Config)) *authSystem {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := auth.Init(dir, subjects.DefaultPrefix); err != nil {
@@ -164,8 +167,12 @@ func startAuthSystem(t *testing.T) *authSystem {
 	})
 	// The request log and the DAP state stream are on, so the JetStream
 	// permissions of the GW and the RC are exercised too.
-	g, err := gw.New(gw.Config{ID: "gw-1", NC: as.connectAs(t, "gw"), Subjects: s, Log: log, AnnounceEvery: 20 * time.Millisecond,
-		Registry: reg, RequestLog: &gw.Durability{Memory: true}})
+	gcfg := gw.Config{ID: "gw-1", NC: as.connectAs(t, "gw"), Subjects: s, Log: log, AnnounceEvery: 20 * time.Millisecond,
+		Registry: reg, RequestLog: &gw.Durability{Memory: true}, AnswerStore: &gw.AnswerStore{Memory: true}}
+	for _, mod := range mods {
+		mod(as, &gcfg)
+	}
+	g, err := gw.New(gcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,6 +219,73 @@ func TestAuthWholeSystem(t *testing.T) {
 		if errs := v.list(); len(errs) > 0 {
 			t.Errorf("%s met permissions violations: %v", name, errs)
 		}
+	}
+}
+
+// TestAuthAsyncJobsOnClientCredential: under authentication a GW's async
+// jobs run as a client of the GW API on the client credential sg auth made
+// beside the GW's (as `sg gw` finds it): a job submitted by another client
+// is answered, and no connection meets a permissions violation. On the GW's
+// own credential the job's request would be refused (a GW may not publish
+// on the API subjects).
+func TestAuthAsyncJobsOnClientCredential(t *testing.T) {
+	as := startAuthSystem(t, func(as *authSystem, c *gw.Config) {
+		creds := auth.ClientSeedBeside(auth.SeedFile(as.dir, "gw"))
+		if creds != auth.SeedFile(as.dir, string(subjects.RoleClient)) {
+			t.Fatalf("client credential beside the GW's: %q", creds)
+		}
+		c.Jobs = &gw.Jobs{Memory: true, NC: as.connectAs(t, strings.TrimSuffix(filepath.Base(creds), auth.SeedExt))}
+	})
+	src, fleet := engineSource(t, as.system)
+	as.startDAP(oneDAP(src, 1))
+	as.waitDAPs(1)
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: fleet.Layout.Start, EndTS: fleet.Layout.End,
+		Labels: messages.LabelSelector{demo.LabelKey: {"eu"}}, GroupBy: []string{"sym"},
+		Agg: []messages.AggSpec{{Name: "n", Func: messages.AggCount}}}
+	ctx, cancel := context.WithTimeout(as.ctx, 30*time.Second)
+	defer cancel()
+	job, err := as.client.Submit(ctx, messages.RequestHeader{API: subjects.APIGetData}, args)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	resp, err := as.client.Wait(ctx, job.ID, nil)
+	if err != nil || !resp.Header.Status.IsOK() {
+		t.Fatalf("job %s: %v %+v", job.ID, err, resp.Header.Status)
+	}
+	var got messages.Table
+	if err := msgpack.Unmarshal(resp.Payload, &got); err != nil {
+		t.Fatal(err)
+	}
+	sameTable(t, got, expected(t, fleet, args))
+	for name, v := range as.seen {
+		if errs := v.list(); len(errs) > 0 {
+			t.Errorf("%s met permissions violations: %v", name, errs)
+		}
+	}
+}
+
+// TestAuthClientReadsAnswerStore: a client credential's plain request for an
+// answer above the max payload is told where the GW stored it, and reads it
+// from there, without a permissions violation on either side.
+func TestAuthClientReadsAnswerStore(t *testing.T) {
+	as := startAuthSystem(t)
+	as.startDemo(demoFleetConfig(as.system, 10000))
+	nc, v := as.connect(t, "bob")
+	m, _, size, _ := plainLargeRequest(t, nc, as.s)
+	bucket, key := m.Header.Get(messages.HdrAnswerBucket), m.Header.Get(messages.HdrAnswerKey)
+	if bucket != as.s.AnswerStore() || key == "" {
+		t.Fatalf("headers %v: want the answer store %s and a key", m.Header, as.s.AnswerStore())
+	}
+	if data := fetchStoredAnswer(t, nc, bucket, key); len(data) != size {
+		t.Fatalf("stored answer is %d bytes, the error said %d", len(data), size)
+	}
+	for name, v := range as.seen {
+		if errs := v.list(); len(errs) > 0 {
+			t.Errorf("%s met permissions violations: %v", name, errs)
+		}
+	}
+	if errs := v.list(); len(errs) > 0 {
+		t.Errorf("the client met permissions violations: %v", errs)
 	}
 }
 

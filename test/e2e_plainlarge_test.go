@@ -4,24 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
 )
 
-// A plain NATS request (nats.go Request, no sg client) for an answer above the max
-// payload never gets a cut document: it gets one message, a TOO_LARGE error naming
-// the size and how to get the answer. The same request with Sg-Accept-Chunks: 1 gets
-// the whole answer in chunks, of exactly that size.
-func TestGetDataPlainRequestLargeAnswerNotCut(t *testing.T) {
-	sys := startSystem(t, systemOptions{})
-	sys.startDemo(demoFleetConfig(sys, 10000))
+// plainLargeRequest asks for the whole trade table with a plain nats.go
+// Request (no sg client, no Sg-Accept-Chunks) and checks what every such
+// caller is promised: one whole message, never a chunk or a cut document, a
+// TOO_LARGE error naming a size above the max payload and the ways to get the
+// answer. It returns the message, its status and the size it names.
+func plainLargeRequest(t *testing.T, nc *nats.Conn, s subjects.Subjects) (*nats.Msg, messages.Status, int, []byte) {
+	t.Helper()
 	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +33,7 @@ func TestGetDataPlainRequestLargeAnswerNotCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sys.nc.Request(sys.s.GWAPI(subjects.APIGetData), body, 30*time.Second)
+	m, err := nc.Request(s.GWAPI(subjects.APIGetData), body, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +48,29 @@ func TestGetDataPlainRequestLargeAnswerNotCut(t *testing.T) {
 	if st.RC != messages.CodeTooLarge || !strings.Contains(st.AI, messages.HdrAcceptChunks) || len(resp.Payload) != 0 {
 		t.Fatalf("answer %+v, want TOO_LARGE naming %s", st, messages.HdrAcceptChunks)
 	}
+	if !strings.Contains(st.AI, "limit") || !strings.Contains(st.AI, "time range") {
+		t.Fatalf("the error does not say how to page (a limit and a time range): %q", st.AI)
+	}
 	var size int
-	if _, err := fmt.Sscanf(st.AI, "Answer is %d bytes", &size); err != nil || int64(size) <= sys.nc.MaxPayload() {
-		t.Fatalf("the error does not name a size above the max payload (%d): %q (%v)", sys.nc.MaxPayload(), st.AI, err)
+	if _, err := fmt.Sscanf(st.AI, "Answer is %d bytes", &size); err != nil || int64(size) <= nc.MaxPayload() {
+		t.Fatalf("the error does not name a size above the max payload (%d): %q (%v)", nc.MaxPayload(), st.AI, err)
 	}
 	t.Logf("plain request: %s", st.AI)
+	return m, st, size, body
+}
+
+// A plain NATS request (nats.go Request, no sg client) for an answer above the max
+// payload never gets a cut document: it gets one message, a TOO_LARGE error naming
+// the size and how to get the answer. The same request with Sg-Accept-Chunks: 1 gets
+// the whole answer in chunks, of exactly that size.
+func TestGetDataPlainRequestLargeAnswerNotCut(t *testing.T) {
+	sys := startSystem(t, systemOptions{})
+	sys.startDemo(demoFleetConfig(sys, 10000))
+	m, st, size, body := plainLargeRequest(t, sys.nc, sys.s)
+	// Without an answer store the error says so, and names no object.
+	if m.Header.Get(messages.HdrAnswerBucket) != "" || !strings.Contains(st.AI, "not available") {
+		t.Fatalf("a GW without an answer store named one: headers %v, %q", m.Header, st.AI)
+	}
 
 	// Saying it reassembles, the caller gets the whole answer.
 	inbox := sys.nc.NewInbox()
@@ -78,4 +99,77 @@ func TestGetDataPlainRequestLargeAnswerNotCut(t *testing.T) {
 	if resp, err := messages.DecodeResponse(hdr, payload); err != nil || !resp.Header.Status.IsOK() {
 		t.Fatalf("reassembled answer does not decode: %v", err)
 	}
+}
+
+// With an answer store (as sg run and sg gw have with JetStream), the plain
+// caller's error names the bucket, the key and the TTL, in its text and in
+// headers, and the caller reads the whole answer from there with nothing but
+// a NATS client: the object is the answer document, its headers the answer's.
+func TestGetDataPlainRequestLargeAnswerInObjectStore(t *testing.T) {
+	const ttl = 3 * time.Minute
+	bucket := "SG_TEST_ANSWERS"
+	sys := startSystem(t, systemOptions{answerStore: &gw.AnswerStore{Bucket: bucket, TTL: ttl, MaxBytes: 256 << 20, Memory: true}})
+	sys.startDemo(demoFleetConfig(sys, 10000))
+	before := time.Now()
+	m, st, size, _ := plainLargeRequest(t, sys.nc, sys.s)
+	key := m.Header.Get(messages.HdrAnswerKey)
+	if got := m.Header.Get(messages.HdrAnswerBucket); got != bucket || key == "" {
+		t.Fatalf("headers %s=%q %s=%q, want the bucket %q and a key", messages.HdrAnswerBucket, got, messages.HdrAnswerKey, key, bucket)
+	}
+	for _, want := range []string{strconv.Quote(bucket), strconv.Quote(key), ttl.String()} {
+		if !strings.Contains(st.AI, want) {
+			t.Fatalf("the error does not name %s: %q", want, st.AI)
+		}
+	}
+	exp, err := messages.GetInt(m.Header, messages.HdrAnswerExpires)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := time.Unix(0, exp); e.Before(before.Add(ttl)) || e.After(time.Now().Add(ttl)) {
+		t.Fatalf("%s is %s, want about now + %s", messages.HdrAnswerExpires, e, ttl)
+	}
+
+	data := fetchStoredAnswer(t, sys.nc, bucket, key)
+	if len(data) != size {
+		t.Fatalf("stored answer is %d bytes, the error said %d", len(data), size)
+	}
+}
+
+// fetchStoredAnswer reads an answer from the answer store as any NATS client
+// can (nats.go's jetstream package, no sg code) and checks that it is a whole
+// OK answer: the object is the answer document, its headers the answer's.
+func fetchStoredAnswer(t *testing.T, nc *nats.Conn, bucket, key string) []byte {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	obj, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obj.GetInfo(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := obj.GetBytes(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ost, err := messages.ReadStatus(info.Headers)
+	if err != nil || !ost.IsOK() {
+		t.Fatalf("stored answer's headers %v: status %+v (%v)", info.Headers, ost, err)
+	}
+	resp, err := messages.DecodeResponse(info.Headers, data)
+	if err != nil || !resp.Header.Status.IsOK() || len(resp.Payload) == 0 {
+		t.Fatalf("stored answer does not decode as a whole OK answer: %v", err)
+	}
+	var table []map[string]any
+	if err := json.Unmarshal(resp.Payload, &table); err != nil || len(table) == 0 {
+		t.Fatalf("stored answer's payload is not the table's rows: %v (%d rows)", err, len(table))
+	}
+	t.Logf("fetched %d bytes, %d rows from %s/%s", len(data), len(table), bucket, key)
+	return data
 }

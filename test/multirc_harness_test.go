@@ -169,6 +169,11 @@ func (d *deployment) crash(name string) {
 	d.await(p)
 }
 
+// processStopBound bounds a service's stop: a GW may take its shutdown grace,
+// then up to 3 x its request log timeout (5 s) for writes under way to settle,
+// then a flush (services/gw shell.go), before Run returns.
+const processStopBound = 30 * time.Second
+
 func (d *deployment) await(p *process) {
 	d.t.Helper()
 	select {
@@ -176,8 +181,8 @@ func (d *deployment) await(p *process) {
 		if err != nil && !strings.Contains(err.Error(), "closed") {
 			d.t.Errorf("%s: %v", p.name, err)
 		}
-	case <-time.After(15 * time.Second):
-		d.t.Errorf("%s did not stop within 15s", p.name)
+	case <-time.After(processStopBound):
+		d.t.Errorf("%s did not stop within %s", p.name, processStopBound)
 	}
 }
 

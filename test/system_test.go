@@ -51,6 +51,7 @@ type systemOptions struct {
 	maxRetry      int              // RC; default 3
 	announceEvery time.Duration    // RC announcements (the GW's expectation too); default 20 ms
 	jobs          *gw.Jobs         // the GW's async job store; nil: none
+	answerStore   *gw.AnswerStore  // the GW's store of answers for callers that do not reassemble chunks; nil: none
 	rcMaxQueued   int              // the RC's queue limit; 0: its default
 	rcNow         func() time.Time // the RC's clock; default time.Now
 }
@@ -99,7 +100,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	})
 
 	sys.gwCfg = gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
-		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs}
+		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs, AnswerStore: o.answerStore}
 	g, err := gw.New(sys.gwCfg)
 	if err != nil {
 		t.Fatal(err)

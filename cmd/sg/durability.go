@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/rc"
 )
@@ -18,6 +19,11 @@ var (
 	envJSStorage      = envVar{"SG_JS_STORAGE", ""}          // file | memory (file)
 	envRequestLogTTL  = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention (1h); caps request timeouts
 	envNATSSyncPeriod = envVar{"SG_NATS_SYNC_INTERVAL", ""}  // sg nats / sg run: fsync period of JetStream files (1s)
+
+	// The GW's answer store (README, Large answers).
+	envAnswerStoreBucket   = envVar{"SG_ANSWER_STORE_BUCKET", ""}    // object store bucket ("" = <PREFIX>_ANSWERS)
+	envAnswerStoreTTL      = envVar{"SG_ANSWER_STORE_TTL", ""}       // how long a stored answer can be fetched (10m)
+	envAnswerStoreMaxBytes = envVar{"SG_ANSWER_STORE_MAX_BYTES", ""} // the bucket's size cap (1 GiB)
 )
 
 // defaultSyncInterval is the bundled server's JetStream fsync period: at most
@@ -35,10 +41,15 @@ type DurabilityConfig struct {
 	Replicas      int           // SG_JS_REPLICAS, default 1
 	Storage       string        // SG_JS_STORAGE: file (default) or memory
 	RequestLogTTL time.Duration // SG_REQUEST_LOG_MAX_AGE, default 1h (GW)
+
+	AnswerStoreBucket   string        // SG_ANSWER_STORE_BUCKET (GW), default defaults.AnswerStoreBucket
+	AnswerStoreTTL      time.Duration // SG_ANSWER_STORE_TTL (GW), default defaults.AnswerStoreTTL
+	AnswerStoreMaxBytes int           // SG_ANSWER_STORE_MAX_BYTES (GW), default defaults.AnswerStoreMaxBytes
 }
 
 func loadDurability(look lookupFunc) (DurabilityConfig, error) {
-	c := DurabilityConfig{JetStream: true, Replicas: 1, Storage: "file", RequestLogTTL: time.Hour}
+	c := DurabilityConfig{JetStream: true, Replicas: 1, Storage: "file", RequestLogTTL: time.Hour,
+		AnswerStoreBucket: defaults.AnswerStoreBucket, AnswerStoreTTL: defaults.AnswerStoreTTL, AnswerStoreMaxBytes: defaults.AnswerStoreMaxBytes}
 	switch v := strings.ToLower(envString(look, envJetStream, "on")); v {
 	case "on", "true", "1", "yes":
 	case "off", "false", "0", "no":
@@ -60,6 +71,13 @@ func loadDurability(look lookupFunc) (DurabilityConfig, error) {
 	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, time.Hour); err != nil {
 		return c, err
 	}
+	c.AnswerStoreBucket = envString(look, envAnswerStoreBucket, defaults.AnswerStoreBucket)
+	if c.AnswerStoreTTL, err = envDuration(look, envAnswerStoreTTL, defaults.AnswerStoreTTL); err != nil {
+		return c, err
+	}
+	if c.AnswerStoreMaxBytes, err = envInt(look, envAnswerStoreMaxBytes, defaults.AnswerStoreMaxBytes, 1); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -78,6 +96,16 @@ func (c DurabilityConfig) gw() *gw.Durability {
 		return nil
 	}
 	return &gw.Durability{Replicas: c.Replicas, Memory: c.Storage == "memory", MaxAge: c.RequestLogTTL}
+}
+
+// answerStore is the GW's answer store; nil without JetStream (a caller that
+// does not reassemble chunks is then told the other ways only).
+func (c DurabilityConfig) answerStore() *gw.AnswerStore {
+	if !c.JetStream {
+		return nil
+	}
+	return &gw.AnswerStore{Bucket: c.AnswerStoreBucket, TTL: c.AnswerStoreTTL, MaxBytes: int64(c.AnswerStoreMaxBytes),
+		Replicas: c.Replicas, Memory: c.Storage == "memory"}
 }
 
 func (c DurabilityConfig) rc() *rc.Durability {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/httpapi"
 	"github.com/sg-project/sg/subjects"
 )
@@ -20,14 +21,19 @@ const defaultHTTPListen = "127.0.0.1:8080"
 
 // serveHTTPAPI serves sg's HTTP API on addr until ctx ends, as a NATS client
 // of the GW on nc; it returns the address it listens on ("" = off). Its
-// goroutines stop with ctx; done is closed when the server has stopped.
-func serveHTTPAPI(ctx context.Context, addr string, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger) (bound string, done <-chan struct{}, err error) {
+// goroutines stop with ctx; done is closed when the server has stopped. g,
+// when not nil, is the GW in this process: /v1/health says its readiness.
+func serveHTTPAPI(ctx context.Context, addr string, nc *nats.Conn, s subjects.Subjects, g *gw.GW, log zerolog.Logger) (bound string, done <-chan struct{}, err error) {
 	closed := make(chan struct{})
 	if addr == "" {
 		close(closed)
 		return "", closed, nil
 	}
-	a, err := httpapi.New(nc, httpapi.Config{Subjects: s, Log: log})
+	c := httpapi.Config{Subjects: s, Log: log}
+	if g != nil {
+		c.GatewayReady = func() (bool, string) { r := g.Readiness(); return r.Ready, r.Reason }
+	}
+	a, err := httpapi.New(nc, c)
 	if err != nil {
 		return "", nil, err
 	}

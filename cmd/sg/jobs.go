@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sg-project/sg/services/auth"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/retryafter"
 )
@@ -16,6 +17,7 @@ import (
 var (
 	envJobRetention = envVar{"SG_JOB_RETENTION", ""} // how long a finished job's answer is kept (24h)
 	envMaxJobs      = envVar{"SG_GW_MAX_JOBS", ""}   // async jobs one GW runs at once (256)
+	envJobsCreds    = envVar{"SG_GW_JOBS_CREDS", ""} // GW: client credential its async jobs run on
 )
 
 // JobsConfig configures the GW's async jobs and everyone's Retry-After.
@@ -23,6 +25,10 @@ type JobsConfig struct {
 	Retention  time.Duration
 	MaxRunning int
 	RetryAfter retryafter.Config
+	// Creds (SG_GW_JOBS_CREDS): the client credential `sg gw` runs its async
+	// jobs on; "" with --creds: the client credential beside it, if sg auth
+	// made one (see clientCreds).
+	Creds string
 }
 
 func loadJobsConfig(look lookupFunc) (JobsConfig, error) {
@@ -37,6 +43,7 @@ func loadJobsConfig(look lookupFunc) (JobsConfig, error) {
 	if c.RetryAfter, err = retryafter.FromEnv(retryafter.Config{}.WithDefaults(), look); err != nil {
 		return c, err
 	}
+	c.Creds = envString(look, envJobsCreds, "")
 	return c, nil
 }
 
@@ -44,6 +51,7 @@ func loadJobsConfig(look lookupFunc) (JobsConfig, error) {
 func addJobsFlags(fs *flag.FlagSet, c *JobsConfig) {
 	fs.DurationVar(&c.Retention, "job-retention", c.Retention, "how long a finished async job's answer is kept; its record twice as long (env SG_JOB_RETENTION)")
 	fs.IntVar(&c.MaxRunning, "max-jobs", c.MaxRunning, "async jobs one GW runs at once; past it RATE_LIMITED (env SG_GW_MAX_JOBS)")
+	fs.StringVar(&c.Creds, "jobs-creds", c.Creds, "client credential the GW's async jobs run on, under NATS auth (default: client.nk beside --creds) (env SG_GW_JOBS_CREDS)")
 	addRetryAfterFlags(fs, &c.RetryAfter)
 }
 
@@ -54,6 +62,16 @@ func addRetryAfterFlags(fs *flag.FlagSet, c *retryafter.Config) {
 	fs.Float64Var(&c.SafetyMargin, "retry-safety-margin", c.SafetyMargin, "multiplier on the ETA, safety_margin 0.0-1.0 (env SG_RETRY_SAFETY_MARGIN)")
 	fs.DurationVar(&c.NominalExec, "retry-nominal-exec", c.NominalExec, "a portion's execution time until one is measured, P (env SG_RETRY_NOMINAL_EXEC)")
 	fs.DurationVar(&c.NominalAgg, "retry-nominal-agg", c.NominalAgg, "the Agg's merge and the way back, T (env SG_RETRY_NOMINAL_AGG)")
+}
+
+// clientCreds is the credential the GW's async jobs run on: Creds, else,
+// when the GW has a credential (auth on), the client credential sg auth
+// made beside it; "" means the GW's own connection.
+func (c JobsConfig) clientCreds(gwCreds string) string {
+	if c.Creds != "" {
+		return c.Creds
+	}
+	return auth.ClientSeedBeside(gwCreds)
 }
 
 // gw is the GW's Jobs; nil without JetStream (async is then NOT_SUPPORTED).

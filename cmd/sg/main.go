@@ -88,8 +88,11 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_JETSTREAM                                       GW, RC: request log and DAP state stream, on | off (on)
   SG_JS_STORAGE / SG_JS_REPLICAS                     their storage, file | memory (file), and replicas (1)
   SG_REQUEST_LOG_MAX_AGE                             request log retention (1h); request timeouts must stay below it
+  SG_ANSWER_STORE_BUCKET                             GW: object store of answers above the max payload (<PREFIX>_ANSWERS)
+  SG_ANSWER_STORE_TTL / SG_ANSWER_STORE_MAX_BYTES    GW: how long they stay there, the bucket's size cap (10m, 1 GiB)
   SG_JOB_RETENTION                                   GW: how long a finished async job's answer is kept (24h)
   SG_GW_MAX_JOBS                                     GW: async jobs one GW runs at once (256)
+  SG_GW_JOBS_CREDS                                   GW: client credential its async jobs run on (client.nk beside SG_NATS_CREDS)
   SG_RETRY_MIN / SG_RETRY_MAX                        Retry-After floor and ceiling (1s, 300s)
   SG_RETRY_SAFETY_MARGIN                             Retry-After: multiplier on the ETA, 0.0-1.0 (0.2)
   SG_RETRY_NOMINAL_EXEC / SG_RETRY_NOMINAL_AGG       Retry-After: execution P and merge T until measured (2s, 100ms)

@@ -172,7 +172,10 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg,
 		// The request log on, as every deployment runs it (SG_JETSTREAM=off: none).
 		RequestLog: gwc.Durability.gw(),
-		Jobs:       jc.gw(gwc.Durability, clientNC)})
+		Jobs:       jc.gw(gwc.Durability, clientNC),
+		// Answers above the max payload for callers that do not reassemble
+		// chunks are written there (README, Large answers).
+		AnswerStore: gwc.Durability.answerStore()})
 	if err != nil {
 		return err
 	}
@@ -203,7 +206,11 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 			}
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, aggNC, s, log, reg) })
+	a, err := newAgg(aggc, aggNC, s, log, reg)
+	if err != nil {
+		return err
+	}
+	start("agg", a.Run)
 	start("rc", r.Run)
 	daps := len(demo.Regions) * 3 * *replicas
 	if *liveMode {
@@ -228,9 +235,10 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		wg.Wait()
 	}
 
-	// Ready means able to serve: the GW subscribed and the RC's fleet view
-	// warm (it has heard from the DAPs, or one heartbeat period passed).
-	for _, ready := range []<-chan struct{}{g.Ready(), r.Warm()} {
+	// Ready means able to serve: the Agg subscribed, the RC's fleet view
+	// warm (it has heard from the DAPs, or one heartbeat period passed) and
+	// the GW knows it (a warm RC).
+	for _, ready := range []<-chan struct{}{a.Ready(), r.Warm(), g.Serving()} {
 		select {
 		case <-ready:
 		case err := <-errc:
@@ -242,7 +250,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
-	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, clientNC, s, log)
+	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, clientNC, s, g, log)
 	if err != nil {
 		stopAll()
 		return err
@@ -261,7 +269,12 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	if *authDir != "" {
 		creds = " --creds " + auth.SeedFile(*authDir, string(subjects.RoleClient))
 	}
-	fmt.Fprintf(stdout, "sg run: serving; try: sg query getData '{\"table\":\"trade\",\"groupBy\":[\"sym\"],\"agg\":[[\"n\",\"count\"]]}' --nats %s%s\n", srv.ClientURL(), creds)
+	rd, known := g.Readiness(), 0
+	for _, rc := range g.RCs() {
+		known = max(known, rc.DAPs)
+	}
+	fmt.Fprintf(stdout, "sg run: serving (GW %s ready: %d warm RC, %d DAPs registered); try: sg query getData '{\"table\":\"trade\",\"groupBy\":[\"sym\"],\"agg\":[[\"n\",\"count\"]]}' --nats %s%s\n",
+		gwc.ID, rd.WarmRCs, known, srv.ClientURL(), creds)
 
 	var runErr error
 	select {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +111,19 @@ func TestRunAllInOne(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusOK || env.Header.RC != 0 || len(env.Payload) != 6 {
 		t.Errorf("HTTP getData: status %d rc %d, %d rows; want 200, 0, 6", resp.StatusCode, env.Header.RC, len(env.Payload))
+	}
+	// Serving means ready: the line says so, and so does /v1/health.
+	if !regexp.MustCompile(`sg run: serving \(GW \S+ ready: 1 warm RC, \d+ DAPs registered\)`).MatchString(text) {
+		t.Errorf("serving line without the readiness:\n%s", text)
+	}
+	hr, err := http.Get("http://" + addr + "/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, _ := io.ReadAll(hr.Body)
+	hr.Body.Close()
+	if hr.StatusCode != http.StatusOK || !strings.Contains(string(hb), `"ready":true`) {
+		t.Errorf("health when serving: %d %s", hr.StatusCode, hb)
 	}
 
 	// Async over HTTP: 202 with Retry-After and Location; the Location

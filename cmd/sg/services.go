@@ -375,14 +375,29 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	if err := serveMetrics(ctx, cfg.MetricsListen, reg, log); err != nil {
 		return err
 	}
+	// Under NATS auth the GW's credential may not call the GW API: its
+	// async jobs run on a client credential's connection.
+	var jobsNC *nats.Conn
+	if jobsCreds := jc.clientCreds(cfg.Creds); cfg.Durability.JetStream && jobsCreds != "" {
+		jcom := cfg.Common
+		jcom.Creds, jcom.InboxPrefix = jobsCreds, ""
+		var stopJobs func()
+		if jobsNC, _, stopJobs, err = connect(jcom, "sg-gw-"+cfg.ID+"-jobs", log); err != nil {
+			return fmt.Errorf("async jobs' client connection: %w", err)
+		}
+		defer stopJobs()
+		log.Info().Str("creds", jobsCreds).Msg("async jobs run on this client credential")
+	} else if cfg.Durability.JetStream && cfg.Creds != "" {
+		log.Warn().Str("creds", cfg.Creds).Msg("no client credential for async jobs (--jobs-creds, or client.nk beside --creds): under NATS auth they fail")
+	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
 		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
 		AssemblyKey: cfg.AssemblyKey,
-		RequestLog:  cfg.Durability.gw(), Jobs: jc.gw(cfg.Durability, nil)})
+		RequestLog:  cfg.Durability.gw(), Jobs: jc.gw(cfg.Durability, jobsNC), AnswerStore: cfg.Durability.answerStore()})
 	if err != nil {
 		return err
 	}
-	_, httpDone, err := serveHTTPAPI(ctx, *httpListen, nc, s, log)
+	_, httpDone, err := serveHTTPAPI(ctx, *httpListen, nc, s, g, log)
 	if err != nil {
 		return err
 	}

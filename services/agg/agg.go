@@ -26,7 +26,8 @@ type Agg struct {
 	held     int64                // bytes of partial results held, all requests (Config.MaxHeldBytes)
 	transit  int64                // bytes of chunked partials still being reassembled (counted in MaxHeldBytes too)
 
-	answers   sync.WaitGroup // answer goroutines; Run waits for them
+	answers   sync.WaitGroup // answers in progress; Run waits for them
+	answerers answerers      // the goroutines that run them (answerers.go)
 	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
 	hbSeq     uint64         // owned by Run
 	ready     chan struct{}  // closed once Run's subscriptions are live
@@ -87,8 +88,9 @@ func (a *Agg) Stats() Stats {
 		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Refused: s.refused.Load(), Pending: pending}
 }
 
-// Ready is closed once Run's subscriptions are live at the server, so that a caller
-// (a test, sg run) can send the first expectation without losing it.
+// Ready is closed once Run's subscriptions are live at the server and its first
+// heartbeat (what RCs know it by) is sent, so that a caller (a test, sg run) can
+// send the first expectation without losing it.
 func (a *Agg) Ready() <-chan struct{} { return a.ready }
 
 // Run serves expectations and partials until ctx ends, then unsubscribes and waits for
@@ -124,9 +126,9 @@ func (a *Agg) Run(ctx context.Context) error {
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("agg %s: flush subscriptions: %w", a.cfg.ID, err)
 	}
-	close(a.ready)
 	a.startedAt = time.Now().UnixNano()
-	a.heartbeat(false)
+	a.heartbeat(false) // RCs learn of it: registered
+	close(a.ready)
 	a.log.Info().Int64("max_answer_bytes", a.cfg.MaxAnswerBytes).Dur("partial_ttl", a.cfg.PartialTTL).
 		Dur("heartbeat", a.cfg.Heartbeat).Msg("Agg started")
 
@@ -153,6 +155,7 @@ func (a *Agg) Run(ctx context.Context) error {
 	a.closing = true
 	a.mu.Unlock()
 	a.answers.Wait()
+	a.answerers.stop()
 	if err := nc.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		a.log.Warn().Err(err).Msg("flush on stop")
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -126,17 +128,40 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 	return messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "the Agg cannot merge API %q", j.exp.API), nil
 }
 
+// parallelDecodeBytes: a partial at least this large is decoded beside the
+// others; a small one costs less than a goroutine.
+const parallelDecodeBytes = 64 << 10
+
 func getData(j job, content messages.Content) (messages.Status, []byte) {
 	args, err := messages.DecodeGetDataArgsMsgpack(j.exp.Args)
 	if err != nil {
 		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil
 	}
 	parts := make([]merge.Partial, len(j.partials))
+	errs := make([]error, len(j.partials))
 	size := 0 // the merged table's size is about the partials' (a size hint)
-	for i, p := range j.partials {
+	for _, p := range j.partials {
 		size += len(p.Payload)
-		if parts[i], err = merge.DecodePartial(p.Payload); err != nil {
-			return messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, err), nil
+	}
+	// Large partials are decoded side by side, on as many cores as there are:
+	// the answer waits for the slowest, not for the sum.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, p := range j.partials {
+		if len(p.Payload) < parallelDecodeBytes {
+			parts[i], errs[i] = merge.DecodePartial(p.Payload)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			parts[i], errs[i] = merge.DecodePartial(p.Payload)
+		})
+	}
+	wg.Wait()
+	for i, p := range j.partials {
+		if errs[i] != nil {
+			return messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i]), nil
 		}
 	}
 	t, err := merge.Merge(args, parts)

@@ -104,7 +104,8 @@ func (a *Agg) onPartial(m *nats.Msg) {
 			return
 		}
 	}
-	p, err := messages.DecodeValid[messages.PartialResult](data)
+	// data is this message's or its reassembled transfer's: the Agg's own.
+	p, err := messages.DecodeValidAliasing[messages.PartialResult](data)
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
@@ -257,5 +258,9 @@ func (a *Agg) answerIfReadyLocked(r *request, now time.Time) {
 	r.answering = true
 	a.finishLocked(r.id, j.exp.Deadline, now)
 	a.stats.answered.Add(1)
-	a.answers.Go(func() { a.answer(j) })
+	a.answers.Add(1)
+	a.answerers.run(func() {
+		defer a.answers.Done()
+		a.answer(j)
+	})
 }

@@ -65,6 +65,21 @@ type Manifest struct {
 // SeedFile is the path of user name's seed in dir.
 func SeedFile(dir, name string) string { return filepath.Join(dir, name+SeedExt) }
 
+// ClientSeedBeside is the client credential that Init made in the directory
+// of seedFile (a service's credential), or "" if there is none. A GW under
+// authentication runs its async jobs as a client of the GW API on it: its
+// own credential may not publish there.
+func ClientSeedBeside(seedFile string) string {
+	if seedFile == "" {
+		return ""
+	}
+	p := SeedFile(filepath.Dir(seedFile), string(subjects.RoleClient))
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	return p
+}
+
 // Init creates dir with one user per role, named after the role, and the
 // server config. It refuses a directory that already has users.
 func Init(dir, prefix string) (Manifest, error) {

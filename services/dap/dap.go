@@ -27,6 +27,7 @@ type DAP struct {
 	cancelled cancels
 
 	started atomic.Bool
+	ready   chan struct{} // closed once subscribed and registered
 	stats   counters
 }
 
@@ -80,11 +81,16 @@ func New(cfg Config) (*DAP, error) {
 		seen:    map[string]int64{},
 		running: map[*running]struct{}{},
 		queue:   newFIFO(),
+		ready:   make(chan struct{}),
 		state: state{available: cfg.Unavailable == "", reason: cfg.Unavailable, purview: cfg.Purview,
 			pv: cfg.PurviewVersion, rv: cfg.ReferenceVintage, source: cfg.Source},
 	}
 	return d, nil
 }
+
+// Ready is closed once the DAP is subscribed and has registered with the
+// RCs: it can serve what they dispatch.
+func (d *DAP) Ready() <-chan struct{} { return d.ready }
 
 // ID returns the DAP's id.
 func (d *DAP) ID() string { return d.cfg.ID }
@@ -138,6 +144,7 @@ func (d *DAP) Run(ctx context.Context) error {
 	d.publishRegistration()
 	d.log.Info().Str("tier", string(d.cfg.Tier)).Str("labels", d.cfg.Labels.Key()).
 		Stringer("purview", d.cfg.Purview).Int("concurrency", d.cfg.Concurrency).Msg("DAP registered")
+	close(d.ready)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { d.heartbeats(ctx) })

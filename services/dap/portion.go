@@ -95,7 +95,7 @@ func (d *DAP) retry(p *messages.PortionDispatch, reason string) {
 }
 
 // runPortion runs one dispatch that has a slot, until its deadline.
-func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
+func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *executor) {
 	log := d.portionLog(&p)
 	// The versions may have changed while the portion waited for a slot. The source is
 	// taken in the same critical section as the check: a portion runs on the data of the
@@ -123,24 +123,19 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	execCtx, cancel := context.WithDeadline(cancelCtx, deadline)
 	defer cancel()
 
-	type result struct {
-		payload []byte
-		rows    int64
-		err     error
-	}
 	start := time.Now()
 	defer d.metrics.executing()() // metrics.go
-	done := make(chan result, 1)
-	go func() { // owned here: runPortion waits for it before giving the slot back
-		var r result
+	// On the slot's executor, so that this goroutine can answer the RC at the deadline or
+	// a cancel while a Source is slow to stop; the slot is given back only once it has.
+	done := ex.run(func() (r execResult) {
 		if rc, ok := src.(RowCounter); ok {
 			r.payload, r.rows, r.err = rc.ExecuteRows(execCtx, p.API, p.Args, p.Labels, p.Range)
 		} else {
 			r.payload, r.err = src.Execute(execCtx, p.API, p.Args, p.Labels, p.Range)
 		}
-		done <- r
-	}()
-	var r result
+		return r
+	})
+	var r execResult
 	select {
 	case r = <-done:
 	case <-execCtx.Done():
@@ -224,4 +219,43 @@ func (d *DAP) rejectMalformed(m *nats.Msg, err error) {
 	if subjects.Validate("RC id", p.RCID) == nil {
 		d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: st.RC, Message: st.AI})
 	}
+}
+
+// execResult is what a Source returned for one portion.
+type execResult struct {
+	payload []byte
+	rows    int64
+	err     error
+}
+
+// executor is one slot's goroutine that runs Sources, kept for the DAP's life (see
+// dispatchLoop). Its slot hands it one portion at a time and waits for the result.
+type executor struct {
+	jobs    chan func() execResult
+	done    chan execResult // capacity 1: a result is never blocked on its reader
+	stopped chan struct{}
+}
+
+func startExecutor() *executor {
+	ex := &executor{jobs: make(chan func() execResult), done: make(chan execResult, 1), stopped: make(chan struct{})}
+	go func() { // owned by its slot: ends when the slot stops it (stop), after its last job
+		defer close(ex.stopped)
+		for job := range ex.jobs {
+			ex.done <- job()
+		}
+	}()
+	return ex
+}
+
+// run starts job and returns where its result arrives. The slot reads each result
+// before it runs the next job.
+func (ex *executor) run(job func() execResult) <-chan execResult {
+	ex.jobs <- job
+	return ex.done
+}
+
+// stop ends the executor and waits for it (its slot has read every result).
+func (ex *executor) stop() {
+	close(ex.jobs)
+	<-ex.stopped
 }

@@ -36,6 +36,15 @@ const (
 	DAPHeartbeat         = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
 )
 
+// The answer store: the JetStream object store where the GW writes an answer
+// above the max payload for a caller that does not reassemble chunks, so
+// that any NATS client can fetch it (README, Large answers).
+const (
+	AnswerStoreBucket   = ""               // SG_ANSWER_STORE_BUCKET: "" is <PREFIX>_ANSWERS (subjects.AnswerStore)
+	AnswerStoreTTL      = 10 * time.Minute // SG_ANSWER_STORE_TTL: how long a stored answer can be fetched
+	AnswerStoreMaxBytes = 1 << 30          // SG_ANSWER_STORE_MAX_BYTES: the bucket's size cap; a full bucket stores no more
+)
+
 // Setting is one environment setting as README's Configuration table shows it.
 type Setting struct {
 	Env     string // SG_ name
@@ -58,4 +67,7 @@ var Table = []Setting{
 	{"SG_PREFIX", "", "`" + Prefix + "`"},
 	{"SG_RC_MAX_QUEUED", "", "100000"},
 	{"SG_RC_MAX_QUEUED_PER_CALLER", "", "10000"},
+	{"SG_ANSWER_STORE_BUCKET", "", "`<PREFIX>_ANSWERS` (`SG_ANSWERS`)"},
+	{"SG_ANSWER_STORE_TTL", "", "`10m`"},
+	{"SG_ANSWER_STORE_MAX_BYTES", "", "1073741824 (1 GiB)"},
 }

@@ -53,6 +53,8 @@ func TestTableMatchesConstants(t *testing.T) {
 		"SG_MAX_REQUEST_BYTES":        fmt.Sprintf("%d (%d KiB)", MaxRequestBytes, MaxRequestBytes>>10),
 		"SG_RC_MAX_QUEUED":            fmt.Sprint(RCMaxQueued),
 		"SG_RC_MAX_QUEUED_PER_CALLER": fmt.Sprint(RCMaxQueuedPerCaller),
+		"SG_ANSWER_STORE_TTL":         "`" + strings.TrimSuffix(AnswerStoreTTL.String(), "0s") + "`",
+		"SG_ANSWER_STORE_MAX_BYTES":   fmt.Sprintf("%d (%d GiB)", AnswerStoreMaxBytes, AnswerStoreMaxBytes>>30),
 	}
 	for _, s := range Table {
 		if w, ok := want[s.Env]; ok && w != s.Default {

@@ -34,9 +34,9 @@ func (g *GW) forward(ri *reqInfo, a answer) {
 	if got := h.Get(messages.HdrRequestID); got != ri.clientID {
 		h.Set(messages.HdrRequestID, ri.clientID)
 		if got != "" {
-			if resp, err := messages.DecodeResponse(h, a.data); err == nil && resp.Header.RequestID != ri.clientID {
-				resp.Header.RequestID = ri.clientID
-				if b, err := resp.Encode(); err == nil {
+			// The envelope's header only: the payload's bytes go on as they are.
+			if c, err := messages.DetectContent(h, a.data); err == nil {
+				if b, err := messages.RelabelResponse(c, a.data, ri.clientID); err == nil {
 					a.data = b
 				}
 			}
@@ -94,7 +94,7 @@ func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
 			// A plain NATS request would see the first chunk only: a cut
 			// document. Say what the answer is and how to get it instead.
 			ri.log.Info().Int("bytes", len(body)).Msg("answer above max payload for a caller that does not reassemble chunks")
-			g.respondStatus(ri, tooLargeForCaller(len(body), g.nc.MaxPayload()))
+			g.storeForCaller(ri, h, body)
 			return
 		}
 	}
@@ -117,14 +117,4 @@ func wireHeaderSize(h nats.Header) int {
 		}
 	}
 	return n
-}
-
-// tooLargeForCaller is the answer to a caller that has not said it reassembles
-// chunks (Sg-Accept-Chunks: 1) when the whole answer is above the max payload.
-func tooLargeForCaller(size int, maxPayload int64) messages.Status {
-	return messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
-		"Answer is %d bytes, above the NATS max payload of %d bytes, and the request did not say it reassembles chunks: "+
-			"send the header %s: 1 and reassemble the %s* messages (README, Large answers), "+
-			"or ask for less (a limit, a narrower time range, fewer columns)",
-		size, maxPayload, messages.HdrAcceptChunks, "Sg-Chunk-")
 }

@@ -294,8 +294,8 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	}, messages.StatusOK
 }
 
-// decodeArgs decodes the API's arguments in the client's encoding, checks
-// them, and re-encodes them as msgpack for the RC.
+// decodeArgs decodes the API's arguments in the client's encoding and checks
+// them; the RC gets them in msgpack (forwardArgs).
 func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Status) {
 	switch req.Header.API {
 	case subjects.APISQL:
@@ -326,7 +326,7 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Sta
 		if err != nil {
 			return nil, bad("Bad getData arguments: %v", err)
 		}
-		return encodeArgs(a)
+		return forwardArgs(req, a)
 	case subjects.APIPing:
 		var a messages.PingArgs
 		var err error
@@ -341,7 +341,7 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Sta
 		if err != nil {
 			return nil, bad("Bad ping arguments: %v", err)
 		}
-		return encodeArgs(a)
+		return forwardArgs(req, a)
 	case subjects.APIGetMeta:
 		if !emptyArgs(req.Content, req.Payload) {
 			return nil, bad("getMeta takes no arguments")
@@ -349,6 +349,16 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Sta
 		return nil, messages.StatusOK
 	}
 	return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
+}
+
+// forwardArgs is what goes to the RC of arguments a, checked: a msgpack
+// caller's own bytes (every service decodes them with the same decoder the GW
+// just used, so they mean the same there), a JSON caller's translated once.
+func forwardArgs(req *messages.Request, a any) (msgpack.RawMessage, messages.Status) {
+	if req.Content == messages.ContentMsgpack {
+		return msgpack.RawMessage(req.Payload), messages.StatusOK
+	}
+	return encodeArgs(a)
 }
 
 func encodeArgs(v any) (msgpack.RawMessage, messages.Status) {

@@ -84,10 +84,14 @@ type Config struct {
 	// subject whatever they say; other requests are dropped, logged and
 	// counted (sg_gw_requests_refused_reply_total).
 	AllowedReplyPrefixes []string
-	StartupWait          time.Duration // how long an early request waits for a first RC (default 2 s; negative: no wait)
-	AnnounceEvery        time.Duration // expected RC announcement period (default 1 s, the RC's); 3 missed periods drop an RC
-	ShutdownGrace        time.Duration // on stop, how long in-flight requests may still finish (default 5 s)
-	Version              string        // micro service version (default "0.1.0")
+	// StartupWait: how long after start a request waits for an RC of its
+	// scope (default 2 s). Until the GW is ready (it knows an RC whose fleet
+	// view is warm) a request waits for one up to its deadline instead.
+	// Negative: neither wait; "No resources connected" at once.
+	StartupWait   time.Duration
+	AnnounceEvery time.Duration // expected RC announcement period (default 1 s, the RC's); 3 missed periods drop an RC
+	ShutdownGrace time.Duration // on stop, how long in-flight requests may still finish (default 5 s)
+	Version       string        // micro service version (default "0.1.0")
 
 	// RequestLog, when set, logs every accepted request in JetStream before
 	// it goes to an RC and closes the entry when it is answered; the open
@@ -104,6 +108,11 @@ type Config struct {
 	// Jobs, when set, serves async requests (opts.async) from a job store
 	// in JetStream (jobs.go); nil: opts.async is answered NOT_SUPPORTED.
 	Jobs *Jobs
+	// AnswerStore, when set, is where an answer above the max payload is
+	// written for a caller that does not reassemble chunks; its TOO_LARGE
+	// error names the bucket and key (answerstore.go). Nil: the error names
+	// only the other ways to get the answer.
+	AnswerStore *AnswerStore
 	// SweepEvery: how often the whole request log is examined for orphans
 	// beyond the ones found through GW heartbeats (default 30 s).
 	SweepEvery time.Duration

@@ -32,7 +32,9 @@
 //     to the client, bytes and headers unchanged but for the client's id,
 //     chunked again when it is above the client's max payload if the request
 //     said Sg-Accept-Chunks: 1, else replaced by one TOO_LARGE naming the
-//     size and how to get the answer (never a cut document); later answers
+//     size and how to get the answer, with Config.AnswerStore after writing
+//     it to that object store, whose bucket and key the error names
+//     (answerstore.go; never a cut document); later answers
 //     are dropped; with a request log, only after writing `answered`, so
 //     that a GW that adopted the request meanwhile answers instead, never
 //     both;

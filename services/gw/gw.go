@@ -33,6 +33,7 @@ type GW struct {
 	met *metrics
 
 	ready   chan struct{} // closed when the endpoints are registered
+	serving chan struct{} // closed when the GW first knows a warm RC (ready.go)
 	runOnce sync.Once
 
 	startedAt int64       // this incarnation, in GW heartbeats and log entries
@@ -44,10 +45,13 @@ type GW struct {
 	in       chan input    // to the loop
 	loopDone chan struct{} // closed when the loop returned: nobody reads in any more
 
+	answers *answerStore // nil without Config.AnswerStore (answerstore.go)
+
 	rcMu      sync.Mutex
 	rcList    []RCInfo      // the core's RCs after its last step, for RCs and WaitRCs
 	rcChanged chan struct{} // closed and replaced when rcList changes
 	inFlight  int
+	readiness Readiness // from rcList (ready.go)
 }
 
 // New checks cfg and builds a GW; it does not touch NATS until Run.
@@ -62,6 +66,8 @@ func New(cfg Config) (*GW, error) {
 		nc:        cfg.NC,
 		s:         cfg.Subjects,
 		ready:     make(chan struct{}),
+		serving:   make(chan struct{}),
+		readiness: Readiness{Reason: reasonNoRC},
 		peers:     gwPeers{m: map[string]*gwPeer{}, gone: map[string]int64{}},
 		sweeps:    make(chan struct{}, 1),
 		in:        make(chan input, 1024),
@@ -78,7 +84,8 @@ func New(cfg Config) (*GW, error) {
 	return g, nil
 }
 
-// Ready is closed once the endpoints are registered and the GW serves.
+// Ready is closed once the endpoints are registered: the GW takes requests
+// (and holds them until it can serve: see Serving).
 func (g *GW) Ready() <-chan struct{} { return g.ready }
 
 // RCs returns the RCs the GW currently sends new requests to, sorted by id.
@@ -139,6 +146,16 @@ func (g *GW) Run(ctx context.Context) error {
 		}
 		g.jobs = js
 	}
+	if g.cfg.AnswerStore != nil {
+		as, err := g.openAnswerStore(ctx)
+		if err != nil {
+			return err
+		}
+		g.answers = as
+		// Writes still under way when Run returns are abandoned; their
+		// callers are told the other ways.
+		defer as.close()
+	}
 
 	var subs []*nats.Subscription
 	unsubscribe := func() {
@@ -179,6 +196,8 @@ func (g *GW) Run(ctx context.Context) error {
 		Version:     g.cfg.Version,
 		Description: "sg service gateway: getData, ping, getMeta, sql; cancel",
 		Metadata:    map[string]string{"gw_id": g.cfg.ID, "affinity": g.cfg.Affinity},
+		// $SRV.STATS: every endpoint's data is the GW's readiness.
+		StatsHandler: func(*micro.Endpoint) any { return g.Readiness() },
 	})
 	if err != nil {
 		unsubscribe()
@@ -215,7 +234,7 @@ func (g *GW) Run(ctx context.Context) error {
 	}
 
 	c := core.New(core.Config{Self: g.cfg.ID, Incarnation: g.startedAt, Start: start.UnixNano(),
-		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)),
+		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)), HoldUntilReady: g.cfg.StartupWait >= 0,
 		AnnounceEvery: int64(g.cfg.AnnounceEvery), DeadAfter: int64(g.cfg.DeadAfter), MaxInFlight: g.cfg.MaxInFlight,
 		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, RetryAfter: g.cfg.retryAfterSeconds(),
 		Logged: g.rlog != nil, LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
@@ -238,7 +257,7 @@ func (g *GW) Run(ctx context.Context) error {
 	close(g.ready)
 	g.log.Info().Str("subject", g.s.GWAPIPattern()).Str("answers", g.s.GWAnswerPattern(g.cfg.ID)).
 		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
-		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).Msg("gw serving")
+		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).Msg("gw taking requests (held until an RC can serve)")
 
 	g.loop(ctx, c, svc, jobs)
 

@@ -25,6 +25,8 @@ type metrics struct {
 
 	jobs        *prometheus.CounterVec // async jobs, by event (jobs.go)
 	jobsRunning prometheus.Gauge
+
+	answerStore *prometheus.CounterVec // answers for callers that do not reassemble chunks, by outcome (answerstore.go)
 }
 
 func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, error) {
@@ -79,6 +81,10 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_jobs_running",
 		Help: "Async jobs this GW runs now.",
 	})
+	m.answerStore = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_answer_store_total",
+		Help: "Answers above the max payload for callers that do not reassemble chunks, by outcome: stored (in the answer store, named in the error), busy (every write slot taken), failed (the write failed).",
+	}, []string{"outcome"})
 	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_malformed_messages_total",
 		Help: "Messages on the GW's internal subjects (position reports, ...) skipped because they do not decode or are invalid, by kind.",
@@ -101,7 +107,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.malformed, kxPending, kxRCs} {
+		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.malformed, kxPending, kxRCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -48,7 +48,7 @@ func (g *GW) onAnnounce(m *nats.Msg) {
 		return
 	}
 	g.input(input{ev: core.RCAnnounced{At: now(), RC: core.RCInfo{ID: a.RCID, Assembly: asm, Addr: a.Addr,
-		Outstanding: a.Outstanding, Queued: a.Queued, DAPs: a.DAPs, Draining: a.Draining, StartedAt: a.StartedAt}}})
+		Outstanding: a.Outstanding, Queued: a.Queued, DAPs: a.DAPs, Draining: a.Draining, Warming: a.Warming, StartedAt: a.StartedAt}}})
 }
 
 func (g *GW) onHeartbeat(m *nats.Msg) {
@@ -221,6 +221,7 @@ func (g *GW) publishRCs(c *core.Core) {
 		g.rcList = list
 		close(g.rcChanged)
 		g.rcChanged = make(chan struct{})
+		g.setReadiness(readinessOf(list))
 	}
 }
 
@@ -230,7 +231,7 @@ func (g *GW) carryOut(cmd core.Command, queue *[]logJob, later *[]core.Event) {
 	case core.WriteLog:
 		*queue = append(*queue, logJob{write: c})
 	case core.Purge:
-		*queue = append(*queue, logJob{purge: c.Subject})
+		*queue = append(*queue, logJob{purge: c.Subject, purgeSeq: c.Seq})
 	case core.Submit:
 		if err := g.submit(c); err != nil {
 			*later = append(*later, core.SubmitFailed{At: now(), ID: c.Info.ID, Drive: c.Drive, Err: err})

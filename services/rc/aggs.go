@@ -80,7 +80,7 @@ func (r *RC) checkAggs(now time.Time) {
 
 // aggOf returns the Agg id of an Agg heartbeat subject ("" otherwise).
 func (r *RC) aggOf(subject string) string {
-	rest, ok := strings.CutPrefix(subject, r.cfg.Subjects.Prefix()+".evt.agg.")
+	rest, ok := strings.CutPrefix(subject, r.own.aggEventPrefix)
 	if !ok {
 		return ""
 	}

@@ -12,10 +12,10 @@ import (
 // carryOut turns one core command into NATS messages.
 func (r *RC) carryOut(cmd core.Command) {
 	switch c := cmd.(type) {
-	case core.Dispatch:
-		r.dispatch(c)
-	case core.AggTrack:
-		r.track(c)
+	case *core.Dispatch: // valid until the next Step: carried out now
+		r.dispatch(*c)
+	case *core.AggTrack:
+		r.track(*c)
 	case core.AggExpect:
 		if p := r.pending[c.Request]; p != nil && p.trackSealed {
 			// The Agg has this set already (AggTrack), sealed: it answers on the

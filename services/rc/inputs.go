@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/rc/core"
@@ -15,9 +17,8 @@ import (
 // decoded with messages.DecodeValid, which never panics; a bad message is
 // logged and counted, and changes nothing.
 func (r *RC) handle(in input) {
-	s := r.cfg.Subjects
 	now := r.cfg.Now()
-	if dapID, event, ok := s.ParseDAPEvent(in.subject); ok {
+	if dapID, event, ok := r.cfg.Subjects.ParseDAPEvent(in.subject); ok {
 		r.dapEvent(dapID, event, in.msg.Data, now)
 		return
 	}
@@ -26,26 +27,20 @@ func (r *RC) handle(in input) {
 		return
 	}
 	switch in.subject {
-	case s.RCAnnounce(r.rcOf(in.subject)):
-		a, err := messages.DecodeValid[messages.RCAnnouncement](in.msg.Data)
-		if r.bad(in, err) {
-			return
-		}
-		r.onRCAnnounce(a, now)
-	case s.RCSecondaryDispatch(r.cfg.ID):
+	case r.own.secondaryDispatch:
 		pp, err := messages.DecodeValid[messages.PeerPortion](in.msg.Data)
 		if r.bad(in, err) {
 			return
 		}
 		r.peerPortion(pp, now)
-	case s.RCSecondaryQuery(r.cfg.ID):
+	case r.own.secondaryQuery:
 		q, err := messages.DecodeValid[messages.SecondaryQuery](in.msg.Data)
 		if r.bad(in, err) {
 			return
 		}
 		r.metrics.peerMessages.WithLabelValues("status_query_received").Inc()
 		r.step(core.PeerStatusQuery{At: now.UnixNano(), Primary: q.PrimaryRCID, Request: q.RequestID})
-	case s.RCSecondaryStatus(r.cfg.ID):
+	case r.own.secondaryStatus:
 		b, err := messages.DecodeValid[messages.PeerStatusBlock](in.msg.Data)
 		if r.bad(in, err) {
 			return
@@ -53,16 +48,16 @@ func (r *RC) handle(in input) {
 		r.metrics.peerMessages.WithLabelValues("status_received").Inc()
 		r.reqLog(b.RequestID).Debug().Str("secondary", b.RCID).Str("block", b.Block).Msg("secondary RC status")
 		r.step(core.PeerStatusReport{At: now.UnixNano(), RC: b.RCID, Request: b.RequestID, Block: b.Block})
-	case s.RCSubmit(r.cfg.ID):
+	case r.own.submit:
 		sub, err := messages.DecodeValid[messages.RCSubmission](in.msg.Data)
 		if r.bad(in, err) {
 			return
 		}
 		r.submit(sub, in.msg.Header.Get(messages.HdrCaller), now)
 		r.notePositionKey(sub.RequestID, in.msg.Header)
-	case s.RCPosition(r.cfg.ID):
+	case r.own.position:
 		r.onPosition(in)
-	case s.RCCompletion(r.cfg.ID):
+	case r.own.completion:
 		c, err := messages.DecodeValid[messages.PortionCompletion](in.msg.Data)
 		if r.bad(in, err) {
 			return
@@ -70,10 +65,10 @@ func (r *RC) handle(in input) {
 		if r.throttled(c, in.msg.Header, now) { // throttle.go
 			return
 		}
-		r.completion(c, now)
-	case s.RCCancel(r.cfg.ID):
+		r.completion(c, in.msg.Header, now)
+	case r.own.cancel:
 		r.onCancel(in, now)
-	case s.RCAggDone(r.cfg.ID):
+	case r.own.aggDone:
 		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)
 		if r.bad(in, err) {
 			return
@@ -85,6 +80,12 @@ func (r *RC) handle(in input) {
 		}
 		r.step(core.AggDone{At: now.UnixNano(), Request: d.RequestID})
 		r.finish(d.RequestID, d.Status)
+	case r.announceOf(in.subject): // last: every other case is one comparison
+		a, err := messages.DecodeValid[messages.RCAnnouncement](in.msg.Data)
+		if r.bad(in, err) {
+			return
+		}
+		r.onRCAnnounce(a, now)
 	default:
 		r.metrics.badMessages.Inc()
 		r.log.Warn().Str("subject", in.subject).Msg("message on an unknown RC subject")
@@ -225,7 +226,7 @@ func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	}
 	return core.DAPInfo{
 		ID: reg.DAPID, Addr: reg.Addr, RC: reg.RCID, Assembly: reg.Assembly,
-		Labels: core.Labels(reg.Labels), Tier: core.Tier(reg.Tier),
+		Labels: core.Labels(reg.Labels), Tier: reg.Tier,
 		Start: reg.Purview.Start, End: reg.Purview.End, Tables: tables,
 		PurviewVersion: reg.PurviewVersion, Vintage: reg.ReferenceVintage,
 		Available: reg.Available, Concurrency: reg.Concurrency,
@@ -242,7 +243,7 @@ func tableKind(k messages.TableKind) core.TableKind {
 	return core.TimePartitioned
 }
 
-func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
+func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Time) {
 	id, err := strconv.ParseUint(c.PortionID, 10, 64)
 	if err != nil {
 		r.metrics.badMessages.Inc()
@@ -260,7 +261,7 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 	case c.Outcome == messages.OutcomeError:
 		out = core.OutcomeError
 	}
-	r.reqLog(c.RequestID).Debug().Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	r.reqLogFrom(c.RequestID, h).Debug().Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
 	// A RETRY carries the DAP's current watermarks: learn them now, so the
 	// retry is placed on what the DAP really holds, not on an event still
 	// in flight.
@@ -285,8 +286,34 @@ func (r *RC) completion(c messages.PortionCompletion, now time.Time) {
 }
 
 // rcOf returns the RC id of an RC announcement subject ("" otherwise).
+// ownSubjects are the subjects an RC receives on, built once: every message
+// is matched against them, and building them per message cost a Sprintf each.
+type ownSubjects struct {
+	submit, position, completion, cancel, aggDone      string
+	secondaryDispatch, secondaryQuery, secondaryStatus string
+	rcEventPrefix, aggEventPrefix                      string
+}
+
+func newOwnSubjects(s subjects.Subjects, id string) ownSubjects {
+	return ownSubjects{
+		submit: s.RCSubmit(id), position: s.RCPosition(id), completion: s.RCCompletion(id), cancel: s.RCCancel(id),
+		aggDone: s.RCAggDone(id), secondaryDispatch: s.RCSecondaryDispatch(id), secondaryQuery: s.RCSecondaryQuery(id),
+		secondaryStatus: s.RCSecondaryStatus(id),
+		rcEventPrefix:   s.Prefix() + ".evt.rc.", aggEventPrefix: s.Prefix() + ".evt.agg.",
+	}
+}
+
+// announceOf is subject if it is an RC's announcement (for handle's
+// switch), else "", which no message's subject equals.
+func (r *RC) announceOf(subject string) string {
+	if r.rcOf(subject) != "" && strings.HasSuffix(subject, ".announce") {
+		return subject
+	}
+	return ""
+}
+
 func (r *RC) rcOf(subject string) string {
-	rest, ok := strings.CutPrefix(subject, r.cfg.Subjects.Prefix()+".evt.rc.")
+	rest, ok := strings.CutPrefix(subject, r.own.rcEventPrefix)
 	if !ok {
 		return ""
 	}

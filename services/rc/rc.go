@@ -32,6 +32,7 @@ import (
 // RC is one resource coordinator.
 type RC struct {
 	cfg     Config
+	own     ownSubjects
 	log     zerolog.Logger
 	core    *core.Core
 	metrics *metrics
@@ -91,13 +92,27 @@ type dapRecord struct {
 
 // reqLog is the logger for lines about a request: with its id, and with the
 // caller's logCorr and the GW while the RC holds it.
-func (r *RC) reqLog(id string) *zerolog.Logger {
+func (r *RC) reqLog(id string) *zerolog.Logger { return r.reqLogFrom(id, nil) }
+
+// reqLogFrom is reqLog for a message about request id that may come after
+// the RC let the request go (a DAP's completion can trail the Agg's answer,
+// which now comes on the last partial): its log correlation id is then read
+// from the message's routing header, bounded, so every line about a request
+// carries it.
+func (r *RC) reqLogFrom(id string, h nats.Header) *zerolog.Logger {
 	if p := r.pending[id]; p != nil {
 		return &p.log
 	}
-	l := r.log.With().Str("request_id", id).Logger()
+	lc := r.log.With().Str("request_id", id)
+	if corr := h.Get(messages.HdrLogCorr); corr != "" && len(corr) <= maxLogCorrLogged {
+		lc = lc.Str("log_corr", corr)
+	}
+	l := lc.Logger()
 	return &l
 }
+
+// maxLogCorrLogged bounds a log correlation id taken from a header.
+const maxLogCorrLogged = 256
 
 // New checks the configuration and builds an RC; Run starts it.
 func New(cfg Config) (*RC, error) {
@@ -107,6 +122,7 @@ func New(cfg Config) (*RC, error) {
 	}
 	r := &RC{
 		cfg: cfg,
+		own: newOwnSubjects(cfg.Subjects, cfg.ID),
 		log: cfg.Log.With().Str("service", "rc").Str("rc", cfg.ID).Logger(),
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
@@ -250,7 +266,7 @@ func (r *RC) announce(draining bool) {
 	m := messages.RCAnnouncement{
 		V: messages.RCVersion, RCID: r.cfg.ID, Assembly: r.cfg.Assembly, Addr: r.cfg.Addr, Labels: r.cfg.Labels,
 		Outstanding: len(r.pending), Queued: st.QueueLength, DAPs: len(r.daps),
-		Draining: draining, StartedAt: r.started.UnixNano(),
+		Draining: draining, StartedAt: r.started.UnixNano(), Warming: !r.isWarm,
 	}
 	r.publish(r.cfg.Subjects.RCAnnounce(r.cfg.ID), nil, &m)
 }

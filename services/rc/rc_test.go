@@ -21,7 +21,9 @@ type fixture struct {
 	nc  *nats.Conn
 	s   subjects.Subjects
 	ann *nats.Subscription
-	rc  *RC
+	// first is the RC's first announcement (read by startRC).
+	first *nats.Msg
+	rc    *RC
 }
 
 // startRC runs an RC on an embedded server and waits for its first
@@ -58,10 +60,11 @@ func startRC(t *testing.T, opts ...func(*Config)) *fixture {
 			t.Error("rc did not stop within 5s")
 		}
 	})
-	if _, err := ann.NextMsg(5 * time.Second); err != nil {
+	first, err := ann.NextMsg(5 * time.Second)
+	if err != nil {
 		t.Fatalf("no RC announcement: %v", err)
 	}
-	return &fixture{t: t, nc: nc, s: s, ann: ann, srv: srv, rc: r}
+	return &fixture{t: t, nc: nc, s: s, ann: ann, first: first, srv: srv, rc: r}
 }
 
 // waitDAPs waits until the RC announces that it knows n DAPs: events and

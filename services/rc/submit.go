@@ -73,7 +73,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	req := core.Request{
 		ID: sub.RequestID, API: api, SQL: sql, Table: args.Table, Labels: core.Selector(args.Labels),
 		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
-		Assembly: sub.Header.Scope.Assembly, Tier: core.Tier(sub.Header.Scope.Tier), // the core picks the Agg
+		Assembly: sub.Header.Scope.Assembly, Tier: sub.Header.Scope.Tier, // the core picks the Agg
 		Caller: caller,
 	}
 	log.Info().Str("table", args.Table).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")

@@ -36,7 +36,7 @@ func (r *RC) onInput(in input) {
 	}
 	s := r.cfg.Subjects
 	// A cancel is held too, behind the submission it cancels: order kept.
-	if (in.subject == s.RCSubmit(r.cfg.ID) || in.subject == s.RCCancel(r.cfg.ID)) && len(r.early) < maxEarly {
+	if (in.subject == r.own.submit || in.subject == r.own.cancel) && len(r.early) < maxEarly {
 		r.early = append(r.early, in)
 		r.metrics.warmHeld.Inc()
 		return
@@ -70,6 +70,8 @@ func (r *RC) checkWarm(now time.Time) {
 	}
 	r.isWarm = true
 	close(r.warmCh)
+	// GWs send only to a warm RC: tell them now, not at the next period.
+	r.announce(false)
 	r.log.Info().Int("daps", len(r.daps)).Int("held_requests", len(r.early)).Bool("all_known_heard", allHeard).
 		Dur("after", now.Sub(r.started)).Msg("rc fleet view warm: serving")
 	early := r.early

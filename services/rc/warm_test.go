@@ -151,3 +151,29 @@ func TestWarmUpKeepsCancelsInOrder(t *testing.T) {
 		t.Fatalf("DAP cancel for %q", c.Header.Get(messages.HdrRequestID))
 	}
 }
+
+// TestWarmUpAnnounced: GWs learn from the announcement whether the RC can
+// serve: it announces warming at start, and warm at once when its view
+// warms, not at the next announcement period (an hour here).
+func TestWarmUpAnnounced(t *testing.T) {
+	f := startRC(t, func(c *Config) { c.WarmUp = 300 * time.Millisecond; c.AnnounceEvery = time.Hour })
+	if a, err := messages.DecodeValid[messages.RCAnnouncement](f.first.Data); err != nil || !a.Warming {
+		t.Fatalf("first announcement %+v (%v): want warming", a, err)
+	}
+	m, err := f.ann.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no announcement when warm: %v", err)
+	}
+	a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Warming {
+		t.Fatalf("second announcement still warming: %+v", a)
+	}
+	select {
+	case <-f.rc.Warm():
+	default:
+		t.Fatal("announced warm before Warm closed")
+	}
+}

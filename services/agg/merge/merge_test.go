@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func rowsPartial(t testing.TB, times []int64, vals []int64) Partial {
@@ -47,12 +50,12 @@ func TestMergeRejectsBadPartials(t *testing.T) {
 		want error
 	}{
 		"version":        {Partial{Version: 9, Rows: good.Rows, Times: good.Times}, ErrInvalidPartial},
-		"times":          {Partial{Version: 1, Rows: good.Rows}, ErrInvalidPartial},
-		"aggregated":     {Partial{Version: 1, Aggregated: true, Groups: 1}, ErrSchemaMismatch},
-		"groups vs keys": {Partial{Version: 1, Aggregated: true, Groups: 2}, ErrInvalidPartial},
-		"state length": {Partial{Version: 1, Aggregated: true, Groups: 1,
+		"times":          {Partial{Version: PartialVersion, Rows: good.Rows}, ErrInvalidPartial},
+		"aggregated":     {Partial{Version: PartialVersion, Aggregated: true, Groups: 1}, ErrSchemaMismatch},
+		"groups vs keys": {Partial{Version: PartialVersion, Aggregated: true, Groups: 2}, ErrInvalidPartial},
+		"state length": {Partial{Version: PartialVersion, Aggregated: true, Groups: 1,
 			Aggs: []AggState{{Name: "n", Func: messages.AggCount, Count: []int64{1, 2}}}}, ErrInvalidPartial},
-		"agg type": {Partial{Version: 1, Aggregated: true, Groups: 0,
+		"agg type": {Partial{Version: PartialVersion, Aggregated: true, Groups: 0,
 			Aggs: []AggState{{Name: "s", Func: messages.AggSum, Type: messages.TypeSymbol}}}, ErrAggType},
 	}
 	for name, c := range cases {
@@ -107,6 +110,29 @@ func BenchmarkMerge100(b *testing.B) {
 		}
 		aggParts = append(aggParts, ap)
 	}
+	// Nine label sets interleaved in time, as a whole table over regions
+	// is: most runs are a row or two.
+	var mixed []Partial
+	for p := 0; p < 9; p++ {
+		tb := messages.NewTable(schema)
+		times := make([]int64, 20000)
+		for i := range times {
+			times[i] = int64(i*9+rng.IntN(18)) * 1000
+			_ = tb.AppendRow(fmt.Sprintf("S%d", rng.IntN(50)), rng.Float64()*100, rng.Int64N(1000))
+		}
+		rp, err := RowsPartial(&rowArgs, tb, times)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mixed = append(mixed, rp)
+	}
+	b.Run("rows-interleaved", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Merge(rowArgs, mixed); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("rows", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := Merge(rowArgs, rowParts); err != nil {
@@ -121,4 +147,100 @@ func BenchmarkMerge100(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMergeRowsMatchesSort: the k-way merge (by runs) equals sorting every
+// partial's rows together in canonical order and cutting at the limit, for
+// random partials that interleave, tie on time, stand apart in time (tiers) or
+// are empty. The seed is printed on failure.
+func TestMergeRowsMatchesSort(t *testing.T) {
+	schema := []messages.ColumnSpec{{Name: "sym", Type: messages.TypeSymbol}, {Name: "px", Type: messages.TypeFloat},
+		{Name: "q", Type: messages.TypeInt}, {Name: "b", Type: messages.TypeBool}}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var parts []Partial
+		all := messages.NewTable(schema)
+		var allTimes []int64
+		for p := range rng.IntN(6) + 1 {
+			n := rng.IntN(40)
+			base := int64(0)
+			if rng.IntN(2) == 0 {
+				base = int64(p) * 1000 // apart in time from the others
+			}
+			times := make([]int64, n)
+			tb := messages.NewTable(schema)
+			for i := range n {
+				times[i] = base + int64(rng.IntN(30))
+				_ = tb.AppendRow(fmt.Sprintf("S%d", rng.IntN(3)), float64(rng.IntN(4)), int64(rng.IntN(3)), rng.IntN(2) == 0)
+			}
+			rp, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, times)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts = append(parts, rp)
+			for i := range n {
+				all.AppendRowFrom(&rp.Rows, i)
+			}
+			allTimes = append(allTimes, rp.Times...)
+		}
+		limit := 0
+		if rng.IntN(2) == 0 {
+			limit = rng.IntN(60) + 1
+		}
+		idx := identity(all.NumRows())
+		slices.SortStableFunc(idx, func(i, j int) int { return compareRows(&all, allTimes, i, &all, allTimes, j) })
+		if limit > 0 && len(idx) > limit {
+			idx = idx[:limit]
+		}
+		want := all.Take(idx)
+		got, err := Merge(messages.GetDataArgs{Table: "t", Limit: limit}, parts)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if !reflect.DeepEqual(got.Columns, want.Columns) && !(got.NumRows() == 0 && want.NumRows() == 0) {
+			t.Fatalf("seed %d (limit %d): merged\n%v\nwant\n%v", seed, limit, got.Columns, want.Columns)
+		}
+	}
+}
+
+// TestTimesWire: a row partial's times round-trip, and times from the network
+// that claim more values than their bytes hold, or carry trailing or broken
+// bytes, are refused before anything is allocated for them.
+func TestTimesWire(t *testing.T) {
+	p := rowsPartial(t, []int64{-5, 0, 0, 1 << 62, -(1 << 62)}, []int64{1, 2, 3, 4, 5})
+	b, err := EncodePartial(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodePartial(b)
+	if err != nil || !slices.Equal(got.Times, p.Times) {
+		t.Fatalf("times %v (%v), want %v", got.Times, err, p.Times)
+	}
+	// A version 1 partial (times as integers, from a DAP not upgraded yet).
+	for _, times := range [][]int64{{}, {7}, {7, 8}, {-5, 0, 0, 1 << 62}} {
+		vals := make([]int64, len(times))
+		old := rowsPartial(t, times, vals)
+		b, err := msgpack.Marshal(map[string]any{"v": 1, "r": old.Rows, "t": times})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodePartial(b)
+		if err != nil || !slices.Equal(got.Times, times) {
+			t.Fatalf("version 1 times %v: %v (%v)", times, got.Times, err)
+		}
+	}
+	for name, raw := range map[string][]any{
+		"count above bytes": {int64(1000), []byte{2}},
+		"trailing bytes":    {int64(1), []byte{2, 2}},
+		"broken varint":     {int64(1), []byte{0x80}},
+		"negative count":    {int64(-1), []byte{}},
+	} {
+		bad, err := msgpack.Marshal(map[string]any{"v": PartialVersion, "r": p.Rows, "t": raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodePartial(bad); !errors.Is(err, ErrInvalidPartial) {
+			t.Errorf("%s: %v, want ErrInvalidPartial", name, err)
+		}
+	}
 }

@@ -1,14 +1,19 @@
 package merge
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/sg-project/sg/messages"
 )
 
-// PartialVersion is the version of the msgpack form of Partial.
-const PartialVersion = 1
+// PartialVersion is the version of the msgpack form of Partial. 2: Times is
+// delta-varint bytes (Times), not an array of integers.
+const PartialVersion = 2
 
 // Partial is what one DAP returns for one portion of a getData request. A row query fills
 // Rows and Times; an aggregating query (groupBy and/or agg) fills Groups, Keys and Aggs.
@@ -19,7 +24,7 @@ type Partial struct {
 	// limit, already cut to that limit). Times is each row's time in Unix ns, also when the
 	// time column is not projected, because the merge orders by it; 0 for reference tables.
 	Rows  messages.Table `msgpack:"r"`
-	Times []int64        `msgpack:"t,omitempty"`
+	Times Times          `msgpack:"t,omitempty"`
 
 	// Aggregating: Groups groups, Keys their groupBy values (no columns when there is no
 	// groupBy), Aggs one state per AggSpec of the request, in the same order.
@@ -49,6 +54,78 @@ type AggState struct {
 	Time     []int64             `msgpack:"z,omitempty"`
 }
 
+// Times are a row partial's times, on the wire as a timestamp column is:
+// [count, bin of zigzag varint deltas], so that the DAP and the Agg do not
+// encode and decode every time as a msgpack value of its own (a large answer
+// has hundreds of thousands).
+type Times []int64
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (t Times) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(int64(len(t))); err != nil {
+		return err
+	}
+	return messages.WriteVarints(enc, t, true)
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder. The count is checked
+// against the bytes present (a varint takes at least one) before anything is
+// allocated. A version 1 partial's times (an array of integers, from a DAP not
+// upgraded yet) decode too: Aggs upgrade first.
+func (t *Times) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n < 0 {
+		return fmt.Errorf("times: %d elements (%v)", n, err)
+	}
+	first := int64(0)
+	if n >= 1 {
+		if first, err = dec.DecodeInt64(); err != nil {
+			return fmt.Errorf("times: %v", err)
+		}
+	}
+	code, err := dec.PeekCode()
+	if n != 2 || err != nil || !msgpcode.IsBin(code) {
+		// Version 1: n integers (CheckMsgpack bounded n by the bytes).
+		out := make([]int64, 0, n)
+		if n >= 1 {
+			out = append(out, first)
+		}
+		for i := 1; i < n; i++ {
+			v, err := dec.DecodeInt64()
+			if err != nil {
+				return fmt.Errorf("times: %v", err)
+			}
+			out = append(out, v)
+		}
+		*t = out
+		return nil
+	}
+	count := int(first)
+	b, err := dec.DecodeBytes()
+	if err != nil || count < 0 || len(b) < count {
+		return fmt.Errorf("times: %d bytes for %d times (%v)", len(b), count, err)
+	}
+	out := make([]int64, count)
+	var prev int64
+	for i := range out {
+		v, k := binary.Varint(b)
+		if k <= 0 {
+			return fmt.Errorf("times: bad varint at %d", i)
+		}
+		b = b[k:]
+		prev += v
+		out[i] = prev
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("times: %d trailing bytes", len(b))
+	}
+	*t = out
+	return nil
+}
+
 // which lists the fields a state uses, so that Validate and the merge agree.
 func (s *AggState) uses() (count, intSum, floatSum, value, tm bool) {
 	switch s.Func {
@@ -72,8 +149,8 @@ func (p *Partial) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidPartial, fmt.Sprintf(format, args...))
 	}
-	if p.Version != PartialVersion {
-		return bad("version %d, want %d", p.Version, PartialVersion)
+	if p.Version < 1 || p.Version > PartialVersion {
+		return bad("version %d, want 1..%d", p.Version, PartialVersion)
 	}
 	if err := p.Rows.Validate(); err != nil {
 		return bad("rows: %v", err)
@@ -141,8 +218,15 @@ func checkAggType(f messages.AggFunc, t messages.ColumnType) error {
 	return fmt.Errorf("%w: %s of a %s column", ErrAggType, f, t)
 }
 
-// EncodePartial is the msgpack form sent from DAP to Agg.
-func EncodePartial(p Partial) ([]byte, error) { return messages.Encode(&p) }
+// EncodePartial is the msgpack form sent from DAP to Agg, in a buffer sized
+// once for it.
+func EncodePartial(p Partial) ([]byte, error) {
+	hint := p.Rows.SizeHint() + 5*len(p.Times) + p.Keys.SizeHint()
+	for i := range p.Aggs {
+		hint += 64 + 16*p.Groups + p.Aggs[i].Value.SizeHint()
+	}
+	return messages.EncodeSized(&p, hint)
+}
 
 // DecodePartial decodes and validates bytes from the network; it never panics.
 func DecodePartial(b []byte) (p Partial, err error) {

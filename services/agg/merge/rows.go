@@ -25,8 +25,17 @@ func RowsPartial(args *messages.GetDataArgs, rows messages.Table, times []int64)
 		return Partial{}, err
 	}
 	order := func(i, j int) int { return compareRows(&rows, times, i, &rows, times, j) }
+	sorted := true
+	for i := 1; i < n && sorted; i++ {
+		sorted = order(i-1, i) <= 0
+	}
+	if sorted && (args.Limit == 0 || (n <= args.Limit && len(keys) == 0)) {
+		// The usual large partial: a store's rows in time order, whole. No
+		// index, no copy.
+		return Partial{Version: PartialVersion, Rows: rows, Times: times}, nil
+	}
 	idx := identity(n)
-	if !slices.IsSortedFunc(idx, order) {
+	if !sorted {
 		slices.SortFunc(idx, order)
 	}
 	if args.Limit > 0 && len(keys) > 0 {
@@ -79,6 +88,9 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 	out := messages.NewTable(schema)
 	if len(keys) == 0 {
 		// Each part is already in canonical order: a k-way merge, stopped at the limit.
+		// Row by row: label sets interleave in time, so most runs of one part are a row
+		// or two, and deciding runs first, or the order first and then each column in
+		// a loop of its own, measured slower (BenchmarkMerge100/rows-interleaved).
 		h := &rowHeap{}
 		total := 0
 		for _, p := range parts {

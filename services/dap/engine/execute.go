@@ -83,6 +83,21 @@ func (s *Store) ExecuteContext(ctx context.Context, args messages.GetDataArgs, p
 	if err != nil {
 		return merge.Partial{}, err
 	}
+	if n := len(sel); n > 0 && sel[n-1]-sel[0] == n-1 {
+		// Consecutive rows (a time range without a filter: every large
+		// answer): a view, not a copy. The store never writes a value in
+		// place (appends go past a view's end, sorts and upserts make new
+		// arrays), so the view stays what it was.
+		lo, hi := sel[0], sel[0]+n
+		for k, name := range cols {
+			proj.Columns[k] = t.data.Col(name).Slice(lo, hi)
+		}
+		var selTimes []int64
+		if times != nil {
+			selTimes = times[lo:hi:hi]
+		}
+		return merge.RowsPartial(&args, proj, selTimes)
+	}
 	for k, name := range cols {
 		if err := ctx.Err(); err != nil {
 			return merge.Partial{}, err

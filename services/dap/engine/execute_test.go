@@ -211,3 +211,39 @@ func TestStoreSchemaErrors(t *testing.T) {
 		t.Errorf("append unknown: %v", err)
 	}
 }
+
+// TestRowsViewSurvivesWrites: a row query over consecutive rows returns a view
+// of the store, not a copy; later appends (in and out of time order), upserts
+// and replaces must leave a partial already handed out as it was.
+func TestRowsViewSurvivesWrites(t *testing.T) {
+	s := handStore(t)
+	args := messages.GetDataArgs{Table: "trade"}
+	p, err := s.Execute(args, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := merge.EncodePartial(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := s.Def("trade")
+	for _, at := range []time.Duration{10 * time.Second, 0} { // after the last row, then before the first (a sort)
+		tb := messages.NewTable(def.Columns)
+		if err := tb.AppendRow(t0.Add(at), "eu", "NEW", 9.0, int64(99), true); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append("trade", tb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Replace("trade", messages.NewTable(def.Columns)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := merge.EncodePartial(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(before) != string(after) || p.Rows.NumRows() != 6 {
+		t.Fatalf("a partial handed out changed under later writes (%d rows)", p.Rows.NumRows())
+	}
+}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,11 @@ type Actor struct {
 	queue    chan *call   // fan-in: callers -> dispatcher
 	finished chan outcome // slots -> dispatcher; capacity Slots, so a slot never blocks
 	stopped  chan struct{}
+
+	// What Open reads without asking the dispatcher: the end of the current
+	// pause (unix ns, written only by the dispatcher) and the calls inside Do.
+	pausedUntilNS atomic.Int64
+	inDo          atomic.Int64
 }
 
 // call is one caller's request (the seed's ApiRequest).
@@ -68,6 +74,8 @@ func (a *Actor) Done() <-chan struct{} { return a.stopped }
 // error, or nil, is returned as is. When ctx ends first, Do returns at once
 // with ctx's error (the call is dropped if it has not started).
 func (a *Actor) Do(ctx context.Context, fn func(ctx context.Context, slot int) error) error {
+	a.inDo.Add(1)
+	defer a.inDo.Add(-1)
 	if err := ctx.Err(); err != nil {
 		return a.ctxErr(ctx, "before the call")
 	}
@@ -93,6 +101,17 @@ func (a *Actor) Do(ctx context.Context, fn func(ctx context.Context, slot int) e
 			return fmt.Errorf("ratelimit: endpoint %s: %w", a.key, ErrStopped)
 		}
 	}
+}
+
+// Open reports that a call made now would be dispatched at once: the
+// endpoint is not paused and no call is queued, waiting or running through
+// Do. A caller that keeps its own bound on concurrency may then make its call
+// directly, without the dispatcher's hops, and hand it to Do only when the
+// endpoint answers with a rate limit (the dispatcher then pauses everyone).
+// It is a hint: a pause that starts just after it returned true is seen by
+// the next call.
+func (a *Actor) Open() bool {
+	return a.inDo.Load() == 0 && time.Now().UnixNano() >= a.pausedUntilNS.Load()
 }
 
 func (a *Actor) ctxErr(ctx context.Context, while string) error {
@@ -182,6 +201,7 @@ func (a *Actor) run(ctx context.Context) {
 				a.cfg.Log.Info().Str("endpoint", a.key).Dur("pause", d).Time("until", until).Msg("rate limited: pause extended")
 			}
 			pausedUntil = until
+			a.pausedUntilNS.Store(until.UnixNano())
 		}
 		if o.c.attempts >= a.cfg.MaxAttempts {
 			o.c.done <- fmt.Errorf("ratelimit: endpoint %s: gave up after %d attempts: %w", a.key, o.c.attempts, o.err)

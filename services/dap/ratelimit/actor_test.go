@@ -291,3 +291,46 @@ func TestActorFailFast(t *testing.T) {
 		<-tm.C
 	}
 }
+
+// Open is true only when a call made now would go out at once: not while a
+// call is inside Do, not during a pause, and again once the pause is over.
+func TestActorOpen(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := Start(ctx, "ads", Config{Slots: 1})
+	if !a.Open() {
+		t.Fatal("a new actor is not open")
+	}
+	const pause = 100 * time.Millisecond
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	refused := false
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Do(ctx, func(context.Context, int) error {
+			if !refused {
+				refused = true
+				close(inside)
+				<-release
+				return &Error{Endpoint: "ads", Delay: pause}
+			}
+			return nil
+		})
+	}()
+	<-inside
+	if a.Open() {
+		t.Error("open while a call runs through Do")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	// The call returned after the pause it asked for: Open again, and the
+	// pause it left behind is over.
+	if !a.Open() {
+		t.Errorf("not open after the paused call returned (paused until %v)", time.Unix(0, a.pausedUntilNS.Load()))
+	}
+	if a.pausedUntilNS.Load() == 0 {
+		t.Error("the pause was not published to Open")
+	}
+}

@@ -66,6 +66,9 @@ type Client struct {
 	err    error // of the first call's setup
 	in     *inbox
 	reg    *ratelimit.Registry
+
+	mu        sync.Mutex
+	endpoints map[string]*gwEndpoint // bounded as reg's actors are
 }
 
 // New returns a client of the deployment whose subjects s builds, with the
@@ -205,12 +208,43 @@ func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body 
 		defer cancel()
 	}
 	subject := c.s.GWAPI(api)
-	actor, err := c.reg.Actor(subject)
+	ep, err := c.endpoint(subject)
 	if err != nil {
-		return nil, nil, fmt.Errorf("client: %w", err)
+		return nil, nil, err
+	}
+	// The endpoint's bound on requests in flight, fast path or not.
+	select {
+	case ep.slots <- struct{}{}:
+		defer func() { <-ep.slots }()
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", subject, cap(ep.slots), context.Cause(ctx))
 	}
 	var last answer
-	err = actor.Do(ctx, func(ctx context.Context, _ int) error {
+	var replay error // a rate limit met on the fast path, for the actor to act on
+	if ep.actor.Open() {
+		// Nobody is paused or waiting: send directly, without the actor's
+		// goroutine hops; only a rate-limited answer goes through it.
+		a, err := c.send(ctx, subject, h, body)
+		if err == nil {
+			d, limited := c.rateLimited(a.h, a.data)
+			if !limited {
+				return a.h, a.data, nil
+			}
+			last, replay = a, &ratelimit.Error{Endpoint: subject, Delay: d}
+		}
+		if replay == nil {
+			return nil, nil, c.sendErr(subject, err)
+		}
+	}
+	err = ep.actor.Do(ctx, func(ctx context.Context, _ int) error {
+		if replay != nil {
+			// The first attempt was the fast path's: its rate limit pauses
+			// every caller of the endpoint and the request is sent again
+			// after the pause.
+			err := replay
+			replay = nil
+			return err
+		}
 		a, err := c.send(ctx, subject, h, body)
 		if err != nil {
 			return err
@@ -227,10 +261,40 @@ func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body 
 	case errors.Is(err, ratelimit.ErrRateLimited) && last.h != nil:
 		// Asked to pause MaxAttempts times: the caller gets the GW's answer.
 		return last.h, last.data, nil
-	case errors.Is(err, nats.ErrNoResponders):
-		return nil, nil, fmt.Errorf("client: %s: %w (is the gateway running?)", subject, err)
 	}
-	return nil, nil, fmt.Errorf("client: %s: %w", subject, err)
+	return nil, nil, c.sendErr(subject, err)
+}
+
+func (c *Client) sendErr(subject string, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("client: %s: %w (is the gateway running?)", subject, err)
+	}
+	return fmt.Errorf("client: %s: %w", subject, err)
+}
+
+// gwEndpoint is one GW API subject as the client calls it: its rate-limit
+// actor and its bound on requests in flight (MaxInFlight).
+type gwEndpoint struct {
+	actor *ratelimit.Actor
+	slots chan struct{}
+}
+
+func (c *Client) endpoint(subject string) (*gwEndpoint, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ep := c.endpoints[subject]; ep != nil {
+		return ep, nil
+	}
+	actor, err := c.reg.Actor(subject)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	if c.endpoints == nil {
+		c.endpoints = map[string]*gwEndpoint{}
+	}
+	ep := &gwEndpoint{actor: actor, slots: make(chan struct{}, c.opts.MaxInFlight)}
+	c.endpoints[subject] = ep
+	return ep, nil
 }
 
 // send is one attempt: publish, wait for the whole answer or ctx.

@@ -21,10 +21,13 @@ type WriteLog struct {
 	Op        string // create, refuse, update, answered, adopt: for logs and metrics
 }
 
-// Purge: remove Subject from the request log (its answer was sent).
+// Purge: remove Subject from the request log (its answer was sent). Seq is
+// the subject's last record, the `answered` entry this GW wrote: a shell may
+// remove the entry by a write conditional on it (see services/gw requestlog).
 type Purge struct {
 	ID      string
 	Subject string
+	Seq     uint64
 }
 
 // Submit: publish Sub to RC RCID on subjects.RCSubmit, with the routing

@@ -12,8 +12,12 @@ type Config struct {
 	TimeoutMargin int64  // after a deadline, how long to wait for the RC's own timeout
 	Affinity      string // "hard" or "soft"
 	StartupWait   int64  // how long an early request waits for a first RC
-	AnnounceEvery int64  // expected RC announcement period
-	DeadAfter     int64  // an RC silent this long is dead: its requests are driven again
+	// HoldUntilReady: until some RC has announced itself warm (the GW is
+	// ready), a request waits for one until its deadline rather than
+	// failing "No resources connected" after StartupWait.
+	HoldUntilReady bool
+	AnnounceEvery  int64 // expected RC announcement period
+	DeadAfter      int64 // an RC silent this long is dead: its requests are driven again
 
 	MaxInFlight          int
 	MaxInFlightPerCaller int

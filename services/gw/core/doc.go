@@ -80,8 +80,13 @@
 //     entry now names the adopter, with the next drive number reserved):
 //     there is no moment when the old owner has let go and the new one has
 //     not taken over. Later drives answer to the adopter's answer subject.
-//   - A drive's number is written to the log before it is submitted, so no
-//     two drives of a request ever share an id at the RC, DAPs or Agg.
+//   - A re-drive's number is written to the log before it is submitted, so
+//     no two drives of a request ever share an id at the RC, DAPs or Agg.
+//     The first drive (number 0) goes out with the create: the log's round
+//     trip is off the critical path, an adopter always takes the entry's
+//     drive + 1, and an answer that arrives before the create lands is held
+//     until it does (a create that cannot land refuses the request and
+//     cancels the drive).
 //   - Per-caller and per-GW limits count requests held, adopted ones too;
 //     adoption is never refused.
 //   - A cancel matches the requests of that caller (the cancel's reply

@@ -15,6 +15,7 @@ type rcs struct {
 	m      map[string]*rcState
 	turn   int
 	recent map[string]int64 // per assembly: when one of its RCs last served
+	served bool             // some RC has been warm: the GW has been ready
 }
 
 func newRCs() rcs { return rcs{m: map[string]*rcState{}, recent: map[string]int64{}} }
@@ -34,6 +35,12 @@ func (t *rcs) announce(a RCInfo, now, period int64) bool {
 	}
 	if rc != nil && !rc.Draining && a.Draining {
 		changed = true
+	}
+	if rc != nil && rc.Warming && !a.Warming {
+		changed = true // it can take what waits for it
+	}
+	if !a.Warming && !a.Draining {
+		t.served = true
 	}
 	t.m[a.ID] = &rcState{RCInfo: a}
 	t.m[a.ID].LastSeen = now
@@ -146,7 +153,7 @@ func (t *rcs) pick(assembly, affinity string) (*rcState, string) {
 func (t *rcs) candidates(assembly string) []*rcState {
 	var out []*rcState
 	for _, rc := range t.m {
-		if rc.Assembly == assembly && !rc.Draining && !rc.suspect {
+		if rc.Assembly == assembly && !rc.Draining && !rc.suspect && !rc.Warming {
 			out = append(out, rc)
 		}
 	}

@@ -154,7 +154,11 @@ func (c *Core) advanceWait(r *request) {
 	}
 	rc, why := c.rcs.pick(r.Sub.Header.Scope.Assembly, c.cfg.Affinity)
 	if rc == nil {
-		if until := max(r.waitUntil, c.rcs.failover(r.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.failoverWindow())); c.now < until && c.now < r.Deadline {
+		until := max(r.waitUntil, c.rcs.failover(r.Sub.Header.Scope.Assembly, c.cfg.Affinity, c.failoverWindow()))
+		if c.cfg.HoldUntilReady && !c.rcs.served {
+			until = r.Deadline
+		}
+		if c.now < until && c.now < r.Deadline {
 			c.arm(r, min(until, r.Deadline))
 			return
 		}
@@ -169,10 +173,17 @@ func (c *Core) advanceWait(r *request) {
 		c.advance(r)
 		return
 	}
-	// "Every accepted request is logged before it is dispatched."
+	// The create and the first drive go out together: the log's round trip
+	// leaves the critical path. What exactly-once needs still holds: no
+	// answer is sent before the entry is written (the answer waits for the
+	// create, then for `answered`); a request whose create never lands is
+	// refused, and its drive cancelled; drive 0 is never reused (an adopter
+	// takes the entry's drive + 1). A GW that dies before its create lands
+	// promised nothing: the caller's own timeout fires, as before.
 	r.phase = phCreate
 	r.subject = c.cfg.LogSubject(c.cfg.Self, r.ID)
 	c.write(r, &writeOp{kind: "create", entry: c.entryOf(r, messages.LogOpen), expect: 0})
+	c.submit(r, "")
 }
 
 func (c *Core) advanceDrive(r *request) {
@@ -274,7 +285,7 @@ func (c *Core) finish(r *request) {
 	c.emit(cmd)
 	c.stats.Answered++
 	if r.logged {
-		c.emit(Purge{ID: r.ID, Subject: r.subject})
+		c.emit(Purge{ID: r.ID, Subject: r.subject, Seq: r.seq})
 	}
 	c.forget(r)
 }
@@ -315,7 +326,10 @@ func (c *Core) written(r *request, seq uint64) {
 		r.logged = true
 		r.phase = phDrive
 	case "refuse":
-		// The create never landed and now cannot: the refusal is the answer.
+		// The create never landed and now cannot: the refusal is the answer,
+		// and the drive that went out with the create is of no use.
+		c.cancelDrive(r)
+		r.held = &answer{status: unavailable("The request could not be logged; retry later")}
 		r.logged = true // the tombstone is purged with the answer
 		c.finish(r)
 		return
@@ -347,11 +361,8 @@ func (c *Core) conflict(r *request, cur *messages.LogEntry, seq uint64) {
 	r.op = nil
 	if op.kind == "refuse" && cur != nil && cur.State == messages.LogOpen && cur.GWID == c.cfg.Self &&
 		cur.GWStarted == c.cfg.Incarnation && cur.RequestID == r.ID {
-		// The create that "failed" had landed: the request is logged after all.
-		r.held = nil
-		if r.cancelled {
-			r.held = &answer{status: cancelledStatus}
-		}
+		// The create that "failed" had landed: the request is logged after
+		// all (an answer or a cancel that came meanwhile is held).
 		r.logged, r.seq, r.entry, r.phase = true, seq, *cur, phDrive
 		c.advance(r)
 		return
@@ -370,8 +381,8 @@ func (c *Core) failed(r *request) {
 		// It may or may not be stored. Settle it with a conditional write of
 		// its own: `answered` where nothing is yet. If that lands, the
 		// request was never logged and is refused; if it conflicts with the
-		// entry, the create had landed and the request goes on.
-		r.held = &answer{status: unavailable("The request could not be logged; retry later")}
+		// entry, the create had landed and the request goes on. Its drive is
+		// running meanwhile: an answer that arrives is held, not dropped.
 		refuse := op.entry
 		refuse.State, refuse.By = messages.LogAnswered, c.cfg.Self
 		c.write(r, &writeOp{kind: "refuse", entry: refuse, expect: 0})

@@ -92,8 +92,9 @@ func TestAnsweredWriteFailsThenLands(t *testing.T) {
 	s.rc("rc-1", 1)
 	s.arrive("r1", 5000*ms)
 	create := only[WriteLog](s)
+	only[Submit](s) // the first drive goes out with its create
 	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
-	only[Submit](s)
+	none[Submit](s)
 	a := answerFor("r1", "r1")
 	a.At = s.now
 	s.step(a)
@@ -133,8 +134,8 @@ func TestOwnerLosesToAdopter(t *testing.T) {
 	owner.rc("rc-1", 1)
 	owner.arrive("r1", 5000*ms)
 	entry := only[WriteLog](owner).Entry
-	owner.step(LogWritten{At: owner.now, ID: "r1", Seq: 1})
 	only[Submit](owner)
+	owner.step(LogWritten{At: owner.now, ID: "r1", Seq: 1})
 
 	peer := newStory(t, "gw-2", 2)
 	peer.rc("rc-1", 1)
@@ -173,28 +174,70 @@ func TestFailedCreateIsSettled(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.rc("rc-1", 1)
 	s.arrive("r1", 5000*ms)
-	create := only[WriteLog](s)
+	only[WriteLog](s)
+	only[Submit](s)
 	s.step(LogFailed{At: s.now, ID: "r1", Err: errors.New("timeout")})
 	if w := only[WriteLog](s); w.Op != "refuse" || w.ExpectSeq != 0 || w.Entry.State != messages.LogAnswered {
 		t.Fatalf("settling write %s", describe(w))
 	}
+	// The drive answers meanwhile: held, not sent (nothing is logged yet).
+	s.step(answerFor("r1", "r1"))
+	none[Answer](s)
 	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
 	if a := only[Answer](s); a.Status.RC != messages.CodeUnavailable {
 		t.Fatalf("answer %s", describe(a))
+	}
+	if c := only[CancelDrive](s); c.DriveID != "r1" {
+		t.Fatalf("cancelled %s, want the drive that went out with the create", c.DriveID)
 	}
 	only[Purge](s)
 	none[Submit](s)
 
 	s.arrive("r2", 5000*ms)
-	create = only[WriteLog](s)
+	create := only[WriteLog](s)
+	only[Submit](s)
 	s.step(LogFailed{At: s.now, ID: "r2", Err: errors.New("timeout")})
 	only[WriteLog](s)
+	// The drive's answer comes before the settling write's result: held.
+	s.step(answerFor("r2", "r2"))
+	none[Answer](s)
 	landed := create.Entry
 	s.step(LogConflict{At: s.now, ID: "r2", Current: &landed, Seq: 2})
 	none[Answer](s)
-	if sub := only[Submit](s); sub.Sub.RequestID != "r2" {
-		t.Fatalf("submitted %s", sub.Sub.RequestID)
+	none[Submit](s) // the drive that went out with the create answered
+	w := only[WriteLog](s)
+	if w.Op != "answered" || w.ExpectSeq != 2 {
+		t.Fatalf("close write %s", describe(w))
 	}
+	s.step(LogWritten{At: s.now, ID: "r2", Seq: 3})
+	if a := only[Answer](s); !a.Forward || string(a.Data) != "r2" {
+		t.Fatalf("answer %s", describe(a))
+	}
+}
+
+// The first drive goes out with the create; an answer that arrives before
+// the create lands is held until it does, then `answered` is written, and
+// only then is the answer sent.
+func TestAnswerBeforeCreateLandsWaitsForIt(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arrive("r1", 5000*ms)
+	create := only[WriteLog](s)
+	if create.Op != "create" {
+		t.Fatalf("first write %s", describe(create))
+	}
+	only[Submit](s)
+	s.step(answerFor("r1", "r1"))
+	none[Answer](s)
+	none[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	none[Answer](s)
+	if w := only[WriteLog](s); w.Op != "answered" || w.ExpectSeq != 1 {
+		t.Fatalf("close write %s", describe(w))
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	only[Answer](s)
+	only[Purge](s)
 }
 
 // Stopping: logged requests are released for adoption at Abort, except one
@@ -235,8 +278,8 @@ func TestRedriveWritesTheDriveFirst(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.rc("rc-1", 1)
 	s.arrive("r1", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
 	only[Submit](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
 	s.now += ms
 	s.rc("rc-1", 2) // restarted
 	w := only[WriteLog](s)

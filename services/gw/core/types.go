@@ -81,6 +81,7 @@ type RCInfo struct {
 	Queued      int
 	DAPs        int
 	Draining    bool
+	Warming     bool // its fleet view is not warm yet: it gets nothing until it is
 	StartedAt   int64
 	LastSeen    int64 // unix ns
 	Period      int64 // announcement period, ns

@@ -37,6 +37,11 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) health(ctx context.Context) Health {
+	if s.cfg.GatewayReady != nil {
+		if ok, why := s.cfg.GatewayReady(); !ok {
+			return Health{Reason: "the gateway is not ready: " + why}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.HealthTimeout+waitMargin)
 	defer cancel()
 	env, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIPing,
@@ -57,7 +62,8 @@ func (s *Server) health(ctx context.Context) Health {
 	select {
 	case m = <-ch:
 	case <-ctx.Done():
-		return Health{Reason: "no answer from the gateway to a ping"}
+		// A GW holds requests until it knows an RC that can serve.
+		return Health{Reason: "no answer from the gateway to a ping: no gateway, or none knows an RC that can serve yet"}
 	}
 	resp, err := messages.DecodeResponse(m.Header, m.Data)
 	if err != nil {

@@ -78,7 +78,11 @@ type Config struct {
 	Wait            time.Duration // how long to wait for an answer when the request sets no timeout
 	ChunkIdle       time.Duration // how long to wait between two chunks of one answer
 	HealthTimeout   time.Duration
-	Log             zerolog.Logger
+	// GatewayReady, when set, is the readiness of a GW in the same process
+	// (`sg gw`, `sg run`): /v1/health is 503 with its reason at once while
+	// it is not ready, rather than after a ping held until the timeout.
+	GatewayReady func() (ready bool, reason string)
+	Log          zerolog.Logger
 }
 
 func (c Config) withDefaults() Config {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -359,6 +360,46 @@ func TestHealth(t *testing.T) {
 		if code, h := get(); code != c.code || h.Ready != c.ready {
 			t.Errorf("ping answer %s: %d %+v, want %d ready=%v", c.daps, code, h, c.code, c.ready)
 		}
+	}
+}
+
+// TestHealthGatewayNotReady: with the readiness of a GW in the same
+// process, /v1/health is 503 with the GW's reason at once while it is not
+// ready (no ping: the GW would hold it), and pings once it is.
+func TestHealthGatewayNotReady(t *testing.T) {
+	var ready atomic.Bool
+	e := start(t, httpapi.Config{HealthTimeout: 5 * time.Second, GatewayReady: func() (bool, string) {
+		return ready.Load(), "no RC known"
+	}})
+	pinged := make(chan struct{}, 4)
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		pinged <- struct{}{}
+		g := &fakeGW{t: t, nc: e.nc}
+		g.respond(m.Reply, "", messages.Status{}, []byte(`[{"dap":"d1","reached":true}]`))
+	})
+	get := func() (int, httpapi.Health) {
+		resp, err := http.Get(e.http.URL + "/v1/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h httpapi.Health
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, h
+	}
+	if code, h := get(); code != 503 || h.Ready || !strings.Contains(h.Reason, "gateway is not ready: no RC known") {
+		t.Errorf("GW not ready: %d %+v", code, h)
+	}
+	select {
+	case <-pinged:
+		t.Error("pinged a GW that is not ready")
+	default:
+	}
+	ready.Store(true)
+	if code, h := get(); code != 200 || !h.Ready {
+		t.Errorf("GW ready: %d %+v", code, h)
 	}
 }
 

@@ -100,7 +100,7 @@ func TestLostAggStopsItsRunningPortions(t *testing.T) {
 	if cd.DAP != "a" || cd.Request != "q1" || cd.Portion != d1.Portion.ID {
 		t.Fatalf("%+v", cd)
 	}
-	none[Dispatch](t, out) // a is busy with the previous version until it answers
+	none[*Dispatch](t, out) // a is busy with the previous version until it answers
 	h.advance(10 * time.Millisecond)
 	d2 := dispatchedTo(t, h.complete(d1, OutcomeError), "a")
 	if d2.Agg != "agg-2" || d2.Portion.Attempt != d1.Portion.Attempt+1 {

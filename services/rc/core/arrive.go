@@ -1,8 +1,9 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -21,10 +22,8 @@ func (c *Core) arrive(q Request) {
 		arrived:        c.now,
 		firstQueuedDay: utcDay(c.now),
 		purviewEpoch:   c.fleet.purviewEpoch,
-		setByKey:       map[labelKey]*labelSet{},
-		portions:       map[uint64]*portionState{},
-		peerBlocks:     map[string]string{},
 	}
+	r.track.expect = r.expectBuf[:0]
 	c.requests[q.ID] = r
 	c.schedule(timerEntry{at: q.Deadline, kind: timerDeadline, id: q.ID})
 	c.stats.Arrived++
@@ -33,6 +32,7 @@ func (c *Core) arrive(q Request) {
 		c.reply(r, err.kind, err.text)
 		return
 	}
+	r.portions = make(map[uint64]*portionState, c.expectedPortions(r))
 	if err := c.chooseAgg(r); err != nil {
 		c.reply(r, err.kind, err.text)
 		return
@@ -49,6 +49,27 @@ func (c *Core) arrive(q Request) {
 	if c.requests[r.ID] == r {
 		c.admit(r)
 	}
+}
+
+// expectedPortions is how many portions the request should take: per label
+// set one, or for a time-partitioned table one per purview of its DAPs that
+// meets the range; its portion map is made that size, so that decisions do
+// not grow it.
+func (c *Core) expectedPortions(r *request) int {
+	if r.kind != TimePartitioned {
+		return len(r.sets)
+	}
+	n := 0
+	for _, ls := range r.sets {
+		k := 0
+		for _, p := range c.groupFor(ls.group).purviews {
+			if p.Start < r.End && r.Start < p.End {
+				k++
+			}
+		}
+		n += max(k, 1)
+	}
+	return n
 }
 
 type replyError struct {
@@ -78,23 +99,37 @@ func (c *Core) split(r *request) *replyError {
 		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Start), formatTS(r.End))}
 	}
 	if kind == Unsharded {
-		ls := &labelSet{group: groupKey{table: r.Table}, labels: Labels{}}
+		ls := &newLabelSets(1)[0]
+		ls.group, ls.labels = groupKey{table: r.Table}, Labels{}
 		r.sets = []*labelSet{ls}
-		r.setByKey[""] = ls
 		return nil
 	}
-	// Every known label set of the table's DAPs that the selector accepts.
-	for _, d := range c.fleet.byTable[r.Table] {
-		if !r.Labels.matches(d.Labels) || !c.inScope(r, d) {
+	// Every known label set of the table's DAPs that the selector accepts
+	// (and, for a scoped request, that a DAP in scope has), in key order.
+	keys := c.fleet.setsOf[r.Table]
+	sets := newLabelSets(len(keys))
+	r.sets = make([]*labelSet, 0, len(keys))
+	for _, key := range keys {
+		ds := c.fleet.byLabel[key]
+		if len(ds) == 0 || !r.Labels.matches(ds[0].Labels) {
 			continue
 		}
-		if _, seen := r.setByKey[d.key]; seen {
-			continue
+		if r.Assembly != "" || r.Tier != "" {
+			in := false
+			for _, d := range ds {
+				if d.serves(r.Table) && c.inScope(r, d) {
+					in = true
+					break
+				}
+			}
+			if !in {
+				continue
+			}
 		}
+		ls := &sets[len(r.sets)]
 		// Shared, not cloned: a DAP's labels are never changed in place (a
 		// registration installs a new map), and nothing downstream writes them.
-		ls := &labelSet{group: groupKey{table: r.Table, key: d.key}, labels: d.Labels}
-		r.setByKey[d.key] = ls
+		ls.group, ls.labels = groupKey{table: r.Table, key: key}, ds[0].Labels
 		r.sets = append(r.sets, ls)
 	}
 	// Each explicitly selected combination must be held by some DAP.
@@ -117,7 +152,6 @@ func (c *Core) split(r *request) *replyError {
 		}
 		return &replyError{ReplyNoResources, fmt.Sprintf("No DAP has label set %s for table %q", strings.Join(missing, ", "), r.Table)}
 	}
-	sortLabelSets(r.sets)
 	return nil
 }
 
@@ -134,22 +168,28 @@ func (c *Core) placeRequest(r *request) {
 		if len(ls.items) == 0 {
 			continue
 		}
-		cands := c.fleet.group(ls.group)
-		// Least loaded first, so that replicas share the work.
-		order := make([]*dap, 0, len(cands))
-		for _, d := range cands {
+		// Least loaded first, so that replicas share the work. order is the
+		// core's scratch, taken while in use: dequeue can retry, which
+		// places the request again.
+		order := c.placeOrder[:0]
+		c.placeOrder = nil
+		for _, d := range c.fleet.group(ls.group) {
 			if d.freeSlots() > 0 && d.Available && d.serves(r.Table) {
 				order = append(order, d)
 			}
 		}
-		sort.SliceStable(order, func(i, j int) bool {
-			return len(order[i].running)*order[j].Concurrency < len(order[j].running)*order[i].Concurrency
-		})
+		if len(order) > 1 {
+			slices.SortStableFunc(order, func(a, b *dap) int {
+				return cmp.Compare(len(a.running)*b.Concurrency, len(b.running)*a.Concurrency)
+			})
+		}
 		for _, d := range order {
 			if len(ls.items) == 0 || c.requests[r.ID] != r {
 				break
 			}
 			c.dequeue(d)
 		}
+		clear(order)
+		c.placeOrder = order[:0]
 	}
 }

@@ -16,7 +16,7 @@ func TestCancelStopsRunningPortionsAndFreesTheSlot(t *testing.T) {
 	out := h.request("q1", "trade", nil, t0-hour, t0+hour, time.Minute)
 	hdb, rdb := dispatchedTo(t, out, "hdb"), dispatchedTo(t, out, "rdb")
 	// q2 waits for the hdb.
-	none[Dispatch](t, h.request("q2", "trade", nil, t0-2*hour, t0-hour, time.Minute))
+	none[*Dispatch](t, h.request("q2", "trade", nil, t0-2*hour, t0-hour, time.Minute))
 
 	h.advance(time.Millisecond)
 	out = h.step(RequestCancelled{At: h.now, Request: "q1", Reason: "client went away"})
@@ -43,7 +43,7 @@ func TestCancelStopsRunningPortionsAndFreesTheSlot(t *testing.T) {
 	h.advance(time.Millisecond)
 	d := dispatchedTo(t, h.complete(hdb, OutcomeError), "hdb")
 	if d.Portion.Request != "q2" {
-		t.Fatalf("next queued request: got %s", describe([]Command{d}))
+		t.Fatalf("next queued request: got %s", describe([]Command{&d}))
 	}
 	none[Reply](t, h.complete(rdb, OutcomeError))
 	// A second cancel, or one for an unknown request, does nothing.

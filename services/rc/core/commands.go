@@ -1,8 +1,49 @@
 package core
 
 // Command is an output of the core, for the caller to carry out.
+//
+// The commands of every decision, *Dispatch and *AggTrack, are pointers into
+// storage the core reuses: like the slice Step returns, they and the slices
+// in them are valid until the next Step (copy what you keep). A decision
+// then allocates nothing to say what it decided.
 type Command interface {
 	isCommand()
+}
+
+// arena hands out values of T that live until reset: one chunk reused from
+// step to step, and a fresh one when a step needs more (pointers already
+// given out stay valid until the next reset).
+type arena[T any] struct {
+	chunk []T
+}
+
+func (a *arena[T]) new() *T {
+	if len(a.chunk) == cap(a.chunk) {
+		a.chunk = make([]T, 0, max(16, 2*cap(a.chunk)))
+	}
+	a.chunk = a.chunk[:len(a.chunk)+1]
+	return &a.chunk[len(a.chunk)-1]
+}
+
+// slab hands out values of T that live as long as anything points to them,
+// allocated a chunk at a time.
+type slab[T any] struct {
+	chunk []T
+}
+
+func (s *slab[T]) new() *T {
+	if len(s.chunk) == cap(s.chunk) {
+		s.chunk = make([]T, 0, 256)
+	}
+	s.chunk = s.chunk[:len(s.chunk)+1]
+	return &s.chunk[len(s.chunk)-1]
+}
+
+// reset makes the storage reusable; what it held is cleared so that it does
+// not keep ended requests alive.
+func (a *arena[T]) reset() {
+	clear(a.chunk)
+	a.chunk = a.chunk[:0]
 }
 
 // Portion is one label set and, for time-partitioned tables, one time range
@@ -179,7 +220,7 @@ type AggChanged struct {
 	From, To string
 }
 
-func (Dispatch) isCommand()          {}
+func (*Dispatch) isCommand()         {}
 func (AggExpect) isCommand()         {}
 func (AggFail) isCommand()           {}
 func (Reply) isCommand()             {}

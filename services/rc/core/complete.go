@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
@@ -138,6 +139,7 @@ func (c *Core) dapLost(id string) {
 		groups = append(groups, c.fleet.groupOf(d, t))
 	}
 	c.fleet.remove(d)
+	c.refreshPurviews()
 	c.stats.DAPsLost++
 	var touched []*request
 	for _, rp := range d.running {
@@ -162,6 +164,9 @@ func (c *Core) dapLost(id string) {
 			continue
 		}
 		r.setRunning(ps.ls, ps.ls.running-1)
+		if r.SQL && !slices.Contains(ps.ls.dropped, d.Addr) {
+			ps.ls.dropped = append(ps.ls.dropped, d.Addr)
+		}
 		c.enqueue(r, ps.ls, ps.Start, ps.End)
 		touched = append(touched, r)
 	}

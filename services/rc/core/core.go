@@ -3,6 +3,8 @@ package core
 import (
 	"container/heap"
 	"fmt"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // Core is the RC's scheduler: a synchronous state machine. It is not safe for
@@ -26,8 +28,16 @@ type Core struct {
 	nextSeq     uint64
 	now         int64
 	out         []Command
-	tracked     []*request // requests with AggTrack changes in this step
-	scratch     ageHeap
+	dispatches  arena[Dispatch] // the step's *Dispatch commands
+	tracks      arena[AggTrack] // the step's *AggTrack commands
+	tracked     []*request      // requests with AggTrack changes in this step
+	scratch     frontier
+	placeOrder  []*dap      // placeRequest's scratch
+	freeItems   []*item     // unqueued items, reused by enqueue
+	freeSubs    []*subqueue // emptied subqueues, reused with their buffers
+	// portionSlab hands out portion states a chunk at a time: a decision
+	// does not allocate one (a chunk lives while any of its requests does).
+	portionSlab slab[portionState]
 	stats       Stats
 	throttle    throttleState // downstream rate limits (throttle.go)
 	// execMean: each DAP's mean portion execution time in ns (position.go).
@@ -39,6 +49,9 @@ type Core struct {
 type queueGroup struct {
 	unlocked *subqueue
 	locked   map[uint64]*subqueue
+	// purviews: the distinct purviews of the group's DAPs, one heap each in
+	// every subqueue (queue.go).
+	purviews []messages.TimeRange
 }
 
 // New returns an empty core.
@@ -65,7 +78,10 @@ func New(cfg Config) *Core {
 // timed out (so a response that arrives at the deadline is reported as too
 // late, not processed), then the event's scheduling work runs.
 func (c *Core) Step(ev Event) []Command {
+	clear(c.out)
 	c.out = c.out[:0]
+	c.dispatches.reset()
+	c.tracks.reset()
 	if t := ev.at(); t > c.now {
 		c.now = t
 	}

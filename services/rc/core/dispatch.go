@@ -1,25 +1,106 @@
 package core
 
+import (
+	"cmp"
+	"slices"
+
+	"github.com/sg-project/sg/messages"
+)
+
 // subFor is the subqueue that holds a label set's items: per locked vintage,
 // or the unlocked one.
 func (c *Core) subFor(ls *labelSet) *subqueue {
-	g := c.groups[ls.group]
+	g := ls.qg
 	if g == nil {
-		g = &queueGroup{locked: map[uint64]*subqueue{}}
-		c.groups[ls.group] = g
+		g = c.groupFor(ls.group)
+		ls.qg = g
 	}
 	if !ls.locked {
 		if g.unlocked == nil {
-			g.unlocked = &subqueue{key: subKey{group: ls.group}}
+			g.unlocked = c.newSubqueue(g, subKey{group: ls.group})
 		}
 		return g.unlocked
 	}
 	q := g.locked[ls.vintage]
 	if q == nil {
-		q = &subqueue{key: subKey{group: ls.group, locked: true, vintage: ls.vintage}}
+		q = c.newSubqueue(g, subKey{group: ls.group, locked: true, vintage: ls.vintage})
 		g.locked[ls.vintage] = q
 	}
 	return q
+}
+
+// groupFor is the queue group of a group key, made on first use. Groups
+// stay (only their subqueues come and go), so that label sets and DAPs can
+// hold theirs instead of looking it up on every decision; there are no more
+// of them than (table, label set) pairs the fleet has had.
+func (c *Core) groupFor(gk groupKey) *queueGroup {
+	g := c.groups[gk]
+	if g == nil {
+		g = &queueGroup{locked: map[uint64]*subqueue{}, purviews: c.groupPurviews(gk)}
+		c.groups[gk] = g
+	}
+	return g
+}
+
+// dapGroups is the DAP's queue group per table (in d.tables order), and
+// whether the table is time-partitioned; worked out again after any change
+// to the fleet.
+func (c *Core) dapGroups(d *dap) []dapGroup {
+	if d.groupsEpoch == c.fleet.epoch && len(d.groups) == len(d.tables) {
+		return d.groups
+	}
+	d.groups = d.groups[:0]
+	for _, t := range d.tables {
+		gk := c.fleet.groupOf(d, t)
+		d.groups = append(d.groups, dapGroup{key: gk, g: c.groupFor(gk), partitioned: c.fleet.kinds[t] == TimePartitioned})
+	}
+	d.groupsEpoch = c.fleet.epoch
+	return d.groups
+}
+
+// groupPurviews lists the distinct purviews of the group's DAPs, sorted: one
+// heap each in the group's subqueues. A table that is not time-partitioned
+// has one, the whole range.
+func (c *Core) groupPurviews(g groupKey) []messages.TimeRange {
+	if c.fleet.kinds[g.table] != TimePartitioned {
+		return wholeRange
+	}
+	var ps []messages.TimeRange
+	for _, d := range c.fleet.group(g) {
+		if p := (messages.TimeRange{Start: d.Start, End: d.End}); d.serves(g.table) && !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	slices.SortFunc(ps, func(a, b messages.TimeRange) int {
+		if a.Start != b.Start {
+			return cmp.Compare(a.Start, b.Start)
+		}
+		return cmp.Compare(a.End, b.End)
+	})
+	return ps
+}
+
+// refreshPurviews rebuilds the heaps of the groups whose DAPs changed, when
+// their set of purviews did: after every change to the fleet.
+func (c *Core) refreshPurviews() {
+	for _, gk := range c.fleet.dirty {
+		g := c.groups[gk]
+		if g == nil {
+			continue
+		}
+		ps := c.groupPurviews(gk)
+		if slices.Equal(ps, g.purviews) {
+			continue
+		}
+		g.purviews = ps
+		if g.unlocked != nil {
+			g.unlocked.setPurviews(ps)
+		}
+		for _, q := range g.locked {
+			q.setPurviews(ps)
+		}
+	}
+	c.fleet.dirty = c.fleet.dirty[:0]
 }
 
 // dropIfEmpty keeps the group maps as small as the queue.
@@ -27,19 +108,37 @@ func (c *Core) dropIfEmpty(q *subqueue) {
 	if q.n > 0 {
 		return
 	}
-	g := c.groups[q.key.group]
-	if g == nil {
+	g := q.g
+	switch {
+	case q.key.locked && g.locked[q.key.vintage] == q:
+		delete(g.locked, q.key.vintage)
+	case !q.key.locked && g.unlocked == q:
+		g.unlocked = nil
+	default:
 		return
 	}
-	if q.key.locked {
-		delete(g.locked, q.key.vintage)
-	} else if g.unlocked == q {
-		g.unlocked = nil
-	}
-	if g.unlocked == nil && len(g.locked) == 0 {
-		delete(c.groups, q.key.group)
-	}
+	// Kept with its buffers for the next subqueue: a group's unlocked one
+	// empties and comes back with every request.
+	q.release()
+	c.freeSubs = append(c.freeSubs, q)
 }
+
+// newSubqueue is a subqueue of group g, reused when one was released.
+func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
+	var q *subqueue
+	if n := len(c.freeSubs); n > 0 {
+		q = c.freeSubs[n-1]
+		c.freeSubs = c.freeSubs[:n-1]
+	} else {
+		q = new(subqueue)
+	}
+	q.key, q.g = key, g
+	q.setPurviews(g.purviews)
+	return q
+}
+
+// empty: nothing of the group is queued.
+func (g *queueGroup) empty() bool { return g.unlocked == nil && len(g.locked) == 0 }
 
 // enqueue adds the range [s, e) of a label set, aged as the request.
 func (c *Core) enqueue(r *request, ls *labelSet, s, e int64) {
@@ -48,7 +147,14 @@ func (c *Core) enqueue(r *request, ls *labelSet, s, e int64) {
 
 func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
 	c.nextSeq++
-	it := &item{req: r, ls: ls, start: s, end: e, age: age, seq: c.nextSeq, idx: len(ls.items)}
+	var it *item
+	if n := len(c.freeItems); n > 0 {
+		it = c.freeItems[n-1]
+		c.freeItems = c.freeItems[:n-1]
+	} else {
+		it = new(item)
+	}
+	*it = item{req: r, ls: ls, start: s, end: e, age: age, seq: c.nextSeq, idx: len(ls.items)}
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
@@ -56,7 +162,8 @@ func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
 	c.stats.QueueLength++
 }
 
-// unqueue removes an item from the queue and its label set.
+// unqueue removes an item from the queue and its label set, and keeps it
+// for the next enqueue: nothing holds an item past its unqueue.
 func (c *Core) unqueue(it *item) {
 	q := it.sub
 	q.remove(it)
@@ -72,6 +179,8 @@ func (c *Core) unqueue(it *item) {
 		delete(c.queuedBy, it.req.Caller)
 	}
 	c.stats.QueueLength--
+	*it = item{}
+	c.freeItems = append(c.freeItems, it)
 }
 
 func (c *Core) unqueueAll(r *request) {
@@ -86,14 +195,15 @@ func (c *Core) unqueueAll(r *request) {
 // (seed: Reference vintage change) and moves its queued items to the
 // subqueue of that vintage.
 func (c *Core) lock(ls *labelSet, v uint64) {
-	items := append([]*item(nil), ls.items...)
-	for _, it := range items {
-		it.sub.remove(it)
-		c.dropIfEmpty(it.sub)
+	// (Moving between subqueues leaves ls.items as it is.)
+	for _, it := range ls.items {
+		q := it.sub
+		q.remove(it)
+		c.dropIfEmpty(q)
 	}
 	ls.locked, ls.vintage = true, v
 	q := c.subFor(ls)
-	for _, it := range items {
+	for _, it := range ls.items {
 		q.insert(it)
 	}
 }
@@ -101,32 +211,34 @@ func (c *Core) lock(ls *labelSet, v uint64) {
 // oldestFor finds the oldest queued item the DAP can serve now, through the
 // index: for each table it serves, the subqueue of its own vintage (items
 // locked at it) and, if it is up to date, the unlocked subqueue; within
-// each, the oldest item intersecting its purview that passes eligible.
+// each, the oldest item intersecting its purview that the placement chain
+// (feasible.go) accepts.
 func (c *Core) oldestFor(d *dap) *item {
 	var best *item
-	consider := func(q *subqueue, s, e int64) {
+	consider := func(q *subqueue, p messages.TimeRange) {
 		if q == nil || q.n == 0 {
 			return
 		}
-		it := q.oldest(s, e, c, d, &c.scratch)
+		it := q.oldest(p, c, d, &c.scratch)
 		if it != nil && (best == nil || it.ageKey().less(best.ageKey())) {
 			best = it
 		}
 	}
-	for _, t := range d.tables {
-		gk := c.fleet.groupOf(d, t)
-		g := c.groups[gk]
-		if g == nil {
+	for _, dg := range c.dapGroups(d) {
+		g := dg.g
+		if g.empty() {
 			continue
 		}
-		s, e := MinTS, MaxTS
-		if c.fleet.kinds[t] == TimePartitioned {
-			s, e = d.Start, d.End
+		p := wholeRange[0]
+		if dg.partitioned {
+			p = messages.TimeRange{Start: d.Start, End: d.End}
 		}
-		consider(g.locked[d.Vintage], s, e)
+		if len(g.locked) > 0 {
+			consider(g.locked[d.Vintage], p)
+		}
 		if g.unlocked != nil {
-			if top, _ := c.fleet.maxVintage(gk); d.Vintage == top {
-				consider(g.unlocked, s, e)
+			if top, _ := c.fleet.maxVintage(dg.key); d.Vintage == top {
+				consider(g.unlocked, p)
 			}
 		}
 	}
@@ -156,19 +268,20 @@ func (c *Core) dequeue(d *dap) {
 // requeues the leftovers at the item's age.
 func (c *Core) dispatchItem(d *dap, it *item) {
 	r, ls := it.req, it.ls
-	s, e := it.start, it.end
+	start, end, age := it.start, it.end, it.age
+	s, e := start, end
 	if r.kind == TimePartitioned {
-		s, e, _ = overlap(it.start, it.end, d.Start, d.End)
+		s, e, _ = overlap(start, end, d.Start, d.End)
 	}
-	c.unqueue(it)
+	c.unqueue(it) // it is free from here on
 	if !ls.locked {
 		c.lock(ls, d.Vintage)
 	}
-	if it.start < s {
-		c.enqueueAt(r, ls, it.start, s, it.age)
+	if start < s {
+		c.enqueueAt(r, ls, start, s, age)
 	}
-	if e < it.end {
-		c.enqueueAt(r, ls, e, it.end, it.age)
+	if e < end {
+		c.enqueueAt(r, ls, e, end, age)
 	}
 	c.nextPortion++
 	p := Portion{
@@ -186,12 +299,15 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		via = d.RC
 		r.addSecondary(via)
 	}
-	r.portions[p.ID] = &portionState{Portion: p, ls: ls, dap: d.ID, via: via}
+	ps := c.portionSlab.new()
+	*ps = portionState{Portion: p, ls: ls, dap: d.ID, via: via}
+	r.portions[p.ID] = ps
 	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now})
 	c.stats.Dispatched++
-	c.trackDispatch(r, r.portions[p.ID])
-	c.emit(Dispatch{
+	c.trackDispatch(r, ps)
+	x := c.dispatches.new()
+	*x = Dispatch{
 		Portion:  p,
 		DAP:      d.ID,
 		ViaRC:    via,
@@ -200,13 +316,15 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		Agg:      r.Agg,
 		Deadline: r.Deadline,
 		Retries:  r.retries,
-		QueuedAt: it.age,
-	})
+		QueuedAt: age,
+	}
+	c.emit(x)
 }
 
 // applyDAP records a registration or status update.
 func (c *Core) applyDAP(info DAPInfo, keepVintage bool) *dap {
 	d := c.fleet.upsert(info, keepVintage)
+	c.refreshPurviews()
 	d.changedAt = c.now
 	return d
 }
@@ -230,7 +348,7 @@ func (c *Core) afterDAPChange(d *dap) {
 // dequeueGroups offers queued items of the groups to their ready DAPs.
 func (c *Core) dequeueGroups(groups []groupKey) {
 	for _, g := range groups {
-		if c.groups[g] == nil {
+		if qg := c.groups[g]; qg == nil || qg.empty() {
 			continue // nothing queued in this group
 		}
 		for _, o := range c.fleet.group(g) {

@@ -19,7 +19,8 @@
 //  2. Turn every input into an Event carrying the time you observed it
 //     (Unix nanoseconds, non-decreasing; an earlier time is treated as the
 //     latest seen) and pass it to Step.
-//  3. Carry out the returned commands in order before the next Step:
+//  3. Carry out the returned commands in order before the next Step
+//     (*Dispatch and *AggTrack point into storage the next Step reuses):
 //     Dispatch (to the DAP, or through ViaRC), AggTrack (to the Agg, before
 //     the Dispatch it concerns: the portions to expect and to forget, and
 //     whether the set is sealed, so the Agg answers on the last partial;

@@ -20,6 +20,134 @@ const (
 	incompleteTimeoutLogLine = "Exhausted number of retries waiting for other RCs to report timeout (max=%d), composing incomplete timeout message"
 )
 
+// ReasonRequiredDropped (sql only, seed: "the request specifically required
+// the listed DAPs, but they dropped from the RC"): DAPs that ran the label
+// set's portions left the fleet with them, and no DAP serves what is queued.
+const ReasonRequiredDropped = "Required DAPs dropped"
+
+// Placement is asked once. One chain of feasibility checks (the model is
+// Nomad's scheduler/feasible: a FeasibilityChecker per question, each
+// recording why a node was filtered) both decides dispatch and writes the
+// reasons of a timeout message's queue block. The queue index (group,
+// vintage subqueue, purview, see queue.go) only proposes items: dispatch
+// takes an item when the whole chain passes, and the explainer reports every
+// check that fails, in the chain's order, in the seed's words.
+//
+// A check answers its question without allocating (dispatch runs it on every
+// decision); its reason, asked only for a timeout message, may format.
+type feasibilityCheck struct {
+	ok func(c *Core, d *dap, it *item) bool
+	// reason is the seed's words for a failure; nil for a check that only
+	// decides whether the DAP is listed at all (candidate, see explain).
+	reason func(c *Core, d *dap, it *item) string
+	// dapOnly: the check looks at the DAP alone; a DAP that fails one can
+	// take no item, and dequeue stops asking for it.
+	dapOnly bool
+	// quietAfter: a failure is not reported when the check at this index
+	// failed too (busy with a previous attempt says more than busy).
+	quietAfter int
+}
+
+// Indexes into placement, for quietAfter.
+const (
+	checkCandidate = iota
+	checkPreviousAttempt
+	checkSlot
+	checkAvailable
+	checkPaused
+	checkVintage
+	checkTimingOut
+)
+
+// placement is the chain, in the order the seed lists a DAP's reasons.
+var placement = [...]feasibilityCheck{
+	checkCandidate: {ok: (*Core).candidate, quietAfter: -1},
+	checkPreviousAttempt: {quietAfter: -1,
+		ok: func(_ *Core, d *dap, it *item) bool {
+			return !d.runsPreviousAttempt(it.req.ID, it.ls.group.key, it.ls.attempt)
+		},
+		reason: func(*Core, *dap, *item) string { return ReasonPreviousAttempt }},
+	checkSlot: {dapOnly: true, quietAfter: checkPreviousAttempt,
+		ok:     func(_ *Core, d *dap, _ *item) bool { return d.freeSlots() > 0 },
+		reason: func(*Core, *dap, *item) string { return ReasonBusy }},
+	checkAvailable: {dapOnly: true, quietAfter: -1,
+		ok:     func(_ *Core, d *dap, _ *item) bool { return d.Available },
+		reason: func(*Core, *dap, *item) string { return ReasonUnavailable }},
+	checkPaused: {dapOnly: true, quietAfter: -1,
+		ok:     func(c *Core, d *dap, _ *item) bool { return d.pausedUntil <= c.now },
+		reason: func(_ *Core, d *dap, _ *item) string { return pausedReason(d.pausedUntil) }},
+	checkVintage: {quietAfter: -1,
+		ok: func(c *Core, d *dap, it *item) bool {
+			want, _ := c.wantVintage(it)
+			return d.Vintage == want
+		},
+		reason: func(c *Core, d *dap, it *item) string {
+			want, word := c.wantVintage(it)
+			return fmt.Sprintf(reasonVintageFmt, d.Vintage, word, want)
+		}},
+	// A request timing out has its items unqueued; this guards the moment
+	// in between, and has nothing to say in a message.
+	checkTimingOut: {quietAfter: -1,
+		ok:     func(_ *Core, _ *dap, it *item) bool { return !it.req.timingOut },
+		reason: func(*Core, *dap, *item) string { return "" }},
+}
+
+// feasible: the whole chain passes; dispatch gives the item only then.
+func (c *Core) feasible(d *dap, it *item) bool {
+	for i := range placement {
+		if !placement[i].ok(c, d, it) {
+			return false
+		}
+	}
+	return true
+}
+
+// ready: the DAP-side checks of the chain pass (it can take some item now).
+func (c *Core) ready(d *dap) bool {
+	for i := range placement {
+		if placement[i].dapOnly && !placement[i].ok(c, d, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// explain runs the chain for a timeout message: listed is false when the
+// DAP is no candidate for the item (with none listed the reason is
+// ReasonNoDAP); otherwise the reasons of every failed check, or, when all
+// pass, why the DAP is idle anyway: it became able to serve the item only
+// as the request timed out.
+func (c *Core) explain(d *dap, it *item) (listed bool, reasons []string) {
+	if !placement[checkCandidate].ok(c, d, it) {
+		return false, nil
+	}
+	var failed [len(placement)]bool
+	for i := range placement {
+		chk := &placement[i]
+		if i == checkCandidate || chk.ok(c, d, it) {
+			continue
+		}
+		failed[i] = true
+		if chk.quietAfter >= 0 && failed[chk.quietAfter] {
+			continue
+		}
+		if why := chk.reason(c, d, it); why != "" {
+			reasons = append(reasons, why)
+		}
+	}
+	if len(reasons) > 0 {
+		return true, reasons
+	}
+	r := it.req
+	switch {
+	case d.lastCompletionAt >= r.Deadline:
+		return true, []string{ReasonTimedOutResponse}
+	case d.changedAt >= r.Deadline:
+		return true, []string{ReasonTimedOutDequeue}
+	}
+	return true, []string{ReasonUnknown}
+}
+
 // candidate reports whether a DAP could ever serve the item: same group,
 // serves the table, in the request's scope and, for time-partitioned
 // tables, a purview that intersects the item. Only candidates are listed in
@@ -48,57 +176,4 @@ func (c *Core) wantVintage(it *item) (v uint64, word string) {
 	}
 	v, _ = c.fleet.maxVintage(it.ls.group)
 	return v, reasonVintageGlobalWord
-}
-
-// reasons is the feasibility chain for a candidate DAP and a queued item,
-// one link per question, collecting every failed check (the seed joins
-// several reasons with commas). Dispatch uses the same questions through
-// the queue index (group, vintage, purview) and ready/eligible below.
-func (c *Core) reasons(d *dap, it *item) []string {
-	var out []string
-	r := it.req
-	// Has the DAP reported back from an earlier attempt of this label set?
-	prev := d.runsPreviousAttempt(r.ID, it.ls.group.key, it.ls.attempt)
-	if prev {
-		out = append(out, ReasonPreviousAttempt)
-	}
-	// Does it have a free slot?
-	if !prev && d.freeSlots() <= 0 {
-		out = append(out, ReasonBusy)
-	}
-	// Is it available?
-	if !d.Available {
-		out = append(out, ReasonUnavailable)
-	}
-	// Is it paused by a downstream rate limit (throttle.go)?
-	if d.pausedUntil > c.now {
-		out = append(out, pausedReason(d.pausedUntil))
-	}
-	// Is its reference vintage the one the label set needs?
-	if want, word := c.wantVintage(it); d.Vintage != want {
-		out = append(out, fmt.Sprintf(reasonVintageFmt, d.Vintage, word, want))
-	}
-	if len(out) > 0 {
-		return out
-	}
-	// Every check passes: the DAP became able to serve the item only as the
-	// request timed out.
-	switch {
-	case d.lastCompletionAt >= r.Deadline:
-		return []string{ReasonTimedOutResponse}
-	case d.changedAt >= r.Deadline:
-		return []string{ReasonTimedOutDequeue}
-	}
-	return []string{ReasonUnknown}
-}
-
-// ready: the DAP-side checks of dispatch (available, not paused, a free slot).
-func (c *Core) ready(d *dap) bool {
-	return d.Available && d.pausedUntil <= c.now && d.freeSlots() > 0
-}
-
-// eligible: the item-side checks that the queue index does not answer.
-func (c *Core) eligible(d *dap, it *item) bool {
-	r := it.req
-	return !r.timingOut && c.inScope(r, d) && !d.runsPreviousAttempt(r.ID, it.ls.group.key, it.ls.attempt)
 }

@@ -1,6 +1,9 @@
 package core
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // dap is the core's view of one DAP.
 type dap struct {
@@ -21,6 +24,16 @@ type dap struct {
 	changedAt int64
 	// tables are the DAP's tables in sorted order, for deterministic dequeue.
 	tables []string
+	// groups is the DAP's queue group per table, as of fleet epoch
+	// groupsEpoch (Core.dapGroups).
+	groups      []dapGroup
+	groupsEpoch uint64
+}
+
+type dapGroup struct {
+	key         groupKey
+	g           *queueGroup
+	partitioned bool
 }
 
 type runningPortion struct {
@@ -87,6 +100,16 @@ type fleet struct {
 	// topVintage caches maxVintage per group; any change to the fleet's
 	// membership or vintages clears it.
 	topVintage map[groupKey]uint64
+	// setsOf lists per table the distinct label sets of the DAPs serving it,
+	// sorted, and setDAPs counts those DAPs per group: a request is split by
+	// label set without a walk over the fleet.
+	setsOf  map[string][]labelKey
+	setDAPs map[groupKey]int
+	// epoch counts changes to the fleet's membership, label sets and tables.
+	epoch uint64
+	// dirty lists the groups whose DAPs changed since the core last rebuilt
+	// its purview heaps (refreshPurviews).
+	dirty []groupKey
 }
 
 func newFleet() fleet {
@@ -97,6 +120,8 @@ func newFleet() fleet {
 		kinds:   map[string]TableKind{},
 
 		topVintage: map[groupKey]uint64{},
+		setsOf:     map[string][]labelKey{},
+		setDAPs:    map[groupKey]int{},
 	}
 }
 
@@ -157,20 +182,43 @@ func (f *fleet) setVintage(d *dap, v uint64) {
 
 func (f *fleet) index(d *dap) {
 	clear(f.topVintage)
+	f.epoch++
 	f.byLabel[d.key] = insertSorted(f.byLabel[d.key], d)
 	for t, k := range d.Tables {
 		f.byTable[t] = insertSorted(f.byTable[t], d)
 		f.kinds[t] = k
+		f.dirty = append(f.dirty, f.groupOf(d, t))
+		g := groupKey{table: t, key: d.key}
+		if f.setDAPs[g]++; f.setDAPs[g] == 1 {
+			keys := f.setsOf[t]
+			i, _ := slices.BinarySearch(keys, d.key)
+			f.setsOf[t] = slices.Insert(keys, i, d.key)
+		}
 	}
 }
 
 func (f *fleet) unindex(d *dap) {
 	clear(f.topVintage)
+	f.epoch++
 	f.byLabel[d.key] = removeSorted(f.byLabel[d.key], d)
 	if len(f.byLabel[d.key]) == 0 {
 		delete(f.byLabel, d.key)
 	}
 	for t := range d.Tables {
+		f.dirty = append(f.dirty, f.groupOf(d, t))
+		g := groupKey{table: t, key: d.key}
+		if f.setDAPs[g]--; f.setDAPs[g] <= 0 {
+			delete(f.setDAPs, g)
+			keys := f.setsOf[t]
+			if i, ok := slices.BinarySearch(keys, d.key); ok {
+				keys = slices.Delete(keys, i, i+1)
+			}
+			if len(keys) == 0 {
+				delete(f.setsOf, t)
+			} else {
+				f.setsOf[t] = keys
+			}
+		}
 		f.byTable[t] = removeSorted(f.byTable[t], d)
 		if len(f.byTable[t]) == 0 {
 			delete(f.byTable, t)

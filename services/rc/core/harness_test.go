@@ -29,8 +29,27 @@ func (h *harness) advance(d time.Duration) { h.now += int64(d) }
 
 func (h *harness) step(ev Event) []Command {
 	h.t.Helper()
-	out := h.c.Step(ev)
-	return append([]Command(nil), out...)
+	return detach(h.c.Step(ev))
+}
+
+// detach copies a step's commands, with the ones the core reuses (*Dispatch,
+// *AggTrack, see Command), so that a story can keep them past the next step.
+func detach(out []Command) []Command {
+	cp := make([]Command, len(out))
+	for i, cmd := range out {
+		switch x := cmd.(type) {
+		case *Dispatch:
+			d := *x
+			cmd = &d
+		case *AggTrack:
+			t := *x
+			t.Expect = append([]PortionRef(nil), x.Expect...)
+			t.Supersede = append([]PortionRef(nil), x.Supersede...)
+			cmd = &t
+		}
+		cp[i] = cmd
+	}
+	return cp
 }
 
 type dapOpt func(*DAPInfo)
@@ -91,8 +110,8 @@ func (h *harness) tick() []Command {
 func dispatches(cmds []Command) []Dispatch {
 	var out []Dispatch
 	for _, c := range cmds {
-		if d, ok := c.(Dispatch); ok {
-			out = append(out, d)
+		if d, ok := c.(*Dispatch); ok {
+			out = append(out, *d)
 		}
 	}
 	return out
@@ -126,7 +145,7 @@ func describe(cmds []Command) string {
 	var parts []string
 	for _, c := range cmds {
 		switch x := c.(type) {
-		case Dispatch:
+		case *Dispatch:
 			parts = append(parts, fmt.Sprintf("Dispatch(%s %s [%s,%s) a%d v%d via=%q)", x.DAP, x.Portion.Labels, formatTS(x.Portion.Start), formatTS(x.Portion.End), x.Portion.Attempt, x.Portion.Vintage, x.ViaRC))
 		default:
 			parts = append(parts, fmt.Sprintf("%T%+v", c, c))

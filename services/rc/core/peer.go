@@ -76,7 +76,9 @@ func (c *Core) peerDispatch(e PeerDispatch) {
 	d.running = append(d.running, runningPortion{id: disp.Portion.ID, request: rr.id, key: d.key, attempt: disp.Portion.Attempt, relayed: true, started: c.now})
 	disp.ViaRC = ""
 	c.stats.Relayed++
-	c.emit(disp)
+	x := c.dispatches.new()
+	*x = disp
+	c.emit(x)
 }
 
 func (c *Core) relayCompleted(rr *relayedRequest, e PortionCompleted) {
@@ -134,6 +136,9 @@ func (c *Core) peerStatusReport(e PeerStatusReport) {
 	r := c.requests[e.Request]
 	if r == nil {
 		return
+	}
+	if r.peerBlocks == nil {
+		r.peerBlocks = map[string]string{}
 	}
 	r.peerBlocks[e.RC] = e.Block
 	if r.timingOut && len(c.unreported(r)) == 0 {

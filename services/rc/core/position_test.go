@@ -15,7 +15,7 @@ func TestPositionAndDrainRate(t *testing.T) {
 	eu := Selector{"region": {"eu"}}
 	d1 := dispatchedTo(t, h.requestFrom("r1", "a", eu), "eu")
 	for _, id := range []string{"r2", "r3", "r4"} {
-		none[Dispatch](t, h.requestFrom(id, "a", eu))
+		none[*Dispatch](t, h.requestFrom(id, "a", eu))
 	}
 	p, ok := h.c.Position("r4")
 	if !ok || p.Status != StatusAllocating || p.Ahead != 2 || p.Queued != 1 || p.DrainRate != 0 || p.Exec != 0 {

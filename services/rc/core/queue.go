@@ -1,28 +1,37 @@
 package core
 
+import (
+	"slices"
+
+	"github.com/sg-project/sg/messages"
+)
+
 // The queue is indexed so that a dequeue decision does not scan: items are
 // grouped into subqueues by (table, label set, locked vintage or none), and
-// each subqueue is a treap ordered by start time and augmented with the
-// subtree's latest end and oldest age. "The oldest item whose range
-// intersects the DAP's purview" is then a best-first walk that visits
-// subtrees in age order and prunes those that cannot intersect.
+// each subqueue keeps, per distinct purview of its group's DAPs, a heap of
+// the items intersecting that purview, oldest first. "The oldest item whose
+// range intersects the DAP's purview" is the top of the heap of the DAP's
+// own purview: O(1) to find, O(log n) to take out (lazily: an item taken
+// leaves stale slots in its heaps, dropped as they come to the top). The placement chain
+// (feasible.go) has the last word on that item; when it refuses it (the DAP
+// still runs an earlier attempt, the request's scope excludes the DAP), the
+// walk goes on through the heap in age order.
+//
+// A group's purviews change only when its DAPs register, change status or
+// leave; the heaps are rebuilt then (refreshPurviews), never on a decision.
 
 // item is a queued part of a label set of a request.
 type item struct {
 	req        *request
 	ls         *labelSet
 	start, end int64
-	// age orders the queue (oldest first); seq breaks ties and keys the treap.
+	// age orders the queue (oldest first); seq breaks ties.
 	age int64
 	seq uint64
-	// idx is the item's position in ls.items.
-	idx int
-	sub *subqueue
-
-	left, right *item
-	prio        uint64
-	maxEnd      int64
-	minAge      ageKey
+	// idx is the item's position in ls.items, subIdx in sub.items.
+	idx    int
+	subIdx int
+	sub    *subqueue
 }
 
 type ageKey struct {
@@ -36,6 +45,21 @@ func (a ageKey) less(b ageKey) bool {
 
 func (it *item) ageKey() ageKey { return ageKey{it.age, it.seq} }
 
+// less orders items by start, then seq: the order of queue blocks in a
+// timeout message and of walk.
+func less(a, b *item) bool {
+	return a.start < b.start || (a.start == b.start && a.seq < b.seq)
+}
+
+// A purview is the messages' TimeRange, its one home: [Start, End) with
+// open ends at TSMin and TSMax (MinTS and MaxTS here).
+
+// wholeRange is the one purview of a table that is not time-partitioned.
+var wholeRange = []messages.TimeRange{messages.Unbounded}
+
+// meets: the item's range intersects the purview.
+func meets(p messages.TimeRange, it *item) bool { return it.start < p.End && it.end > p.Start }
+
 // subKey names a subqueue: the items of one group whose label set has locked
 // vintage `vintage` (locked) or has locked none.
 type subKey struct {
@@ -45,192 +69,259 @@ type subKey struct {
 }
 
 type subqueue struct {
-	key  subKey
-	root *item
-	n    int
+	key   subKey
+	g     *queueGroup
+	items []*item
+	// heaps[i] holds the items meeting purviews[i].
+	purviews []messages.TimeRange
+	heaps    []ageHeap
+	n        int
 }
 
-func less(a, b *item) bool {
-	return a.start < b.start || (a.start == b.start && a.seq < b.seq)
+// ageHeap is a min-heap of items by age. Slots carry the key, so sifting
+// never reads an item; an item leaves its heaps lazily: remove only counts
+// it out (live), and its slot is dropped when it reaches the top, or when
+// stale slots outnumber live ones (compact). A slot is stale when its item
+// has left the subqueue or been reused (seq differs).
+type ageHeap struct {
+	slots []heapSlot
+	live  int
 }
 
-// splitmix64 gives treap priorities from sequence numbers: deterministic,
-// and no global random source.
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
+type heapSlot struct {
+	key ageKey
+	it  *item
 }
 
-func (n *item) update() {
-	n.maxEnd = n.end
-	n.minAge = n.ageKey()
-	for _, c := range [2]*item{n.left, n.right} {
-		if c == nil {
-			continue
+func (s heapSlot) stale(q *subqueue) bool { return s.it.sub != q || s.it.seq != s.key.seq }
+
+func (h *ageHeap) up(i int) {
+	s := h.slots[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.key.less(h.slots[p].key) {
+			break
 		}
-		n.maxEnd = max(n.maxEnd, c.maxEnd)
-		if c.minAge.less(n.minAge) {
-			n.minAge = c.minAge
+		h.slots[i] = h.slots[p]
+		i = p
+	}
+	h.slots[i] = s
+}
+
+func (h *ageHeap) down(i int) {
+	s := h.slots[i]
+	n := len(h.slots)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.slots[r].key.less(h.slots[l].key) {
+			m = r
+		}
+		if !h.slots[m].key.less(s.key) {
+			break
+		}
+		h.slots[i] = h.slots[m]
+		i = m
+	}
+	h.slots[i] = s
+}
+
+func (h *ageHeap) push(it *item) {
+	h.slots = append(h.slots, heapSlot{it.ageKey(), it})
+	h.up(len(h.slots) - 1)
+	h.live++
+}
+
+func (h *ageHeap) popTop() {
+	last := len(h.slots) - 1
+	h.slots[0] = h.slots[last]
+	h.slots[last] = heapSlot{}
+	h.slots = h.slots[:last]
+	if last > 0 {
+		h.down(0)
+	}
+}
+
+// top drops stale slots from the top and returns the oldest live index (-1
+// when none).
+func (h *ageHeap) top(q *subqueue) int {
+	for len(h.slots) > 0 {
+		if !h.slots[0].stale(q) {
+			return 0
+		}
+		h.popTop()
+	}
+	return -1
+}
+
+// compact drops every stale slot once they outnumber the live ones, so that
+// a heap whose top rarely moves does not grow with the queue's history.
+func (h *ageHeap) compact(q *subqueue) {
+	if len(h.slots) <= 2*h.live+64 {
+		return
+	}
+	kept := h.slots[:0]
+	for _, s := range h.slots {
+		if !s.stale(q) {
+			kept = append(kept, s)
 		}
 	}
-}
-
-// split divides t into items less than k and the rest.
-func split(t, k *item) (l, r *item) {
-	if t == nil {
-		return nil, nil
-	}
-	if less(t, k) {
-		t.right, r = split(t.right, k)
-		t.update()
-		return t, r
-	}
-	l, t.left = split(t.left, k)
-	t.update()
-	return l, t
-}
-
-func merge(l, r *item) *item {
-	switch {
-	case l == nil:
-		return r
-	case r == nil:
-		return l
-	case l.prio > r.prio:
-		l.right = merge(l.right, r)
-		l.update()
-		return l
-	default:
-		r.left = merge(l, r.left)
-		r.update()
-		return r
+	clear(h.slots[len(kept):])
+	h.slots = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
 }
 
 func (q *subqueue) insert(it *item) {
-	it.left, it.right, it.sub = nil, nil, q
-	it.prio = splitmix64(it.seq)
-	it.update()
-	l, r := split(q.root, it)
-	q.root = merge(merge(l, it), r)
+	it.sub, it.subIdx = q, len(q.items)
+	q.items = append(q.items, it)
 	q.n++
+	q.place(it)
+}
+
+// place puts the item in the heap of every purview it meets.
+func (q *subqueue) place(it *item) {
+	for b, p := range q.purviews {
+		if meets(p, it) {
+			q.heaps[b].push(it)
+		}
+	}
 }
 
 func (q *subqueue) remove(it *item) {
-	q.root = removeNode(q.root, it)
-	it.left, it.right, it.sub = nil, nil, nil
+	last := len(q.items) - 1
+	q.items[it.subIdx] = q.items[last]
+	q.items[it.subIdx].subIdx = it.subIdx
+	q.items[last] = nil
+	q.items = q.items[:last]
+	it.sub = nil // its heap slots are stale from here on
 	q.n--
+	for b, p := range q.purviews {
+		if meets(p, it) {
+			q.heaps[b].live--
+			q.heaps[b].compact(q)
+		}
+	}
 }
 
-func removeNode(t, it *item) *item {
-	if t == nil {
-		return nil
+// setPurviews rebuilds the heaps for the group's purviews (sorted, distinct),
+// in the buffers it has.
+func (q *subqueue) setPurviews(ps []messages.TimeRange) {
+	q.purviews = ps
+	for i := range q.heaps {
+		clear(q.heaps[i].slots)
 	}
-	if t == it {
-		return merge(t.left, t.right)
+	if cap(q.heaps) < len(ps) {
+		q.heaps = append(q.heaps[:cap(q.heaps)], make([]ageHeap, len(ps)-cap(q.heaps))...)
 	}
-	if less(it, t) {
-		t.left = removeNode(t.left, it)
-	} else {
-		t.right = removeNode(t.right, it)
+	q.heaps = q.heaps[:len(ps)]
+	for i := range q.heaps {
+		q.heaps[i] = ageHeap{slots: q.heaps[i].slots[:0]}
 	}
-	t.update()
-	return t
+	for _, it := range q.items {
+		q.place(it)
+	}
+}
+
+// release empties a subqueue that left its group, keeping its buffers and
+// holding no item.
+func (q *subqueue) release() {
+	clear(q.items)
+	q.items = q.items[:0]
+	for i := range q.heaps {
+		clear(q.heaps[i].slots)
+		q.heaps[i] = ageHeap{slots: q.heaps[i].slots[:0]}
+	}
+	q.g, q.purviews = nil, nil
 }
 
 // walk visits the subqueue in start order.
 func (q *subqueue) walk(fn func(*item)) {
-	var rec func(*item)
-	rec = func(n *item) {
-		if n == nil {
+	items := slices.Clone(q.items)
+	slices.SortFunc(items, func(a, b *item) int {
+		if less(a, b) {
+			return -1
+		}
+		if less(b, a) {
+			return 1
+		}
+		return 0
+	})
+	for _, it := range items {
+		fn(it)
+	}
+}
+
+// frontier is the scratch of oldest's walk past refused items: heap slots by
+// age.
+type frontier []int32
+
+// oldest returns the oldest item meeting purview p that the placement chain
+// finds feasible for d. scratch is reused between calls.
+func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *frontier) *item {
+	b := slices.Index(q.purviews, p)
+	if b < 0 {
+		return nil // no DAP of the group has this purview: refreshPurviews keeps them in step
+	}
+	h := &q.heaps[b]
+	if h.top(q) < 0 {
+		return nil
+	}
+	if top := h.slots[0].it; c.feasible(d, top) {
+		return top
+	}
+	// Refused: visit the heap best-first (a slot's children are younger),
+	// passing over stale slots.
+	f := (*scratch)[:0]
+	defer func() { *scratch = f[:0] }()
+	push := func(i int) {
+		if i >= len(h.slots) {
 			return
 		}
-		rec(n.left)
-		fn(n)
-		rec(n.right)
-	}
-	rec(q.root)
-}
-
-// ageHeap is the frontier of the best-first walk: subtrees keyed by their
-// oldest age, and single items keyed by their own.
-type ageHeap []heapEntry
-
-type heapEntry struct {
-	key  ageKey
-	node *item
-	self bool
-}
-
-func (h *ageHeap) push(e heapEntry) {
-	*h = append(*h, e)
-	s := *h
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s[i].key.less(s[p].key) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *ageHeap) pop() heapEntry {
-	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	i := 0
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(s) && s[l].key.less(s[m].key) {
-			m = l
-		}
-		if r < len(s) && s[r].key.less(s[m].key) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
-
-// oldest returns the oldest item intersecting [s, e) that is eligible for d.
-// scratch is reused between calls to avoid allocation.
-func (q *subqueue) oldest(s, e int64, c *Core, d *dap, scratch *ageHeap) *item {
-	h := (*scratch)[:0]
-	defer func() { *scratch = h[:0] }()
-	if q.root != nil && q.root.maxEnd > s {
-		h.push(heapEntry{key: q.root.minAge, node: q.root})
-	}
-	for len(h) > 0 {
-		top := h.pop()
-		n := top.node
-		if top.self {
-			if c.eligible(d, n) {
-				return n
+		f = append(f, int32(i))
+		for j := len(f) - 1; j > 0; {
+			p := (j - 1) / 2
+			if !h.slots[f[j]].key.less(h.slots[f[p]].key) {
+				break
 			}
-			continue
+			f[j], f[p] = f[p], f[j]
+			j = p
 		}
-		if n.start < e && n.end > s {
-			h.push(heapEntry{key: n.ageKey(), node: n, self: true})
+	}
+	pop := func() int {
+		top := f[0]
+		last := len(f) - 1
+		f[0] = f[last]
+		f = f[:last]
+		for j := 0; ; {
+			l, r, m := 2*j+1, 2*j+2, j
+			if l < len(f) && h.slots[f[l]].key.less(h.slots[f[m]].key) {
+				m = l
+			}
+			if r < len(f) && h.slots[f[r]].key.less(h.slots[f[m]].key) {
+				m = r
+			}
+			if m == j {
+				break
+			}
+			f[j], f[m] = f[m], f[j]
+			j = m
 		}
-		if c := n.left; c != nil && c.maxEnd > s {
-			h.push(heapEntry{key: c.minAge, node: c})
+		return int(top)
+	}
+	push(1)
+	push(2)
+	for len(f) > 0 {
+		i := pop()
+		if s := h.slots[i]; !s.stale(q) && c.feasible(d, s.it) {
+			return s.it
 		}
-		// Items right of n start at or after n.start: none can intersect
-		// if n already starts at or after e.
-		if c := n.right; c != nil && c.maxEnd > s && n.start < e {
-			h.push(heapEntry{key: c.minAge, node: c})
-		}
+		push(2*i + 1)
+		push(2*i + 2)
 	}
 	return nil
 }

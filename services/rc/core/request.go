@@ -1,7 +1,5 @@
 package core
 
-import "sort"
-
 // Status of a request at this RC, as the seed's timeout message names it.
 type Status int
 
@@ -46,7 +44,6 @@ type request struct {
 	purviewEpoch   uint64
 	retries        int
 	sets           []*labelSet // sorted by label key
-	setByKey       map[labelKey]*labelSet
 	portions       map[uint64]*portionState
 	errored        bool
 	aggregating    bool
@@ -68,13 +65,16 @@ type request struct {
 	// at the Agg).
 	tooLate   []string
 	tooLateOK bool
-	// track: this step's changes to tell the Agg (track.go).
-	track trackState
+	// track: this step's changes to tell the Agg (track.go); expectBuf
+	// holds its usual one or two portions without an allocation.
+	track     trackState
+	expectBuf [2]PortionRef
 }
 
 // labelSet is a request's state for one label set (one group).
 type labelSet struct {
 	group  groupKey
+	qg     *queueGroup // the group's queue, once it has queued something
 	labels Labels
 	// attempt counts retries of this label set; portions of older attempts
 	// are superseded.
@@ -83,9 +83,26 @@ type labelSet struct {
 	locked  bool
 	vintage uint64
 	items   []*item
+	// dropped: addresses of DAPs lost while running a portion of the set,
+	// in order (ReasonRequiredDropped; recorded for SQL requests).
+	dropped []string
 	// running and done portions of the current attempt.
 	running int
 	done    []*portionState
+	// itemsBuf and doneBuf hold items and done for the usual label set
+	// (a portion per tier), without an allocation each.
+	itemsBuf [3]*item
+	doneBuf  [3]*portionState
+}
+
+// newLabelSets allocates a request's label sets at once.
+func newLabelSets(n int) []labelSet {
+	sets := make([]labelSet, n)
+	for i := range sets {
+		sets[i].items = sets[i].itemsBuf[:0]
+		sets[i].done = sets[i].doneBuf[:0]
+	}
+	return sets
 }
 
 type portionState struct {
@@ -130,8 +147,4 @@ func (r *request) complete() bool { return r.queued == 0 && r.running == 0 }
 func (r *request) setRunning(ls *labelSet, n int) {
 	r.running += n - ls.running
 	ls.running = n
-}
-
-func sortLabelSets(sets []*labelSet) {
-	sort.Slice(sets, func(i, j int) bool { return sets[i].group.key < sets[j].group.key })
 }

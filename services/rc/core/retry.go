@@ -55,7 +55,8 @@ func (c *Core) restart(r *request, ls *labelSet) {
 	ls.locked = false
 	ls.vintage = 0
 	r.setRunning(ls, 0)
-	ls.done = nil
+	clear(ls.done)
+	ls.done = ls.done[:0]
 	s, e := c.queueRange(r)
 	c.enqueue(r, ls, s, e)
 }

@@ -74,7 +74,7 @@ func TestUnknownLabelSetFailsAtOnce(t *testing.T) {
 	if rep.Kind != ReplyNoResources || rep.Text != `No DAP has label set {region:mars} for table "trade"` {
 		t.Fatalf("reply %+v", rep)
 	}
-	none[Dispatch](t, out)
+	none[*Dispatch](t, out)
 	// Nothing of the failed request stays queued.
 	if st, _ := h.c.Stats(); st.QueueLength != 0 {
 		t.Fatalf("queue %d", st.QueueLength)
@@ -132,9 +132,9 @@ func TestBusyDAPQueuesAndCompletionDequeuesOldestFirst(t *testing.T) {
 	h.register("rdb-eu", lbl("region", "eu"))
 	first := dispatchedTo(t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute), "rdb-eu")
 	h.advance(time.Second)
-	none[Dispatch](t, h.request("q2", "trade", nil, t0, t0+hour, time.Minute))
+	none[*Dispatch](t, h.request("q2", "trade", nil, t0, t0+hour, time.Minute))
 	h.advance(time.Second)
-	none[Dispatch](t, h.request("q3", "trade", nil, t0, t0+hour, time.Minute))
+	none[*Dispatch](t, h.request("q3", "trade", nil, t0, t0+hour, time.Minute))
 	h.advance(time.Second)
 	out := h.complete(first, OutcomeOK)
 	if ae := only[AggExpect](t, out); ae.Request != "q1" || len(ae.Portions) != 1 || ae.Portions[0].ID != first.Portion.ID {
@@ -148,7 +148,7 @@ func TestBusyDAPQueuesAndCompletionDequeuesOldestFirst(t *testing.T) {
 func TestStatusUpdateDequeues(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.register("rdb-eu", lbl("region", "eu"), unavailable())
-	none[Dispatch](t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute))
+	none[*Dispatch](t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute))
 	h.advance(time.Second)
 	dispatchedTo(t, h.status(dapInfo("rdb-eu", lbl("region", "eu"))), "rdb-eu")
 }
@@ -288,7 +288,7 @@ func TestLostDAPWorkIsRequeued(t *testing.T) {
 	h.advance(time.Second)
 	out := h.step(DAPLost{At: h.now, DAP: "a"})
 	none[Reply](t, out)
-	none[Dispatch](t, out) // b is busy: q1's portion waits in the queue
+	none[*Dispatch](t, out) // b is busy: q1's portion waits in the queue
 	if st, _ := h.c.Stats(); st.QueueLength != 1 {
 		t.Fatalf("queue %d, want the lost portion requeued", st.QueueLength)
 	}
@@ -350,19 +350,19 @@ func TestCancelAndPause(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.register("a", lbl("region", "eu"))
 	h.step(DAPPaused{At: h.now, DAP: "a", Until: h.now + int64(time.Second)})
-	none[Dispatch](t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute))
+	none[*Dispatch](t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute))
 	if at, ok := h.c.NextDeadline(); !ok || at != h.now+int64(time.Second) {
 		t.Fatalf("next deadline %d %v: want the pause end", at, ok)
 	}
 	h.advance(time.Second)
 	d := dispatchedTo(t, h.tick(), "a")
-	none[Dispatch](t, h.request("q2", "trade", nil, t0, t0+hour, time.Minute))
+	none[*Dispatch](t, h.request("q2", "trade", nil, t0, t0+hour, time.Minute))
 	rep := only[Reply](t, h.step(RequestCancelled{At: h.now, Request: "q2", Reason: "caller went away"}))
 	if rep.Kind != ReplyCancelled {
 		t.Fatalf("%+v", rep)
 	}
 	// q2 is gone from the queue: completing q1 dispatches nothing.
-	none[Dispatch](t, h.complete(d, OutcomeOK))
+	none[*Dispatch](t, h.complete(d, OutcomeOK))
 }
 
 func TestTimeoutAnsweredAtTheDeadline(t *testing.T) {

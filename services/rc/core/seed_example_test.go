@@ -54,20 +54,20 @@ func TestSeedVintageExample(t *testing.T) {
 		t.Fatalf("retry %+v", rn)
 	}
 	// dap-3-1 still runs attempt 0, dap-4-1 is unavailable: nothing to send.
-	none[Dispatch](t, out)
+	none[*Dispatch](t, out)
 
 	// "dap-1-1 ... its reference vintage is now 11. The RC does nothing
 	// since dap-1-2 is still at reference vintage 10."
 	h.advance(time.Second)
 	out = h.vintageTo("dap-1-1", 11)
 	none[RetryNoted](t, out)
-	none[Dispatch](t, out)
+	none[*Dispatch](t, out)
 	// "the RC will not send this request to dap-1-1, since its reference
 	// vintage (11) no longer matches the request's reference vintage for
 	// this label (10)": even once it is available.
 	h.advance(time.Second)
 	out = h.status(dapInfo("dap-1-1", lbl("foo", "bar1"), purview(MinTS, D), vintage(11)))
-	none[Dispatch](t, out)
+	none[*Dispatch](t, out)
 	// dap-1-2, at the locked 10, gets the queued foo=bar1 portion.
 	out = h.status(dapInfo("dap-1-2", lbl("foo", "bar1"), purview(MinTS, D), vintage(10)))
 	d12 := dispatchedTo(t, out, "dap-1-2")

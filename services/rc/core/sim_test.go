@@ -501,7 +501,7 @@ func (s *sim) step(ev Event) error {
 
 func (s *sim) apply(cmd Command) error {
 	switch c := cmd.(type) {
-	case Dispatch:
+	case *Dispatch:
 		r := s.reqs[c.Portion.Request]
 		if r == nil || r.ended {
 			return fmt.Errorf("dispatch for ended or unknown request %s", c.Portion.Request)
@@ -557,8 +557,8 @@ func (s *sim) apply(cmd Command) error {
 		case x < 6:
 			outcome = OutcomeRefused
 		}
-		d.inflight = append(d.inflight, simPortion{d: c, outcome: outcome})
-		s.portions[c.Portion.ID] = c
+		d.inflight = append(d.inflight, simPortion{d: *c, outcome: outcome})
+		s.portions[c.Portion.ID] = *c
 		r.dispatched = true
 	case CancelDAP:
 		r := s.reqs[c.Request]
@@ -608,7 +608,7 @@ func (s *sim) apply(cmd Command) error {
 		if r == nil || !r.replied || !r.dispatched {
 			return fmt.Errorf("agg told to drop request %s (answered by the RC: %v, dispatched: %v)", c.Request, r != nil && r.replied, r != nil && r.dispatched)
 		}
-	case AggTrack:
+	case *AggTrack:
 		r := s.reqs[c.Request]
 		if r == nil || r.ended || r.expected {
 			return fmt.Errorf("agg track for ended request %s", c.Request)
@@ -917,7 +917,9 @@ func (s *sim) queuedSnapshot() []queuedItem {
 		}
 		for _, ls := range r.sets {
 			for _, it := range ls.items {
-				out = append(out, queuedItem{it, it.ageKey()})
+				// A copy: the core reuses an item once it is unqueued.
+				cp := *it
+				out = append(out, queuedItem{&cp, it.ageKey()})
 			}
 		}
 	}
@@ -933,10 +935,43 @@ func (s *sim) checkQuiescent() error {
 		if d == nil {
 			continue
 		}
+		explained := false
 		for _, q := range items {
 			if s.refFeasible(d, q.it, false) {
 				return fmt.Errorf("DAP %s could serve queued item of %s [%s,%s) but was not given it", id, q.it.req.ID, formatTS(q.it.start), formatTS(q.it.end))
 			}
+			// The explanation of the DAP's oldest candidate item (one per DAP
+			// and step keeps 2,000 seeds affordable).
+			if !explained && s.c.candidate(d, q.it) {
+				explained = true
+				if err := s.checkExplained(d, q.it); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkExplained: placement is asked once. The chain that refuses a DAP an
+// item (feasible.go) names why in the seed's words, as a timeout message
+// would: a candidate DAP left idle has a reason that is not one of the
+// "it became feasible only as the request timed out" kind.
+func (s *sim) checkExplained(d *dap, it *item) error {
+	if s.c.feasible(d, it) {
+		return fmt.Errorf("the chain accepts DAP %s for a queued item of %s [%s,%s) after dequeue", d.ID, it.req.ID, formatTS(it.start), formatTS(it.end))
+	}
+	listed, reasons := s.c.explain(d, it)
+	if listed != s.c.candidate(d, it) {
+		return fmt.Errorf("DAP %s listed %v, candidate %v", d.ID, listed, s.c.candidate(d, it))
+	}
+	if !listed {
+		return nil
+	}
+	for _, why := range reasons {
+		switch why {
+		case ReasonTimedOutResponse, ReasonTimedOutDequeue, ReasonUnknown, "":
+			return fmt.Errorf("DAP %s refused an item of %s [%s,%s) with no reason from the chain: %q", d.ID, it.req.ID, formatTS(it.start), formatTS(it.end), reasons)
 		}
 	}
 	return nil
@@ -945,12 +980,12 @@ func (s *sim) checkQuiescent() error {
 // checkOrder: a DAP given a queued item was not passed over for an older
 // one it could serve that is still queued.
 func (s *sim) checkOrder(out []Command, before []queuedItem) error {
-	still := map[*item]bool{}
+	still := map[uint64]bool{} // by seq: an item is enqueued once
 	for _, q := range s.queuedSnapshot() {
-		still[q.it] = true
+		still[q.it.seq] = true
 	}
 	for _, cmd := range out {
-		disp, ok := cmd.(Dispatch)
+		disp, ok := cmd.(*Dispatch)
 		if !ok {
 			continue
 		}
@@ -959,7 +994,7 @@ func (s *sim) checkOrder(out []Command, before []queuedItem) error {
 			continue
 		}
 		for _, q := range before {
-			if still[q.it] && q.it.age < disp.QueuedAt && s.refFeasible(d, q.it, true) {
+			if still[q.it.seq] && q.it.age < disp.QueuedAt && s.refFeasible(d, q.it, true) {
 				return fmt.Errorf("DAP %s was given an item queued at %s while an older one (%s [%s,%s)) it can serve waits",
 					d.ID, formatTS(disp.QueuedAt), q.it.req.ID, formatTS(q.it.start), formatTS(q.it.end))
 			}

@@ -41,12 +41,12 @@ func TestThrottledDAPPausesItsEndpointAndRequeuesTheWork(t *testing.T) {
 	}
 
 	// 2. The replica is throttled too: both are paused, the portion waits.
-	none[Dispatch](t, h.throttle(y, "ads", pauseEnd))
+	none[*Dispatch](t, h.throttle(y, "ads", pauseEnd))
 	if at, ok := h.c.NextDeadline(); !ok || at != pauseEnd {
 		t.Fatalf("next deadline %d %v: want the pause end %d", at, ok, pauseEnd)
 	}
 	h.now = pauseEnd - 1
-	none[Dispatch](t, h.tick())
+	none[*Dispatch](t, h.tick())
 
 	// 3. After the pause it runs, still not as a retry, and the request completes.
 	h.now = pauseEnd
@@ -62,7 +62,7 @@ func TestThrottledDAPPausesItsEndpointAndRequeuesTheWork(t *testing.T) {
 	// 4. The core now knows both call "ads": throttling one pauses both.
 	d := dispatches(h.request("q2", "trade", nil, t0, t0+hour, time.Minute))[0]
 	pause2 := h.now + int64(10*time.Second)
-	none[Dispatch](t, h.throttle(d, "ads", pause2))
+	none[*Dispatch](t, h.throttle(d, "ads", pause2))
 	h.now = pause2
 	if got := dispatches(h.tick()); len(got) != 1 {
 		t.Fatalf("after the shared pause: %s", describe(toCommands(got)))
@@ -78,7 +78,7 @@ func TestTimeoutInsidePauseNamesThePause(t *testing.T) {
 	x := dispatches(h.request("q1", "trade", nil, t0, t0+hour, 5*time.Second))[0]
 	until := h.now + int64(time.Minute)
 	y := dispatchedTo(t, h.throttle(x, "ads", until), other(x.DAP))
-	none[Dispatch](t, h.throttle(y, "ads", until))
+	none[*Dispatch](t, h.throttle(y, "ads", until))
 	h.advance(5 * time.Second)
 	rep := only[Reply](t, h.tick())
 	want := `reason="Paused by downstream rate limit until 2022-12-05T00:01:00.000000000Z";dap=[a:5080,b:5080]`
@@ -98,7 +98,7 @@ func TestThrottleEdgeCases(t *testing.T) {
 	until := h.now + int64(time.Second)
 	y := dispatchedTo(t, h.throttle(x, "", until), other(x.DAP))
 	// A duplicate of the report changes nothing.
-	none[Dispatch](t, h.throttle(x, "", until))
+	none[*Dispatch](t, h.throttle(x, "", until))
 	only[AggExpect](t, h.complete(y, OutcomeOK))
 	// The endpoint is learned from a, then a is lost: b's throttle pauses b alone.
 	d := dispatches(h.request("q2", "trade", nil, t0, t0+hour, time.Minute))[0]
@@ -106,7 +106,7 @@ func TestThrottleEdgeCases(t *testing.T) {
 	h.tick()
 	e := dispatchedTo(t, h.throttle(d, "ads", h.now+int64(time.Hour)), other(d.DAP))
 	h.step(DAPLost{At: h.now, DAP: d.DAP})
-	none[Dispatch](t, h.throttle(e, "ads", h.now+int64(time.Second)))
+	none[*Dispatch](t, h.throttle(e, "ads", h.now+int64(time.Second)))
 	h.advance(time.Second)
 	dispatchedTo(t, h.tick(), e.DAP)
 	// An absurd pause is capped at an hour.
@@ -122,7 +122,7 @@ func TestThrottleEdgeCases(t *testing.T) {
 func toCommands(ds []Dispatch) []Command {
 	out := make([]Command, len(ds))
 	for i, d := range ds {
-		out[i] = d
+		out[i] = &d
 	}
 	return out
 }

@@ -252,16 +252,24 @@ func (c *Core) queueBlocks(r *request) ([]queueBlock, error) {
 			var order []string
 			byReason := map[string][]string{}
 			for _, d := range c.fleet.group(ls.group) {
-				if !c.candidate(d, it) {
+				listed, reasons := c.explain(d, it)
+				if !listed {
 					continue
 				}
-				reason := strings.Join(c.reasons(d, it), ", ")
+				reason := strings.Join(reasons, ", ")
 				if _, ok := byReason[reason]; !ok {
 					order = append(order, reason)
 				}
 				byReason[reason] = append(byReason[reason], d.Addr)
 			}
 			base := queueBlock{kind: r.kind, labels: ls.labels, start: it.start, end: it.end}
+			if len(order) == 0 && r.SQL && len(ls.dropped) > 0 {
+				// Seed: "the request specifically required the listed
+				// DAPs, but they dropped from the RC".
+				base.reason, base.daps = ReasonRequiredDropped, ls.dropped
+				out = append(out, base)
+				continue
+			}
 			if len(order) == 0 {
 				base.reason, base.daps = ReasonNoDAP, nil
 				out = append(out, base)

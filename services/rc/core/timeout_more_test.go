@@ -15,7 +15,7 @@ func TestArrivedAfterDeadline(t *testing.T) {
 	out := h.step(RequestArrived{At: h.now, Request: Request{ID: "late", API: "getData", Table: "trade",
 		Start: t0, End: t0 + hour, Deadline: h.now - int64(317*time.Millisecond)}})
 	rep := only[Reply](t, out)
-	none[Dispatch](t, out)
+	none[*Dispatch](t, out)
 	if rep.Kind != ReplyTimeout {
 		t.Fatalf("reply %+v", rep)
 	}

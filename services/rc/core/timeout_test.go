@@ -112,7 +112,7 @@ func TestTimeoutAllocatingTimedOutBeforeProcessingResponse(t *testing.T) {
 	out := h.complete(d, OutcomeOK)
 	rep := only[Reply](t, out)
 	wantText(t, rep.Text, `Request timed out, [rc=rc-1;status="allocating";queue="[labels={region:eu};`+rangeHour+`;reason=\"Timed out before we could process response\";dap=[a:5080]]"]`)
-	none[Dispatch](t, out)
+	none[*Dispatch](t, out)
 }
 
 func TestTimeoutUnknownReason(t *testing.T) {

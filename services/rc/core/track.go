@@ -39,7 +39,7 @@ type AggTrack struct {
 	Sealed    bool
 }
 
-func (AggTrack) isCommand() {}
+func (*AggTrack) isCommand() {}
 
 // trackState is a request's early-expectation changes within one step.
 type trackState struct {
@@ -51,7 +51,9 @@ type trackState struct {
 
 func (c *Core) trackOf(r *request) *trackState {
 	if !r.track.dirty {
-		r.track = trackState{slot: -1, dirty: true}
+		// The buffers went out in an earlier step's AggTrack, valid until
+		// this step: reused.
+		r.track = trackState{slot: -1, dirty: true, expect: r.track.expect[:0], supersede: r.track.supersede[:0]}
 		c.tracked = append(c.tracked, r)
 	}
 	return &r.track
@@ -63,7 +65,7 @@ func (c *Core) trackDispatch(r *request, ps *portionState) {
 	t := c.trackOf(r)
 	if t.slot < 0 {
 		t.slot = len(c.out)
-		c.emit(AggTrack{Request: r.ID})
+		c.emit(c.tracks.new()) // filled by flushTracks
 	}
 	t.expect = append(t.expect, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
 }
@@ -83,19 +85,23 @@ func (c *Core) flushTracks() {
 	drop := false
 	for _, r := range c.tracked {
 		t := r.track
-		r.track = trackState{slot: -1}
+		r.track = trackState{slot: -1, expect: t.expect, supersede: t.supersede}
 		// restart walks a map: keep the commands deterministic.
-		slices.SortFunc(t.supersede, func(a, b PortionRef) int { return cmp.Compare(a.ID, b.ID) })
+		if len(t.supersede) > 1 {
+			slices.SortFunc(t.supersede, func(a, b PortionRef) int { return cmp.Compare(a.ID, b.ID) })
+		}
 		live := c.requests[r.ID] == r && !r.errored && !r.timingOut && (len(t.expect) > 0 || len(t.supersede) > 0)
 		cmd := AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: r.queued == 0}
 		switch {
 		case t.slot >= 0 && live:
-			c.out[t.slot] = cmd
+			*c.out[t.slot].(*AggTrack) = cmd
 		case t.slot >= 0:
 			c.out[t.slot] = nil
 			drop = true
 		case live:
-			c.emit(cmd)
+			x := c.tracks.new()
+			*x = cmd
+			c.emit(x)
 		}
 	}
 	c.tracked = c.tracked[:0]
@@ -117,8 +123,9 @@ func (c *Core) flushTrack(r *request) {
 		return
 	}
 	t := r.track
+	// New buffers: the ones in t go out in this step's command.
 	r.track = trackState{slot: -1, dirty: true}
 	if t.slot >= 0 {
-		c.out[t.slot] = AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: false}
+		*c.out[t.slot].(*AggTrack) = AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: false}
 	}
 }

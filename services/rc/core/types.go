@@ -1,27 +1,28 @@
 package core
 
 import (
-	"math"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // Timestamps in the core are Unix nanoseconds. MinTS and MaxTS stand for an
-// unbounded purview end (the seed's -0Wp and 0Wp).
+// unbounded purview end (the seed's -0Wp and 0Wp); messages is their home.
 const (
-	MinTS int64 = math.MinInt64
-	MaxTS int64 = math.MaxInt64
+	MinTS = messages.TSMin
+	MaxTS = messages.TSMax
 )
 
-// Tier is the storage tier of a DAP.
-type Tier string
+// Tier is the storage tier of a DAP: messages.Tier, its one home.
+type Tier = messages.Tier
 
 // The tiers of the seed: recent, intraday and historical data.
 const (
-	TierRDB Tier = "rdb"
-	TierIDB Tier = "idb"
-	TierHDB Tier = "hdb"
+	TierRDB = messages.TierRDB
+	TierIDB = messages.TierIDB
+	TierHDB = messages.TierHDB
 )
 
 // TableKind says how a table is routed; it selects the seed's three forms of

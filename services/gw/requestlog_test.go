@@ -1,0 +1,79 @@
+package gw_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/subjects"
+)
+
+// An answered request's entry is closed by an empty record with a
+// per-message TTL (not a purge): the stream is empty once the TTL has
+// passed, the sweeps skip closed records (no poison), and a request log
+// stream made without per-message TTLs (by an older sg) is updated to take
+// them.
+func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
+	var js jetstream.JetStream
+	e := startGW(t, func(c *gw.Config) {
+		c.RequestLog = &gw.Durability{}
+		c.SweepEvery = 100 * time.Millisecond
+		var err error
+		if js, err = jetstream.New(c.NC); err != nil {
+			t.Fatal(err)
+		}
+		s := c.Subjects
+		// The stream as an sg without per-message TTLs made it.
+		if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: s.RequestLogStream(),
+			Subjects: []string{s.RequestLogEntryPattern()}, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardOld,
+			MaxAge: time.Hour, AllowDirect: true}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	e.fakeRC("rc1", "", e.echo("rc1"))
+	const n = 5
+	for range n {
+		if r := e.raw(subjects.APIPing, nil, []byte(`{"header":{"api":"ping"},"payload":{}}`)); !r.Header.Status.IsOK() {
+			t.Fatalf("ping: %v", r.Header.Status)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	st, err := js.Stream(ctx, e.s.RequestLogStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.CachedInfo().Config.AllowMsgTTL {
+		t.Fatal("the request log stream was not updated to take per-message TTLs")
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs > n {
+		t.Fatalf("%d records for %d answered requests: each entry is one record", info.State.Msgs, n)
+	}
+	// The closing records' TTL (1 s) passes: nothing is left, polled with a bound.
+	for deadline := time.Now().Add(wait); ; {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records left in the request log %s after answering every request", info.State.Msgs, wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p := counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog); p != 0 {
+		t.Fatalf("closed entries counted as poison: %v", p)
+	}
+	if f := counterL(t, e, "sg_gw_request_log_errors_total", "op", "purge"); f != 0 {
+		t.Fatalf("purge errors: %v", f)
+	}
+}

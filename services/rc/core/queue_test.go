@@ -1,0 +1,63 @@
+package core
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// The purview heaps answer "the oldest item meeting this purview that the
+// chain accepts" as a scan of the subqueue would, through inserts and removals in any order, and the
+// stale slots that lazy removal leaves stay bounded by the live ones.
+func TestPurviewHeapsMatchAScan(t *testing.T) {
+	c := New(Config{Self: "rc-1"})
+	c.Step(Tick{At: t0})
+	bounds := []int64{MinTS, t0 - hour, t0, t0 + 12*hour, t0 + 13*hour, MaxTS}
+	purviews := []messages.TimeRange{{Start: MinTS, End: t0}, {Start: t0, End: t0 + 12*hour}, {Start: t0 + 12*hour, End: MaxTS}, messages.Unbounded}
+	d := &dap{DAPInfo: DAPInfo{ID: "d", Available: true, Concurrency: 1, Tables: map[string]TableKind{"trade": TimePartitioned}}}
+	r := &request{Request: Request{ID: "q", Table: "trade"}, kind: TimePartitioned}
+	// Items of a request scoped to another tier: the chain refuses them, and
+	// the walk goes on past them.
+	other := &request{Request: Request{ID: "scoped", Table: "trade", Tier: TierHDB}, kind: TimePartitioned}
+	ls := &labelSet{group: groupKey{table: "trade"}, locked: true}
+	q := &subqueue{}
+	q.setPurviews(purviews)
+	rng := rand.New(rand.NewPCG(7, 11))
+	var live []*item
+	seq := uint64(0)
+	for step := 0; step < 20000; step++ {
+		if len(live) < 300 && (len(live) == 0 || rng.IntN(2) == 0) {
+			i := rng.IntN(len(bounds) - 1)
+			j := i + 1 + rng.IntN(len(bounds)-1-i)
+			seq++
+			req := r
+			if rng.IntN(3) == 0 {
+				req = other
+			}
+			it := &item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: int64(rng.IntN(50)), seq: seq}
+			q.insert(it)
+			live = append(live, it)
+		} else {
+			k := rng.IntN(len(live))
+			q.remove(live[k])
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+		}
+		for b, p := range purviews {
+			var want *item
+			for _, it := range live {
+				if it.req == r && meets(p, it) && (want == nil || it.ageKey().less(want.ageKey())) {
+					want = it
+				}
+			}
+			d.Start, d.End = p.Start, p.End // the DAP asking has this purview
+			if got := q.oldest(p, c, d, &c.scratch); got != want {
+				t.Fatalf("step %d, purview %v: oldest %+v, a scan finds %+v", step, p, got, want)
+			}
+			if h := q.heaps[b]; len(h.slots) > 2*h.live+64 {
+				t.Fatalf("step %d: purview %v holds %d slots for %d live items", step, p, len(h.slots), h.live)
+			}
+		}
+	}
+}
