@@ -7,6 +7,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -182,7 +183,10 @@ func (d *deployment) await(p *process) {
 			d.t.Errorf("%s: %v", p.name, err)
 		}
 	case <-time.After(processStopBound):
-		d.t.Errorf("%s did not stop within %s", p.name, processStopBound)
+		// The goroutines say what the stop waits for.
+		var b strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+		d.t.Errorf("%s did not stop within %s; goroutines:\n%s", p.name, processStopBound, b.String())
 	}
 }
 

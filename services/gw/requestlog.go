@@ -10,6 +10,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/services/streamscan"
 )
 
 // Durability configures the request log stream. Choices and consequences are
@@ -180,58 +181,26 @@ const jsErrCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 // sweeps, neither open nor poison.
 func closed(data []byte) bool { return len(data) == 0 }
 
-// scan reads the open entries under filter (one GW's, or all), bounded by ctx.
+// scan reads the open entries under filter (one GW's, or all), bounded by
+// ctx: a stopping GW does not wait for a sweep.
 func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef)) error {
-	info, err := l.stream.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return fmt.Errorf("request log info: %w", err)
-	}
-	remaining := len(info.State.Subjects)
-	if remaining == 0 {
-		return nil
-	}
-	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		return fmt.Errorf("request log consumer: %w", err)
-	}
-	for remaining > 0 {
-		batch, err := cons.Fetch(min(remaining, 512), jetstream.FetchMaxWait(time.Second))
+	err := streamscan.Scan(ctx, l.js, l.g.s.RequestLogStream(), streamscan.Options{Filter: filter}, func(r streamscan.Record) error {
+		if closed(r.Data) {
+			return nil
+		}
+		e, err := messages.DecodeValid[messages.LogEntry](r.Data)
+		if err == nil {
+			err = l.g.checkAdoptable(&e)
+		}
 		if err != nil {
-			return fmt.Errorf("request log fetch: %w", err)
+			l.poison(r.Seq, r.Subject, err)
+			return nil
 		}
-		got, last := 0, false
-		for m := range batch.Messages() {
-			if ctx.Err() != nil {
-				// Stopping: a sweep must not hold the GW's stop while it
-				// reads the rest of a batch (entries may be large).
-				return ctx.Err()
-			}
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			last = md.NumPending == 0
-			if closed(m.Data()) {
-				continue
-			}
-			e, err := messages.DecodeValid[messages.LogEntry](m.Data())
-			if err == nil {
-				err = l.g.checkAdoptable(&e)
-			}
-			if err != nil {
-				l.poison(md.Sequence.Stream, m.Subject(), err)
-				continue
-			}
-			fn(logRef{subject: m.Subject(), seq: md.Sequence.Stream, entry: e})
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("request log fetch: %w", err)
-		}
-		if last || got == 0 {
-			return ctx.Err()
-		}
-		remaining -= got
+		fn(logRef{subject: r.Subject, seq: r.Seq, entry: e})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("request log: %w", err)
 	}
 	return nil
 }

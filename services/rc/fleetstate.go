@@ -11,6 +11,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/poison"
+	"github.com/sg-project/sg/services/streamscan"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -72,36 +73,24 @@ func (r *RC) recoverFleet(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("rc %s: DAP state stream info: %w", r.cfg.ID, err)
-	}
-	total := int(info.State.Msgs)
-	if total > 0 {
-		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
-		if err != nil {
-			return 0, fmt.Errorf("rc %s: DAP state consumer: %w", r.cfg.ID, err)
-		}
-		rctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
-		err = r.replay(rctx, cons, total)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return 0, ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
-			r.log.Warn().Dur("recover_timeout", r.cfg.RecoverTimeout).Int("daps", len(r.daps)).Int("records", total).
-				Msg("DAP state replay cut short; starting with the DAPs read so far")
-		case err != nil:
-			return 0, err
-		}
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
+	err = r.replay(rctx, js, st.CachedInfo().Config.Name)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		return 0, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		r.log.Warn().Dur("recover_timeout", r.cfg.RecoverTimeout).Int("daps", len(r.daps)).
+			Msg("DAP state replay cut short; starting with the DAPs read so far")
+	case err != nil:
+		return 0, err
 	}
 	r.checkHeartbeats()
 	return len(r.daps), nil
 }
 
-func (r *RC) replay(ctx context.Context, cons jetstream.Consumer, total int) error {
+func (r *RC) replay(ctx context.Context, js jetstream.JetStream, stream string) error {
 	s := r.cfg.Subjects
-	stream := s.DAPStateStream()
 	var reg prometheus.Registerer
 	if r.cfg.Registry != nil {
 		reg = r.cfg.Registry
@@ -110,40 +99,20 @@ func (r *RC) replay(ctx context.Context, cons jetstream.Consumer, total int) err
 	if err != nil {
 		return fmt.Errorf("rc %s: %w", r.cfg.ID, err)
 	}
-	remaining := total
-	for remaining > 0 {
-		batch, err := cons.Fetch(min(remaining, 512), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return fmt.Errorf("rc %s: DAP state fetch: %w", r.cfg.ID, err)
+	err = streamscan.Scan(ctx, js, stream, streamscan.Options{LastPerSubject: true}, func(m streamscan.Record) error {
+		// A poison record is skipped, counted and logged here, once per
+		// replay: the consumer acks nothing, so nothing is redelivered.
+		if dapID, event, err := checkDAPRecord(s, m.Subject, m.Data); err != nil {
+			poisoned.Skip(r.log, stream, m.Seq, m.Subject, err)
+		} else {
+			r.dapEvent(dapID, event, m.Data, m.Time)
 		}
-		got := 0
-		last := false
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			// A poison record is skipped, counted and logged here, once per
-			// replay: the consumer acks nothing, so nothing is redelivered.
-			if dapID, event, err := checkDAPRecord(s, m.Subject(), m.Data()); err != nil {
-				poisoned.Skip(r.log, stream, md.Sequence.Stream, m.Subject(), err)
-			} else {
-				r.dapEvent(dapID, event, m.Data(), md.Timestamp)
-			}
-			if md.NumPending == 0 {
-				last = true
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("rc %s: DAP state fetch: %w", r.cfg.ID, err)
-		}
-		if last || got == 0 || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		remaining -= got
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("rc %s: DAP state replay: %w", r.cfg.ID, err)
 	}
-	return nil
+	return err
 }
 
 // checkDAPRecord decodes and validates one record of the DAP state stream
