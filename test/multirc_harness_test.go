@@ -39,6 +39,7 @@ type deployment struct {
 	s     subjects.Subjects
 	ctx   context.Context
 	nc    *nats.Conn // the test's own connection (client, probes)
+	log   zerolog.Logger
 	fleet dap.DemoFleet
 
 	mu    sync.Mutex
@@ -64,6 +65,7 @@ func newDeployment(t testing.TB) *deployment {
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &deployment{t: t, srv: srv, s: subjects.Default(), ctx: ctx, procs: map[string]*process{}, gates: map[string]*depGate{}, daps: map[string]dap.Config{}}
+	d.log = testLogger(t)
 	d.nc = d.connect("test")
 	t.Cleanup(func() {
 		d.mu.Lock()
@@ -81,10 +83,7 @@ func newDeployment(t testing.TB) *deployment {
 }
 
 func (d *deployment) logger(name string) zerolog.Logger {
-	if testing.Verbose() {
-		return zerolog.New(zerolog.NewTestWriter(d.t)).Level(zerolog.DebugLevel).With().Str("proc", name).Logger()
-	}
-	return zerolog.Nop()
+	return d.log.With().Str("proc", name).Logger()
 }
 
 func (d *deployment) connect(name string) *nats.Conn {

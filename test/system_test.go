@@ -56,13 +56,6 @@ type systemOptions struct {
 	rcNow         func() time.Time // the RC's clock; default time.Now
 }
 
-func testLogger(t testing.TB) zerolog.Logger {
-	if testing.Verbose() {
-		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
-	}
-	return zerolog.Nop()
-}
-
 func startSystem(t testing.TB, o systemOptions) *system {
 	t.Helper()
 	if o.url == "" {
