@@ -32,7 +32,20 @@ func (d *DAP) publishRegistration() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	reg := d.registrationLocked()
-	_ = d.publish(d.cfg.Subjects.DAPRegister(d.cfg.ID), &reg, nil)
+	d.eventLocked(d.cfg.Subjects.DAPRegister(d.cfg.ID), &reg)
+}
+
+// eventLocked publishes a fleet event (registration, status, vintage,
+// heartbeat); d.mu must be held, so RCs see events in the order made. Once
+// the loss notice is out nothing more is published: an RC takes a later
+// registration or heartbeat as the DAP back and dispatches to a DAP that is
+// gone. A registration sent for an RC announcement that raced the shutdown
+// did that, and the request timed out "executing" on the stopped DAP.
+func (d *DAP) eventLocked(subject string, v any) {
+	if d.state.stopped {
+		return
+	}
+	_ = d.publish(subject, v, nil)
 }
 
 // registrationLocked is the registration with the current state; d.mu must
@@ -89,7 +102,7 @@ func (d *DAP) heartbeats(ctx context.Context) {
 		case <-t.C:
 		}
 		d.mu.Lock()
-		if d.state.stopped { // the loss notice is out: a heartbeat now would revive us
+		if d.state.stopped { // the loss notice is out: no more heartbeats
 			d.mu.Unlock()
 			return
 		}
@@ -99,8 +112,7 @@ func (d *DAP) heartbeats(ctx context.Context) {
 			ReferenceVintage: d.state.rv, IntervalMS: d.cfg.Heartbeat.Milliseconds()}
 		reg := d.registrationLocked()
 		hb.Registration = &reg
-		// Under the lock, like every event: the RC sees them in the order made.
-		_ = d.publish(d.cfg.Subjects.DAPHeartbeat(d.cfg.ID), &hb, nil)
+		d.eventLocked(d.cfg.Subjects.DAPHeartbeat(d.cfg.ID), &hb)
 		d.mu.Unlock()
 	}
 }
@@ -122,7 +134,7 @@ func (d *DAP) SetAvailable(ok bool, reason string) {
 	defer d.mu.Unlock() // publish under the lock: RCs see the updates in the order made
 	d.state.available, d.state.reason = ok, reason
 	st := d.statusLocked()
-	_ = d.publish(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st, nil)
+	d.eventLocked(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st)
 }
 
 // SetPurview changes the temporal purview and its version (seed: "after each
@@ -137,7 +149,7 @@ func (d *DAP) SetPurview(rng messages.TimeRange, purviewVersion uint64) {
 	defer d.mu.Unlock()
 	d.state.purview, d.state.pv = rng, purviewVersion
 	st := d.statusLocked()
-	_ = d.publish(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st, nil)
+	d.eventLocked(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st)
 }
 
 // SetVintage changes the reference vintage (seed: "on each reference data update, the
@@ -147,7 +159,7 @@ func (d *DAP) SetVintage(v uint64) {
 	defer d.mu.Unlock()
 	d.state.rv = v
 	u := messages.DAPVintageUpdate{V: messages.DAPVersion, DAPID: d.cfg.ID, ReferenceVintage: v}
-	_ = d.publish(d.cfg.Subjects.DAPVintage(d.cfg.ID), &u, nil)
+	d.eventLocked(d.cfg.Subjects.DAPVintage(d.cfg.ID), &u)
 }
 
 func (d *DAP) publishLost(reason string) {
@@ -204,12 +216,12 @@ func (d *DAP) Apply(c Change) State {
 	}
 	if status {
 		st := d.statusLocked()
-		_ = d.publish(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st, nil)
+		d.eventLocked(d.cfg.Subjects.DAPStatus(d.cfg.ID), &st)
 	}
 	if c.Vintage != nil && *c.Vintage != d.state.rv {
 		d.state.rv = *c.Vintage
 		u := messages.DAPVintageUpdate{V: messages.DAPVersion, DAPID: d.cfg.ID, ReferenceVintage: d.state.rv}
-		_ = d.publish(d.cfg.Subjects.DAPVintage(d.cfg.ID), &u, nil)
+		d.eventLocked(d.cfg.Subjects.DAPVintage(d.cfg.ID), &u)
 	}
 	return d.stateLocked()
 }

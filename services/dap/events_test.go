@@ -125,6 +125,7 @@ func TestHeartbeatAndShutdown(t *testing.T) {
 	cfg.Heartbeat = 20 * time.Millisecond
 	hb := subscribe(t, nc, cfg.Subjects.DAPHeartbeat(cfg.ID))
 	lost := subscribe(t, nc, cfg.Subjects.DAPLost(cfg.ID))
+	events := subscribe(t, nc, cfg.Subjects.DAPEventsPattern())
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +152,28 @@ func TestHeartbeatAndShutdown(t *testing.T) {
 	}
 	if err := d.Run(ctx); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("second Run: %v", err)
+	}
+
+	// After the loss notice the DAP publishes no fleet event: an RC would
+	// take a registration or heartbeat as the DAP back. An announcement of a
+	// new RC that races the shutdown, and setters, change nothing on the
+	// bus. Driven synchronously on the DAP's own connection, then a marker:
+	// anything those calls published comes before it.
+	d.onAnnounce(&nats.Msg{Subject: cfg.Subjects.RCAnnounce("rc-new"), Data: announce(t, "rc-new", 1)})
+	d.SetAvailable(false, "late")
+	d.SetVintage(7)
+	marker := cfg.Subjects.DAPRegister("marker")
+	if err := nc.Publish(marker, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := next(t, events)
+		if m.Subject == cfg.Subjects.DAPLost(cfg.ID) {
+			break
+		}
+	}
+	if m := next(t, events); m.Subject != marker {
+		t.Fatalf("after the loss notice the DAP published on %s", m.Subject)
 	}
 }
 
