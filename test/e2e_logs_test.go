@@ -16,14 +16,29 @@ import (
 
 // lockedBuffer collects log lines from every service.
 type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{} // closed and replaced on each write
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.written != nil {
+		close(b.written)
+		b.written = nil
+	}
 	return b.buf.Write(p)
+}
+
+// next is closed at the next write.
+func (b *lockedBuffer) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.written == nil {
+		b.written = make(chan struct{})
+	}
+	return b.written
 }
 
 func (b *lockedBuffer) lines() [][]byte {
@@ -69,31 +84,45 @@ func TestLogLinesCarryRequestIDAndLogCorr(t *testing.T) {
 	if id == nil {
 		t.Fatalf("no GW log line names client request %s with its request id", clientID)
 	}
-	services := map[string]int{}
-	for _, line := range buf.lines() {
-		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatalf("log line is not JSON: %s", line)
-		}
-		if m["request_id"] != id {
-			continue
-		}
-		if m["log_corr"] != "corr-42" {
-			t.Errorf("line about %s without its logCorr: %s", id, line)
-		}
-		svc, _ := m["service"].(string)
-		if svc == "" {
-			if _, ok := m["agg"]; ok {
-				svc = "agg"
-			} else if _, ok := m["dap"]; ok {
-				svc = "dap"
+	// The Agg logs its answer after sending it, and the RC hears of it
+	// after that: wait (bounded) for a line from each service, on writes.
+	seen := func() map[string]int {
+		services := map[string]int{}
+		for _, line := range buf.lines() {
+			var m map[string]any
+			if err := json.Unmarshal(line, &m); err != nil {
+				t.Fatalf("log line is not JSON: %s", line)
 			}
+			if m["request_id"] != id {
+				continue
+			}
+			if m["log_corr"] != "corr-42" {
+				t.Fatalf("line about %s without its logCorr: %s", id, line)
+			}
+			svc, _ := m["service"].(string)
+			if svc == "" {
+				if _, ok := m["agg"]; ok {
+					svc = "agg"
+				} else if _, ok := m["dap"]; ok {
+					svc = "dap"
+				}
+			}
+			services[svc]++
 		}
-		services[svc]++
+		return services
 	}
-	for _, want := range []string{"gw", "rc", "agg"} {
-		if services[want] == 0 {
-			t.Errorf("no %s log line about the request (seen %v)", want, services)
+	bound := time.After(10 * time.Second)
+	services := seen()
+	for services["gw"] == 0 || services["rc"] == 0 || services["agg"] == 0 {
+		written := buf.next()
+		if services = seen(); services["gw"] > 0 && services["rc"] > 0 && services["agg"] > 0 {
+			break
 		}
+		select {
+		case <-written:
+		case <-bound:
+			t.Fatalf("within 10s, not a line about the request from each of gw, rc and agg (seen %v)", services)
+		}
+		services = seen()
 	}
 }
