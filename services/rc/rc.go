@@ -224,17 +224,29 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-deadline.C:
 			r.step(core.Tick{At: r.cfg.Now().UnixNano()})
 		case <-tick.C:
-			now := r.cfg.Now()
-			r.checkHeartbeats()
-			r.checkAggs(now)
-			r.forgetRelayed(now)
-			r.step(core.Tick{At: now.UnixNano()})
+			r.onTick(inbox)
 		case <-announce.C:
 			r.announce(false)
 			r.checkPeers(r.cfg.Now())
 		}
 		r.armDeadline(deadline)
 	}
+}
+
+// onTick judges liveness and moves the core's clock. What is already in the
+// inbox is heard first: after a stall (GC, a starved CPU) the ticker and the
+// heartbeats queued during it are ready together, select picks either, and
+// judging first dropped every DAP whose heartbeat was waiting (requests then
+// got NO_RESOURCES, or answers without those DAPs' label sets).
+func (r *RC) onTick(inbox <-chan input) {
+	for range len(inbox) {
+		r.onInput(<-inbox)
+	}
+	now := r.cfg.Now()
+	r.checkHeartbeats()
+	r.checkAggs(now)
+	r.forgetRelayed(now)
+	r.step(core.Tick{At: now.UnixNano()})
 }
 
 // armDeadline sets the timer to the core's next deadline, so a timeout is
