@@ -13,6 +13,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
+	"github.com/sg-project/sg/services/streams"
 )
 
 // AnswerStore configures the object store where the GW writes an answer above
@@ -83,7 +84,7 @@ func (g *GW) openAnswerStore(ctx context.Context) (*answerStore, error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	obj, err := js.CreateOrUpdateObjectStore(octx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
+	obj, err := streams.EnsureObjectStore(octx, js, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
 		Description: "sg answers above the max payload, for callers that do not reassemble chunks",
 		TTL:         cfg.TTL, MaxBytes: cfg.MaxBytes, Storage: storage, Replicas: cfg.Replicas})
 	if err != nil {

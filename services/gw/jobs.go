@@ -22,6 +22,7 @@ import (
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
+	"github.com/sg-project/sg/services/streams"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -171,12 +172,12 @@ func (g *GW) openJobs(ctx context.Context) (*jobStore, error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(octx, jetstream.KeyValueConfig{Bucket: g.s.JobsBucket(),
+	kv, err := streams.EnsureKeyValue(octx, js, jetstream.KeyValueConfig{Bucket: g.s.JobsBucket(),
 		Description: "sg async jobs", TTL: 2 * cfg.Retention, Storage: storage, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("gw: jobs bucket %s: %w", g.s.JobsBucket(), err)
 	}
-	obj, err := js.CreateOrUpdateObjectStore(octx, jetstream.ObjectStoreConfig{Bucket: g.s.JobResultsStore(),
+	obj, err := streams.EnsureObjectStore(octx, js, jetstream.ObjectStoreConfig{Bucket: g.s.JobResultsStore(),
 		Description: "sg async jobs' answers", TTL: cfg.Retention, Storage: storage, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("gw: jobs results %s: %w", g.s.JobResultsStore(), err)

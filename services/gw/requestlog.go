@@ -10,7 +10,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
-	"github.com/sg-project/sg/services/streamscan"
+	"github.com/sg-project/sg/services/streams"
 )
 
 // Durability configures the request log stream. Choices and consequences are
@@ -114,7 +114,7 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := js.CreateOrUpdateStream(ctx, cfg)
+	st, err := streams.Ensure(ctx, js, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("gw: request log stream %s: %w", cfg.Name, err)
 	}
@@ -184,7 +184,7 @@ func closed(data []byte) bool { return len(data) == 0 }
 // scan reads the open entries under filter (one GW's, or all), bounded by
 // ctx: a stopping GW does not wait for a sweep.
 func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef)) error {
-	err := streamscan.Scan(ctx, l.js, l.g.s.RequestLogStream(), streamscan.Options{Filter: filter}, func(r streamscan.Record) error {
+	err := streams.Scan(ctx, l.js, l.g.s.RequestLogStream(), streams.Options{Filter: filter}, func(r streams.Record) error {
 		if closed(r.Data) {
 			return nil
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/poison"
-	"github.com/sg-project/sg/services/streamscan"
+	"github.com/sg-project/sg/services/streams"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -50,7 +50,7 @@ func (r *RC) ensureDAPStateStream(ctx context.Context, js jetstream.JetStream) (
 		MaxAge:      24 * time.Hour,
 		AllowDirect: true,
 	}
-	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	s, err := streams.Ensure(ctx, js, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("rc %s: DAP state stream %s: %w", r.cfg.ID, cfg.Name, err)
 	}
@@ -99,7 +99,7 @@ func (r *RC) replay(ctx context.Context, js jetstream.JetStream, stream string) 
 	if err != nil {
 		return fmt.Errorf("rc %s: %w", r.cfg.ID, err)
 	}
-	err = streamscan.Scan(ctx, js, stream, streamscan.Options{LastPerSubject: true}, func(m streamscan.Record) error {
+	err = streams.Scan(ctx, js, stream, streams.Options{LastPerSubject: true}, func(m streams.Record) error {
 		// A poison record is skipped, counted and logged here, once per
 		// replay: the consumer acks nothing, so nothing is redelivered.
 		if dapID, event, err := checkDAPRecord(s, m.Subject, m.Data); err != nil {

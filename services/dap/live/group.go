@@ -20,6 +20,7 @@ import (
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/parquetdb"
 	"github.com/sg-project/sg/services/poison"
+	"github.com/sg-project/sg/services/streams"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -410,7 +411,7 @@ func (g *Group) wrap(tier messages.Tier, s dap.Source) dap.Source {
 
 // EnsureStream creates (or updates) the live stream of a deployment.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, s subjects.Subjects, maxAge time.Duration) (jetstream.Stream, error) {
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: s.LiveStream(), Subjects: []string{s.LivePattern()},
+	st, err := streams.Ensure(ctx, js, jetstream.StreamConfig{Name: s.LiveStream(), Subjects: []string{s.LivePattern()},
 		Storage: jetstream.FileStorage, MaxAge: maxAge, Description: "sg live table updates, per table and label set"})
 	if err != nil {
 		return nil, fmt.Errorf("live: stream %s: %w", s.LiveStream(), err)

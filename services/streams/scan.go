@@ -1,15 +1,7 @@
-// Package streamscan reads what a JetStream stream holds now, once, oldest
-// first, bounded by a context: the GW's request-log sweeps and the RC's DAP
-// state replay.
-//
-// It reads through an ephemeral pull consumer of its own rather than an
-// ordered consumer: an ordered consumer's Fetch re-creates its consumer on
-// every call and retries a failed creation with a backoff that no context
-// cancels (nats.go jetstream/ordered.go, reset). A GW stopping during a
-// sweep once waited on that backoff past 30 s. Here every server request
-// carries the caller's context and every fetch waits at most fetchWait, so a
-// scan ends within about fetchWait of its context.
-package streamscan
+// Package streams holds what sg does with JetStream streams in one place:
+// Ensure makes a stream (or key-value or object store bucket) or binds it,
+// and Scan reads what a stream holds now.
+package streams
 
 import (
 	"context"
@@ -48,11 +40,27 @@ const (
 	deleteTimeout = 2 * time.Second
 )
 
+// Scan reads through an ephemeral pull consumer of its own rather than an
+// ordered consumer: an ordered consumer's Fetch re-creates its consumer on
+// every call and retries a failed creation with a backoff that no context
+// cancels (nats.go jetstream/ordered.go, reset). A GW stopping during a
+// sweep once waited on that backoff past 30 s. Here every server request
+// carries the caller's context and every fetch waits at most fetchWait, so a
+// scan ends within about fetchWait of its context. An empty stream is not
+// read at all: no consumer is made.
+//
 // Scan calls fn for each record the stream holds when the scan starts, in
 // stream order, until fn returns an error (returned as is), ctx ends
 // (ctx.Err()) or every record has been read (nil). Records stored after the
 // scan starts may or may not be read.
 func Scan(ctx context.Context, js jetstream.JetStream, stream string, o Options, fn func(Record) error) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", stream, err)
+	}
+	if st.CachedInfo().State.Msgs == 0 {
+		return nil
+	}
 	cfg := jetstream.ConsumerConfig{
 		AckPolicy:         jetstream.AckNonePolicy,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,

@@ -1,4 +1,4 @@
-package streamscan_test
+package streams_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sg-project/sg/services/streamscan"
+	"github.com/sg-project/sg/services/streams"
 	"github.com/sg-project/sg/test/natstest"
 )
 
@@ -43,13 +43,13 @@ func setup(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 	return js, st
 }
 
-func scanAll(t *testing.T, js jetstream.JetStream, o streamscan.Options) []string {
+func scanAll(t *testing.T, js jetstream.JetStream, o streams.Options) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var got []string
 	var last uint64
-	err := streamscan.Scan(ctx, js, "SCAN", o, func(r streamscan.Record) error {
+	err := streams.Scan(ctx, js, "SCAN", o, func(r streams.Record) error {
 		if r.Seq <= last || r.Time.IsZero() {
 			t.Errorf("record %s: seq %d after %d, time %v", r.Subject, r.Seq, last, r.Time)
 		}
@@ -67,15 +67,15 @@ func TestScanReadsWhatTheStreamHolds(t *testing.T) {
 	js, st := setup(t)
 	for _, tc := range []struct {
 		name string
-		o    streamscan.Options
+		o    streams.Options
 		want string
 	}{
-		{"all", streamscan.Options{},
+		{"all", streams.Options{},
 			"scan.a.0=a0-0 scan.a.1=a1-0 scan.a.2=a2-0 scan.a.3=a3-0 scan.a.4=a4-0 scan.a.0=a0-1 scan.a.1=a1-1 scan.a.2=a2-1 scan.a.3=a3-1 scan.a.4=a4-1 scan.b.0=b0 scan.b.1=b1 scan.b.2=b2"},
-		{"last per subject", streamscan.Options{LastPerSubject: true},
+		{"last per subject", streams.Options{LastPerSubject: true},
 			"scan.a.0=a0-1 scan.a.1=a1-1 scan.a.2=a2-1 scan.a.3=a3-1 scan.a.4=a4-1 scan.b.0=b0 scan.b.1=b1 scan.b.2=b2"},
-		{"filtered", streamscan.Options{Filter: "scan.b.*"}, "scan.b.0=b0 scan.b.1=b1 scan.b.2=b2"},
-		{"filtered, nothing there", streamscan.Options{Filter: "scan.c.*"}, ""},
+		{"filtered", streams.Options{Filter: "scan.b.*"}, "scan.b.0=b0 scan.b.1=b1 scan.b.2=b2"},
+		{"filtered, nothing there", streams.Options{Filter: "scan.c.*"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := strings.Join(scanAll(t, js, tc.o), " "); got != tc.want {
@@ -101,7 +101,7 @@ func TestScanStopsWithItsContext(t *testing.T) {
 	js, _ := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	err := streamscan.Scan(ctx, js, "SCAN", streamscan.Options{}, func(streamscan.Record) error {
+	err := streams.Scan(ctx, js, "SCAN", streams.Options{}, func(streams.Record) error {
 		n++
 		if n == 3 {
 			cancel()
@@ -113,7 +113,7 @@ func TestScanStopsWithItsContext(t *testing.T) {
 	}
 	// fn's own error ends the scan and is returned as is.
 	stop := errors.New("enough")
-	if err := streamscan.Scan(context.Background(), js, "SCAN", streamscan.Options{}, func(streamscan.Record) error { return stop }); err != stop {
+	if err := streams.Scan(context.Background(), js, "SCAN", streams.Options{}, func(streams.Record) error { return stop }); err != stop {
 		t.Fatalf("scan returned %v, want fn's error", err)
 	}
 }
@@ -122,7 +122,7 @@ func TestScanOfAMissingStreamFails(t *testing.T) {
 	js, _ := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := streamscan.Scan(ctx, js, "NOPE", streamscan.Options{}, func(streamscan.Record) error { return nil })
+	err := streams.Scan(ctx, js, "NOPE", streams.Options{}, func(streams.Record) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "stream NOPE") {
 		t.Fatalf("scan of a missing stream: %v, want an error naming it", err)
 	}
