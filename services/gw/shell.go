@@ -113,6 +113,17 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			timer.Reset(time.Until(time.Unix(0, at)))
 		}
 	}
+	handle := func(in input) {
+		if in.jobDone {
+			busy--
+		}
+		if in.drained {
+			handlers = false
+		}
+		if in.ev != nil {
+			step(in.ev)
+		}
+	}
 	for {
 		if stopping && !handlers && c.Idle() && len(queue) == 0 && busy == 0 {
 			return
@@ -162,19 +173,19 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			queue = queue[1:]
 			busy++
 		case in := <-g.in:
-			if in.jobDone {
-				busy--
-			}
-			if in.drained {
-				handlers = false
-			}
-			if in.ev != nil {
-				step(in.ev)
-			}
+			handle(in)
 		case <-timer.C:
 			step(core.Tick{At: now()})
 		case t := <-tick.C:
 			g.beat(false)
+			// What is already queued is heard before silence is judged:
+			// after a stall of this loop the ticker and the RC
+			// announcements queued during it are ready together, and
+			// select picks either (every RC was once judged gone so, and
+			// requests got "No resources connected").
+			for range len(g.in) {
+				handle(<-g.in)
+			}
 			step(core.Tick{At: t.UnixNano()})
 			if g.rlog != nil && !stopping {
 				for _, id := range g.prunePeers(t) {
