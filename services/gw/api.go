@@ -212,17 +212,29 @@ func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo 
 
 // infoReq rebuilds a reqInfo from what the core tells about a request.
 func (g *GW) infoReq(i core.Info) *reqInfo {
-	ri := &reqInfo{api: i.API, id: i.ID, clientID: i.ClientID, caller: i.Caller, reply: i.Reply, content: i.Content,
-		logCorr: i.LogCorr, received: time.Unix(0, i.Received), chunks: i.Chunks}
-	lc := g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", ri.api)
-	if ri.logCorr != "" {
-		lc = lc.Str("log_corr", ri.logCorr)
+	ri := g.infoReqNoLog(i)
+	ri.log = g.infoLog(i)
+	return ri
+}
+
+// infoReqNoLog is infoReq without the logger (ri.log is the GW's own), for
+// a path that logs only when something goes wrong (infoLog then): building
+// it cost allocations on every request.
+func (g *GW) infoReqNoLog(i core.Info) *reqInfo {
+	return &reqInfo{api: i.API, id: i.ID, clientID: i.ClientID, caller: i.Caller, reply: i.Reply, content: i.Content,
+		logCorr: i.LogCorr, received: time.Unix(0, i.Received), chunks: i.Chunks, log: g.log}
+}
+
+// infoLog is the logger of a request the core tells about.
+func (g *GW) infoLog(i core.Info) zerolog.Logger {
+	lc := g.log.With().Str("request_id", i.ID).Str("client_request_id", i.ClientID).Str("api", i.API)
+	if i.LogCorr != "" {
+		lc = lc.Str("log_corr", i.LogCorr)
 	}
 	if i.RCID != "" {
 		lc = lc.Str("rc_id", i.RCID).Uint32("drive", i.Drive)
 	}
-	ri.log = lc.Logger()
-	return ri
+	return lc.Logger()
 }
 
 func bad(format string, args ...any) messages.Status {
