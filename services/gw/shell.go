@@ -266,8 +266,11 @@ func (g *GW) submit(c core.Submit) error {
 	ri := g.infoReqNoLog(c.Info)
 	body, err := messages.Encode(&c.Sub)
 	if err == nil {
-		h := nats.Header{}
-		messages.Routing{RequestID: c.Sub.RequestID, API: ri.api, Deadline: c.Sub.Deadline, LogCorr: ri.logCorr, Content: c.Sub.Content}.Write(h)
+		// Only the headers the RC reads (the caller and the client's id for
+		// position queries) and those that name the request to an observer;
+		// api, deadline and content type are in the body the RC decodes.
+		h := make(nats.Header, 4)
+		messages.Routing{RequestID: c.Sub.RequestID, LogCorr: ri.logCorr}.Write(h)
 		messages.SetString(h, messages.HdrClientRequestID, ri.clientID)
 		messages.SetString(h, messages.HdrCaller, ri.caller)
 		err = g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(c.RCID), Header: h, Data: body})
