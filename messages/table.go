@@ -491,7 +491,7 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		if err := enc.EncodeBytesLen(8 * len(c.Floats)); err != nil {
 			return err
 		}
-		w := newBinWriter(enc)
+		w := newBinWriter(enc, 8*len(c.Floats))
 		for _, f := range c.Floats {
 			w.room(8)
 			w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
@@ -505,7 +505,7 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		if err := enc.EncodeBytesLen(len(c.Bools)); err != nil {
 			return err
 		}
-		w := newBinWriter(enc)
+		w := newBinWriter(enc, len(c.Bools))
 		for _, v := range c.Bools {
 			w.room(1)
 			if v {
@@ -543,7 +543,7 @@ func WriteVarints(enc *msgpack.Encoder, vals []int64, delta bool) error {
 	if err := enc.EncodeBytesLen(n); err != nil {
 		return err
 	}
-	w := newBinWriter(enc)
+	w := newBinWriter(enc, n)
 	prev := int64(0)
 	for _, v := range vals {
 		d := v
@@ -571,8 +571,11 @@ type binWriter struct {
 	err error
 }
 
-func newBinWriter(enc *msgpack.Encoder) *binWriter {
-	return &binWriter{w: enc.Writer(), b: make([]byte, 0, 8<<10)}
+// newBinWriter buffers at most 8 KiB, and no more than the n bytes the bin
+// holds: a small table's columns (a few bytes each) did not need 8 KiB each,
+// which was half the bytes a small request allocated.
+func newBinWriter(enc *msgpack.Encoder, n int) *binWriter {
+	return &binWriter{w: enc.Writer(), b: make([]byte, 0, min(max(n, binary.MaxVarintLen64), 8<<10))}
 }
 
 // room flushes the buffer unless k more bytes fit.

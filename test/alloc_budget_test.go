@@ -65,8 +65,13 @@ func TestAllocBudgetSmallRequestPath(t *testing.T) {
 // connections' own goroutines). Measured without -race, services logging at
 // info level as deployed (issue 10, with the hand codecs): client 43, gw 47,
 // rc 70, dap 85, agg 94, nats 145; the budgets leave a quarter above that.
+// Session 3 (branch wip/small: loggers built where they log, headers nobody
+// read dropped from submissions, dispatches and completions) took, measured
+// with -race, gw 64 -> 54-62, rc 70 -> 57-63, dap 90 -> 76-79, nats 157 ->
+// 135-143 (run to run): the budgets of those hops come down, keeping room
+// for that spread.
 var allocBudgetHop = map[string]float64{
-	"client": 55, "gw": 60, "rc": 90, "dap": 110, "agg": 120, "nats": 185,
+	"client": 55, "gw": 55, "rc": 80, "dap": 100, "agg": 120, "nats": 175,
 }
 
 // Allocations per small request, hop by hop, do not grow past their budgets.

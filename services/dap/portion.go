@@ -95,8 +95,11 @@ func (d *DAP) retry(p *messages.PortionDispatch, reason string) {
 }
 
 // runPortion runs one dispatch that has a slot, until its deadline.
+//
+// Its logger (the portion's fields on the DAP's) is built only where it logs: a
+// portion that runs and succeeds logs at debug level at most, and building it
+// for every portion cost allocations on every small request.
 func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *executor) {
-	log := d.portionLog(&p)
 	// The versions may have changed while the portion waited for a slot. The source is
 	// taken in the same critical section as the check: a portion runs on the data of the
 	// versions it was dispatched with, even if Apply swaps them a moment later.
@@ -107,7 +110,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 	}
 	deadline := time.Unix(0, p.Deadline)
 	if !time.Now().Before(deadline) {
-		d.timedOut(&p, log, 0)
+		d.timedOut(&p, 0)
 		return
 	}
 	if d.isCancelled(&p) {
@@ -146,7 +149,7 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 		case errors.Is(context.Cause(cancelCtx), errCancelled):
 			d.answerCancelled(&p, time.Since(start))
 		default:
-			d.timedOut(&p, log, time.Since(start))
+			d.timedOut(&p, time.Since(start))
 		}
 		<-done
 		return
@@ -158,26 +161,28 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 	case errors.Is(context.Cause(cancelCtx), errCancelled):
 		d.answerCancelled(&p, elapsed) // never a result for a cancelled request
 	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
-		d.timedOut(&p, log, elapsed) // never a result after the deadline
+		d.timedOut(&p, elapsed) // never a result after the deadline
 		return
-	case d.throttled(&p, log, r.err, elapsed): // throttle.go
+	case d.throttled(&p, r.err, elapsed): // throttle.go
 		return
 	case r.err != nil:
 		d.stats.failed.Add(1)
 		st := statusOf(r.err)
-		log.Warn().Err(r.err).Stringer("rc", st.RC).Msg("portion failed")
+		d.portionLog(&p).Warn().Err(r.err).Stringer("rc", st.RC).Msg("portion failed")
 		d.fail(&p, st, elapsed)
 		return
 	}
 	if err := d.sendPartial(&p, messages.StatusOK, r.payload); err != nil {
 		d.stats.failed.Add(1)
-		log.Error().Err(err).Msg("partial result not sent")
+		d.portionLog(&p).Error().Err(err).Msg("partial result not sent")
 		d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: messages.CodeErr,
 			Message: "DAP could not send the partial result: " + errText(err), ElapsedNS: int64(elapsed)})
 		return
 	}
 	d.stats.executed.Add(1)
-	log.Debug().Int("bytes", len(r.payload)).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
+	if d.log.GetLevel() <= zerolog.DebugLevel && zerolog.GlobalLevel() <= zerolog.DebugLevel {
+		d.portionLog(&p).Debug().Int("bytes", len(r.payload)).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
+	}
 	d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
 		Rows: r.rows, Bytes: int64(len(r.payload)), ElapsedNS: int64(elapsed)})
 }
@@ -188,9 +193,9 @@ func (d *DAP) setRunning(delta int) {
 	d.mu.Unlock()
 }
 
-func (d *DAP) timedOut(p *messages.PortionDispatch, log *zerolog.Logger, elapsed time.Duration) {
+func (d *DAP) timedOut(p *messages.PortionDispatch, elapsed time.Duration) {
 	d.stats.timedOut.Add(1)
-	log.Warn().Dur("elapsed", elapsed).Msg("portion passed its deadline")
+	d.portionLog(p).Warn().Dur("elapsed", elapsed).Msg("portion passed its deadline")
 	st := messages.Status{RC: messages.CodeTimeout, AC: messages.CodeErr,
 		AI: fmt.Sprintf("DAP %s: portion %s did not complete before its deadline", d.cfg.ID, p.Ref())}
 	d.fail(p, st, elapsed)

@@ -55,7 +55,19 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 	if c.Code != messages.CodeOK {
 		st.AC = messages.CodeErr
 	}
-	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, headers(p, st))
+	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, completionHeaders(p, st))
+}
+
+// completionHeaders are the headers of a completion to the RC: the ids that
+// name it, the caller's log correlation (the RC logs with it) and the status.
+// The RC reads the rest from the body, which it decodes anyway; the other
+// routing headers were read by nobody and cost an allocation each to write
+// and to parse on every completion.
+func completionHeaders(p *messages.PortionDispatch, st messages.Status) nats.Header {
+	h := make(nats.Header, 6)
+	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, LogCorr: p.LogCorr}.Write(h)
+	st.Write(h)
+	return h
 }
 
 // headerSize is the size of h on the wire, which counts against max payload.

@@ -72,7 +72,7 @@ func (s RemoteSource) Schema(table string) ([]messages.ColumnSpec, bool) {
 // throttled answers p THROTTLED when err is a rate-limit error (false
 // otherwise): a completion to the RC with rc RATE_LIMITED, the pause and the
 // endpoint key; no partial result goes to the Agg, since the request goes on.
-func (d *DAP) throttled(p *messages.PortionDispatch, log *zerolog.Logger, err error, elapsed time.Duration) bool {
+func (d *DAP) throttled(p *messages.PortionDispatch, err error, elapsed time.Duration) bool {
 	var rl *ratelimit.Error
 	if err == nil || !errors.As(err, &rl) {
 		return false
@@ -84,6 +84,7 @@ func (d *DAP) throttled(p *messages.PortionDispatch, log *zerolog.Logger, err er
 	if delay <= 0 {
 		delay = ratelimit.DefaultMinPause
 	}
+	log := d.portionLog(p)
 	log.Warn().Str("endpoint", key).Dur("pause", delay).Msg("portion answered THROTTLED: the source's endpoint asked for a pause")
 	c := messages.PortionCompletion{V: messages.PortionVersion, RequestID: p.RequestID, PortionID: p.PortionID,
 		Attempt: p.Attempt, DAPID: d.cfg.ID, Outcome: messages.OutcomeError, Code: messages.CodeRateLimited,
@@ -98,7 +99,7 @@ func (d *DAP) throttled(p *messages.PortionDispatch, log *zerolog.Logger, err er
 		log.Error().Err(err).Msg("throttled completion not sent")
 		return true
 	}
-	h := headers(p, messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr, AI: c.Message})
+	h := completionHeaders(p, messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr, AI: c.Message})
 	messages.SetThrottle(h, key, delay)
 	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, h)
 	return true

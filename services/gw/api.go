@@ -46,16 +46,20 @@ func (g *GW) handle(api string, r micro.Request) {
 			Msg("dropping request: its reply subject is not a client inbox")
 		return
 	}
-	ri := g.newReqInfo(api, msg, received)
+	// The request's logger is built only if it is answered here: an
+	// accepted request goes to the loop, which builds its own when it logs.
+	ri := g.newReqInfoNoLog(api, msg, received)
 	sub, st := g.prepare(ri, msg)
 	if g.stopped() {
 		return // only after a stop that could not wait for its handlers
 	}
 	if !st.IsOK() {
+		ri.log = g.reqLogger(ri)
 		g.respondStatus(ri, st)
 		return
 	}
 	if sub.Header.Opts.Async {
+		ri.log = g.reqLogger(ri)
 		g.submitAsync(ri, msg)
 		return
 	}
@@ -194,7 +198,15 @@ type reqInfo struct {
 }
 
 func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo {
-	ri := &reqInfo{api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: nuid.Next(),
+	ri := g.newReqInfoNoLog(api, msg, received)
+	ri.log = g.reqLogger(ri)
+	return ri
+}
+
+// newReqInfoNoLog is newReqInfo with the GW's own logger (reqLogger builds
+// the request's).
+func (g *GW) newReqInfoNoLog(api string, msg *nats.Msg, received time.Time) *reqInfo {
+	ri := &reqInfo{log: g.log, api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: nuid.Next(),
 		clientID: msg.Header.Get(messages.HdrRequestID), chunks: msg.Header.Get(messages.HdrAcceptChunks) == "1"}
 	if ri.clientID == "" || subjects.Validate("request id", ri.clientID) != nil {
 		ri.clientID = ri.id // an invalid given id is reported by prepare; none: the GW's id is the label
@@ -206,23 +218,43 @@ func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo 
 		c = messages.ContentJSON
 	}
 	ri.content = c
-	ri.log = g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", api).Logger()
 	return ri
 }
 
-// infoReq rebuilds a reqInfo from what the core tells about a request.
-func (g *GW) infoReq(i core.Info) *reqInfo {
-	ri := &reqInfo{api: i.API, id: i.ID, clientID: i.ClientID, caller: i.Caller, reply: i.Reply, content: i.Content,
-		logCorr: i.LogCorr, received: time.Unix(0, i.Received), chunks: i.Chunks}
+// reqLogger is the logger of a request: its ids, api and log correlation.
+func (g *GW) reqLogger(ri *reqInfo) zerolog.Logger {
 	lc := g.log.With().Str("request_id", ri.id).Str("client_request_id", ri.clientID).Str("api", ri.api)
 	if ri.logCorr != "" {
 		lc = lc.Str("log_corr", ri.logCorr)
 	}
+	return lc.Logger()
+}
+
+// infoReq rebuilds a reqInfo from what the core tells about a request.
+func (g *GW) infoReq(i core.Info) *reqInfo {
+	ri := g.infoReqNoLog(i)
+	ri.log = g.infoLog(i)
+	return ri
+}
+
+// infoReqNoLog is infoReq without the logger (ri.log is the GW's own), for
+// a path that logs only when something goes wrong (infoLog then): building
+// it cost allocations on every request.
+func (g *GW) infoReqNoLog(i core.Info) *reqInfo {
+	return &reqInfo{api: i.API, id: i.ID, clientID: i.ClientID, caller: i.Caller, reply: i.Reply, content: i.Content,
+		logCorr: i.LogCorr, received: time.Unix(0, i.Received), chunks: i.Chunks, log: g.log}
+}
+
+// infoLog is the logger of a request the core tells about.
+func (g *GW) infoLog(i core.Info) zerolog.Logger {
+	lc := g.log.With().Str("request_id", i.ID).Str("client_request_id", i.ClientID).Str("api", i.API)
+	if i.LogCorr != "" {
+		lc = lc.Str("log_corr", i.LogCorr)
+	}
 	if i.RCID != "" {
 		lc = lc.Str("rc_id", i.RCID).Uint32("drive", i.Drive)
 	}
-	ri.log = lc.Logger()
-	return ri
+	return lc.Logger()
 }
 
 func bad(format string, args ...any) messages.Status {
@@ -248,8 +280,7 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	}
 	ri.content = req.Content
 	if req.Header.Opts.LogCorr != "" {
-		ri.logCorr = req.Header.Opts.LogCorr
-		ri.log = ri.log.With().Str("log_corr", ri.logCorr).Logger()
+		ri.logCorr = req.Header.Opts.LogCorr // in ri.log once it is built (reqLogger)
 	}
 	if !slices.Contains(subjects.APIs, req.Header.API) {
 		return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
 )
@@ -273,25 +274,33 @@ func (g *GW) carryOut(cmd core.Command, queue *[]logJob, later *[]core.Event) {
 
 // submit publishes a drive to its RC.
 func (g *GW) submit(c core.Submit) error {
-	ri := g.infoReq(c.Info)
+	ri := g.infoReqNoLog(c.Info)
 	body, err := messages.Encode(&c.Sub)
 	if err == nil {
-		h := nats.Header{}
-		messages.Routing{RequestID: c.Sub.RequestID, API: ri.api, Deadline: c.Sub.Deadline, LogCorr: ri.logCorr, Content: c.Sub.Content}.Write(h)
+		// Only the headers the RC reads (the caller and the client's id for
+		// position queries) and those that name the request to an observer;
+		// api, deadline and content type are in the body the RC decodes.
+		h := make(nats.Header, 4)
+		messages.Routing{RequestID: c.Sub.RequestID, LogCorr: ri.logCorr}.Write(h)
 		messages.SetString(h, messages.HdrClientRequestID, ri.clientID)
 		messages.SetString(h, messages.HdrCaller, ri.caller)
 		err = g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(c.RCID), Header: h, Data: body})
 	}
 	if err != nil {
-		ri.log.Warn().Err(err).Msg("submission to the RC failed")
+		log := g.infoLog(c.Info)
+		log.Warn().Err(err).Msg("submission to the RC failed")
 		return err
 	}
 	g.met.byRC.WithLabelValues(c.RCID).Inc()
 	if c.Why != "" && c.Why != "adopted" {
 		g.met.redrives.WithLabelValues(c.Why).Inc()
-		ri.log.Info().Str("why", c.Why).Msg("driving the request again")
+		log := g.infoLog(c.Info)
+		log.Info().Str("why", c.Why).Msg("driving the request again")
 	}
-	ri.log.Debug().Time("deadline", time.Unix(0, c.Sub.Deadline)).Msg("request submitted")
+	if g.log.GetLevel() <= zerolog.DebugLevel && zerolog.GlobalLevel() <= zerolog.DebugLevel {
+		log := g.infoLog(c.Info)
+		log.Debug().Time("deadline", time.Unix(0, c.Sub.Deadline)).Msg("request submitted")
+	}
 	return nil
 }
 

@@ -211,9 +211,13 @@ func truncateText(s string) string {
 	return s
 }
 
-// dispatchHeader builds the routing headers of a dispatch.
+// dispatchHeader builds the headers of a dispatch: the ids that name it (for
+// whoever watches the subject) and the caller's log correlation. The DAP reads
+// everything from the body, which it decodes anyway; the other routing
+// headers (api, Agg, attempt, versions, deadline, content type) were read by
+// nobody and cost an allocation each to write and to parse on every dispatch.
 func dispatchHeader(m *messages.PortionDispatch) nats.Header {
-	h := nats.Header{}
-	m.Routing().Write(h)
+	h := make(nats.Header, 3)
+	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, LogCorr: m.LogCorr}.Write(h)
 	return h
 }

@@ -12,19 +12,22 @@ import (
 // submit takes a request from a GW: getData goes to the core; ping and
 // getMeta are answered from the RC's view of the fleet.
 func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
-	log := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Str("gw_id", sub.GWID).Logger()
+	// One logger per request, built in one go (each With copies the fields).
+	lc := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Str("gw_id", sub.GWID)
 	if len(caller) > maxCallerLen || !utf8.ValidString(caller) {
 		r.metrics.badMessages.Inc()
+		log := lc.Logger()
 		log.Warn().Int("bytes", len(caller)).Msg("submission with a bad Sg-Caller")
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%s header: want valid UTF-8 of at most %d bytes", messages.HdrCaller, maxCallerLen), nil)
 		return
 	}
 	if caller != "" {
-		log = log.With().Str("caller", caller).Logger()
+		lc = lc.Str("caller", caller)
 	}
 	if c := sub.Header.Opts.LogCorr; c != "" {
-		log = log.With().Str("log_corr", c).Logger()
+		lc = lc.Str("log_corr", c)
 	}
+	log := lc.Logger()
 	if _, dup := r.pending[sub.RequestID]; dup {
 		log.Warn().Msg("duplicate submission ignored")
 		return
