@@ -318,10 +318,14 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	}, nil
 }
 
-// smallArgs is the small request: one minute of one label set, limit 1.
+// smallArgs is the small request: one minute of one label set, limit 1,
+// half an hour back: inside the demo fleet's rdb (its last hour), so one
+// portion on one DAP. The minute an hour back that it used to ask for
+// crossed the rdb/idb boundary while the minute the fleet started in was
+// current, and then went to two DAPs.
 func smallArgs() messages.GetDataArgs {
-	end := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
-	return messages.GetDataArgs{Table: demo.Trade, StartTS: end, EndTS: end.Add(time.Minute), Limit: 1,
+	start := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute)
+	return messages.GetDataArgs{Table: demo.Trade, StartTS: start, EndTS: start.Add(time.Minute), Limit: 1,
 		Labels: messages.LabelSelector{demo.LabelKey: {demo.Regions[0]}}}
 }
 
