@@ -32,7 +32,7 @@ func (c *Core) arrive(q Request) {
 		c.reply(r, err.kind, err.text)
 		return
 	}
-	r.portions = make(map[uint64]*portionState, c.expectedPortions(r))
+	r.portions = make([]*portionState, 0, c.expectedPortions(r))
 	if err := c.chooseAgg(r); err != nil {
 		c.reply(r, err.kind, err.text)
 		return

@@ -153,7 +153,7 @@ func (c *Core) dapLost(id string) {
 		if r == nil {
 			continue
 		}
-		ps := r.portions[rp.id]
+		ps := r.portion(rp.id)
 		if ps == nil || ps.finished || ps.superseded {
 			continue
 		}
@@ -208,7 +208,7 @@ func (c *Core) reported(reqID string, portion uint64, claimed string) (*request,
 	r := c.requests[reqID]
 	var ps *portionState
 	if r != nil {
-		ps = r.portions[portion]
+		ps = r.portion(portion)
 	}
 	if ps != nil {
 		return r, ps, ps.dap

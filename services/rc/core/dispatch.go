@@ -301,7 +301,7 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	}
 	ps := c.portionSlab.new()
 	*ps = portionState{Portion: p, ls: ls, dap: d.ID, via: via}
-	r.portions[p.ID] = ps
+	r.portions = append(r.portions, ps)
 	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now})
 	c.stats.Dispatched++

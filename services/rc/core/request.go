@@ -1,5 +1,10 @@
 package core
 
+import (
+	"cmp"
+	"slices"
+)
+
 // Status of a request at this RC, as the seed's timeout message names it.
 type Status int
 
@@ -44,9 +49,11 @@ type request struct {
 	purviewEpoch   uint64
 	retries        int
 	sets           []*labelSet // sorted by label key
-	portions       map[uint64]*portionState
-	errored        bool
-	aggregating    bool
+	// portions in id order: ids come from one counter, so appending keeps
+	// the order, and a lookup is a binary search (portion).
+	portions    []*portionState
+	errored     bool
+	aggregating bool
 	// queued counts items, running portions of current attempts, over all
 	// label sets.
 	queued  int
@@ -114,6 +121,15 @@ type portionState struct {
 	// replaced the portion's attempt.
 	finished   bool
 	superseded bool
+}
+
+// portion is the request's portion with the id, nil if it has none.
+func (r *request) portion(id uint64) *portionState {
+	i, ok := slices.BinarySearchFunc(r.portions, id, func(ps *portionState, id uint64) int { return cmp.Compare(ps.ID, id) })
+	if !ok {
+		return nil
+	}
+	return r.portions[i]
 }
 
 func (r *request) status() Status {

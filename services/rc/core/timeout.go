@@ -223,7 +223,7 @@ func (c *Core) runningDAPs(r *request) (own, peer []string) {
 	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished })
 	seen := map[string]bool{}
 	for _, id := range ids {
-		ps := r.portions[id]
+		ps := r.portion(id)
 		addr := ps.dap
 		if d := c.fleet.byID[ps.dap]; d != nil {
 			addr = d.Addr
