@@ -106,7 +106,7 @@ func (c *Core) aggLost(id string) {
 		return hit[i].ID < hit[j].ID
 	})
 	for _, r := range hit {
-		if c.requests[r.ID] != r {
+		if !r.live() {
 			continue
 		}
 		to, ok := c.aggs.pick()

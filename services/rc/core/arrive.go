@@ -46,7 +46,7 @@ func (c *Core) arrive(q Request) {
 		c.enqueue(r, ls, s, e)
 	}
 	c.placeRequest(r)
-	if c.requests[r.ID] == r {
+	if r.live() {
 		c.admit(r)
 	}
 }
@@ -184,7 +184,7 @@ func (c *Core) placeRequest(r *request) {
 			})
 		}
 		for _, d := range order {
-			if len(ls.items) == 0 || c.requests[r.ID] != r {
+			if len(ls.items) == 0 || !r.live() {
 				break
 			}
 			c.dequeue(d)

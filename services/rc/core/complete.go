@@ -70,7 +70,7 @@ func (c *Core) completed(e PortionCompleted) {
 	case e.Outcome == OutcomeOK:
 		ls.done = append(ls.done, ps)
 		c.expire()
-		if c.requests[r.ID] == r && r.complete() {
+		if r.live() && r.complete() {
 			c.aggregate(r)
 		}
 	case e.Outcome == OutcomeRetry:
@@ -78,7 +78,7 @@ func (c *Core) completed(e PortionCompleted) {
 		c.retry(r, ls, fmt.Sprintf("DAP %s answered RETRY: %s", dapID, e.Message), false)
 	case e.Outcome == OutcomeError:
 		c.expire()
-		if c.requests[r.ID] == r {
+		if r.live() {
 			r.errored = true
 			c.unqueueAll(r)
 			c.emit(AggFail{Request: r.ID, Agg: r.Agg, Portion: PortionRef{ID: ps.ID, DAP: dapID, Attempt: ps.Attempt}, Code: e.Code, Message: e.Message})
@@ -86,7 +86,7 @@ func (c *Core) completed(e PortionCompleted) {
 	case e.Outcome == OutcomeRefused:
 		// Over the DAP's queue limit: the caller comes back later.
 		c.expire()
-		if c.requests[r.ID] == r {
+		if r.live() {
 			busy, rate := 1, retryafter.NominalRate(1, c.cfg.RetryAfter.NominalExec)
 			if d != nil {
 				busy, rate = len(d.running)+1, retryafter.NominalRate(d.Concurrency, c.cfg.RetryAfter.NominalExec)
@@ -101,7 +101,7 @@ func (c *Core) completed(e PortionCompleted) {
 		// request out now. It was executing when its time ran out, and the
 		// message says so (status "executing", dap=...), never "unknown".
 		c.expire()
-		if c.requests[r.ID] == r {
+		if r.live() {
 			ps.finished = false
 			c.timeout(r)
 			ps.finished = true
@@ -139,6 +139,12 @@ func (c *Core) dapLost(id string) {
 		groups = append(groups, c.fleet.groupOf(d, t))
 	}
 	c.fleet.remove(d)
+	if d.measured {
+		if c.pastExec == nil {
+			c.pastExec = map[string]float64{}
+		}
+		c.pastExec[d.ID] = d.execMean
+	}
 	c.refreshPurviews()
 	c.stats.DAPsLost++
 	var touched []*request
@@ -176,7 +182,7 @@ func (c *Core) dapLost(id string) {
 		c.groupChanged(g)
 	}
 	for _, r := range touched {
-		if c.requests[r.ID] == r {
+		if r.live() {
 			c.placeRequest(r)
 		}
 	}
@@ -185,10 +191,12 @@ func (c *Core) dapLost(id string) {
 
 // end forgets a request that has been answered.
 func (c *Core) end(r *request) {
-	if c.requests[r.ID] != r {
+	if r.ended {
 		return
 	}
 	c.unqueueAll(r)
+	c.releaseCaller(r)
+	r.ended = true
 	delete(c.requests, r.ID)
 	c.stats.Ended++
 }

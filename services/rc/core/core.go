@@ -18,8 +18,9 @@ type Core struct {
 	timers   timerHeap
 
 	groups map[groupKey]*queueGroup
-	// queuedBy counts queue items per caller (the per-caller limit).
-	queuedBy map[string]int
+	// queuedBy counts queue items per caller (the per-caller limit); a
+	// request holds its caller's entry while it lives (callerQueue).
+	queuedBy map[string]*callerCount
 
 	// relayed holds requests this RC runs as a secondary for a peer primary.
 	relayed map[string]*relayedRequest
@@ -40,8 +41,9 @@ type Core struct {
 	portionSlab slab[portionState]
 	stats       Stats
 	throttle    throttleState // downstream rate limits (throttle.go)
-	// execMean: each DAP's mean portion execution time in ns (position.go).
-	execMean map[string]float64
+	// pastExec keeps the execution time measured for a DAP that left the
+	// fleet (dap.execMean), for when it comes back.
+	pastExec map[string]float64
 }
 
 // queueGroup holds the subqueues of one group: unlocked items and items per
@@ -54,6 +56,50 @@ type queueGroup struct {
 	purviews []messages.TimeRange
 }
 
+// callerCount is a caller's queued items, and the live requests that count
+// in it (the entry goes when both are none).
+type callerCount struct {
+	queued int
+	refs   int
+}
+
+// callerQueue is the request's caller's entry in queuedBy, taken on first
+// use and held until the request ends, so that enqueue and unqueue need no
+// map lookup.
+func (c *Core) callerQueue(r *request) *callerCount {
+	if r.caller == nil {
+		cc := c.queuedBy[r.Caller]
+		if cc == nil {
+			cc = &callerCount{}
+			c.queuedBy[r.Caller] = cc
+		}
+		cc.refs++
+		r.caller = cc
+	}
+	return r.caller
+}
+
+// releaseCaller lets go of the request's caller entry (the request ended
+// with nothing queued).
+func (c *Core) releaseCaller(r *request) {
+	cc := r.caller
+	if cc == nil {
+		return
+	}
+	r.caller = nil
+	if cc.refs--; cc.refs <= 0 && cc.queued <= 0 {
+		delete(c.queuedBy, r.Caller)
+	}
+}
+
+// queuedFor is how many items the caller has queued.
+func (c *Core) queuedFor(caller string) int {
+	if cc := c.queuedBy[caller]; cc != nil {
+		return cc.queued
+	}
+	return 0
+}
+
 // New returns an empty core.
 func New(cfg Config) *Core {
 	c := &Core{
@@ -62,7 +108,7 @@ func New(cfg Config) *Core {
 		aggs:     newAggSet(cfg.Aggs),
 		requests: map[string]*request{},
 		groups:   map[groupKey]*queueGroup{},
-		queuedBy: map[string]int{},
+		queuedBy: map[string]*callerCount{},
 		relayed:  map[string]*relayedRequest{},
 		now:      MinTS,
 	}

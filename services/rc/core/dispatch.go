@@ -158,7 +158,7 @@ func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
-	c.queuedBy[r.Caller]++
+	c.callerQueue(r).queued++
 	c.stats.QueueLength++
 }
 
@@ -175,9 +175,7 @@ func (c *Core) unqueue(it *item) {
 	ls.items[last] = nil
 	ls.items = ls.items[:last]
 	it.req.queued--
-	if c.queuedBy[it.req.Caller]--; c.queuedBy[it.req.Caller] <= 0 {
-		delete(c.queuedBy, it.req.Caller)
-	}
+	c.callerQueue(it.req).queued--
 	c.stats.QueueLength--
 	*it = item{}
 	c.freeItems = append(c.freeItems, it)
@@ -324,6 +322,10 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 // applyDAP records a registration or status update.
 func (c *Core) applyDAP(info DAPInfo, keepVintage bool) *dap {
 	d := c.fleet.upsert(info, keepVintage)
+	if m, ok := c.pastExec[d.ID]; ok && !d.measured {
+		d.execMean, d.measured = m, true
+		delete(c.pastExec, d.ID)
+	}
 	c.refreshPurviews()
 	d.changedAt = c.now
 	return d

@@ -28,6 +28,10 @@ type dap struct {
 	// groupsEpoch (Core.dapGroups).
 	groups      []dapGroup
 	groupsEpoch uint64
+	// execMean is the DAP's mean portion execution time in ns, when
+	// measured (position.go).
+	execMean float64
+	measured bool
 }
 
 type dapGroup struct {

@@ -58,6 +58,10 @@ type request struct {
 	// label sets.
 	queued  int
 	running int
+	// caller is the caller's count of queued items (Core.callerQueue).
+	caller *callerCount
+	// ended: answered and forgotten (Core.end); nothing more is done for it.
+	ended bool
 	// secondaries are the peer RCs that run portions of this request, in
 	// order of first use; peerBlocks their status blocks once reported.
 	secondaries []string
@@ -154,6 +158,10 @@ func (r *request) addSecondary(rc string) {
 	}
 	r.secondaries = append(r.secondaries, rc)
 }
+
+// live: the core still coordinates the request (it arrived and has not
+// ended).
+func (r *request) live() bool { return !r.ended }
 
 // complete: nothing of the current attempts is queued or running.
 func (r *request) complete() bool { return r.queued == 0 && r.running == 0 }

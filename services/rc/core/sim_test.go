@@ -753,8 +753,8 @@ func (s *sim) checkAdmitted() error {
 	if m := s.c.cfg.MaxQueued; m > 0 && s.c.stats.QueueLength > m {
 		return fmt.Errorf("request %s admitted with %d items queued, limit %d", r.ID, s.c.stats.QueueLength, m)
 	}
-	if m := s.c.cfg.MaxQueuedPerCaller; m > 0 && s.c.queuedBy[r.Caller] > m {
-		return fmt.Errorf("request %s admitted with %d items queued for caller %q, limit %d", r.ID, s.c.queuedBy[r.Caller], r.Caller, m)
+	if m := s.c.cfg.MaxQueuedPerCaller; m > 0 && s.c.queuedFor(r.Caller) > m {
+		return fmt.Errorf("request %s admitted with %d items queued for caller %q, limit %d", r.ID, s.c.queuedFor(r.Caller), r.Caller, m)
 	}
 	n := 0
 	for _, q := range s.c.requests {
@@ -762,8 +762,8 @@ func (s *sim) checkAdmitted() error {
 			n += q.queued
 		}
 	}
-	if n != s.c.queuedBy[r.Caller] {
-		return fmt.Errorf("caller %q: %d items queued, counted %d", r.Caller, n, s.c.queuedBy[r.Caller])
+	if n != s.c.queuedFor(r.Caller) {
+		return fmt.Errorf("caller %q: %d items queued, counted %d", r.Caller, n, s.c.queuedFor(r.Caller))
 	}
 	return nil
 }

@@ -91,7 +91,7 @@ func (c *Core) flushTracks() {
 		if len(t.supersede) > 1 {
 			slices.SortFunc(t.supersede, func(a, b PortionRef) int { return cmp.Compare(a.ID, b.ID) })
 		}
-		live := c.requests[r.ID] == r && !r.errored && !r.timingOut && (len(t.expect) > 0 || len(t.supersede) > 0)
+		live := r.live() && !r.errored && !r.timingOut && (len(t.expect) > 0 || len(t.supersede) > 0)
 		cmd := AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: r.queued == 0}
 		switch {
 		case t.slot >= 0 && live:
