@@ -2,7 +2,6 @@ package core
 
 import (
 	"container/heap"
-	"fmt"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -128,7 +127,7 @@ func (c *Core) Step(ev Event) []Command {
 	c.out = c.out[:0]
 	c.dispatches.reset()
 	c.tracks.reset()
-	if t := ev.at(); t > c.now {
+	if t := eventTime(ev); t > c.now {
 		c.now = t
 	}
 	switch e := ev.(type) {
@@ -199,7 +198,8 @@ func (c *Core) Step(ev Event) []Command {
 			c.afterDAPChange(d)
 		}
 	default:
-		panic(fmt.Sprintf("core: unknown event %T", ev))
+		// (No %T: formatting ev would move every event to the heap.)
+		panic("core: unknown event")
 	}
 	c.flushTracks()
 	c.stats.Events++

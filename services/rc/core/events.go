@@ -216,3 +216,46 @@ type AggLost struct {
 
 func (e AggUp) at() int64   { return e.At }
 func (e AggLost) at() int64 { return e.At }
+
+// eventTime is ev.at() without the dynamic call: escape analysis cannot see
+// through one and would move every event passed to Step to the heap (an
+// allocation per completion); a type switch only reads it.
+func eventTime(ev Event) int64 {
+	switch e := ev.(type) {
+	case DAPRegistered:
+		return e.At
+	case DAPStatusChanged:
+		return e.At
+	case DAPVintageChanged:
+		return e.At
+	case DAPLost:
+		return e.At
+	case RequestArrived:
+		return e.At
+	case PortionCompleted:
+		return e.At
+	case AggDone:
+		return e.At
+	case RequestCancelled:
+		return e.At
+	case Tick:
+		return e.At
+	case PeerDispatch:
+		return e.At
+	case PeerStatusQuery:
+		return e.At
+	case PeerStatusReport:
+		return e.At
+	case DAPPaused:
+		return e.At
+	case AggUp:
+		return e.At
+	case AggLost:
+		return e.At
+	case DAPThrottled:
+		return e.At
+	case AggTimedOut:
+		return e.At
+	}
+	panic("core: unknown event")
+}
