@@ -53,6 +53,12 @@ type queueGroup struct {
 	// purviews: the distinct purviews of the group's DAPs, one heap each in
 	// every subqueue (queue.go).
 	purviews []messages.TimeRange
+	// top is the group's highest vintage as of fleet vintage epoch topEpoch
+	// (topKnown), a copy of fleet.maxVintage without hashing the group key
+	// on every decision.
+	top      uint64
+	topEpoch uint64
+	topKnown bool
 }
 
 // callerCount is a caller's queued items, and the live requests that count

@@ -235,12 +235,23 @@ func (c *Core) oldestFor(d *dap) *item {
 			consider(g.locked[d.Vintage], p)
 		}
 		if g.unlocked != nil {
-			if top, _ := c.fleet.maxVintage(dg.key); d.Vintage == top {
+			if d.Vintage == c.groupTop(dg) {
 				consider(g.unlocked, p)
 			}
 		}
 	}
 	return best
+}
+
+// groupTop is the highest vintage of the DAP group's DAPs (fleet.maxVintage),
+// kept on the queue group until the fleet's vintages change.
+func (c *Core) groupTop(dg dapGroup) uint64 {
+	g := dg.g
+	if !g.topKnown || g.topEpoch != c.fleet.vintageEpoch {
+		g.top, _ = c.fleet.maxVintage(dg.key)
+		g.topEpoch, g.topKnown = c.fleet.vintageEpoch, true
+	}
+	return g.top
 }
 
 // dequeue gives the DAP the oldest items it can serve while it has slots

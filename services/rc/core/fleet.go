@@ -104,6 +104,9 @@ type fleet struct {
 	// topVintage caches maxVintage per group; any change to the fleet's
 	// membership or vintages clears it.
 	topVintage map[groupKey]uint64
+	// vintageEpoch counts the clearings of topVintage, so that a queue
+	// group can keep its own copy (Core.groupTop).
+	vintageEpoch uint64
 	// setsOf lists per table the distinct label sets of the DAPs serving it,
 	// sorted, and setDAPs counts those DAPs per group: a request is split by
 	// label set without a walk over the fleet.
@@ -181,11 +184,11 @@ func (f *fleet) upsert(info DAPInfo, keepVintage bool) *dap {
 
 func (f *fleet) setVintage(d *dap, v uint64) {
 	d.Vintage = v
-	clear(f.topVintage)
+	f.clearVintages()
 }
 
 func (f *fleet) index(d *dap) {
-	clear(f.topVintage)
+	f.clearVintages()
 	f.epoch++
 	f.byLabel[d.key] = insertSorted(f.byLabel[d.key], d)
 	for t, k := range d.Tables {
@@ -202,7 +205,7 @@ func (f *fleet) index(d *dap) {
 }
 
 func (f *fleet) unindex(d *dap) {
-	clear(f.topVintage)
+	f.clearVintages()
 	f.epoch++
 	f.byLabel[d.key] = removeSorted(f.byLabel[d.key], d)
 	if len(f.byLabel[d.key]) == 0 {
@@ -245,6 +248,11 @@ func (f *fleet) group(g groupKey) []*dap {
 		return f.byTable[g.table]
 	}
 	return f.byLabel[g.key]
+}
+
+func (f *fleet) clearVintages() {
+	clear(f.topVintage)
+	f.vintageEpoch++
 }
 
 // maxVintage is the highest vintage in a group: the vintage a DAP must have
