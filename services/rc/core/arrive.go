@@ -32,7 +32,8 @@ func (c *Core) arrive(q Request) {
 		c.reply(r, err.kind, err.text)
 		return
 	}
-	r.portions = make([]*portionState, 0, c.expectedPortions(r))
+	n := c.expectedPortions(r)
+	r.portions, r.ids = make([]*portionState, 0, n), make([]uint64, 0, n)
 	if err := c.chooseAgg(r); err != nil {
 		c.reply(r, err.kind, err.text)
 		return

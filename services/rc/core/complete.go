@@ -11,7 +11,12 @@ import (
 // completed handles a DAP's report on a portion.
 func (c *Core) completed(e PortionCompleted) {
 	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
-	d := c.fleet.byID[dapID]
+	var d *dap
+	if ps != nil && ps.d != nil && !ps.d.gone {
+		d = ps.d // the DAP with id dapID, without looking it up
+	} else {
+		d = c.fleet.byID[dapID]
+	}
 	if d != nil {
 		if rp, ok := d.removeRunning(e.Portion); ok {
 			c.noteExec(d, rp, e.Outcome)

@@ -309,8 +309,9 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		r.addSecondary(via)
 	}
 	ps := c.portionSlab.new()
-	*ps = portionState{Portion: p, ls: ls, dap: d.ID, via: via}
+	*ps = portionState{Portion: p, ls: ls, dap: d.ID, d: d, via: via}
 	r.portions = append(r.portions, ps)
+	r.ids = append(r.ids, p.ID)
 	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now})
 	c.stats.Dispatched++

@@ -32,6 +32,9 @@ type dap struct {
 	// measured (position.go).
 	execMean float64
 	measured bool
+	// gone: removed from the fleet; a portion state's pointer to it no
+	// longer stands for the DAP with its id.
+	gone bool
 }
 
 type dapGroup struct {
@@ -237,6 +240,7 @@ func (f *fleet) unindex(d *dap) {
 func (f *fleet) remove(d *dap) {
 	f.unindex(d)
 	delete(f.byID, d.ID)
+	d.gone = true
 	f.purviewEpoch++
 }
 

@@ -1,9 +1,6 @@
 package core
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // Status of a request at this RC, as the seed's timeout message names it.
 type Status int
@@ -50,8 +47,10 @@ type request struct {
 	retries        int
 	sets           []*labelSet // sorted by label key
 	// portions in id order: ids come from one counter, so appending keeps
-	// the order, and a lookup is a binary search (portion).
+	// the order, and a lookup is a binary search (portion) over ids,
+	// their ids side by side (no portion state read on the way).
 	portions    []*portionState
+	ids         []uint64
 	errored     bool
 	aggregating bool
 	// queued counts items, running portions of current attempts, over all
@@ -120,6 +119,9 @@ type portionState struct {
 	Portion
 	ls  *labelSet
 	dap string
+	// d is the DAP it was sent to, while that DAP is in the fleet (gone
+	// says when not).
+	d   *dap
 	via string
 	// finished: the DAP reported back (or was lost); superseded: a retry
 	// replaced the portion's attempt.
@@ -129,7 +131,7 @@ type portionState struct {
 
 // portion is the request's portion with the id, nil if it has none.
 func (r *request) portion(id uint64) *portionState {
-	i, ok := slices.BinarySearchFunc(r.portions, id, func(ps *portionState, id uint64) int { return cmp.Compare(ps.ID, id) })
+	i, ok := slices.BinarySearch(r.ids, id)
 	if !ok {
 		return nil
 	}
