@@ -308,8 +308,10 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		via = d.RC
 		r.addSecondary(via)
 	}
+	// Field by field into the slab's zeroed slot: a composite assignment
+	// copies the whole struct through the GC's bulk write barrier.
 	ps := c.portionSlab.new()
-	*ps = portionState{Portion: p, ls: ls, dap: d.ID, d: d, via: via}
+	ps.Portion, ps.ls, ps.dap, ps.d, ps.via = p, ls, d.ID, d, via
 	r.portions = append(r.portions, ps)
 	r.ids = append(r.ids, p.ID)
 	r.setRunning(ls, ls.running+1)
