@@ -203,6 +203,7 @@ func (c *Core) end(r *request) {
 	c.releaseCaller(r)
 	r.ended = true
 	delete(c.requests, r.ID)
+	c.ended = append(c.ended, r)
 	c.stats.Ended++
 }
 

@@ -38,8 +38,13 @@ type Core struct {
 	// portionSlab hands out portion states a chunk at a time: a decision
 	// does not allocate one (a chunk lives while any of its requests does).
 	portionSlab slab[portionState]
-	stats       Stats
-	throttle    throttleState // downstream rate limits (throttle.go)
+	// ended holds the requests that ended in this step; at the next step
+	// nothing refers to them, and their portion states go to freePortions
+	// for new decisions (a steady load allocates none).
+	ended        []*request
+	freePortions []*portionState
+	stats        Stats
+	throttle     throttleState // downstream rate limits (throttle.go)
 	// pastExec keeps the execution time measured for a DAP that left the
 	// fleet (dap.execMean), for when it comes back.
 	pastExec map[string]float64
@@ -133,6 +138,7 @@ func (c *Core) Step(ev Event) []Command {
 	c.out = c.out[:0]
 	c.dispatches.reset()
 	c.tracks.reset()
+	c.recycle()
 	if t := eventTime(ev); t > c.now {
 		c.now = t
 	}
@@ -210,6 +216,22 @@ func (c *Core) Step(ev Event) []Command {
 	c.flushTracks()
 	c.stats.Events++
 	return c.out
+}
+
+// recycle keeps the portion states of the requests that ended in the last
+// step for new portions: nothing held them past that step (an ended request
+// is in no map, queue or timer of the core; commands carry copies).
+func (c *Core) recycle() {
+	for i, r := range c.ended {
+		for j, ps := range r.portions {
+			*ps = portionState{}
+			c.freePortions = append(c.freePortions, ps)
+			r.portions[j] = nil
+		}
+		r.portions = r.portions[:0]
+		c.ended[i] = nil
+	}
+	c.ended = c.ended[:0]
 }
 
 // NextDeadline is the earliest time at which the core must be stepped even

@@ -308,9 +308,16 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		via = d.RC
 		r.addSecondary(via)
 	}
-	// Field by field into the slab's zeroed slot: a composite assignment
+	// Field by field into a zeroed slot (slab or recycled): a composite assignment
 	// copies the whole struct through the GC's bulk write barrier.
-	ps := c.portionSlab.new()
+	var ps *portionState
+	if n := len(c.freePortions); n > 0 {
+		ps = c.freePortions[n-1]
+		c.freePortions[n-1] = nil
+		c.freePortions = c.freePortions[:n-1]
+	} else {
+		ps = c.portionSlab.new()
+	}
 	ps.Portion, ps.ls, ps.dap, ps.d, ps.via = p, ls, d.ID, d, via
 	r.portions = append(r.portions, ps)
 	r.ids = append(r.ids, p.ID)
