@@ -17,12 +17,11 @@ func (c *Core) arrive(q Request) {
 		c.stats.Duplicates++
 		return
 	}
-	r := &request{
-		Request:        q,
-		arrived:        c.now,
-		firstQueuedDay: utcDay(c.now),
-		purviewEpoch:   c.fleet.purviewEpoch,
-	}
+	r := c.newRequest()
+	r.Request = q
+	r.arrived = c.now
+	r.firstQueuedDay = utcDay(c.now)
+	r.purviewEpoch = c.fleet.purviewEpoch
 	r.track.expect = r.expectBuf[:0]
 	c.requests[q.ID] = r
 	c.schedule(timerEntry{at: q.Deadline, kind: timerDeadline, id: q.ID})
@@ -33,7 +32,9 @@ func (c *Core) arrive(q Request) {
 		return
 	}
 	n := c.expectedPortions(r)
-	r.portions, r.ids = make([]*portionState, 0, n), make([]uint64, 0, n)
+	if cap(r.portions) < n || cap(r.ids) < n {
+		r.portions, r.ids = make([]*portionState, 0, n), make([]uint64, 0, n)
+	}
 	if err := c.chooseAgg(r); err != nil {
 		c.reply(r, err.kind, err.text)
 		return
@@ -100,16 +101,18 @@ func (c *Core) split(r *request) *replyError {
 		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Start), formatTS(r.End))}
 	}
 	if kind == Unsharded {
-		ls := &newLabelSets(1)[0]
+		ls := &r.labelSets(1)[0]
 		ls.group, ls.labels = groupKey{table: r.Table}, Labels{}
-		r.sets = []*labelSet{ls}
+		r.sets = append(r.sets[:0], ls)
 		return nil
 	}
 	// Every known label set of the table's DAPs that the selector accepts
 	// (and, for a scoped request, that a DAP in scope has), in key order.
 	keys := c.fleet.setsOf[r.Table]
-	sets := newLabelSets(len(keys))
-	r.sets = make([]*labelSet, 0, len(keys))
+	sets := r.labelSets(len(keys))
+	if cap(r.sets) < len(keys) {
+		r.sets = make([]*labelSet, 0, len(keys))
+	}
 	for _, key := range keys {
 		ds := c.fleet.byLabel[key]
 		if len(ds) == 0 || !r.Labels.matches(ds[0].Labels) {

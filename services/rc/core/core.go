@@ -43,6 +43,7 @@ type Core struct {
 	// for new decisions (a steady load allocates none).
 	ended        []*request
 	freePortions []*portionState
+	freeReqs     []*request // ended requests kept for newRequest
 	stats        Stats
 	throttle     throttleState // downstream rate limits (throttle.go)
 	// pastExec keeps the execution time measured for a DAP that left the
@@ -229,9 +230,34 @@ func (c *Core) recycle() {
 			r.portions[j] = nil
 		}
 		r.portions = r.portions[:0]
+		if len(c.freeReqs) < maxFreeRequests {
+			c.freeReqs = append(c.freeReqs, r)
+		}
 		c.ended[i] = nil
 	}
 	c.ended = c.ended[:0]
+}
+
+// maxFreeRequests bounds the ended requests kept for reuse.
+const maxFreeRequests = 64
+
+// newRequest is an empty request, reusing an ended one's storage (its label
+// sets, portion and label set lists) when there is one: a request then
+// allocates little more than its strings.
+func (c *Core) newRequest() *request {
+	n := len(c.freeReqs)
+	if n == 0 {
+		return &request{}
+	}
+	r := c.freeReqs[n-1]
+	c.freeReqs[n-1] = nil
+	c.freeReqs = c.freeReqs[:n-1]
+	sets, setBuf, portions, ids := r.sets, r.setBuf, r.portions, r.ids
+	clear(sets[:cap(sets)])
+	clear(setBuf[:cap(setBuf)])
+	clear(portions[:cap(portions)])
+	*r = request{sets: sets[:0], setBuf: setBuf[:0], portions: portions[:0], ids: ids[:0]}
+	return r
 }
 
 // NextDeadline is the earliest time at which the core must be stepped even

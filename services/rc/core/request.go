@@ -49,8 +49,10 @@ type request struct {
 	// portions in id order: ids come from one counter, so appending keeps
 	// the order, and a lookup is a binary search (portion) over ids,
 	// their ids side by side (no portion state read on the way).
-	portions    []*portionState
-	ids         []uint64
+	portions []*portionState
+	ids      []uint64
+	// setBuf is the storage of sets (labelSets).
+	setBuf      []labelSet
 	errored     bool
 	aggregating bool
 	// queued counts items, running portions of current attempts, over all
@@ -105,9 +107,16 @@ type labelSet struct {
 	doneBuf  [3]*portionState
 }
 
-// newLabelSets allocates a request's label sets at once.
-func newLabelSets(n int) []labelSet {
-	sets := make([]labelSet, n)
+// labelSets is n empty label sets for the request, in the storage of an
+// earlier request when it has room (newRequest), else allocated at once.
+func (r *request) labelSets(n int) []labelSet {
+	var sets []labelSet
+	if cap(r.setBuf) >= n {
+		sets = r.setBuf[:n] // zeroed by newRequest
+	} else {
+		sets = make([]labelSet, n)
+		r.setBuf = sets
+	}
 	for i := range sets {
 		sets[i].items = sets[i].itemsBuf[:0]
 		sets[i].done = sets[i].doneBuf[:0]
