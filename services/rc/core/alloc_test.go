@@ -130,7 +130,7 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 		d := running[0]
 		running = append(running[:0], running[1:]...)
 		now += int64(time.Microsecond)
-		var ev Event = PortionCompleted{At: now, Request: d.Portion.Request, Portion: d.Portion.ID, DAP: d.DAP}
+		var ev Event = PortionCompleted{At: now, Request: d.Portion.Request, Portion: d.Portion.ID, DAP: d.DAP, Outcome: OutcomeOK}
 		before := c.stats.Decisions
 		runtime.ReadMemStats(&m0)
 		out := c.Step(ev)

@@ -115,7 +115,7 @@ func (c *Core) split(r *request) *replyError {
 	}
 	for _, key := range keys {
 		ds := c.fleet.byLabel[key]
-		if len(ds) == 0 || !r.Labels.matches(ds[0].Labels) {
+		if len(ds) == 0 || !r.Labels.Selects(ds[0].Labels) {
 			continue
 		}
 		if r.Assembly != "" || r.Tier != "" {
@@ -138,10 +138,10 @@ func (c *Core) split(r *request) *replyError {
 	}
 	// Each explicitly selected combination must be held by some DAP.
 	var missing []string
-	for _, combo := range r.Labels.combinations() {
+	for _, combo := range r.Labels.Combinations() {
 		found := false
 		for _, ls := range r.sets {
-			if combo.subsetOf(ls.labels) {
+			if combo.SubsetOf(ls.labels) {
 				found = true
 				break
 			}

@@ -94,7 +94,7 @@ func BenchmarkDispatch(b *testing.B) {
 			head = 0
 		}
 		now += int64(time.Microsecond)
-		collect(c.Step(PortionCompleted{At: now, Request: d.request, Portion: d.portion, DAP: d.dap}))
+		collect(c.Step(PortionCompleted{At: now, Request: d.request, Portion: d.portion, DAP: d.dap, Outcome: OutcomeOK}))
 		answer()
 		if c.stats.QueueLength < queued {
 			submit()

@@ -10,6 +10,12 @@ import (
 
 // completed handles a DAP's report on a portion.
 func (c *Core) completed(e PortionCompleted) {
+	if e.Outcome < OutcomeOK || e.Outcome > OutcomeRefused {
+		// Not an outcome the shell passes (it validates completions and
+		// classifies them): an error, so that the request is answered rather
+		// than left waiting for a label set that cannot complete.
+		e.Outcome = OutcomeError
+	}
 	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
 	var d *dap
 	if ps != nil && ps.d != nil && !ps.d.gone {

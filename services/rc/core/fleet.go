@@ -174,8 +174,8 @@ func (f *fleet) upsert(info DAPInfo, keepVintage bool) *dap {
 		f.byID[info.ID] = d
 		f.purviewEpoch++
 	}
-	d.Labels = info.Labels.clone()
-	d.key = d.Labels.key()
+	d.Labels = info.Labels.Clone()
+	d.key = keyOf(d.Labels)
 	d.tables = d.tables[:0]
 	for t := range info.Tables {
 		d.tables = append(d.tables, t)
