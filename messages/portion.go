@@ -416,7 +416,12 @@ const (
 	StatusInactive           RequestStatus = "inactive"
 	StatusReceivedTooLate    RequestStatus = "received too late" // secondary only
 	StatusUnknown            RequestStatus = "unknown"
+	// StatusTimingOut is the primary RC's own, never in a block: the deadline
+	// passed and it waits for its secondaries' blocks.
+	StatusTimingOut RequestStatus = "timing out"
 )
+
+func (s RequestStatus) String() string { return string(s) }
 
 // QueueEntry is one [labels=...;startTS=...;endTS=...;reason=...;dap=...]
 // block of an "allocating" status: why a queued portion was not allocated.

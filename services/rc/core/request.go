@@ -1,40 +1,30 @@
 package core
 
-import "slices"
+import (
+	"slices"
 
-// Status of a request at this RC, as the seed's timeout message names it.
-type Status int
-
-const (
-	// StatusAllocating: one or more portions are queued.
-	StatusAllocating Status = iota
-	// StatusExecuting: fully allocated, DAPs of this RC still running.
-	StatusExecuting
-	// StatusPendingAggregation: this RC's DAPs are done, a secondary's are not.
-	StatusPendingAggregation
-	// StatusAggregating: every portion completed; the Agg was told to merge.
-	StatusAggregating
-	// StatusInactive: a DAP failed; the Agg answers with its error.
-	StatusInactive
-	// StatusTimingOut: the deadline passed; waiting for secondaries' status.
-	StatusTimingOut
+	"github.com/sg-project/sg/messages"
 )
 
-var statusNames = [...]string{
-	StatusAllocating:         "allocating",
-	StatusExecuting:          "executing",
-	StatusPendingAggregation: "pending aggregation",
-	StatusAggregating:        "aggregating",
-	StatusInactive:           "inactive",
-	StatusTimingOut:          "timing out",
-}
+// Status of a request at this RC, as the seed's timeout message names it:
+// messages.RequestStatus, its one home.
+type Status = messages.RequestStatus
 
-func (s Status) String() string {
-	if int(s) < len(statusNames) {
-		return statusNames[s]
-	}
-	return "unknown"
-}
+// The statuses of a request this RC coordinates as primary (Stats, Position).
+const (
+	// StatusAllocating: one or more portions are queued.
+	StatusAllocating = messages.StatusAllocating
+	// StatusExecuting: fully allocated, DAPs of this RC still running.
+	StatusExecuting = messages.StatusExecuting
+	// StatusPendingAggregation: this RC's DAPs are done, a secondary's are not.
+	StatusPendingAggregation = messages.StatusPendingAggregation
+	// StatusAggregating: every portion completed; the Agg was told to merge.
+	StatusAggregating = messages.StatusAggregating
+	// StatusInactive: a DAP failed; the Agg answers with its error.
+	StatusInactive = messages.StatusInactive
+	// StatusTimingOut: the deadline passed; waiting for secondaries' status.
+	StatusTimingOut = messages.StatusTimingOut
+)
 
 // request is the state of one request this RC coordinates as primary.
 type request struct {
