@@ -222,7 +222,7 @@ const defaultDAPHeartbeat = defaults.DAPHeartbeat
 func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	tables := make(map[string]core.TableKind, len(reg.Tables))
 	for _, t := range reg.Tables {
-		tables[t.Name] = tableKind(t.Kind)
+		tables[t.Name] = t.Kind
 	}
 	return core.DAPInfo{
 		ID: reg.DAPID, Addr: reg.Addr, RC: reg.RCID, Assembly: reg.Assembly,
@@ -231,16 +231,6 @@ func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 		PurviewVersion: reg.PurviewVersion, Vintage: reg.ReferenceVintage,
 		Available: reg.Available, Concurrency: reg.Concurrency,
 	}
-}
-
-func tableKind(k messages.TableKind) core.TableKind {
-	switch k {
-	case messages.TableSharded:
-		return core.Sharded
-	case messages.TableUnsharded:
-		return core.Unsharded
-	}
-	return core.TimePartitioned
 }
 
 func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Time) {

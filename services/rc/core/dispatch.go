@@ -52,7 +52,7 @@ func (c *Core) dapGroups(d *dap) []dapGroup {
 	d.groups = d.groups[:0]
 	for _, t := range d.tables {
 		gk := c.fleet.groupOf(d, t)
-		d.groups = append(d.groups, dapGroup{key: gk, g: c.groupFor(gk), partitioned: c.fleet.kinds[t] == TimePartitioned})
+		d.groups = append(d.groups, dapGroup{key: gk, g: c.groupFor(gk), partitioned: c.fleet.kind(t) == TimePartitioned})
 	}
 	d.groupsEpoch = c.fleet.epoch
 	return d.groups
@@ -62,7 +62,7 @@ func (c *Core) dapGroups(d *dap) []dapGroup {
 // heap each in the group's subqueues. A table that is not time-partitioned
 // has one, the whole range.
 func (c *Core) groupPurviews(g groupKey) []messages.TimeRange {
-	if c.fleet.kinds[g.table] != TimePartitioned {
+	if c.fleet.kind(g.table) != TimePartitioned {
 		return wholeRange
 	}
 	var ps []messages.TimeRange

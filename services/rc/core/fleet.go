@@ -196,6 +196,9 @@ func (f *fleet) index(d *dap) {
 	f.byLabel[d.key] = insertSorted(f.byLabel[d.key], d)
 	for t, k := range d.Tables {
 		f.byTable[t] = insertSorted(f.byTable[t], d)
+		if !k.Valid() {
+			k = TimePartitioned // as the shell always read a kind it did not know
+		}
 		f.kinds[t] = k
 		f.dirty = append(f.dirty, f.groupOf(d, t))
 		g := groupKey{table: t, key: d.key}
@@ -248,7 +251,7 @@ func (f *fleet) remove(d *dap) {
 // judged: the label set's DAPs, or for an unsharded table every DAP that
 // serves it (such a table has no label set; we treat its servers as one).
 func (f *fleet) group(g groupKey) []*dap {
-	if f.kinds[g.table] == Unsharded {
+	if f.kind(g.table) == Unsharded {
 		return f.byTable[g.table]
 	}
 	return f.byLabel[g.key]
@@ -276,6 +279,15 @@ func (f *fleet) maxVintage(g groupKey) (uint64, bool) {
 	return m, len(ds) > 0
 }
 
+// kind is a table's routing kind; a table no DAP serves any more reads as
+// time-partitioned.
+func (f *fleet) kind(table string) TableKind {
+	if k, ok := f.kinds[table]; ok {
+		return k
+	}
+	return TimePartitioned
+}
+
 // groupKey names a queue group: a table and a label set ("" for unsharded).
 type groupKey struct {
 	table string
@@ -284,7 +296,7 @@ type groupKey struct {
 
 // groupOf is the group a DAP serves for a table.
 func (f *fleet) groupOf(d *dap, table string) groupKey {
-	if f.kinds[table] == Unsharded {
+	if f.kind(table) == Unsharded {
 		return groupKey{table: table}
 	}
 	return groupKey{table: table, key: d.key}

@@ -155,7 +155,7 @@ func tryRenderBlock(b blockFacts) (string, error) {
 
 func (q queueBlock) render() (string, error) {
 	if q.kind != TimePartitioned && q.kind != Sharded && q.kind != Unsharded {
-		return "", fmt.Errorf("queued portion of %s has unknown table kind %d", q.labels, q.kind)
+		return "", fmt.Errorf("queued portion of %s has unknown table kind %q", q.labels, q.kind)
 	}
 	var w strings.Builder
 	w.WriteByte('[')

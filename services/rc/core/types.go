@@ -24,29 +24,17 @@ const (
 )
 
 // TableKind says how a table is routed; it selects the seed's three forms of
-// queue block.
-type TableKind int
+// queue block: messages.TableKind, its one home.
+type TableKind = messages.TableKind
 
 const (
 	// TimePartitioned tables are split by label set and by time.
-	TimePartitioned TableKind = iota
+	TimePartitioned = messages.TablePartitioned
 	// Sharded tables are split by label set only: one portion per label set.
-	Sharded
+	Sharded = messages.TableSharded
 	// Unsharded tables are one portion, served by any one DAP holding the table.
-	Unsharded
+	Unsharded = messages.TableUnsharded
 )
-
-func (k TableKind) String() string {
-	switch k {
-	case TimePartitioned:
-		return "partitioned"
-	case Sharded:
-		return "sharded"
-	case Unsharded:
-		return "unsharded"
-	}
-	return "unknown"
-}
 
 // Labels is a DAP's or a portion's label set, e.g. {region: eu}:
 // messages.LabelSet, its one home (String is the {k:v} form of timeout
