@@ -81,6 +81,9 @@ type LabelSet map[string]string
 // Key is a canonical form of the label set ("k1=v1,k2=v2", keys sorted), so
 // that equal label sets compare and index equal.
 func (l LabelSet) Key() string {
+	if len(l) == 0 {
+		return ""
+	}
 	keys := make([]string, 0, len(l))
 	for k := range l {
 		keys = append(keys, k)
@@ -96,6 +99,32 @@ func (l LabelSet) Key() string {
 		b.WriteString(l[k])
 	}
 	return b.String()
+}
+
+// String renders the label set as {k1:v1,k2:v2}, keys sorted: the form the
+// RC's timeout messages print (label keys hold no ',' or '=', see
+// validateLabels).
+func (l LabelSet) String() string {
+	return "{" + strings.ReplaceAll(l.Key(), "=", ":") + "}"
+}
+
+// Clone is a copy of the label set (an empty one for nil).
+func (l LabelSet) Clone() LabelSet {
+	c := make(LabelSet, len(l))
+	for k, v := range l {
+		c[k] = v
+	}
+	return c
+}
+
+// SubsetOf reports whether every label of l is in super.
+func (l LabelSet) SubsetOf(super LabelSet) bool {
+	for k, v := range l {
+		if w, ok := super[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Equal reports whether l and o hold the same labels.

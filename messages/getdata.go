@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,6 +98,37 @@ func (s LabelSelector) Matches(key, value string) bool {
 		}
 	}
 	return false
+}
+
+// Selects reports whether the selector accepts a label set: the set has every
+// key of the selector, each with an accepted value.
+func (s LabelSelector) Selects(l LabelSet) bool {
+	for k, vals := range s {
+		v, ok := l[k]
+		if !ok || !slices.Contains(vals, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// Combinations lists the explicit cross product of the selector's keys,
+// keys in sorted order, so that a combination no DAP has can be named.
+// The empty selector has one combination, the empty label set.
+func (s LabelSelector) Combinations() []LabelSet {
+	out := []LabelSet{{}}
+	for _, k := range s.sortedLabelKeys() {
+		var next []LabelSet
+		for _, partial := range out {
+			for _, v := range s[k] {
+				c := partial.Clone()
+				c[k] = v
+				next = append(next, c)
+			}
+		}
+		out = next
+	}
+	return out
 }
 
 // Filter keeps the rows where Column Op Value holds. Value is one of: string, int64,

@@ -104,6 +104,11 @@ const (
 	OutcomeOK    Outcome = 1 // executed; the partial result went to the Agg
 	OutcomeError Outcome = 2 // failed; Code and Message say why; the request fails
 	OutcomeRetry Outcome = 3 // purview version or reference vintage mismatch: retry the label set
+
+	// The RC's names for two kinds of OutcomeError (Class), never on the
+	// wire (Validate refuses them; OnWire gives the wire form):
+	OutcomeTimeout Outcome = 4 // the DAP gave up on the deadline (CodeTimeout)
+	OutcomeRefused Outcome = 5 // over the DAP's queue limit (CodeRateLimited): come back later
 )
 
 func (o Outcome) String() string {
@@ -114,6 +119,10 @@ func (o Outcome) String() string {
 		return "error"
 	case OutcomeRetry:
 		return "retry"
+	case OutcomeTimeout:
+		return "timeout"
+	case OutcomeRefused:
+		return "refused"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -174,6 +183,36 @@ func (m *PortionCompletion) Validate() error {
 		return invalid(typ, "unknown outcome %d", uint8(m.Outcome))
 	}
 	return validateText(typ, "message", m.Message, maxMessageLen)
+}
+
+// Class is the completion's outcome as the RC acts on it: an error with code
+// TIMEOUT is OutcomeTimeout, one with RATE_LIMITED OutcomeRefused.
+func (m *PortionCompletion) Class() Outcome {
+	if m.Outcome == OutcomeError {
+		switch m.Code {
+		case CodeTimeout:
+			return OutcomeTimeout
+		case CodeRateLimited:
+			return OutcomeRefused
+		}
+	}
+	return m.Outcome
+}
+
+// OnWire is the outcome and code a completion carries for outcome o (Class
+// undone); code is the DAP's code, used for errors.
+func (o Outcome) OnWire(code Code) (Outcome, Code) {
+	switch o {
+	case OutcomeOK:
+		return OutcomeOK, CodeOK
+	case OutcomeRetry:
+		return OutcomeRetry, CodeRetry
+	case OutcomeTimeout:
+		return OutcomeError, CodeTimeout
+	case OutcomeRefused:
+		return OutcomeError, CodeRateLimited
+	}
+	return OutcomeError, code
 }
 
 // PartialResult carries the result of one portion from the DAP to the Agg.
@@ -377,7 +416,12 @@ const (
 	StatusInactive           RequestStatus = "inactive"
 	StatusReceivedTooLate    RequestStatus = "received too late" // secondary only
 	StatusUnknown            RequestStatus = "unknown"
+	// StatusTimingOut is the primary RC's own, never in a block: the deadline
+	// passed and it waits for its secondaries' blocks.
+	StatusTimingOut RequestStatus = "timing out"
 )
+
+func (s RequestStatus) String() string { return string(s) }
 
 // QueueEntry is one [labels=...;startTS=...;endTS=...;reason=...;dap=...]
 // block of an "allocating" status: why a queued portion was not allocated.

@@ -222,25 +222,15 @@ const defaultDAPHeartbeat = defaults.DAPHeartbeat
 func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	tables := make(map[string]core.TableKind, len(reg.Tables))
 	for _, t := range reg.Tables {
-		tables[t.Name] = tableKind(t.Kind)
+		tables[t.Name] = t.Kind
 	}
 	return core.DAPInfo{
 		ID: reg.DAPID, Addr: reg.Addr, RC: reg.RCID, Assembly: reg.Assembly,
-		Labels: core.Labels(reg.Labels), Tier: reg.Tier,
+		Labels: reg.Labels, Tier: reg.Tier,
 		Start: reg.Purview.Start, End: reg.Purview.End, Tables: tables,
 		PurviewVersion: reg.PurviewVersion, Vintage: reg.ReferenceVintage,
 		Available: reg.Available, Concurrency: reg.Concurrency,
 	}
-}
-
-func tableKind(k messages.TableKind) core.TableKind {
-	switch k {
-	case messages.TableSharded:
-		return core.Sharded
-	case messages.TableUnsharded:
-		return core.Unsharded
-	}
-	return core.TimePartitioned
 }
 
 func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Time) {
@@ -250,17 +240,7 @@ func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Ti
 		r.reqLog(c.RequestID).Warn().Str("portion", c.PortionID).Msg("completion for a portion id this RC never issued")
 		return
 	}
-	out := core.OutcomeOK
-	switch {
-	case c.Outcome == messages.OutcomeRetry:
-		out = core.OutcomeRetry
-	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeTimeout:
-		out = core.OutcomeTimeout
-	case c.Outcome == messages.OutcomeError && c.Code == messages.CodeRateLimited:
-		out = core.OutcomeRefused // the DAP's queue is full
-	case c.Outcome == messages.OutcomeError:
-		out = core.OutcomeError
-	}
+	out := c.Class() // a timeout, a refusal (the DAP's queue is full) or as sent
 	r.reqLogFrom(c.RequestID, h).Debug().Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
 	// A RETRY carries the DAP's current watermarks: learn them now, so the
 	// retry is placed on what the DAP really holds, not on an event still

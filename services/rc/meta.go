@@ -91,7 +91,7 @@ func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 // answerPing reports, per DAP matching the labels, whether it is reached:
 // its last heartbeat is within its heartbeat interval (plus one for lag).
 func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
-	var sel core.Selector
+	var sel messages.LabelSelector
 	if len(sub.Args) > 0 {
 		var args struct {
 			Labels map[string][]string `msgpack:"labels"`
@@ -104,7 +104,7 @@ func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
 	}
 	out := []PingResult{}
 	for _, d := range r.core.DAPs() {
-		if !selects(sel, d.Labels) {
+		if !sel.Selects(d.Labels) { // as a request selects label sets
 			continue
 		}
 		rec := r.daps[d.ID]
@@ -112,19 +112,6 @@ func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
 		out = append(out, PingResult{DAP: d.ID, Labels: d.Labels, Tier: string(d.Tier), Reached: reached})
 	}
 	r.answerValue(sub, out)
-}
-
-func selects(sel core.Selector, l core.Labels) bool {
-	for k, vals := range sel {
-		ok := false
-		for _, v := range vals {
-			ok = ok || l[k] == v
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // answerValue answers with v encoded in the client's content type.

@@ -81,7 +81,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	ri.forget = time.Unix(0, d.Deadline).Add(time.Duration(2*r.cfg.MultiRCMaxWait+1) * r.cfg.TickEvery)
 	r.reqLog(d.RequestID).Debug().Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
 	r.step(core.PeerDispatch{At: now.UnixNano(), Primary: pp.PrimaryID, Dispatch: core.Dispatch{
-		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: core.Labels(d.Labels), Start: d.Range.Start, End: d.Range.End,
+		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: d.Labels, Start: d.Range.Start, End: d.Range.End,
 			Attempt: int(d.Attempt), PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},
 		DAP: pp.DAPID, API: d.API, Table: pp.Table, Agg: d.AggID, Deadline: d.Deadline,
 		Retries: int(pp.Retries), QueuedAt: pp.QueuedAt,
@@ -93,18 +93,9 @@ func (r *RC) forwardCompletion(c core.ForwardCompletion) {
 	e := c.Completion
 	m := messages.PortionCompletion{V: messages.PortionVersion, RequestID: e.Request, PortionID: strconv.FormatUint(e.Portion, 10),
 		DAPID: e.DAP, Message: truncateText(e.Message)}
-	switch e.Outcome {
-	case core.OutcomeOK:
-		m.Outcome, m.Code = messages.OutcomeOK, messages.CodeOK
-	case core.OutcomeRetry:
-		m.Outcome, m.Code = messages.OutcomeRetry, messages.CodeRetry
-	case core.OutcomeTimeout:
-		m.Outcome, m.Code = messages.OutcomeError, messages.CodeTimeout
-	default:
-		m.Outcome, m.Code = messages.OutcomeError, messages.Code(e.Code)
-		if m.Code == messages.CodeOK {
-			m.Code = messages.CodeErr
-		}
+	m.Outcome, m.Code = e.Outcome.OnWire(messages.Code(e.Code))
+	if m.Outcome == messages.OutcomeError && m.Code == messages.CodeOK {
+		m.Code = messages.CodeErr
 	}
 	if rec := r.daps[e.DAP]; rec != nil {
 		m.PurviewVersion, m.ReferenceVintage = rec.reg.PurviewVersion, rec.reg.ReferenceVintage

@@ -74,7 +74,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		api = subjects.APIGetData // what the DAPs run; SQL carries the seed's SQL rules
 	}
 	req := core.Request{
-		ID: sub.RequestID, API: api, SQL: sql, Table: args.Table, Labels: core.Selector(args.Labels),
+		ID: sub.RequestID, API: api, SQL: sql, Table: args.Table, Labels: args.Labels,
 		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
 		Assembly: sub.Header.Scope.Assembly, Tier: sub.Header.Scope.Tier, // the core picks the Agg
 		Caller: caller,

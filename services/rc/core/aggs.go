@@ -2,7 +2,6 @@ package core
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 )
 
@@ -107,7 +106,7 @@ func (c *Core) aggLost(id string) {
 		return hit[i].ID < hit[j].ID
 	})
 	for _, r := range hit {
-		if c.requests[r.ID] != r {
+		if !r.live() {
 			continue
 		}
 		to, ok := c.aggs.pick()
@@ -139,7 +138,7 @@ func (c *Core) redrive(r *request, from, to string) {
 	// seed's rules for a previous version.
 	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished && !ps.superseded && ps.via == "" })
 	for _, id := range ids {
-		dapID := r.portions[id].dap
+		dapID := r.portion(id).dap
 		if d := c.fleet.byID[dapID]; d != nil && d.runs(id) {
 			c.emit(CancelDAP{Request: r.ID, DAP: dapID, Portion: id})
 			c.stats.Cancels++
@@ -156,11 +155,10 @@ func (c *Core) redrive(r *request, from, to string) {
 // portions that keep says to.
 func (r *request) portionIDs(keep func(*portionState) bool) []uint64 {
 	ids := make([]uint64, 0, len(r.portions))
-	for id, ps := range r.portions {
+	for _, ps := range r.portions {
 		if keep(ps) {
-			ids = append(ids, id)
+			ids = append(ids, ps.ID)
 		}
 	}
-	slices.Sort(ids)
 	return ids
 }

@@ -17,12 +17,11 @@ func (c *Core) arrive(q Request) {
 		c.stats.Duplicates++
 		return
 	}
-	r := &request{
-		Request:        q,
-		arrived:        c.now,
-		firstQueuedDay: utcDay(c.now),
-		purviewEpoch:   c.fleet.purviewEpoch,
-	}
+	r := c.newRequest()
+	r.Request = q
+	r.arrived = c.now
+	r.firstQueuedDay = utcDay(c.now)
+	r.purviewEpoch = c.fleet.purviewEpoch
 	r.track.expect = r.expectBuf[:0]
 	c.requests[q.ID] = r
 	c.schedule(timerEntry{at: q.Deadline, kind: timerDeadline, id: q.ID})
@@ -32,7 +31,10 @@ func (c *Core) arrive(q Request) {
 		c.reply(r, err.kind, err.text)
 		return
 	}
-	r.portions = make(map[uint64]*portionState, c.expectedPortions(r))
+	n := c.expectedPortions(r)
+	if cap(r.portions) < n || cap(r.ids) < n {
+		r.portions, r.ids = make([]*portionState, 0, n), make([]uint64, 0, n)
+	}
 	if err := c.chooseAgg(r); err != nil {
 		c.reply(r, err.kind, err.text)
 		return
@@ -46,7 +48,7 @@ func (c *Core) arrive(q Request) {
 		c.enqueue(r, ls, s, e)
 	}
 	c.placeRequest(r)
-	if c.requests[r.ID] == r {
+	if r.live() {
 		c.admit(r)
 	}
 }
@@ -99,19 +101,21 @@ func (c *Core) split(r *request) *replyError {
 		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Start), formatTS(r.End))}
 	}
 	if kind == Unsharded {
-		ls := &newLabelSets(1)[0]
+		ls := &r.labelSets(1)[0]
 		ls.group, ls.labels = groupKey{table: r.Table}, Labels{}
-		r.sets = []*labelSet{ls}
+		r.sets = append(r.sets[:0], ls)
 		return nil
 	}
 	// Every known label set of the table's DAPs that the selector accepts
 	// (and, for a scoped request, that a DAP in scope has), in key order.
 	keys := c.fleet.setsOf[r.Table]
-	sets := newLabelSets(len(keys))
-	r.sets = make([]*labelSet, 0, len(keys))
+	sets := r.labelSets(len(keys))
+	if cap(r.sets) < len(keys) {
+		r.sets = make([]*labelSet, 0, len(keys))
+	}
 	for _, key := range keys {
 		ds := c.fleet.byLabel[key]
-		if len(ds) == 0 || !r.Labels.matches(ds[0].Labels) {
+		if len(ds) == 0 || !r.Labels.Selects(ds[0].Labels) {
 			continue
 		}
 		if r.Assembly != "" || r.Tier != "" {
@@ -134,10 +138,10 @@ func (c *Core) split(r *request) *replyError {
 	}
 	// Each explicitly selected combination must be held by some DAP.
 	var missing []string
-	for _, combo := range r.Labels.combinations() {
+	for _, combo := range r.Labels.Combinations() {
 		found := false
 		for _, ls := range r.sets {
-			if combo.subsetOf(ls.labels) {
+			if combo.SubsetOf(ls.labels) {
 				found = true
 				break
 			}
@@ -184,7 +188,7 @@ func (c *Core) placeRequest(r *request) {
 			})
 		}
 		for _, d := range order {
-			if len(ls.items) == 0 || c.requests[r.ID] != r {
+			if len(ls.items) == 0 || !r.live() {
 				break
 			}
 			c.dequeue(d)

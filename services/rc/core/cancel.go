@@ -37,7 +37,7 @@ func (c *Core) stopWork(r *request) {
 	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished })
 	seen := map[string]bool{}
 	for _, id := range ids {
-		ps := r.portions[id]
+		ps := r.portion(id)
 		if ps.via != "" {
 			if !seen["rc:"+ps.via] {
 				seen["rc:"+ps.via] = true

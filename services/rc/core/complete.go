@@ -10,8 +10,19 @@ import (
 
 // completed handles a DAP's report on a portion.
 func (c *Core) completed(e PortionCompleted) {
+	if e.Outcome < OutcomeOK || e.Outcome > OutcomeRefused {
+		// Not an outcome the shell passes (it validates completions and
+		// classifies them): an error, so that the request is answered rather
+		// than left waiting for a label set that cannot complete.
+		e.Outcome = OutcomeError
+	}
 	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
-	d := c.fleet.byID[dapID]
+	var d *dap
+	if ps != nil && ps.d != nil && !ps.d.gone {
+		d = ps.d // the DAP with id dapID, without looking it up
+	} else {
+		d = c.fleet.byID[dapID]
+	}
 	if d != nil {
 		if rp, ok := d.removeRunning(e.Portion); ok {
 			c.noteExec(d, rp, e.Outcome)
@@ -70,7 +81,7 @@ func (c *Core) completed(e PortionCompleted) {
 	case e.Outcome == OutcomeOK:
 		ls.done = append(ls.done, ps)
 		c.expire()
-		if c.requests[r.ID] == r && r.complete() {
+		if r.live() && r.complete() {
 			c.aggregate(r)
 		}
 	case e.Outcome == OutcomeRetry:
@@ -78,7 +89,7 @@ func (c *Core) completed(e PortionCompleted) {
 		c.retry(r, ls, fmt.Sprintf("DAP %s answered RETRY: %s", dapID, e.Message), false)
 	case e.Outcome == OutcomeError:
 		c.expire()
-		if c.requests[r.ID] == r {
+		if r.live() {
 			r.errored = true
 			c.unqueueAll(r)
 			c.emit(AggFail{Request: r.ID, Agg: r.Agg, Portion: PortionRef{ID: ps.ID, DAP: dapID, Attempt: ps.Attempt}, Code: e.Code, Message: e.Message})
@@ -86,7 +97,7 @@ func (c *Core) completed(e PortionCompleted) {
 	case e.Outcome == OutcomeRefused:
 		// Over the DAP's queue limit: the caller comes back later.
 		c.expire()
-		if c.requests[r.ID] == r {
+		if r.live() {
 			busy, rate := 1, retryafter.NominalRate(1, c.cfg.RetryAfter.NominalExec)
 			if d != nil {
 				busy, rate = len(d.running)+1, retryafter.NominalRate(d.Concurrency, c.cfg.RetryAfter.NominalExec)
@@ -101,7 +112,7 @@ func (c *Core) completed(e PortionCompleted) {
 		// request out now. It was executing when its time ran out, and the
 		// message says so (status "executing", dap=...), never "unknown".
 		c.expire()
-		if c.requests[r.ID] == r {
+		if r.live() {
 			ps.finished = false
 			c.timeout(r)
 			ps.finished = true
@@ -139,6 +150,12 @@ func (c *Core) dapLost(id string) {
 		groups = append(groups, c.fleet.groupOf(d, t))
 	}
 	c.fleet.remove(d)
+	if d.measured {
+		if c.pastExec == nil {
+			c.pastExec = map[string]float64{}
+		}
+		c.pastExec[d.ID] = d.execMean
+	}
 	c.refreshPurviews()
 	c.stats.DAPsLost++
 	var touched []*request
@@ -153,7 +170,7 @@ func (c *Core) dapLost(id string) {
 		if r == nil {
 			continue
 		}
-		ps := r.portions[rp.id]
+		ps := r.portion(rp.id)
 		if ps == nil || ps.finished || ps.superseded {
 			continue
 		}
@@ -176,7 +193,7 @@ func (c *Core) dapLost(id string) {
 		c.groupChanged(g)
 	}
 	for _, r := range touched {
-		if c.requests[r.ID] == r {
+		if r.live() {
 			c.placeRequest(r)
 		}
 	}
@@ -185,11 +202,14 @@ func (c *Core) dapLost(id string) {
 
 // end forgets a request that has been answered.
 func (c *Core) end(r *request) {
-	if c.requests[r.ID] != r {
+	if r.ended {
 		return
 	}
 	c.unqueueAll(r)
+	c.releaseCaller(r)
+	r.ended = true
 	delete(c.requests, r.ID)
+	c.ended = append(c.ended, r)
 	c.stats.Ended++
 }
 
@@ -208,7 +228,7 @@ func (c *Core) reported(reqID string, portion uint64, claimed string) (*request,
 	r := c.requests[reqID]
 	var ps *portionState
 	if r != nil {
-		ps = r.portions[portion]
+		ps = r.portion(portion)
 	}
 	if ps != nil {
 		return r, ps, ps.dap

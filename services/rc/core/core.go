@@ -2,7 +2,6 @@ package core
 
 import (
 	"container/heap"
-	"fmt"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -18,8 +17,9 @@ type Core struct {
 	timers   timerHeap
 
 	groups map[groupKey]*queueGroup
-	// queuedBy counts queue items per caller (the per-caller limit).
-	queuedBy map[string]int
+	// queuedBy counts queue items per caller (the per-caller limit); a
+	// request holds its caller's entry while it lives (callerQueue).
+	queuedBy map[string]*callerCount
 
 	// relayed holds requests this RC runs as a secondary for a peer primary.
 	relayed map[string]*relayedRequest
@@ -38,10 +38,17 @@ type Core struct {
 	// portionSlab hands out portion states a chunk at a time: a decision
 	// does not allocate one (a chunk lives while any of its requests does).
 	portionSlab slab[portionState]
-	stats       Stats
-	throttle    throttleState // downstream rate limits (throttle.go)
-	// execMean: each DAP's mean portion execution time in ns (position.go).
-	execMean map[string]float64
+	// ended holds the requests that ended in this step; at the next step
+	// nothing refers to them, and their portion states go to freePortions
+	// for new decisions (a steady load allocates none).
+	ended        []*request
+	freePortions []*portionState
+	freeReqs     []*request // ended requests kept for newRequest
+	stats        Stats
+	throttle     throttleState // downstream rate limits (throttle.go)
+	// pastExec keeps the execution time measured for a DAP that left the
+	// fleet (dap.execMean), for when it comes back.
+	pastExec map[string]float64
 }
 
 // queueGroup holds the subqueues of one group: unlocked items and items per
@@ -52,6 +59,56 @@ type queueGroup struct {
 	// purviews: the distinct purviews of the group's DAPs, one heap each in
 	// every subqueue (queue.go).
 	purviews []messages.TimeRange
+	// top is the group's highest vintage as of fleet vintage epoch topEpoch
+	// (topKnown), a copy of fleet.maxVintage without hashing the group key
+	// on every decision.
+	top      uint64
+	topEpoch uint64
+	topKnown bool
+}
+
+// callerCount is a caller's queued items, and the live requests that count
+// in it (the entry goes when both are none).
+type callerCount struct {
+	queued int
+	refs   int
+}
+
+// callerQueue is the request's caller's entry in queuedBy, taken on first
+// use and held until the request ends, so that enqueue and unqueue need no
+// map lookup.
+func (c *Core) callerQueue(r *request) *callerCount {
+	if r.caller == nil {
+		cc := c.queuedBy[r.Caller]
+		if cc == nil {
+			cc = &callerCount{}
+			c.queuedBy[r.Caller] = cc
+		}
+		cc.refs++
+		r.caller = cc
+	}
+	return r.caller
+}
+
+// releaseCaller lets go of the request's caller entry (the request ended
+// with nothing queued).
+func (c *Core) releaseCaller(r *request) {
+	cc := r.caller
+	if cc == nil {
+		return
+	}
+	r.caller = nil
+	if cc.refs--; cc.refs <= 0 && cc.queued <= 0 {
+		delete(c.queuedBy, r.Caller)
+	}
+}
+
+// queuedFor is how many items the caller has queued.
+func (c *Core) queuedFor(caller string) int {
+	if cc := c.queuedBy[caller]; cc != nil {
+		return cc.queued
+	}
+	return 0
 }
 
 // New returns an empty core.
@@ -62,7 +119,7 @@ func New(cfg Config) *Core {
 		aggs:     newAggSet(cfg.Aggs),
 		requests: map[string]*request{},
 		groups:   map[groupKey]*queueGroup{},
-		queuedBy: map[string]int{},
+		queuedBy: map[string]*callerCount{},
 		relayed:  map[string]*relayedRequest{},
 		now:      MinTS,
 	}
@@ -82,7 +139,8 @@ func (c *Core) Step(ev Event) []Command {
 	c.out = c.out[:0]
 	c.dispatches.reset()
 	c.tracks.reset()
-	if t := ev.at(); t > c.now {
+	c.recycle()
+	if t := eventTime(ev); t > c.now {
 		c.now = t
 	}
 	switch e := ev.(type) {
@@ -153,11 +211,53 @@ func (c *Core) Step(ev Event) []Command {
 			c.afterDAPChange(d)
 		}
 	default:
-		panic(fmt.Sprintf("core: unknown event %T", ev))
+		// (No %T: formatting ev would move every event to the heap.)
+		panic("core: unknown event")
 	}
 	c.flushTracks()
 	c.stats.Events++
 	return c.out
+}
+
+// recycle keeps the portion states of the requests that ended in the last
+// step for new portions: nothing held them past that step (an ended request
+// is in no map, queue or timer of the core; commands carry copies).
+func (c *Core) recycle() {
+	for i, r := range c.ended {
+		for j, ps := range r.portions {
+			*ps = portionState{}
+			c.freePortions = append(c.freePortions, ps)
+			r.portions[j] = nil
+		}
+		r.portions = r.portions[:0]
+		if len(c.freeReqs) < maxFreeRequests {
+			c.freeReqs = append(c.freeReqs, r)
+		}
+		c.ended[i] = nil
+	}
+	c.ended = c.ended[:0]
+}
+
+// maxFreeRequests bounds the ended requests kept for reuse.
+const maxFreeRequests = 64
+
+// newRequest is an empty request, reusing an ended one's storage (its label
+// sets, portion and label set lists) when there is one: a request then
+// allocates little more than its strings.
+func (c *Core) newRequest() *request {
+	n := len(c.freeReqs)
+	if n == 0 {
+		return &request{}
+	}
+	r := c.freeReqs[n-1]
+	c.freeReqs[n-1] = nil
+	c.freeReqs = c.freeReqs[:n-1]
+	sets, setBuf, portions, ids := r.sets, r.setBuf, r.portions, r.ids
+	clear(sets[:cap(sets)])
+	clear(setBuf[:cap(setBuf)])
+	clear(portions[:cap(portions)])
+	*r = request{sets: sets[:0], setBuf: setBuf[:0], portions: portions[:0], ids: ids[:0]}
+	return r
 }
 
 // NextDeadline is the earliest time at which the core must be stepped even

@@ -52,7 +52,7 @@ func (c *Core) dapGroups(d *dap) []dapGroup {
 	d.groups = d.groups[:0]
 	for _, t := range d.tables {
 		gk := c.fleet.groupOf(d, t)
-		d.groups = append(d.groups, dapGroup{key: gk, g: c.groupFor(gk), partitioned: c.fleet.kinds[t] == TimePartitioned})
+		d.groups = append(d.groups, dapGroup{key: gk, g: c.groupFor(gk), partitioned: c.fleet.kind(t) == TimePartitioned})
 	}
 	d.groupsEpoch = c.fleet.epoch
 	return d.groups
@@ -62,7 +62,7 @@ func (c *Core) dapGroups(d *dap) []dapGroup {
 // heap each in the group's subqueues. A table that is not time-partitioned
 // has one, the whole range.
 func (c *Core) groupPurviews(g groupKey) []messages.TimeRange {
-	if c.fleet.kinds[g.table] != TimePartitioned {
+	if c.fleet.kind(g.table) != TimePartitioned {
 		return wholeRange
 	}
 	var ps []messages.TimeRange
@@ -158,7 +158,7 @@ func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
-	c.queuedBy[r.Caller]++
+	c.callerQueue(r).queued++
 	c.stats.QueueLength++
 }
 
@@ -175,9 +175,7 @@ func (c *Core) unqueue(it *item) {
 	ls.items[last] = nil
 	ls.items = ls.items[:last]
 	it.req.queued--
-	if c.queuedBy[it.req.Caller]--; c.queuedBy[it.req.Caller] <= 0 {
-		delete(c.queuedBy, it.req.Caller)
-	}
+	c.callerQueue(it.req).queued--
 	c.stats.QueueLength--
 	*it = item{}
 	c.freeItems = append(c.freeItems, it)
@@ -237,12 +235,23 @@ func (c *Core) oldestFor(d *dap) *item {
 			consider(g.locked[d.Vintage], p)
 		}
 		if g.unlocked != nil {
-			if top, _ := c.fleet.maxVintage(dg.key); d.Vintage == top {
+			if d.Vintage == c.groupTop(dg) {
 				consider(g.unlocked, p)
 			}
 		}
 	}
 	return best
+}
+
+// groupTop is the highest vintage of the DAP group's DAPs (fleet.maxVintage),
+// kept on the queue group until the fleet's vintages change.
+func (c *Core) groupTop(dg dapGroup) uint64 {
+	g := dg.g
+	if !g.topKnown || g.topEpoch != c.fleet.vintageEpoch {
+		g.top, _ = c.fleet.maxVintage(dg.key)
+		g.topEpoch, g.topKnown = c.fleet.vintageEpoch, true
+	}
+	return g.top
 }
 
 // dequeue gives the DAP the oldest items it can serve while it has slots
@@ -299,9 +308,19 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 		via = d.RC
 		r.addSecondary(via)
 	}
-	ps := c.portionSlab.new()
-	*ps = portionState{Portion: p, ls: ls, dap: d.ID, via: via}
-	r.portions[p.ID] = ps
+	// Field by field into a zeroed slot (slab or recycled): a composite assignment
+	// copies the whole struct through the GC's bulk write barrier.
+	var ps *portionState
+	if n := len(c.freePortions); n > 0 {
+		ps = c.freePortions[n-1]
+		c.freePortions[n-1] = nil
+		c.freePortions = c.freePortions[:n-1]
+	} else {
+		ps = c.portionSlab.new()
+	}
+	ps.Portion, ps.ls, ps.dap, ps.d, ps.via = p, ls, d.ID, d, via
+	r.portions = append(r.portions, ps)
+	r.ids = append(r.ids, p.ID)
 	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now})
 	c.stats.Dispatched++
@@ -324,6 +343,10 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 // applyDAP records a registration or status update.
 func (c *Core) applyDAP(info DAPInfo, keepVintage bool) *dap {
 	d := c.fleet.upsert(info, keepVintage)
+	if m, ok := c.pastExec[d.ID]; ok && !d.measured {
+		d.execMean, d.measured = m, true
+		delete(c.pastExec, d.ID)
+	}
 	c.refreshPurviews()
 	d.changedAt = c.now
 	return d

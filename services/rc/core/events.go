@@ -1,5 +1,7 @@
 package core
 
+import "github.com/sg-project/sg/messages"
+
 // Event is an input to the core. Every event carries the time at which the
 // caller observed it (Unix nanoseconds); the core has no clock of its own.
 type Event interface {
@@ -87,37 +89,23 @@ type RequestArrived struct {
 	Request Request
 }
 
-// Outcome of a portion at a DAP.
-type Outcome int
+// Outcome of a portion at a DAP: messages.Outcome, its one home (Class there
+// turns a completion into one of these).
+type Outcome = messages.Outcome
 
+// The outcomes the core acts on.
 const (
-	OutcomeOK Outcome = iota
+	OutcomeOK = messages.OutcomeOK
 	// OutcomeError: the DAP failed the portion; it has told the Agg too.
-	OutcomeError
+	OutcomeError = messages.OutcomeError
 	// OutcomeRetry: purview version or reference vintage mismatch at the DAP.
-	OutcomeRetry
+	OutcomeRetry = messages.OutcomeRetry
 	// OutcomeTimeout: the DAP gave up on the request's deadline.
-	OutcomeTimeout
+	OutcomeTimeout = messages.OutcomeTimeout
 	// OutcomeRefused: the DAP refused the portion over its queue limit
 	// (limits.DAPQueue); the request is answered RATE_LIMITED.
-	OutcomeRefused
+	OutcomeRefused = messages.OutcomeRefused
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeOK:
-		return "ok"
-	case OutcomeError:
-		return "error"
-	case OutcomeRetry:
-		return "retry"
-	case OutcomeTimeout:
-		return "timeout"
-	case OutcomeRefused:
-		return "refused"
-	}
-	return "unknown"
-}
 
 // PortionCompleted: a DAP finished a portion (directly, or forwarded by the
 // secondary RC that owns the DAP).
@@ -216,3 +204,46 @@ type AggLost struct {
 
 func (e AggUp) at() int64   { return e.At }
 func (e AggLost) at() int64 { return e.At }
+
+// eventTime is ev.at() without the dynamic call: escape analysis cannot see
+// through one and would move every event passed to Step to the heap (an
+// allocation per completion); a type switch only reads it.
+func eventTime(ev Event) int64 {
+	switch e := ev.(type) {
+	case DAPRegistered:
+		return e.At
+	case DAPStatusChanged:
+		return e.At
+	case DAPVintageChanged:
+		return e.At
+	case DAPLost:
+		return e.At
+	case RequestArrived:
+		return e.At
+	case PortionCompleted:
+		return e.At
+	case AggDone:
+		return e.At
+	case RequestCancelled:
+		return e.At
+	case Tick:
+		return e.At
+	case PeerDispatch:
+		return e.At
+	case PeerStatusQuery:
+		return e.At
+	case PeerStatusReport:
+		return e.At
+	case DAPPaused:
+		return e.At
+	case AggUp:
+		return e.At
+	case AggLost:
+		return e.At
+	case DAPThrottled:
+		return e.At
+	case AggTimedOut:
+		return e.At
+	}
+	panic("core: unknown event")
+}

@@ -28,6 +28,13 @@ type dap struct {
 	// groupsEpoch (Core.dapGroups).
 	groups      []dapGroup
 	groupsEpoch uint64
+	// execMean is the DAP's mean portion execution time in ns, when
+	// measured (position.go).
+	execMean float64
+	measured bool
+	// gone: removed from the fleet; a portion state's pointer to it no
+	// longer stands for the DAP with its id.
+	gone bool
 }
 
 type dapGroup struct {
@@ -100,6 +107,9 @@ type fleet struct {
 	// topVintage caches maxVintage per group; any change to the fleet's
 	// membership or vintages clears it.
 	topVintage map[groupKey]uint64
+	// vintageEpoch counts the clearings of topVintage, so that a queue
+	// group can keep its own copy (Core.groupTop).
+	vintageEpoch uint64
 	// setsOf lists per table the distinct label sets of the DAPs serving it,
 	// sorted, and setDAPs counts those DAPs per group: a request is split by
 	// label set without a walk over the fleet.
@@ -164,8 +174,8 @@ func (f *fleet) upsert(info DAPInfo, keepVintage bool) *dap {
 		f.byID[info.ID] = d
 		f.purviewEpoch++
 	}
-	d.Labels = info.Labels.clone()
-	d.key = d.Labels.key()
+	d.Labels = info.Labels.Clone()
+	d.key = keyOf(d.Labels)
 	d.tables = d.tables[:0]
 	for t := range info.Tables {
 		d.tables = append(d.tables, t)
@@ -177,15 +187,18 @@ func (f *fleet) upsert(info DAPInfo, keepVintage bool) *dap {
 
 func (f *fleet) setVintage(d *dap, v uint64) {
 	d.Vintage = v
-	clear(f.topVintage)
+	f.clearVintages()
 }
 
 func (f *fleet) index(d *dap) {
-	clear(f.topVintage)
+	f.clearVintages()
 	f.epoch++
 	f.byLabel[d.key] = insertSorted(f.byLabel[d.key], d)
 	for t, k := range d.Tables {
 		f.byTable[t] = insertSorted(f.byTable[t], d)
+		if !k.Valid() {
+			k = TimePartitioned // as the shell always read a kind it did not know
+		}
 		f.kinds[t] = k
 		f.dirty = append(f.dirty, f.groupOf(d, t))
 		g := groupKey{table: t, key: d.key}
@@ -198,7 +211,7 @@ func (f *fleet) index(d *dap) {
 }
 
 func (f *fleet) unindex(d *dap) {
-	clear(f.topVintage)
+	f.clearVintages()
 	f.epoch++
 	f.byLabel[d.key] = removeSorted(f.byLabel[d.key], d)
 	if len(f.byLabel[d.key]) == 0 {
@@ -230,6 +243,7 @@ func (f *fleet) unindex(d *dap) {
 func (f *fleet) remove(d *dap) {
 	f.unindex(d)
 	delete(f.byID, d.ID)
+	d.gone = true
 	f.purviewEpoch++
 }
 
@@ -237,10 +251,15 @@ func (f *fleet) remove(d *dap) {
 // judged: the label set's DAPs, or for an unsharded table every DAP that
 // serves it (such a table has no label set; we treat its servers as one).
 func (f *fleet) group(g groupKey) []*dap {
-	if f.kinds[g.table] == Unsharded {
+	if f.kind(g.table) == Unsharded {
 		return f.byTable[g.table]
 	}
 	return f.byLabel[g.key]
+}
+
+func (f *fleet) clearVintages() {
+	clear(f.topVintage)
+	f.vintageEpoch++
 }
 
 // maxVintage is the highest vintage in a group: the vintage a DAP must have
@@ -260,6 +279,15 @@ func (f *fleet) maxVintage(g groupKey) (uint64, bool) {
 	return m, len(ds) > 0
 }
 
+// kind is a table's routing kind; a table no DAP serves any more reads as
+// time-partitioned.
+func (f *fleet) kind(table string) TableKind {
+	if k, ok := f.kinds[table]; ok {
+		return k
+	}
+	return TimePartitioned
+}
+
 // groupKey names a queue group: a table and a label set ("" for unsharded).
 type groupKey struct {
 	table string
@@ -268,7 +296,7 @@ type groupKey struct {
 
 // groupOf is the group a DAP serves for a table.
 func (f *fleet) groupOf(d *dap, table string) groupKey {
-	if f.kinds[table] == Unsharded {
+	if f.kind(table) == Unsharded {
 		return groupKey{table: table}
 	}
 	return groupKey{table: table, key: d.key}

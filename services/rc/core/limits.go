@@ -22,9 +22,9 @@ func (c *Core) admit(r *request) {
 	case c.cfg.MaxQueued > 0 && c.stats.QueueLength > c.cfg.MaxQueued:
 		c.refuse(r, limits.RCQueued, fmt.Sprintf("RC %s has %d portions queued, over its limit %s=%d (SG_RC_MAX_QUEUED)",
 			c.cfg.Addr, c.stats.QueueLength-r.queued, limits.RCQueued, c.cfg.MaxQueued), c.stats.QueueLength)
-	case c.cfg.MaxQueuedPerCaller > 0 && c.queuedBy[r.Caller] > c.cfg.MaxQueuedPerCaller:
+	case c.cfg.MaxQueuedPerCaller > 0 && c.queuedFor(r.Caller) > c.cfg.MaxQueuedPerCaller:
 		c.refuse(r, limits.CallerQueued, fmt.Sprintf("caller %q has %d portions queued at RC %s, over its limit %s=%d (SG_RC_MAX_QUEUED_PER_CALLER)",
-			r.Caller, c.queuedBy[r.Caller]-r.queued, c.cfg.Addr, limits.CallerQueued, c.cfg.MaxQueuedPerCaller), c.queuedBy[r.Caller])
+			r.Caller, c.queuedFor(r.Caller)-r.queued, c.cfg.Addr, limits.CallerQueued, c.cfg.MaxQueuedPerCaller), c.queuedFor(r.Caller))
 	}
 }
 

@@ -1,6 +1,10 @@
 package core
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/sg-project/sg/messages"
+)
 
 // The secondary role: a primary RC placed a portion on a DAP this RC owns.
 // This RC relays it to the DAP, forwards the DAP's completion to the
@@ -125,7 +129,7 @@ func (c *Core) relayDeadline(rr *relayedRequest) {
 
 func (c *Core) peerStatusQuery(e PeerStatusQuery) {
 	rr := c.relayed[e.Request]
-	block := renderBlock(blockFacts{rc: c.cfg.Addr, status: "unknown"})
+	block := renderBlock(blockFacts{rc: c.cfg.Addr, status: messages.StatusUnknown})
 	if rr != nil {
 		block = c.secondaryBlock(rr)
 	}
@@ -168,16 +172,16 @@ func (c *Core) secondaryBlock(rr *relayedRequest) string {
 	sort.Strings(b.respTooLate)
 	switch {
 	case len(rr.portions) == 0 && len(rr.rcvTooLate) > 0:
-		b.status = "received too late"
+		b.status = messages.StatusReceivedTooLate
 		b.rcvTooLate = rr.rcvTooLate
 	case rr.errored:
 		// Seed: a secondary whose DAPs are all done reports no more fields;
 		// one whose DAPs still run lists them (dap, respTooLate).
-		b.status = "inactive"
+		b.status = messages.StatusInactive
 	case len(b.daps) > 0 || len(b.respTooLate) > 0:
-		b.status = "executing"
+		b.status = messages.StatusExecuting
 	default:
-		b.status = "completed"
+		b.status = messages.StatusCompleted
 	}
 	return renderBlock(b)
 }

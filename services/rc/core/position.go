@@ -36,14 +36,11 @@ func (c *Core) noteExec(d *dap, rp runningPortion, o Outcome) {
 	if o != OutcomeOK || rp.started == 0 || c.now < rp.started {
 		return
 	}
-	if c.execMean == nil {
-		c.execMean = map[string]float64{}
-	}
 	ns := float64(c.now - rp.started)
-	if m, ok := c.execMean[d.ID]; ok {
-		c.execMean[d.ID] = m + execAlpha*(ns-m)
+	if d.measured {
+		d.execMean += execAlpha * (ns - d.execMean)
 	} else {
-		c.execMean[d.ID] = ns
+		d.execMean, d.measured = ns, true
 	}
 }
 
@@ -54,8 +51,8 @@ func (c *Core) drainRate(ok func(*dap) bool) (rate float64, exec time.Duration) 
 	var sum float64
 	n := 0
 	for _, d := range c.fleet.byID {
-		m, measured := c.execMean[d.ID]
-		if !measured || m <= 0 || !d.Available || !d.own(c.cfg.Self) || !ok(d) {
+		m := d.execMean
+		if !d.measured || m <= 0 || !d.Available || !d.own(c.cfg.Self) || !ok(d) {
 			continue
 		}
 		rate += float64(max(d.Concurrency, 1)) / (m / float64(time.Second))

@@ -8,11 +8,13 @@ import (
 
 // The queue is indexed so that a dequeue decision does not scan: items are
 // grouped into subqueues by (table, label set, locked vintage or none), and
-// each subqueue keeps, per distinct purview of its group's DAPs, a heap of
-// the items intersecting that purview, oldest first. "The oldest item whose
-// range intersects the DAP's purview" is the top of the heap of the DAP's
-// own purview: O(1) to find, O(log n) to take out (lazily: an item taken
-// leaves stale slots in its heaps, dropped as they come to the top). The placement chain
+// each subqueue keeps, per distinct purview of its group's DAPs, an age
+// order (ageHeap: a FIFO for items that come in age order, a heap for the
+// rest) of the items intersecting that purview, oldest first. "The oldest
+// item whose range intersects the DAP's purview" is the head of the order of
+// the DAP's own purview: O(1) to find, O(1) or O(log n) to take out (lazily:
+// an item taken leaves stale slots behind, dropped as they come to the
+// head). The placement chain
 // (feasible.go) has the last word on that item; when it refuses it (the DAP
 // still runs an earlier attempt, the request's scope excludes the DAP), the
 // walk goes on through the heap in age order.
@@ -78,13 +80,19 @@ type subqueue struct {
 	n        int
 }
 
-// ageHeap is a min-heap of items by age. Slots carry the key, so sifting
-// never reads an item; an item leaves its heaps lazily: remove only counts
-// it out (live), and its slot is dropped when it reaches the top, or when
-// stale slots outnumber live ones (compact). A slot is stale when its item
-// has left the subqueue or been reused (seq differs).
+// ageHeap orders items by age: a FIFO for the items that come in age order
+// (a new request is younger than everything queued, and its leftovers keep
+// its age: most items), and a min-heap for the rest (retries, leftovers of an
+// old request, items moved by a vintage lock). The oldest is the older of the
+// FIFO's head and the heap's top. Slots carry the key, so ordering never
+// reads an item; an item leaves lazily: remove only counts it out (live), and
+// its slots are dropped when they reach the head or top, or when stale slots
+// outnumber live ones (compact). A slot is stale when its item has left the
+// subqueue or been reused (seq differs).
 type ageHeap struct {
-	slots []heapSlot
+	slots []heapSlot // the heap
+	fifo  []heapSlot // in age order from head on
+	head  int
 	live  int
 }
 
@@ -94,6 +102,9 @@ type heapSlot struct {
 }
 
 func (s heapSlot) stale(q *subqueue) bool { return s.it.sub != q || s.it.seq != s.key.seq }
+
+// size is the number of slots, live and stale.
+func (h *ageHeap) size() int { return len(h.slots) + len(h.fifo) - h.head }
 
 func (h *ageHeap) up(i int) {
 	s := h.slots[i]
@@ -130,9 +141,14 @@ func (h *ageHeap) down(i int) {
 }
 
 func (h *ageHeap) push(it *item) {
-	h.slots = append(h.slots, heapSlot{it.ageKey(), it})
-	h.up(len(h.slots) - 1)
+	s := heapSlot{it.ageKey(), it}
 	h.live++
+	if n := len(h.fifo); n == h.head || !s.key.less(h.fifo[n-1].key) {
+		h.fifo = append(h.fifo, s)
+		return
+	}
+	h.slots = append(h.slots, s)
+	h.up(len(h.slots) - 1)
 }
 
 func (h *ageHeap) popTop() {
@@ -145,22 +161,43 @@ func (h *ageHeap) popTop() {
 	}
 }
 
-// top drops stale slots from the top and returns the oldest live index (-1
-// when none).
-func (h *ageHeap) top(q *subqueue) int {
-	for len(h.slots) > 0 {
-		if !h.slots[0].stale(q) {
-			return 0
-		}
+// popHead drops the FIFO's head; an emptied FIFO starts again at the front
+// of its buffer, and a long dead prefix is cut off.
+func (h *ageHeap) popHead() {
+	h.fifo[h.head] = heapSlot{}
+	h.head++
+	switch {
+	case h.head == len(h.fifo):
+		h.fifo, h.head = h.fifo[:0], 0
+	case h.head >= 1024 && 2*h.head >= len(h.fifo):
+		n := copy(h.fifo, h.fifo[h.head:])
+		clear(h.fifo[n:])
+		h.fifo, h.head = h.fifo[:n], 0
+	}
+}
+
+// top drops stale slots from the FIFO's head and the heap's top and returns
+// the oldest live slot (false when none).
+func (h *ageHeap) top(q *subqueue) (heapSlot, bool) {
+	for h.head < len(h.fifo) && h.fifo[h.head].stale(q) {
+		h.popHead()
+	}
+	for len(h.slots) > 0 && h.slots[0].stale(q) {
 		h.popTop()
 	}
-	return -1
+	switch {
+	case h.head < len(h.fifo) && (len(h.slots) == 0 || h.fifo[h.head].key.less(h.slots[0].key)):
+		return h.fifo[h.head], true
+	case len(h.slots) > 0:
+		return h.slots[0], true
+	}
+	return heapSlot{}, false
 }
 
 // compact drops every stale slot once they outnumber the live ones, so that
 // a heap whose top rarely moves does not grow with the queue's history.
 func (h *ageHeap) compact(q *subqueue) {
-	if len(h.slots) <= 2*h.live+64 {
+	if h.size() <= 2*h.live+64 {
 		return
 	}
 	kept := h.slots[:0]
@@ -174,6 +211,14 @@ func (h *ageHeap) compact(q *subqueue) {
 	for i := len(kept)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
+	f := h.fifo[:0]
+	for _, s := range h.fifo[h.head:] {
+		if !s.stale(q) {
+			f = append(f, s)
+		}
+	}
+	clear(h.fifo[len(f):])
+	h.fifo, h.head = f, 0
 }
 
 func (q *subqueue) insert(it *item) {
@@ -213,14 +258,27 @@ func (q *subqueue) remove(it *item) {
 func (q *subqueue) setPurviews(ps []messages.TimeRange) {
 	q.purviews = ps
 	for i := range q.heaps {
-		clear(q.heaps[i].slots)
+		q.heaps[i].reset()
 	}
 	if cap(q.heaps) < len(ps) {
 		q.heaps = append(q.heaps[:cap(q.heaps)], make([]ageHeap, len(ps)-cap(q.heaps))...)
 	}
 	q.heaps = q.heaps[:len(ps)]
 	for i := range q.heaps {
-		q.heaps[i] = ageHeap{slots: q.heaps[i].slots[:0]}
+		q.heaps[i].reset()
+	}
+	// In age order, so that the items go to the FIFOs.
+	slices.SortFunc(q.items, func(a, b *item) int {
+		if a.ageKey().less(b.ageKey()) {
+			return -1
+		}
+		if b.ageKey().less(a.ageKey()) {
+			return 1
+		}
+		return 0
+	})
+	for i, it := range q.items {
+		it.subIdx = i
 	}
 	for _, it := range q.items {
 		q.place(it)
@@ -233,10 +291,16 @@ func (q *subqueue) release() {
 	clear(q.items)
 	q.items = q.items[:0]
 	for i := range q.heaps {
-		clear(q.heaps[i].slots)
-		q.heaps[i] = ageHeap{slots: q.heaps[i].slots[:0]}
+		q.heaps[i].reset()
 	}
 	q.g, q.purviews = nil, nil
+}
+
+// reset empties the heap, keeping its buffers.
+func (h *ageHeap) reset() {
+	clear(h.slots)
+	clear(h.fifo)
+	*h = ageHeap{slots: h.slots[:0], fifo: h.fifo[:0]}
 }
 
 // walk visits the subqueue in start order.
@@ -268,14 +332,15 @@ func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *fronti
 		return nil // no DAP of the group has this purview: refreshPurviews keeps them in step
 	}
 	h := &q.heaps[b]
-	if h.top(q) < 0 {
+	top, ok := h.top(q)
+	if !ok {
 		return nil
 	}
-	if top := h.slots[0].it; c.feasible(d, top) {
-		return top
+	if c.feasible(d, top.it) {
+		return top.it
 	}
-	// Refused: visit the heap best-first (a slot's children are younger),
-	// passing over stale slots.
+	// Refused: visit the FIFO in order and the heap best-first (a slot's
+	// children are younger), merged by age, passing over stale slots.
 	f := (*scratch)[:0]
 	defer func() { *scratch = f[:0] }()
 	push := func(i int) {
@@ -313,15 +378,22 @@ func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *fronti
 		}
 		return int(top)
 	}
-	push(1)
-	push(2)
-	for len(f) > 0 {
-		i := pop()
-		if s := h.slots[i]; !s.stale(q) && c.feasible(d, s.it) {
+	push(0)
+	next := h.head // the FIFO's next slot
+	for len(f) > 0 || next < len(h.fifo) {
+		var s heapSlot
+		if next < len(h.fifo) && (len(f) == 0 || h.fifo[next].key.less(h.slots[f[0]].key)) {
+			s = h.fifo[next]
+			next++
+		} else {
+			i := pop()
+			s = h.slots[i]
+			push(2*i + 1)
+			push(2*i + 2)
+		}
+		if s.it != top.it && !s.stale(q) && c.feasible(d, s.it) {
 			return s.it
 		}
-		push(2*i + 1)
-		push(2*i + 2)
 	}
 	return nil
 }

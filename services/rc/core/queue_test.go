@@ -9,8 +9,18 @@ import (
 
 // The purview heaps answer "the oldest item meeting this purview that the
 // chain accepts" as a scan of the subqueue would, through inserts and removals in any order, and the
-// stale slots that lazy removal leaves stay bounded by the live ones.
+// stale slots that lazy removal leaves stay bounded by the live ones; with
+// ages at random (mostly the heap) and mostly rising (mostly the FIFO).
 func TestPurviewHeapsMatchAScan(t *testing.T) {
+	t.Run("random", func(t *testing.T) {
+		testPurviewHeaps(t, func(rng *rand.Rand, _ int) int64 { return int64(rng.IntN(50)) })
+	})
+	t.Run("rising", func(t *testing.T) {
+		testPurviewHeaps(t, func(rng *rand.Rand, step int) int64 { return int64(step/16 - rng.IntN(2)*rng.IntN(4)) })
+	})
+}
+
+func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 	c := New(Config{Self: "rc-1"})
 	c.Step(Tick{At: t0})
 	bounds := []int64{MinTS, t0 - hour, t0, t0 + 12*hour, t0 + 13*hour, MaxTS}
@@ -35,7 +45,7 @@ func TestPurviewHeapsMatchAScan(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				req = other
 			}
-			it := &item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: int64(rng.IntN(50)), seq: seq}
+			it := &item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: age(rng, step), seq: seq}
 			q.insert(it)
 			live = append(live, it)
 		} else {
@@ -55,8 +65,8 @@ func TestPurviewHeapsMatchAScan(t *testing.T) {
 			if got := q.oldest(p, c, d, &c.scratch); got != want {
 				t.Fatalf("step %d, purview %v: oldest %+v, a scan finds %+v", step, p, got, want)
 			}
-			if h := q.heaps[b]; len(h.slots) > 2*h.live+64 {
-				t.Fatalf("step %d: purview %v holds %d slots for %d live items", step, p, len(h.slots), h.live)
+			if h := q.heaps[b]; h.size() > 2*h.live+64 {
+				t.Fatalf("step %d: purview %v holds %d slots for %d live items", step, p, h.size(), h.live)
 			}
 		}
 	}

@@ -1,38 +1,30 @@
 package core
 
-// Status of a request at this RC, as the seed's timeout message names it.
-type Status int
+import (
+	"slices"
 
-const (
-	// StatusAllocating: one or more portions are queued.
-	StatusAllocating Status = iota
-	// StatusExecuting: fully allocated, DAPs of this RC still running.
-	StatusExecuting
-	// StatusPendingAggregation: this RC's DAPs are done, a secondary's are not.
-	StatusPendingAggregation
-	// StatusAggregating: every portion completed; the Agg was told to merge.
-	StatusAggregating
-	// StatusInactive: a DAP failed; the Agg answers with its error.
-	StatusInactive
-	// StatusTimingOut: the deadline passed; waiting for secondaries' status.
-	StatusTimingOut
+	"github.com/sg-project/sg/messages"
 )
 
-var statusNames = [...]string{
-	StatusAllocating:         "allocating",
-	StatusExecuting:          "executing",
-	StatusPendingAggregation: "pending aggregation",
-	StatusAggregating:        "aggregating",
-	StatusInactive:           "inactive",
-	StatusTimingOut:          "timing out",
-}
+// Status of a request at this RC, as the seed's timeout message names it:
+// messages.RequestStatus, its one home.
+type Status = messages.RequestStatus
 
-func (s Status) String() string {
-	if int(s) < len(statusNames) {
-		return statusNames[s]
-	}
-	return "unknown"
-}
+// The statuses of a request this RC coordinates as primary (Stats, Position).
+const (
+	// StatusAllocating: one or more portions are queued.
+	StatusAllocating = messages.StatusAllocating
+	// StatusExecuting: fully allocated, DAPs of this RC still running.
+	StatusExecuting = messages.StatusExecuting
+	// StatusPendingAggregation: this RC's DAPs are done, a secondary's are not.
+	StatusPendingAggregation = messages.StatusPendingAggregation
+	// StatusAggregating: every portion completed; the Agg was told to merge.
+	StatusAggregating = messages.StatusAggregating
+	// StatusInactive: a DAP failed; the Agg answers with its error.
+	StatusInactive = messages.StatusInactive
+	// StatusTimingOut: the deadline passed; waiting for secondaries' status.
+	StatusTimingOut = messages.StatusTimingOut
+)
 
 // request is the state of one request this RC coordinates as primary.
 type request struct {
@@ -44,13 +36,23 @@ type request struct {
 	purviewEpoch   uint64
 	retries        int
 	sets           []*labelSet // sorted by label key
-	portions       map[uint64]*portionState
-	errored        bool
-	aggregating    bool
+	// portions in id order: ids come from one counter, so appending keeps
+	// the order, and a lookup is a binary search (portion) over ids,
+	// their ids side by side (no portion state read on the way).
+	portions []*portionState
+	ids      []uint64
+	// setBuf is the storage of sets (labelSets).
+	setBuf      []labelSet
+	errored     bool
+	aggregating bool
 	// queued counts items, running portions of current attempts, over all
 	// label sets.
 	queued  int
 	running int
+	// caller is the caller's count of queued items (Core.callerQueue).
+	caller *callerCount
+	// ended: answered and forgotten (Core.end); nothing more is done for it.
+	ended bool
 	// secondaries are the peer RCs that run portions of this request, in
 	// order of first use; peerBlocks their status blocks once reported.
 	secondaries []string
@@ -95,9 +97,16 @@ type labelSet struct {
 	doneBuf  [3]*portionState
 }
 
-// newLabelSets allocates a request's label sets at once.
-func newLabelSets(n int) []labelSet {
-	sets := make([]labelSet, n)
+// labelSets is n empty label sets for the request, in the storage of an
+// earlier request when it has room (newRequest), else allocated at once.
+func (r *request) labelSets(n int) []labelSet {
+	var sets []labelSet
+	if cap(r.setBuf) >= n {
+		sets = r.setBuf[:n] // zeroed by newRequest
+	} else {
+		sets = make([]labelSet, n)
+		r.setBuf = sets
+	}
 	for i := range sets {
 		sets[i].items = sets[i].itemsBuf[:0]
 		sets[i].done = sets[i].doneBuf[:0]
@@ -109,11 +118,23 @@ type portionState struct {
 	Portion
 	ls  *labelSet
 	dap string
+	// d is the DAP it was sent to, while that DAP is in the fleet (gone
+	// says when not).
+	d   *dap
 	via string
 	// finished: the DAP reported back (or was lost); superseded: a retry
 	// replaced the portion's attempt.
 	finished   bool
 	superseded bool
+}
+
+// portion is the request's portion with the id, nil if it has none.
+func (r *request) portion(id uint64) *portionState {
+	i, ok := slices.BinarySearch(r.ids, id)
+	if !ok {
+		return nil
+	}
+	return r.portions[i]
 }
 
 func (r *request) status() Status {
@@ -138,6 +159,10 @@ func (r *request) addSecondary(rc string) {
 	}
 	r.secondaries = append(r.secondaries, rc)
 }
+
+// live: the core still coordinates the request (it arrived and has not
+// ended).
+func (r *request) live() bool { return !r.ended }
 
 // complete: nothing of the current attempts is queued or running.
 func (r *request) complete() bool { return r.queued == 0 && r.running == 0 }

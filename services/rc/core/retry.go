@@ -11,7 +11,7 @@ import (
 // queued; whole forces that. More retries than Config.MaxRetry fail the
 // request.
 func (c *Core) retry(r *request, ls *labelSet, reason string, whole bool) {
-	if c.requests[r.ID] != r || r.errored || r.timingOut {
+	if !r.live() || r.errored || r.timingOut {
 		return
 	}
 	r.retries++

@@ -384,3 +384,19 @@ func TestTimeoutAnsweredAtTheDeadline(t *testing.T) {
 		t.Fatal("no deadline should remain")
 	}
 }
+
+// A completion with an outcome the core does not know (zero, or past the
+// last) fails the request through its Agg, as an error does: it neither
+// counts as a success nor leaves the request waiting.
+func TestUnknownOutcomeIsAnError(t *testing.T) {
+	for _, o := range []Outcome{0, OutcomeRefused + 1} {
+		h := newHarness(t, Config{})
+		h.register("a", lbl("region", "eu"))
+		d := dispatchedTo(t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute), "a")
+		out := h.complete(d, o)
+		none[AggExpect](t, out)
+		if f := only[AggFail](t, out); f.Request != "q1" {
+			t.Fatalf("outcome %d: %+v", o, f)
+		}
+	}
+}

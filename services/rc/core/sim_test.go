@@ -219,7 +219,7 @@ func (s *sim) addDAP() error {
 	}
 	// Join at the label set's newest vintage, or behind it.
 	for _, o := range s.dapOrder {
-		if d := s.daps[o]; !d.lost && d.info.Labels.key() == ls.key() {
+		if d := s.daps[o]; !d.lost && keyOf(d.info.Labels) == keyOf(ls) {
 			info.Vintage = max(info.Vintage, d.info.Vintage)
 		}
 	}
@@ -357,11 +357,11 @@ func (s *sim) newRequest() error {
 	q.Caller = []string{"", "c1", "c2"}[s.rng.IntN(3)]
 	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}, late: late}
 	for _, d := range s.liveDAPs() {
-		if sel.matches(d.info.Labels) {
+		if sel.Selects(d.info.Labels) {
 			if r.kind == Unsharded {
 				r.sets[""] = true
 			} else {
-				r.sets[d.info.Labels.key()] = true
+				r.sets[keyOf(d.info.Labels)] = true
 			}
 		}
 	}
@@ -519,12 +519,12 @@ func (s *sim) apply(cmd Command) error {
 		if len(d.inflight) >= d.info.Concurrency {
 			return fmt.Errorf("DAP %s over its concurrency %d", c.DAP, d.info.Concurrency)
 		}
-		k := c.Portion.Labels.key()
+		k := keyOf(c.Portion.Labels)
 		if r.kind == Unsharded {
 			k = ""
 		}
 		for _, p := range d.inflight {
-			if p.d.Portion.Request == c.Portion.Request && p.d.Portion.Labels.key() == c.Portion.Labels.key() && p.d.Portion.Attempt < c.Portion.Attempt {
+			if p.d.Portion.Request == c.Portion.Request && keyOf(p.d.Portion.Labels) == keyOf(c.Portion.Labels) && p.d.Portion.Attempt < c.Portion.Attempt {
 				return fmt.Errorf("DAP %s got attempt %d while running attempt %d", c.DAP, c.Portion.Attempt, p.d.Portion.Attempt)
 			}
 		}
@@ -716,11 +716,11 @@ func (s *sim) apply(cmd Command) error {
 		}
 		if c.Kind == ReplyNoResources && !noAgg && len(r.sets) > 0 && r.kind != Unsharded {
 			sel := r.req.Labels
-			for _, combo := range sel.combinations() {
+			for _, combo := range sel.Combinations() {
 				found := false
 				for k := range r.sets {
 					for _, d := range s.liveDAPs() {
-						if d.info.Labels.key() == k && combo.subsetOf(d.info.Labels) {
+						if keyOf(d.info.Labels) == k && combo.SubsetOf(d.info.Labels) {
 							found = true
 						}
 					}
@@ -753,8 +753,8 @@ func (s *sim) checkAdmitted() error {
 	if m := s.c.cfg.MaxQueued; m > 0 && s.c.stats.QueueLength > m {
 		return fmt.Errorf("request %s admitted with %d items queued, limit %d", r.ID, s.c.stats.QueueLength, m)
 	}
-	if m := s.c.cfg.MaxQueuedPerCaller; m > 0 && s.c.queuedBy[r.Caller] > m {
-		return fmt.Errorf("request %s admitted with %d items queued for caller %q, limit %d", r.ID, s.c.queuedBy[r.Caller], r.Caller, m)
+	if m := s.c.cfg.MaxQueuedPerCaller; m > 0 && s.c.queuedFor(r.Caller) > m {
+		return fmt.Errorf("request %s admitted with %d items queued for caller %q, limit %d", r.ID, s.c.queuedFor(r.Caller), r.Caller, m)
 	}
 	n := 0
 	for _, q := range s.c.requests {
@@ -762,8 +762,8 @@ func (s *sim) checkAdmitted() error {
 			n += q.queued
 		}
 	}
-	if n != s.c.queuedBy[r.Caller] {
-		return fmt.Errorf("caller %q: %d items queued, counted %d", r.Caller, n, s.c.queuedBy[r.Caller])
+	if n != s.c.queuedFor(r.Caller) {
+		return fmt.Errorf("caller %q: %d items queued, counted %d", r.Caller, n, s.c.queuedFor(r.Caller))
 	}
 	return nil
 }
@@ -814,7 +814,7 @@ func (s *sim) checkCoverage(r *simRequest, c AggExpect) error {
 		if !s.okDone[ref.ID] {
 			return fmt.Errorf("agg told to expect portion %d that did not succeed", ref.ID)
 		}
-		k := d.Portion.Labels.key()
+		k := keyOf(d.Portion.Labels)
 		if r.kind == Unsharded {
 			k = ""
 		}

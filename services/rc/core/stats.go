@@ -49,7 +49,7 @@ func (c *Core) DAPs() []DAPInfo {
 	out := make([]DAPInfo, 0, len(c.fleet.byID))
 	for _, d := range c.fleet.byID {
 		info := d.DAPInfo
-		info.Labels = d.Labels.clone()
+		info.Labels = d.Labels.Clone()
 		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -85,7 +85,7 @@ func (c *Core) throttled(e DAPThrottled) {
 	}
 	// A deadline now past times out here, and the message names the pause.
 	c.expire()
-	if c.requests[r.ID] == r {
+	if r.live() {
 		c.placeRequest(r)
 	}
 	c.dequeueGroups(groups)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // timeout handles a request whose deadline has passed. Its own status block
@@ -62,7 +64,7 @@ func (c *Core) replyTimeout(r *request, own string, incomplete bool) {
 	for _, s := range r.secondaries {
 		b, ok := r.peerBlocks[s]
 		if !ok {
-			b = renderBlock(blockFacts{rc: s, status: "unknown"})
+			b = renderBlock(blockFacts{rc: s, status: messages.StatusUnknown})
 		}
 		blocks = append(blocks, b)
 	}
@@ -75,7 +77,7 @@ func (c *Core) replyTimeout(r *request, own string, incomplete bool) {
 // blockFacts is one RC's [...] block of a timeout message, as data.
 type blockFacts struct {
 	rc     string
-	status string
+	status messages.RequestStatus
 	// allocating: queue blocks, or the error form if the queue is empty.
 	queue []queueBlock
 	// executing, inactive, aggregating, pending aggregation, received too late.
@@ -111,7 +113,7 @@ func tryRenderBlock(b blockFacts) (string, error) {
 	var w strings.Builder
 	fmt.Fprintf(&w, "[rc=%s;status=%q", b.rc, b.status)
 	switch b.status {
-	case "allocating":
+	case messages.StatusAllocating:
 		if len(b.queue) == 0 {
 			fmt.Fprintf(&w, ";error=%q", errorEmptyQueue)
 			break
@@ -125,7 +127,7 @@ func tryRenderBlock(b blockFacts) (string, error) {
 			parts[i] = p
 		}
 		fmt.Fprintf(&w, ";queue=%q", strings.Join(parts, " "))
-	case "executing", "inactive", "aggregating", "pending aggregation":
+	case messages.StatusExecuting, messages.StatusInactive, messages.StatusAggregating, messages.StatusPendingAggregation:
 		if len(b.daps) > 0 {
 			fmt.Fprintf(&w, ";dap=%s", list(b.daps))
 		}
@@ -135,7 +137,7 @@ func tryRenderBlock(b blockFacts) (string, error) {
 		if b.agg != "" {
 			fmt.Fprintf(&w, ";agg=%s", b.agg)
 		}
-	case "received too late":
+	case messages.StatusReceivedTooLate:
 		if len(b.rcvTooLate) > 0 {
 			fmt.Fprintf(&w, ";rcvTooLate=%s", list(b.rcvTooLate))
 		}
@@ -143,7 +145,7 @@ func tryRenderBlock(b blockFacts) (string, error) {
 			// A primary that got the request after its deadline: by how much.
 			fmt.Fprintf(&w, ";afterDeadline=%q", b.late.Round(time.Microsecond).String())
 		}
-	case "completed", "unknown":
+	case messages.StatusCompleted, messages.StatusUnknown:
 	default:
 		return "", fmt.Errorf("%w %q for rc %s", errUnknownStatus, b.status, b.rc)
 	}
@@ -153,7 +155,7 @@ func tryRenderBlock(b blockFacts) (string, error) {
 
 func (q queueBlock) render() (string, error) {
 	if q.kind != TimePartitioned && q.kind != Sharded && q.kind != Unsharded {
-		return "", fmt.Errorf("queued portion of %s has unknown table kind %d", q.labels, q.kind)
+		return "", fmt.Errorf("queued portion of %s has unknown table kind %q", q.labels, q.kind)
 	}
 	var w strings.Builder
 	w.WriteByte('[')
@@ -185,34 +187,34 @@ func (c *Core) primaryFacts(r *request) (blockFacts, error) {
 	ownRunning, peerRunning := c.runningDAPs(r)
 	switch {
 	case r.errored:
-		b.status = "inactive"
+		b.status = messages.StatusInactive
 		b.daps = ownRunning
 		b.respTooLate = r.tooLate
 		if len(ownRunning) == 0 {
 			b.agg = r.Agg
 		}
 	case r.aggregating:
-		b.status = "aggregating"
+		b.status = messages.StatusAggregating
 		b.agg = r.Agg
 	case r.queued > 0:
-		b.status = "allocating"
+		b.status = messages.StatusAllocating
 		q, err := c.queueBlocks(r)
 		if err != nil {
 			return b, err
 		}
 		b.queue = q
 	case len(ownRunning) > 0 || len(r.tooLate) > 0:
-		b.status = "executing"
+		b.status = messages.StatusExecuting
 		b.daps = ownRunning
 		b.respTooLate = r.tooLate
 		if len(ownRunning) == 0 && r.tooLateOK {
 			b.agg = r.Agg
 		}
 	case len(peerRunning) > 0:
-		b.status = "pending aggregation"
+		b.status = messages.StatusPendingAggregation
 		b.agg = r.Agg
 	default:
-		b.status = "unknown"
+		b.status = messages.StatusUnknown
 	}
 	return b, nil
 }
@@ -223,7 +225,7 @@ func (c *Core) runningDAPs(r *request) (own, peer []string) {
 	ids := r.portionIDs(func(ps *portionState) bool { return !ps.finished })
 	seen := map[string]bool{}
 	for _, id := range ids {
-		ps := r.portions[id]
+		ps := r.portion(id)
 		addr := ps.dap
 		if d := c.fleet.byID[ps.dap]; d != nil {
 			addr = d.Addr

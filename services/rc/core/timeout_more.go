@@ -3,6 +3,8 @@ package core
 import (
 	"fmt"
 	"time"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // The timeout behaviours beyond the primary's own block: the incomplete
@@ -52,6 +54,6 @@ func (c *Core) aggTimedOut(e AggTimedOut) {
 func (c *Core) arrivedLate(r *request) {
 	c.stats.Timeouts++
 	c.stats.ArrivedLate++
-	b := blockFacts{rc: c.cfg.Addr, status: "received too late", late: time.Duration(c.now - r.Deadline)}
+	b := blockFacts{rc: c.cfg.Addr, status: messages.StatusReceivedTooLate, late: time.Duration(c.now - r.Deadline)}
 	c.reply(r, ReplyTimeout, "Request timed out, "+renderBlock(b))
 }

@@ -219,9 +219,9 @@ func TestTimeoutComposeErrorFallback(t *testing.T) {
 	h.register("a", lbl("region", "eu"), unavailable())
 	h.request("q1", "trade", nil, t0, t0+hour, time.Second)
 	// Corrupt the state so that composing fails.
-	h.c.requests["q1"].kind = TableKind(99)
+	h.c.requests["q1"].kind = TableKind("bogus")
 	text := h.timeoutText()
-	if text != "Request timed out, but error encountered composing message: queued portion of {region:eu} has unknown table kind 99" {
+	if text != "Request timed out, but error encountered composing message: queued portion of {region:eu} has unknown table kind \"bogus\"" {
 		t.Fatalf("got %q", text)
 	}
 }

@@ -86,11 +86,12 @@ func (c *Core) flushTracks() {
 	for _, r := range c.tracked {
 		t := r.track
 		r.track = trackState{slot: -1, expect: t.expect, supersede: t.supersede}
-		// restart walks a map: keep the commands deterministic.
+		// Supersedes come in the order of what caused them (a lost DAP's running
+		// portions, several restarts): the commands list them by id.
 		if len(t.supersede) > 1 {
 			slices.SortFunc(t.supersede, func(a, b PortionRef) int { return cmp.Compare(a.ID, b.ID) })
 		}
-		live := c.requests[r.ID] == r && !r.errored && !r.timingOut && (len(t.expect) > 0 || len(t.supersede) > 0)
+		live := r.live() && !r.errored && !r.timingOut && (len(t.expect) > 0 || len(t.supersede) > 0)
 		cmd := AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: r.queued == 0}
 		switch {
 		case t.slot >= 0 && live:
