@@ -133,9 +133,9 @@ func liveHeap() uint64 {
 // 300 MB answer): the DAPs still send a portion's partial whole and the Agg
 // holds every partial until the last arrives; the peak logged is theirs.
 func TestLargeAnswerStreamedHeap(t *testing.T) {
-	trades := 100_000 // per day and region: an answer of about 9 MiB of msgpack, 500,000 rows
+	trades := 100_000 // per day and region: 600,000 rows, about 11 MiB of msgpack
 	if raceEnabled {
-		trades = 20_000 // -race is ~10x slower
+		trades = 60_000 // -race is several times slower
 	}
 	sys := startSystem(t, systemOptions{})
 	sys.startDemo(demoFleetConfig(sys, trades))
