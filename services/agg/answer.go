@@ -160,6 +160,7 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 const parallelDecodeBytes = 64 << 10
 
 func getData(j job, content messages.Content) (messages.Status, []byte) {
+	size := partialBytes(j) // the merged table's is about the same
 	m, st := merger(j)
 	if !st.IsOK() {
 		return st, nil
@@ -172,7 +173,7 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	if content == messages.ContentJSON {
 		b, err = t.MarshalJSON()
 	} else {
-		b, err = messages.EncodeSized(t, partialBytes(j))
+		b, err = messages.EncodeSized(t, size)
 	}
 	if err != nil {
 		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
@@ -228,6 +229,11 @@ func merger(j job) (*merge.Merger, messages.Status) {
 		if errs[i] != nil {
 			return nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
 		}
+	}
+	// The decoded partials do not alias their bytes: let the bytes go while
+	// the answer is merged and sent.
+	for i := range j.partials {
+		j.partials[i].Payload = nil
 	}
 	m := merge.NewMerger(args)
 	for i := range parts {
