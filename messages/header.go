@@ -41,6 +41,10 @@ const (
 	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload
 	HdrChunkSum         = "Sg-Chunk-Sum"         // CRC-32C of the whole payload, hex
 	HdrChunkStream      = "Sg-Chunk-Stream"      // id of one chunked transfer, so two transfers never mix
+	HdrAcceptStream     = "Sg-Accept-Stream"     // caller -> GW: "1" if the caller reads an answer as a stream of frames (see stream.go)
+	HdrStreamID         = "Sg-Stream-Id"         // id of one answer stream, so two drives' streams never mix
+	HdrStreamSeq        = "Sg-Stream-Seq"        // 0-based index of this frame of an answer stream
+	HdrStreamEnd        = "Sg-Stream-End"        // "1" on the last frame of an answer stream
 )
 
 // Header errors, wrapped in *HeaderError.

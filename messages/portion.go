@@ -275,6 +275,9 @@ type AggExpectation struct {
 	Content   Content            `msgpack:"content,omitempty"`
 	Deadline  int64              `msgpack:"deadline"` // unix nanoseconds
 	LogCorr   string             `msgpack:"corr,omitempty"`
+	// Stream: the caller reads the answer as a stream of frames (Sg-Accept-Stream):
+	// the Agg sends it window by window as it merges (stream.go), not whole.
+	Stream bool `msgpack:"stream,omitempty"`
 }
 
 // Validate checks the expectation.

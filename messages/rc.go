@@ -110,11 +110,12 @@ type RCSubmission struct {
 	RequestID  string             `msgpack:"req"`
 	GWID       string             `msgpack:"gw"`
 	Header     RequestHeader      `msgpack:"header"`
-	Args       msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments, msgpack
-	ReplyTo    string             `msgpack:"reply"`          // subjects.GWAnswer(gw, request)
-	Content    Content            `msgpack:"content"`        // encoding the client wants the answer in
-	Deadline   int64              `msgpack:"deadline"`       // unix nanoseconds
-	ReceivedAt int64              `msgpack:"rcvd"`           // unix nanoseconds, at the GW
+	Args       msgpack.RawMessage `msgpack:"args,omitempty"`   // the API's arguments, msgpack
+	ReplyTo    string             `msgpack:"reply"`            // subjects.GWAnswer(gw, request)
+	Content    Content            `msgpack:"content"`          // encoding the client wants the answer in
+	Deadline   int64              `msgpack:"deadline"`         // unix nanoseconds
+	ReceivedAt int64              `msgpack:"rcvd"`             // unix nanoseconds, at the GW
+	Stream     bool               `msgpack:"stream,omitempty"` // the caller reads the answer as a stream of frames (AggExpectation.Stream)
 }
 
 // Validate checks the submission.

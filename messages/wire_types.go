@@ -269,6 +269,7 @@ func (m RCSubmission) appendWire(w *wireWriter) {
 	f.str("content", string(m.Content))
 	f.int("deadline", m.Deadline)
 	f.int("rcvd", m.ReceivedAt)
+	f.boolOmit("stream", m.Stream)
 	f.close()
 }
 
@@ -293,6 +294,8 @@ func (m *RCSubmission) decodeWire(r *wireReader) error {
 			return r.i64(&m.Deadline)
 		case "rcvd":
 			return r.i64(&m.ReceivedAt)
+		case "stream":
+			return r.boolean(&m.Stream)
 		}
 		return r.skip()
 	})
@@ -500,6 +503,7 @@ func (m AggExpectation) appendWire(w *wireWriter) {
 	f.strOmit("content", string(m.Content))
 	f.int("deadline", m.Deadline)
 	f.strOmit("corr", m.LogCorr)
+	f.boolOmit("stream", m.Stream)
 	f.close()
 }
 
@@ -534,6 +538,8 @@ func (m *AggExpectation) decodeWire(r *wireReader) error {
 			return r.i64(&m.Deadline)
 		case "corr":
 			return r.string(&m.LogCorr)
+		case "stream":
+			return r.boolean(&m.Stream)
 		}
 		return r.skip()
 	})

@@ -308,6 +308,11 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	if err != nil {
 		return nil, fmt.Errorf("large answer: %w", err)
 	}
+	fmt.Fprintf(stderr, "bench: large answers read as streams (Sg-Accept-Stream), %d per encoding\n", cfg.large)
+	streamJSON, streamMsgpack, err := streamMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast)
+	if err != nil {
+		return nil, fmt.Errorf("large answer, streamed: %w", err)
+	}
 	us := func(d float64) float64 { return d * 1e6 }
 	return []benchRow{
 		{"small getData p50, 1 client", "µs", us(p50["plain"]), us(p50["json"]), us(p50["msgpack"]), false},
@@ -315,6 +320,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		{"small getData, 1 client", "req/s", rps1["plain"], rps1["json"], rps1["msgpack"], true},
 		{fmt.Sprintf("small getData, %d clients", cfg.clients), "req/s", rpsN["plain"], rpsN["json"], rpsN["msgpack"], true},
 		{"large answer (plain: publish)", "MB/s", pubMBs, largeJSON, largeMsgpack, true},
+		{"large answer, streamed (plain: publish)", "MB/s", pubMBs, streamJSON, streamMsgpack, true},
 	}, nil
 }
 
@@ -475,6 +481,95 @@ func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, las
 	}
 	msgpackMBs = float64(bytesMsgpack) / 1e6 / time.Since(start).Seconds()
 	return jsonMBs, msgpackMBs, nil
+}
+
+// streamMBs is largeMBs with the answer read as a stream of frames: JSON as a
+// plain NATS client would (its own inbox, frames until Sg-Stream-End), msgpack
+// through the sg client's GetDataStream. Bytes are the frames' (JSON) and the
+// whole answer's msgpack size (msgpack, as largeMBs counts them).
+func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
+	args := messages.GetDataArgs{Table: demo.Trade}
+	if last > 0 {
+		args.StartTS = time.Now().UTC().Add(-last)
+	}
+	argsJSON, err := args.MarshalJSON()
+	if err != nil {
+		return 0, 0, err
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: argsJSON, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return 0, 0, err
+	}
+	var bytesJSON int64
+	start := time.Now()
+	for range k {
+		n, err := jsonStream(ctx, c, s, body)
+		if err != nil {
+			return 0, 0, err
+		}
+		bytesJSON += n
+	}
+	jsonMBs = float64(bytesJSON) / 1e6 / time.Since(start).Seconds()
+	cl := client.New(c, s)
+	whole, err := cl.Do(ctx, subjects.APIGetData, args, messages.Opts{})
+	if err != nil {
+		return 0, 0, err
+	}
+	start = time.Now()
+	for range k {
+		rows := 0
+		hdr, err := cl.GetDataStream(ctx, client.GetDataQuery{Args: args}, func(t messages.Table) error {
+			rows += t.NumRows()
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		if !hdr.Status.IsOK() || rows == 0 {
+			return 0, 0, fmt.Errorf("getData stream: %s %s, %d rows", hdr.RC, hdr.AI, rows)
+		}
+	}
+	msgpackMBs = float64(int64(k)*int64(len(whole.Payload))) / 1e6 / time.Since(start).Seconds()
+	return jsonMBs, msgpackMBs, nil
+}
+
+// jsonStream reads one answer stream as any NATS client can and returns its bytes.
+func jsonStream(ctx context.Context, c *nats.Conn, s subjects.Subjects, body []byte) (int64, error) {
+	inbox := c.NewInbox()
+	sub, err := c.SubscribeSync(inbox)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, 64<<20); err != nil {
+		return 0, err
+	}
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrAcceptStream, "1")
+	if err := c.PublishMsg(&nats.Msg{Subject: s.GWAPI(subjects.APIGetData), Reply: inbox, Header: h, Data: body}); err != nil {
+		return 0, err
+	}
+	var n int64
+	for seq := 0; ; seq++ {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if st, err := messages.ReadStatus(m.Header); err == nil && !st.IsOK() {
+			return 0, fmt.Errorf("getData stream: %s %s", st.RC, st.AI)
+		}
+		if !messages.IsStreamFrame(m.Header) {
+			return 0, fmt.Errorf("getData stream: a whole answer of %d bytes", len(m.Data))
+		}
+		f, err := messages.ReadStreamFrame(m.Header)
+		if err != nil || f.Seq != seq {
+			return 0, fmt.Errorf("getData stream: frame %d after %d (%v)", f.Seq, seq-1, err)
+		}
+		n += int64(len(m.Data))
+		if f.End {
+			return n, nil
+		}
+	}
 }
 
 func jsonLarge(ctx context.Context, c *nats.Conn, s subjects.Subjects, args []byte) (int, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/limits"
@@ -25,8 +26,29 @@ func (a *Agg) answer(j job) {
 	if content == "" {
 		content = messages.ContentMsgpack
 	}
+	if streams(j) {
+		st, ok := a.answerStream(j, content, log) // stream.go
+		if ok {
+			return
+		}
+		// Nothing went out: the error is answered whole.
+		j.partials = nil
+		j.exp.Stream = false
+		a.answerWhole(j, content, log, st)
+		return
+	}
+	a.answerWhole(j, content, log, messages.StatusOK)
+}
+
+// answerWhole answers j in one message (in chunks above the max payload), or
+// with failed when it is not OK.
+func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, failed messages.Status) {
+	e := &j.exp
 	start := time.Now()
-	st, payload := a.result(j, content)
+	st, payload := failed, []byte(nil)
+	if st.IsOK() {
+		st, payload = a.result(j, content)
+	}
 	a.metrics.merged(e.API, start)
 	data, st, err := a.encode(e, content, st, payload)
 	if err != nil {
@@ -66,6 +88,11 @@ func (a *Agg) answer(j job) {
 	}
 	a.metrics.answered(st)
 	log.Info().Stringer("rc", st.RC).Int("bytes", len(data)).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
+	a.tellDone(e, st, log)
+}
+
+// tellDone tells the request's RC that its answer went out.
+func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status, log zerolog.Logger) {
 	if e.RCID == "" {
 		return
 	}
@@ -133,16 +160,55 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 const parallelDecodeBytes = 64 << 10
 
 func getData(j job, content messages.Content) (messages.Status, []byte) {
-	args, err := messages.DecodeGetDataArgsMsgpack(j.exp.Args)
-	if err != nil {
-		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil
+	size := partialBytes(j) // the merged table's is about the same
+	m, st := merger(j)
+	if !st.IsOK() {
+		return st, nil
 	}
-	parts := make([]merge.Partial, len(j.partials))
-	errs := make([]error, len(j.partials))
-	size := 0 // the merged table's size is about the partials' (a size hint)
+	t, err := m.Result()
+	if st := mergeStatus(err); !st.IsOK() {
+		return st, nil
+	}
+	var b []byte
+	if content == messages.ContentJSON {
+		b, err = t.MarshalJSON()
+	} else {
+		b, err = messages.EncodeSized(t, size)
+	}
+	if err != nil {
+		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
+	}
+	return messages.StatusOK, b
+}
+
+// partialBytes is the size of the partials' payloads (the merged table's is about the same).
+func partialBytes(j job) int {
+	size := 0
 	for _, p := range j.partials {
 		size += len(p.Payload)
 	}
+	return size
+}
+
+// mergeStatus is the answer's status after merging (Result or Windows).
+func mergeStatus(err error) messages.Status {
+	switch {
+	case err == nil:
+		return messages.StatusOK
+	case errors.Is(err, merge.ErrSortColumn) || errors.Is(err, merge.ErrAggType):
+		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%v", err)
+	}
+	return messages.Errorf(messages.CodeErr, messages.CodeErr, "merge: %v", err)
+}
+
+// merger decodes the partials of a getData request and adds them to a Merger.
+func merger(j job) (*merge.Merger, messages.Status) {
+	args, err := messages.DecodeGetDataArgsMsgpack(j.exp.Args)
+	if err != nil {
+		return nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
+	}
+	parts := make([]merge.Partial, len(j.partials))
+	errs := make([]error, len(j.partials))
 	// Large partials are decoded side by side, on as many cores as there are:
 	// the answer waits for the slowest, not for the sum.
 	var wg sync.WaitGroup
@@ -161,26 +227,21 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	wg.Wait()
 	for i, p := range j.partials {
 		if errs[i] != nil {
-			return messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i]), nil
+			return nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
 		}
 	}
-	t, err := merge.Merge(args, parts)
-	switch {
-	case errors.Is(err, merge.ErrSortColumn) || errors.Is(err, merge.ErrAggType):
-		return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%v", err), nil
-	case err != nil:
-		return messages.Errorf(messages.CodeErr, messages.CodeErr, "merge: %v", err), nil
+	// The decoded partials do not alias their bytes: let the bytes go while
+	// the answer is merged and sent.
+	for i := range j.partials {
+		j.partials[i].Payload = nil
 	}
-	var b []byte
-	if content == messages.ContentJSON {
-		b, err = t.MarshalJSON()
-	} else {
-		b, err = messages.EncodeSized(t, size)
+	m := merge.NewMerger(args)
+	for i := range parts {
+		if err := m.Add(parts[i]); err != nil {
+			return nil, mergeStatus(fmt.Errorf("partial %d: %w", i, err))
+		}
 	}
-	if err != nil {
-		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
-	}
-	return messages.StatusOK, b
+	return m, messages.StatusOK
 }
 
 // ping answers one boolean per DAP reached: true when every portion it ran said true.

@@ -48,6 +48,10 @@ type Config struct {
 	// Registry receives the Agg's metrics (kxi_agg_fn_time, labelled agg);
 	// nil: not exposed.
 	Registry prometheus.Registerer
+	// StreamWindow is the size in bytes of one frame of an answer streamed to a caller
+	// that reads streams (messages/stream.go), at most the max payload: the Agg encodes
+	// and sends the merged answer a window at a time. Default defaults.AggStreamWindow.
+	StreamWindow int
 	// Heartbeat is the period of the heartbeat on subjects.AggHeartbeat(ID), by which
 	// RCs know the Agg is alive. Default DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -85,6 +89,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
+	if c.StreamWindow == 0 {
+		c.StreamWindow = defaults.AggStreamWindow
+	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = c.MaxAnswerBytes
 	}
@@ -106,6 +113,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Heartbeat < 0 || c.Heartbeat > time.Hour {
 		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to 1h", c.Heartbeat))
+	}
+	if c.StreamWindow < 0 {
+		errs = append(errs, fmt.Errorf("StreamWindow %d is negative", c.StreamWindow))
 	}
 	if c.PartialTTL < 0 {
 		errs = append(errs, fmt.Errorf("PartialTTL %v is negative", c.PartialTTL))

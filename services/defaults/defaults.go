@@ -36,6 +36,11 @@ const (
 	DAPHeartbeat         = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
 )
 
+// AggStreamWindow is the size in bytes of one frame of an answer streamed to
+// a caller that reads streams (Sg-Accept-Stream), at most the max payload:
+// what the Agg, the GW and the caller hold of the answer at once.
+const AggStreamWindow = 512 << 10
+
 // The answer store: the JetStream object store where the GW writes an answer
 // above the max payload for a caller that does not reassemble chunks, so
 // that any NATS client can fetch it (README, Large answers).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/core"
 )
 
 // answer is an RC's or Agg's answer as the core hands it over.
@@ -48,6 +49,31 @@ func (g *GW) forward(ri *reqInfo, a answer) {
 		st = messages.Status{RC: messages.CodeErr, AC: messages.CodeErr}
 	}
 	g.send(ri, h, a.data, st)
+}
+
+// relay sends one frame of an answer stream after its first (messages/stream.go)
+// to the caller, as it came: only the ids in its headers are the caller's.
+func (g *GW) relay(c core.Relay) {
+	ri := g.infoReq(c.Info)
+	h := make(nats.Header, len(c.Header)+2)
+	for k, vs := range c.Header {
+		h[k] = vs
+	}
+	h.Set(messages.HdrRequestID, ri.clientID)
+	messages.SetString(h, messages.HdrTraceID, ri.id)
+	if !c.Status.IsOK() {
+		c.Status.Write(h)
+	}
+	err := g.nc.PublishMsg(&nats.Msg{Subject: ri.reply, Header: h, Data: c.Data})
+	switch {
+	case err != nil:
+		ri.log.Error().Err(err).Msg("frame of an answer stream not sent")
+	case !c.Status.IsOK():
+		ri.log.Warn().Str("ai", c.Status.AI).Msg("answer stream ended with an error")
+	case c.End:
+		ri.log.Info().Str("stream", h.Get(messages.HdrStreamID)).Str("frames", h.Get(messages.HdrStreamSeq)).
+			Dur("elapsed", time.Since(ri.received)).Msg("answer stream relayed")
+	}
 }
 
 // respondStatus answers with a status and no payload, in the client's encoding.

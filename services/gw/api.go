@@ -63,6 +63,8 @@ func (g *GW) handle(api string, r micro.Request) {
 		g.submitAsync(ri, msg)
 		return
 	}
+	// The caller reads the answer as a stream of frames: the Agg sends it so.
+	sub.Stream = msg.Header.Get(messages.HdrAcceptStream) == "1"
 	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
 		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Chunks: ri.chunks, Sub: *sub,
 		Received: received.UnixNano(), Deadline: sub.Deadline}}})

@@ -256,6 +256,8 @@ func (g *GW) carryOut(cmd core.Command, queue *[]logJob, later *[]core.Event) {
 		}
 	case core.Answer:
 		g.answer(c)
+	case core.Relay:
+		g.relay(c) // answer.go
 	case core.AnswerCancel:
 		ri := &reqInfo{api: APICancel, id: c.ClientID, clientID: c.ClientID, reply: c.Reply, content: messages.ContentJSON,
 			received: time.Now(), log: g.log.With().Str("client_request_id", c.ClientID).Logger()}

@@ -15,6 +15,7 @@ type Core struct {
 	now      int64
 	rcs      rcs
 	reqs     map[string]*request
+	relays   map[string]*relay // answer streams under way, by request id (relay.go)
 	callers  map[string]int
 	timers   timerHeap
 	stopping bool
@@ -50,6 +51,7 @@ func (c *Core) Step(ev Event) []Command {
 	case Arrived:
 		c.arrive(e.Req)
 	case Tick:
+		c.expireRelays()
 		if c.rcs.prune(c.now, c.cfg.DeadAfter) {
 			c.advanceAll()
 		}

@@ -40,7 +40,8 @@ type request struct {
 	fromGW    string
 	why       string // why the next submit is a re-drive ("" for a first drive)
 	streams   map[string]*messages.Reassembler
-	gen       uint64 // current timer generation
+	stream    *streamState // an answer stream whose frame 0 is held (relay.go)
+	gen       uint64       // current timer generation
 }
 
 type writeOp struct {
@@ -283,6 +284,9 @@ func (c *Core) finish(r *request) {
 		cmd.Status = a.status
 	}
 	c.emit(cmd)
+	if a.fwd {
+		c.startRelay(r, cmd.Info) // relay.go: the frames of a streamed answer
+	}
 	c.stats.Answered++
 	if r.logged {
 		c.emit(Purge{ID: r.ID, Subject: r.subject, Seq: r.seq})
@@ -399,6 +403,10 @@ func (c *Core) failed(r *request) {
 const maxStreamsPerRequest = 4
 
 func (c *Core) answerChunk(e AnswerChunk) {
+	if messages.IsStreamFrame(e.Header) {
+		c.streamFrame(e) // relay.go
+		return
+	}
 	r := c.reqs[e.ID]
 	if r == nil || r.held != nil {
 		c.emit(Dropped{ID: e.ID, Why: "answer for a request already answered or not held here"})

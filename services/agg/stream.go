@@ -1,0 +1,170 @@
+package agg
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// streams reports whether j is answered as a stream of frames (messages/stream.go):
+// its caller reads streams, and it is a getData (or sql) whose partials all succeeded.
+// Everything else (errors, ping, a refused or too large request) is a whole answer,
+// which a stream reader takes as well.
+func streams(j job) bool {
+	if !j.exp.Stream || j.tooLarge || j.refused {
+		return false
+	}
+	if j.exp.API != subjects.APIGetData && j.exp.API != subjects.APISQL {
+		return false
+	}
+	for _, p := range j.partials {
+		if !p.Status.IsOK() {
+			return false
+		}
+	}
+	return true
+}
+
+// frameHeadroom is left below the max payload for a frame's NATS headers.
+const frameHeadroom = 4 << 10
+
+// firstWindowRows is the first window's size in rows; each frame's encoded
+// size sets the next one's.
+const firstWindowRows = 1024
+
+// frameSender sends the frames of one answer stream, in order.
+type frameSender struct {
+	a       *Agg
+	e       *messages.AggExpectation
+	content messages.Content
+	id      string
+	limit   int
+	frames  int
+	bytes   int64
+	rows    int
+}
+
+// answerStream merges j window by window and sends each window as a frame as
+// soon as it is encoded: the merged answer is never built whole, and the Agg
+// holds one window of it beside the partials. ok is false when the merge
+// failed before anything was sent: the caller answers st whole.
+func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) (st messages.Status, ok bool) {
+	e := &j.exp
+	start := time.Now()
+	m, st := merger(j)
+	if !st.IsOK() {
+		return st, false
+	}
+	w, err := m.Windows()
+	if st = mergeStatus(err); !st.IsOK() {
+		return st, false
+	}
+	if time.Now().UnixNano() >= e.Deadline {
+		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
+		a.stats.expired.Add(1)
+		log.Warn().Msg("answer ready after the deadline: not sent")
+		a.tellTimedOut(e, "answer ready after the deadline", time.Now()) // timeout.go
+		return st, true
+	}
+	fs := &frameSender{a: a, e: e, content: content, id: nuid.Next(),
+		limit: int(max(1024, min(int64(a.cfg.StreamWindow), a.cfg.NC.MaxPayload()-frameHeadroom)))}
+	rows := firstWindowRows
+	for more := true; more; {
+		var t messages.Table
+		t, more = w.Next(rows)
+		size, err := fs.send(t, !more)
+		if err != nil {
+			if fs.frames == 0 {
+				return messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err), false
+			}
+			// Frames went out: the stream ends with the error, never looks whole.
+			st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %v", fs.frames, err)
+			if err := fs.publish(nil, true, st); err != nil {
+				log.Error().Err(err).Int("frames_sent", fs.frames).Msg("answer stream cut: its last frame not sent")
+			}
+			break
+		}
+		// The next window: about 3/4 of a frame, from this one's bytes per row.
+		if n := t.NumRows(); n > 0 && size > 0 {
+			rows = max(1, int(int64(n)*int64(fs.limit)*3/4/int64(size)))
+		}
+	}
+	a.metrics.merged(e.API, start)
+	a.metrics.answered(st)
+	if !st.IsOK() {
+		a.stats.errors.Add(1)
+	}
+	log.Info().Stringer("rc", st.RC).Int64("bytes", fs.bytes).Int("rows", fs.rows).Int("frames", fs.frames).
+		Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered (stream)")
+	a.tellDone(e, st, log)
+	return st, true
+}
+
+// send encodes t as the next frame (frame 0 in a response envelope) and
+// publishes it; a window that encodes above the limit goes as two halves. It
+// returns the bytes of the largest frame it sent.
+func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
+	data, err := fs.encode(t)
+	if err != nil {
+		return 0, err
+	}
+	if len(data) > fs.limit {
+		n := t.NumRows()
+		if n <= 1 {
+			return 0, fmt.Errorf("one row encodes to %d bytes, above the frame limit of %d", len(data), fs.limit)
+		}
+		a, err := fs.send(t.Slice(0, n/2), false)
+		if err != nil {
+			return 0, err
+		}
+		b, err := fs.send(t.Slice(n/2, n), last)
+		return max(a, b), err
+	}
+	if err := fs.publish(data, last, messages.StatusOK); err != nil {
+		return 0, err
+	}
+	fs.rows += t.NumRows()
+	return len(data), nil
+}
+
+func (fs *frameSender) encode(t messages.Table) ([]byte, error) {
+	var (
+		b   []byte
+		err error
+	)
+	if fs.content == messages.ContentJSON {
+		b, err = t.MarshalJSON()
+	} else {
+		b, err = messages.EncodeSized(t, t.SizeHint())
+	}
+	if err != nil || fs.frames > 0 {
+		return b, err
+	}
+	e := fs.e
+	return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: e.RequestID,
+		API: e.API, LogCorr: e.LogCorr, Status: messages.StatusOK}, Payload: b, Content: fs.content}.Encode()
+}
+
+// publish sends one frame; st goes in the headers of frame 0 and of an
+// error's last frame.
+func (fs *frameSender) publish(data []byte, last bool, st messages.Status) error {
+	e := fs.e
+	h := nats.Header{}
+	messages.Routing{RequestID: e.RequestID, API: e.API, AggID: fs.a.cfg.ID, LogCorr: e.LogCorr, Content: fs.content}.Write(h)
+	if fs.frames == 0 || !st.IsOK() {
+		st.Write(h)
+	}
+	messages.SetStreamFrame(h, fs.id, fs.frames, last)
+	if err := fs.a.cfg.NC.PublishMsg(&nats.Msg{Subject: e.ReplyTo, Header: h, Data: data}); err != nil {
+		return fmt.Errorf("frame %d of answer stream %s: %w", fs.frames, fs.id, err)
+	}
+	fs.frames++
+	fs.bytes += int64(len(data))
+	return nil
+}

@@ -1,0 +1,158 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// DefaultStreamPendingBytes bounds the frames of one streamed answer waiting
+// for the caller's func: a caller slower than the stream past it loses frames,
+// and the read fails (never returns a cut answer as whole).
+const DefaultStreamPendingBytes = 32 << 20
+
+// GetDataStream calls getData asking for the answer as a stream of frames
+// (Sg-Accept-Stream: 1, messages/stream.go) and calls each with every window
+// of rows, in order, as it arrives: the answer is never held whole, here or
+// in sg. It returns the answer's header (ids and status) once the last frame
+// came; an error answer is an *AnswerError, as GetData's, and a stream that
+// breaks after some windows were handed out returns an error (each has seen
+// a prefix of the answer: the caller must not take it for the whole). An
+// error from each stops the read. Streamed calls do not go through the rate
+// limit actors: a RATE_LIMITED answer is returned as it is.
+func (c *Client) GetDataStream(ctx context.Context, q GetDataQuery, each func(messages.Table) error) (messages.ResponseHeader, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
+		defer cancel()
+	}
+	hdr := messages.RequestHeader{API: subjects.APIGetData, Scope: q.Scope, Opts: q.Opts}
+	payload, _, err := encodeArgs(hdr.API, q.Args)
+	if err != nil {
+		return messages.ResponseHeader{}, err
+	}
+	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		return messages.ResponseHeader{}, err
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return messages.ResponseHeader{}, fmt.Errorf("client: subscribe %s: %w", inbox, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, DefaultStreamPendingBytes); err != nil {
+		return messages.ResponseHeader{}, fmt.Errorf("client: pending limits: %w", err)
+	}
+	id := nuid.Next()
+	h := nats.Header{}
+	messages.SetString(h, messages.HdrContentType, string(messages.ContentMsgpack))
+	messages.SetString(h, messages.HdrAcceptStream, "1")
+	messages.SetString(h, messages.HdrRequestID, id)
+	subject := c.s.GWAPI(hdr.API)
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: body}); err != nil {
+		return messages.ResponseHeader{}, c.sendErr(subject, fmt.Errorf("publish: %w", err))
+	}
+	rh, err := readStream(ctx, sub, each)
+	if err != nil && ctx.Err() != nil {
+		c.cancel(id)
+	}
+	if err != nil {
+		return rh, fmt.Errorf("client: getData stream %s: %w", id, err)
+	}
+	return rh, nil
+}
+
+// readStream reads one answer from sub: a whole answer (an error, or a
+// caller's answer that was not streamed) or the frames of a stream, in order.
+func readStream(ctx context.Context, sub *nats.Subscription, each func(messages.Table) error) (messages.ResponseHeader, error) {
+	var (
+		rh   messages.ResponseHeader
+		next int
+		id   string
+	)
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if next > 0 {
+				return rh, fmt.Errorf("after %d frames: %w", next, err)
+			}
+			return rh, err
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			return rh, nats.ErrNoResponders
+		}
+		if !messages.IsStreamFrame(m.Header) {
+			if next > 0 {
+				return rh, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", next)
+			}
+			return rh, oneTable(m, each)
+		}
+		f, err := messages.ReadStreamFrame(m.Header)
+		if err != nil {
+			return rh, err
+		}
+		switch {
+		case next == 0 && f.Seq != 0:
+			return rh, fmt.Errorf("stream began with frame %d: frames were lost", f.Seq)
+		case next > 0 && (f.ID != id || f.Seq != next):
+			return rh, fmt.Errorf("frame %d of stream %q came after frame %d of %q: frames were lost", f.Seq, f.ID, next-1, id)
+		}
+		var t messages.Table
+		if next == 0 {
+			resp, err := messages.DecodeResponse(m.Header, m.Data)
+			if err != nil {
+				return rh, err
+			}
+			rh, id = resp.Header, f.ID
+			if err := StatusError(resp); err != nil {
+				return rh, err
+			}
+			if err := decodeTable(resp.Payload, &t); err != nil {
+				return rh, fmt.Errorf("frame 0: %w", err)
+			}
+		} else {
+			if st, err := messages.ReadStatus(m.Header); err == nil && !st.IsOK() {
+				return rh, &AnswerError{Status: st}
+			}
+			if err := decodeTable(m.Data, &t); err != nil {
+				return rh, fmt.Errorf("frame %d: %w", next, err)
+			}
+		}
+		next++
+		if err := each(t); err != nil {
+			return rh, err
+		}
+		if f.End {
+			return rh, nil
+		}
+	}
+}
+
+// oneTable hands a whole answer to each.
+func oneTable(m *nats.Msg, each func(messages.Table) error) error {
+	resp, err := messages.DecodeResponse(m.Header, m.Data)
+	if err != nil {
+		return err
+	}
+	if err := StatusError(resp); err != nil {
+		return err
+	}
+	var t messages.Table
+	if err := decodeTable(resp.Payload, &t); err != nil {
+		return err
+	}
+	return each(t)
+}
+
+func decodeTable(b []byte, t *messages.Table) error {
+	if err := messages.Decode(b, t); err != nil {
+		return err
+	}
+	return t.Validate()
+}
