@@ -445,42 +445,57 @@ func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Durat
 	return float64(got.Load()) / 1e6 / time.Since(start).Seconds(), nil
 }
 
-// largeMBs asks for the whole trade table k times per encoding and returns
-// answer bytes per second: JSON as a plain NATS client would (a subscription
-// that reassembles chunks), msgpack through the sg client.
-func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
+// largeArgs is the large request: the whole trade table, or its last `last`.
+func largeArgs(last time.Duration) (messages.GetDataArgs, []byte, error) {
 	args := messages.GetDataArgs{Table: demo.Trade}
 	if last > 0 {
 		args.StartTS = time.Now().UTC().Add(-last)
 	}
 	argsJSON, err := args.MarshalJSON()
+	return args, argsJSON, err
+}
+
+// timedMBs calls read k times and returns the bytes read per second, in MB.
+func timedMBs(k int, read func() (int64, error)) (float64, error) {
+	var total int64
+	start := time.Now()
+	for range k {
+		n, err := read()
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return float64(total) / 1e6 / time.Since(start).Seconds(), nil
+}
+
+// largeMBs asks for the whole trade table k times per encoding and returns
+// answer bytes per second: JSON as a plain NATS client would (a subscription
+// that reassembles chunks), msgpack through the sg client.
+func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
+	args, argsJSON, err := largeArgs(last)
 	if err != nil {
 		return 0, 0, err
 	}
-	var bytesJSON, bytesMsgpack int64
-	start := time.Now()
-	for range k {
+	jsonMBs, err = timedMBs(k, func() (int64, error) {
 		n, err := jsonLarge(ctx, c, s, argsJSON)
-		if err != nil {
-			return 0, 0, err
-		}
-		bytesJSON += int64(n)
+		return int64(n), err
+	})
+	if err != nil {
+		return 0, 0, err
 	}
-	jsonMBs = float64(bytesJSON) / 1e6 / time.Since(start).Seconds()
 	cl := client.New(c, s)
-	start = time.Now()
-	for range k {
+	msgpackMBs, err = timedMBs(k, func() (int64, error) {
 		resp, err := cl.Do(ctx, subjects.APIGetData, args, messages.Opts{})
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if !resp.Header.Status.IsOK() {
-			return 0, 0, fmt.Errorf("getData: %s %s", resp.Header.RC, resp.Header.AI)
+			return 0, fmt.Errorf("getData: %s %s", resp.Header.RC, resp.Header.AI)
 		}
-		bytesMsgpack += int64(len(resp.Payload))
-	}
-	msgpackMBs = float64(bytesMsgpack) / 1e6 / time.Since(start).Seconds()
-	return jsonMBs, msgpackMBs, nil
+		return int64(len(resp.Payload)), nil
+	})
+	return jsonMBs, msgpackMBs, err
 }
 
 // streamMBs is largeMBs with the answer read as a stream of frames: JSON as a
@@ -488,11 +503,7 @@ func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, las
 // through the sg client's GetDataStream. Bytes are the frames' (JSON) and the
 // whole answer's msgpack size (msgpack, as largeMBs counts them).
 func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
-	args := messages.GetDataArgs{Table: demo.Trade}
-	if last > 0 {
-		args.StartTS = time.Now().UTC().Add(-last)
-	}
-	argsJSON, err := args.MarshalJSON()
+	args, argsJSON, err := largeArgs(last)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -500,37 +511,30 @@ func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, la
 	if err != nil {
 		return 0, 0, err
 	}
-	var bytesJSON int64
-	start := time.Now()
-	for range k {
-		n, err := jsonStream(ctx, c, s, body)
-		if err != nil {
-			return 0, 0, err
-		}
-		bytesJSON += n
+	jsonMBs, err = timedMBs(k, func() (int64, error) { return jsonStream(ctx, c, s, body) })
+	if err != nil {
+		return 0, 0, err
 	}
-	jsonMBs = float64(bytesJSON) / 1e6 / time.Since(start).Seconds()
 	cl := client.New(c, s)
 	whole, err := cl.Do(ctx, subjects.APIGetData, args, messages.Opts{})
 	if err != nil {
 		return 0, 0, err
 	}
-	start = time.Now()
-	for range k {
+	msgpackMBs, err = timedMBs(k, func() (int64, error) {
 		rows := 0
 		hdr, err := cl.GetDataStream(ctx, client.GetDataQuery{Args: args}, func(t messages.Table) error {
 			rows += t.NumRows()
 			return nil
 		})
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if !hdr.Status.IsOK() || rows == 0 {
-			return 0, 0, fmt.Errorf("getData stream: %s %s, %d rows", hdr.RC, hdr.AI, rows)
+			return 0, fmt.Errorf("getData stream: %s %s, %d rows", hdr.RC, hdr.AI, rows)
 		}
-	}
-	msgpackMBs = float64(int64(k)*int64(len(whole.Payload))) / 1e6 / time.Since(start).Seconds()
-	return jsonMBs, msgpackMBs, nil
+		return int64(len(whole.Payload)), nil
+	})
+	return jsonMBs, msgpackMBs, err
 }
 
 // jsonStream reads one answer stream as any NATS client can and returns its bytes.
