@@ -24,23 +24,31 @@ import (
 // and announcements included, which grow with a slow run; -race adds its own.
 const allocBudgetPath = 800
 
-// A small request's allocations along the whole path do not grow past the budget.
-func TestAllocBudgetSmallRequestPath(t *testing.T) {
-	sys := startSystem(t, systemOptions{})
+// smallRequests starts a system with one DAP and returns what sends n small
+// getData requests through it, each checked. The services log nothing,
+// whatever -v says: a log line per message is not what the path allocates.
+func smallRequests(t *testing.T) func(n int) {
+	t.Helper()
+	nop := zerolog.Nop()
+	sys := startSystem(t, systemOptions{log: &nop})
 	src, _ := engineSource(t, sys)
 	sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
 	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
 		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
-	ctx := context.Background()
-	do := func(n int) {
+	return func(n int) {
 		for range n {
-			resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
+			resp, err := sys.client.Do(context.Background(), "getData", args, messages.Opts{})
 			if err != nil || !resp.Header.Status.IsOK() {
 				t.Fatalf("getData: %v %+v", err, resp.Header.Status)
 			}
 		}
 	}
+}
+
+// A small request's allocations along the whole path do not grow past the budget.
+func TestAllocBudgetSmallRequestPath(t *testing.T) {
+	do := smallRequests(t)
 	do(50) // warm: pools, maps, the client's inbox
 	const n = 300
 	var before, after runtime.MemStats
@@ -76,24 +84,7 @@ var allocBudgetHop = map[string]float64{
 
 // Allocations per small request, hop by hop, do not grow past their budgets.
 func TestAllocBudgetPerHop(t *testing.T) {
-	// At info level whatever -v says: a debug line per message is not what
-	// a deployment allocates.
-	info := zerolog.Nop()
-	sys := startSystem(t, systemOptions{log: &info})
-	src, _ := engineSource(t, sys)
-	sys.startDAP(oneDAP(src, 1))
-	sys.waitDAPs(1)
-	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
-		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
-	ctx := context.Background()
-	do := func(n int) {
-		for range n {
-			resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
-			if err != nil || !resp.Header.Status.IsOK() {
-				t.Fatalf("getData: %v %+v", err, resp.Header.Status)
-			}
-		}
-	}
+	do := smallRequests(t)
 	do(50)
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
