@@ -36,8 +36,9 @@ type Durability struct {
 //     message on this subject is mine" as the condition, before the drive is
 //     submitted;
 //   - answer: state answered is written under the same condition, then the
-//     answer is sent and the subject purged: only the writer that wins
-//     answers, and the stream holds only open requests;
+//     answer is sent and the subject closed by an empty record with a TTL
+//     (purge): only the writer that wins answers, and the stream holds only
+//     open requests;
 //   - adopt (a peer GW, or this GW's next incarnation): the entry is
 //     rewritten in place under the same condition, naming the adopter.
 //
@@ -102,7 +103,7 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 	}
 	cfg := jetstream.StreamConfig{
 		Name:              g.s.RequestLogStream(),
-		Description:       "sg: every accepted request until it is answered (purged on answer)",
+		Description:       "sg: every accepted request until it is answered (then closed by a record with a TTL)",
 		Subjects:          []string{g.s.RequestLogEntryPattern()},
 		MaxMsgsPerSubject: 1,
 		Discard:           jetstream.DiscardOld,

@@ -69,12 +69,11 @@ func (r *RC) recoverFleet(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("rc %s: jetstream: %w", r.cfg.ID, err)
 	}
-	st, err := r.ensureDAPStateStream(ctx, js)
-	if err != nil {
+	if _, err := r.ensureDAPStateStream(ctx, js); err != nil {
 		return 0, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.RecoverTimeout)
-	err = r.replay(rctx, js, st.CachedInfo().Config.Name)
+	err = r.replay(rctx, js)
 	cancel()
 	switch {
 	case ctx.Err() != nil:
@@ -89,8 +88,9 @@ func (r *RC) recoverFleet(ctx context.Context) (int, error) {
 	return len(r.daps), nil
 }
 
-func (r *RC) replay(ctx context.Context, js jetstream.JetStream, stream string) error {
+func (r *RC) replay(ctx context.Context, js jetstream.JetStream) error {
 	s := r.cfg.Subjects
+	stream := s.DAPStateStream()
 	var reg prometheus.Registerer
 	if r.cfg.Registry != nil {
 		reg = r.cfg.Registry
