@@ -1,9 +1,12 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"hash/fnv"
+	"io"
 	"math"
+	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -15,6 +18,8 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/services/gw/httpapi"
+	"github.com/sg-project/sg/subjects"
 )
 
 // tableSum is a row count and a hash of every value, row by row, so that an
@@ -88,6 +93,53 @@ func TestGetDataStreamMatchesWhole(t *testing.T) {
 			t.Fatalf("args %+v: an answer of about %d bytes came in %d window(s)", args, bytes, windows)
 		}
 		t.Logf("args %+v: %d rows in %d windows", args, got.rows, windows)
+	}
+}
+
+// An HTTP caller of getData gets the answer the Agg streams as the one JSON
+// envelope a whole answer is: the same rows in the same order as a NATS
+// caller reading it whole, with chunked transfer encoding.
+func TestGetDataOverHTTPMatchesWhole(t *testing.T) {
+	sys := startSystem(t, systemOptions{})
+	sys.startDemo(demoFleetConfig(sys, 10000))
+	api, err := httpapi.New(sys.nc, httpapi.Config{Subjects: sys.s, Log: sys.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	for _, args := range []messages.GetDataArgs{{Table: demo.Trade}, {Table: demo.Trade, Limit: 1000}} {
+		_, whole := sys.getData(args, messages.Opts{})
+		var want tableSum
+		want.add(whole)
+		body, err := args.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := srv.Client().Post(srv.URL+"/v1/"+subjects.APIGetData, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatalf("args %+v: HTTP answer: %v", args, err)
+		}
+		resp, err := messages.DecodeResponse(nil, b)
+		if err != nil || res.StatusCode != 200 || !resp.Header.Status.IsOK() {
+			t.Fatalf("args %+v: HTTP %d, %v, %+v", args, res.StatusCode, err, resp.Header.Status)
+		}
+		tb, err := messages.DecodeTableJSON(resp.Payload, whole.Schema())
+		if err != nil {
+			t.Fatalf("args %+v: HTTP payload: %v", args, err)
+		}
+		var got tableSum
+		got.add(tb)
+		if got != want {
+			t.Fatalf("args %+v: HTTP %d rows (hash %x), NATS whole %d (hash %x)", args, got.rows, got.h, want.rows, want.h)
+		}
+		t.Logf("args %+v: %d rows, %d bytes, transfer encoding %v", args, got.rows, len(b), res.TransferEncoding)
 	}
 }
 

@@ -15,12 +15,15 @@
 //	                      least one DAP is reached, 503 otherwise
 //	GET  /v1/openapi.json the OpenAPI document of the above
 //
-// Large answers, which the GW sends in chunks, stream to the caller chunk by
-// chunk with chunked transfer encoding, in memory bounded by the chunks that
-// arrive out of order, not by the answer's size. A transfer that breaks after
-// the status line was written (a missing chunk, a checksum mismatch) aborts the
-// HTTP connection, so the caller sees a failed transfer, never a cut document
-// that looks whole.
+// Large answers stream to the caller with chunked transfer encoding. getData
+// and sql ask for an answer stream (Sg-Accept-Stream, messages/stream.go):
+// its frames are written as they come, as the one JSON envelope a whole
+// answer would be (messages.JSONStreamWriter), in memory bounded by a frame.
+// Other large answers come from the GW in chunks and are written chunk by
+// chunk, in memory bounded by the chunks that arrive out of order. A transfer
+// that breaks after the status line was written (a lost frame or chunk, an
+// error frame, a checksum mismatch) aborts the HTTP connection, so the caller
+// sees a failed transfer, never a cut document that looks whole.
 //
 // A caller that closes its connection before the answer cancels its request:
 // the adapter sends the GW a cancel (subjects.GWCancel) from the same inbox.
@@ -293,6 +296,11 @@ func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentJSON))
 	messages.SetString(h, messages.HdrRequestID, reqID)
 	messages.SetString(h, messages.HdrAcceptChunks, "1") // the handler streams the chunks
+	if api == subjects.APIGetData || api == subjects.APISQL {
+		// Rows come window by window (messages/stream.go) and are written as
+		// one document (streamFrames): nothing on the way holds them whole.
+		messages.SetString(h, messages.HdrAcceptStream, "1")
+	}
 	if err := s.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: h, Data: env}); err != nil {
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The gateway could not be reached: %v", err))
 		return
@@ -309,6 +317,10 @@ func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http
 		}
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeTimeout, messages.CodeErr,
 			"No answer from the gateway within %s", wait))
+		return
+	}
+	if messages.IsStreamFrame(first.Header) {
+		s.streamFrames(ctx, w, log, reqID, first, ch)
 		return
 	}
 	if first.Header.Get(messages.HdrChunkCount) == "" {
@@ -370,6 +382,66 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.
 		case <-ctx.Done():
 			log.Warn().Err(ctx.Err()).Msg("chunked answer not finished; aborting the HTTP transfer")
 			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// streamFrames writes an answer stream (messages/stream.go) as the one JSON
+// envelope a whole answer would be, frame by frame as they arrive
+// (messages.JSONStreamWriter), with chunked transfer encoding: the adapter
+// holds one frame at a time, whatever the answer's size. A stream that breaks
+// once the status line is out (a lost frame, an error frame, a bad frame, a
+// stall) aborts the HTTP connection, so the caller sees a failed transfer,
+// never a cut document that looks whole.
+func (s *Server) streamFrames(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, reqID string, first *nats.Msg, ch <-chan *nats.Msg) {
+	f, err := messages.ReadStreamFrame(first.Header)
+	if err == nil && f.Seq != 0 {
+		err = fmt.Errorf("%w: the stream began with frame %d", messages.ErrChunk, f.Seq)
+	}
+	if err != nil {
+		writeStatus(w, reqID, first.Header.Get(messages.HdrAPI), messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream could not be read: %v", err))
+		return
+	}
+	id := f.ID
+	writeAnswer(w, reqID, first.Header, -1) // no length: chunked transfer encoding
+	flusher, _ := w.(http.Flusher)
+	out := messages.NewJSONStreamWriter(w)
+	abort := func(ev *zerolog.Event, msg string) {
+		ev.Int("frames", f.Seq).Int64("bytes", out.Written()).Msg(msg + "; aborting the HTTP transfer")
+		panic(http.ErrAbortHandler)
+	}
+	idle := time.NewTimer(s.cfg.ChunkIdle)
+	defer idle.Stop()
+	for m := first; ; {
+		if st, err := messages.ReadStatus(m.Header); err == nil && !st.IsOK() {
+			abort(log.Error().Str("ai", st.AI), "answer stream ended with an error")
+		}
+		if err := out.Frame(f.Seq, m.Data); err != nil {
+			abort(log.Error().Err(err), "answer stream broke")
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if f.End {
+			if err := out.End(); err != nil {
+				abort(log.Error().Err(err), "answer stream could not be closed")
+			}
+			log.Info().Int("frames", f.Seq+1).Int64("bytes", out.Written()).Msg("answer stream written")
+			return
+		}
+		idle.Reset(s.cfg.ChunkIdle)
+		select {
+		case m = <-ch:
+		case <-idle.C:
+			abort(log.Error(), "answer stream stalled")
+		case <-ctx.Done():
+			abort(log.Warn().Err(ctx.Err()), "answer stream not finished")
+		}
+		if !messages.IsStreamFrame(m.Header) {
+			abort(log.Error(), "a whole answer in the middle of an answer stream")
+		}
+		if f, err = messages.ReadStreamFrame(m.Header); err != nil || f.ID != id {
+			abort(log.Error().AnErr("frame", err).Str("stream", f.ID), "a frame of another answer stream")
 		}
 	}
 }

@@ -468,3 +468,108 @@ func truncate(s string) string {
 	}
 	return s
 }
+
+// sendFrames answers m with an answer stream of JSON frames: frame 0 an
+// envelope whose payload is windows[0], then one frame per other window;
+// edit may change a frame's headers before it goes.
+func sendFrames(t *testing.T, nc *nats.Conn, m *nats.Msg, windows [][]byte, edit func(seq int, h nats.Header)) {
+	t.Helper()
+	for seq, w := range windows {
+		h := nats.Header{}
+		messages.Status{}.Write(h)
+		messages.SetStreamFrame(h, "s1", seq, seq == len(windows)-1)
+		data := w
+		if seq == 0 {
+			var err error
+			data, err = messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: "r"},
+				Payload: w, Content: messages.ContentJSON}.Encode()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		if edit != nil {
+			edit(seq, h)
+		}
+		// The caller may have gone (an aborted transfer) and the test ended.
+		if err := nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: data}); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Error(err)
+		}
+	}
+}
+
+// getData asks the GW for an answer stream, and a stream of frames reaches
+// the HTTP caller as the one JSON envelope a whole answer would be, with
+// chunked transfer encoding.
+func TestAnswerStreamIsWrittenAsOneDocument(t *testing.T) {
+	e := start(t, httpapi.Config{})
+	var rows []map[string]any
+	var windows [][]byte
+	for w := range 5 {
+		var win []map[string]any
+		for i := range w * 300 { // window 0 is empty: a stream may begin so
+			win = append(win, map[string]any{"i": len(rows) + i, "sym": "SYM" + itoa(i%97)})
+		}
+		rows = append(rows, win...)
+		b, _ := json.Marshal(win)
+		if win == nil {
+			b = []byte("[]")
+		}
+		windows = append(windows, b)
+	}
+	asked := make(chan string, 1)
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		asked <- m.Header.Get(messages.HdrAcceptStream)
+		sendFrames(t, e.nc, m, windows, nil)
+	})
+	resp, b := e.post(t, "/v1/getData", `{"table":"trade"}`)
+	if got := <-asked; got != "1" {
+		t.Fatalf("getData asked the GW with %s=%q, want 1", messages.HdrAcceptStream, got)
+	}
+	if resp.StatusCode != 200 || len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked" {
+		t.Fatalf("status %d, transfer encoding %v: want 200, chunked", resp.StatusCode, resp.TransferEncoding)
+	}
+	r := decode(t, b)
+	want, _ := json.Marshal(rows)
+	if !bytes.Equal(r.Payload, want) {
+		t.Fatalf("payload of %d bytes differs from the %d bytes of rows sent", len(r.Payload), len(want))
+	}
+}
+
+// A stream that breaks after the status line is out (an error frame, a lost
+// frame) aborts the HTTP transfer: the caller never reads a cut document
+// to its end.
+func TestBrokenAnswerStreamAborts(t *testing.T) {
+	for name, edit := range map[string]func(seq int, h nats.Header){
+		"error frame": func(seq int, h nats.Header) {
+			if seq == 2 {
+				messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after 2 frames").Write(h)
+			}
+		},
+		"lost frame": func(seq int, h nats.Header) {
+			if seq >= 2 {
+				messages.SetStreamFrame(h, "s1", seq+1, seq == 3)
+			}
+		},
+		"another stream": func(seq int, h nats.Header) {
+			if seq == 3 {
+				messages.SetStreamFrame(h, "s2", seq, true)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := start(t, httpapi.Config{})
+			windows := [][]byte{[]byte(`[{"i":0}]`), []byte(`[{"i":1}]`), []byte(`[{"i":2}]`), []byte(`[{"i":3}]`)}
+			startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) { sendFrames(t, e.nc, m, windows, edit) })
+			req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getData", strings.NewReader(`{}`))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return // aborted before the headers: also no cut document
+			}
+			defer resp.Body.Close()
+			if b, err := io.ReadAll(resp.Body); err == nil {
+				t.Fatalf("a broken stream read to the end without an error: %q", b)
+			}
+		})
+	}
+}
