@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -156,8 +157,12 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 	return callWith(ctx, cl, q.format, api, jargs, opts, stdout, stderr, q.onAnswer)
 }
 
-// callWith calls api and prints the answer in format.
+// callWith calls api and prints the answer in format. getData and sql
+// answers are read as streams and printed window by window (callStream).
 func callWith(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer, onAnswer ...func(messages.Response)) error {
+	if api == subjects.APIGetData || api == subjects.APISQL {
+		return callStream(ctx, cl, format, api, jargs, opts, stdout, stderr)
+	}
 	var resp messages.Response
 	if format == "json" {
 		raw, err := cl.DoJSON(ctx, api, jargs, opts)
@@ -191,6 +196,61 @@ func callWith(ctx context.Context, cl *client.Client, format, api string, jargs 
 		return nil
 	}
 	return printPayload(stdout, format, resp.Payload)
+}
+
+// callStream calls api (getData, sql) asking for its answer as a stream and
+// prints each window of rows as it comes, so that an answer of any size goes
+// through in memory bounded by a window: JSON as the one envelope a whole
+// answer is, CSV with the header once, a table with the header once and each
+// window's columns aligned within it.
+func callStream(ctx context.Context, cl *client.Client, format, api string, jargs []byte, opts messages.Opts, stdout, stderr io.Writer) error {
+	var (
+		st      messages.Status
+		id      string
+		err     error
+		rows    int
+		windows int
+	)
+	if format == "json" {
+		if st, err = cl.StreamJSON(ctx, api, jargs, opts, stdout); err == nil {
+			fmt.Fprintln(stdout)
+		}
+	} else {
+		var args any
+		if len(jargs) > 0 {
+			args = json.RawMessage(jargs)
+		}
+		var cw *csv.Writer
+		if format == "csv" {
+			cw = csv.NewWriter(stdout)
+		}
+		var rh messages.ResponseHeader
+		rh, err = cl.StreamTables(ctx, messages.RequestHeader{API: api, Opts: opts}, args, func(t messages.Table) error {
+			first := windows == 0
+			windows++
+			rows += t.NumRows()
+			if cw != nil {
+				return writeCSVRows(cw, t, first)
+			}
+			return writeTableRows(stdout, t, first)
+		})
+		st, id = rh.Status, rh.RequestID
+		if err == nil && cw == nil {
+			_, err = fmt.Fprintf(stdout, "(%d rows)\n", rows)
+		}
+	}
+	var ae *client.AnswerError
+	if errors.As(err, &ae) {
+		st, err = ae.Status, nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsOK() {
+		fmt.Fprintf(stderr, "sg: %s (rc=%s ac=%s, request %s)\n", st.AI, st.RC, st.AC, id)
+		return &answerError{st: st}
+	}
+	return nil
 }
 
 // printPayload prints a table as a table or CSV, and anything else as JSON.
@@ -233,14 +293,26 @@ func cell(c *messages.Column, i int) string {
 }
 
 func writeTable(w io.Writer, t messages.Table) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for k := range t.Columns {
-		if k > 0 {
-			fmt.Fprint(tw, "\t")
-		}
-		fmt.Fprint(tw, t.Columns[k].Name)
+	if err := writeTableRows(w, t, true); err != nil {
+		return err
 	}
-	fmt.Fprintln(tw)
+	_, err := fmt.Fprintf(w, "(%d rows)\n", t.NumRows())
+	return err
+}
+
+// writeTableRows writes t's rows aligned, under a line of column names if
+// header.
+func writeTableRows(w io.Writer, t messages.Table, header bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if header {
+		for k := range t.Columns {
+			if k > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, t.Columns[k].Name)
+		}
+		fmt.Fprintln(tw)
+	}
 	n := t.NumRows()
 	for i := 0; i < n; i++ {
 		for k := range t.Columns {
@@ -251,21 +323,23 @@ func writeTable(w io.Writer, t messages.Table) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "(%d rows)\n", n)
-	return err
+	return tw.Flush()
 }
 
 func writeCSV(w io.Writer, t messages.Table) error {
-	cw := csv.NewWriter(w)
+	return writeCSVRows(csv.NewWriter(w), t, true)
+}
+
+// writeCSVRows writes t's rows to cw, under a line of column names if header.
+func writeCSVRows(cw *csv.Writer, t messages.Table, header bool) error {
 	row := make([]string, len(t.Columns))
-	for k := range t.Columns {
-		row[k] = t.Columns[k].Name
-	}
-	if err := cw.Write(row); err != nil {
-		return err
+	if header {
+		for k := range t.Columns {
+			row[k] = t.Columns[k].Name
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
 	}
 	for i := 0; i < t.NumRows(); i++ {
 		for k := range t.Columns {

@@ -26,46 +26,66 @@ const DefaultStreamPendingBytes = 32 << 20
 // error from each stops the read. Streamed calls do not go through the rate
 // limit actors: a RATE_LIMITED answer is returned as it is.
 func (c *Client) GetDataStream(ctx context.Context, q GetDataQuery, each func(messages.Table) error) (messages.ResponseHeader, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
-		defer cancel()
-	}
-	hdr := messages.RequestHeader{API: subjects.APIGetData, Scope: q.Scope, Opts: q.Opts}
-	payload, _, err := encodeArgs(hdr.API, q.Args)
+	return c.StreamTables(ctx, messages.RequestHeader{API: subjects.APIGetData, Scope: q.Scope, Opts: q.Opts}, q.Args, each)
+}
+
+// StreamTables is GetDataStream for any API whose answer is a table (getData,
+// sql), with args as Do takes them.
+func (c *Client) StreamTables(ctx context.Context, hdr messages.RequestHeader, args any, each func(messages.Table) error) (messages.ResponseHeader, error) {
+	payload, scope, err := encodeArgs(hdr.API, args)
 	if err != nil {
 		return messages.ResponseHeader{}, err
+	}
+	if hdr.Scope == (messages.Scope{}) {
+		hdr.Scope = scope
 	}
 	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
 	if err != nil {
 		return messages.ResponseHeader{}, err
 	}
+	var rh messages.ResponseHeader
+	err = c.stream(ctx, hdr.API, messages.ContentMsgpack, body, func(ctx context.Context, sub *nats.Subscription) (err error) {
+		rh, err = readStream(ctx, sub, each)
+		return err
+	})
+	return rh, err
+}
+
+// stream sends body to api's GW subject asking for an answer stream and
+// reads the answer from its own inbox with read. When ctx ends first, the
+// client tells the GW it gave up.
+func (c *Client) stream(ctx context.Context, api string, content messages.Content, body []byte, read func(context.Context, *nats.Subscription) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
+		defer cancel()
+	}
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
-		return messages.ResponseHeader{}, fmt.Errorf("client: subscribe %s: %w", inbox, err)
+		return fmt.Errorf("client: subscribe %s: %w", inbox, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := sub.SetPendingLimits(-1, DefaultStreamPendingBytes); err != nil {
-		return messages.ResponseHeader{}, fmt.Errorf("client: pending limits: %w", err)
+		return fmt.Errorf("client: pending limits: %w", err)
 	}
 	id := nuid.Next()
 	h := nats.Header{}
-	messages.SetString(h, messages.HdrContentType, string(messages.ContentMsgpack))
+	messages.SetString(h, messages.HdrContentType, string(content))
 	messages.SetString(h, messages.HdrAcceptStream, "1")
 	messages.SetString(h, messages.HdrRequestID, id)
-	subject := c.s.GWAPI(hdr.API)
+	subject := c.s.GWAPI(api)
 	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: body}); err != nil {
-		return messages.ResponseHeader{}, c.sendErr(subject, fmt.Errorf("publish: %w", err))
+		return c.sendErr(subject, fmt.Errorf("publish: %w", err))
 	}
-	rh, err := readStream(ctx, sub, each)
+	err = read(ctx, sub)
 	if err != nil && ctx.Err() != nil {
 		c.cancel(id)
 	}
 	if err != nil {
-		return rh, fmt.Errorf("client: getData stream %s: %w", id, err)
+		return fmt.Errorf("client: %s stream %s: %w", api, id, err)
 	}
-	return rh, nil
+	return nil
 }
 
 // readStream reads one answer from sub: a whole answer (an error, or a

@@ -1,0 +1,94 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// StreamJSON calls api (getData or sql) with args (raw JSON, may be nil) in a
+// JSON envelope, asks for the answer as a stream and writes it to w as the one
+// JSON envelope a whole answer is (messages.JSONStreamWriter), window by
+// window: neither sg nor the client holds it whole. An answer that comes
+// whole (an error, an API that does not stream) is written as it came. It
+// returns the answer's status; a stream that breaks after some of it was
+// written returns an error, and what w got has no closing bracket.
+func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts messages.Opts, w io.Writer) (messages.Status, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) > 0 && !json.Valid(args) {
+		return messages.Status{}, fmt.Errorf("client: arguments are not valid JSON")
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return messages.Status{}, err
+	}
+	var st messages.Status
+	err = c.stream(ctx, api, messages.ContentJSON, body, func(ctx context.Context, sub *nats.Subscription) (err error) {
+		st, err = readJSONStream(ctx, sub, w)
+		return err
+	})
+	return st, err
+}
+
+// readJSONStream reads one answer from sub, a whole one or the frames of a
+// stream, and writes it to w as one JSON envelope.
+func readJSONStream(ctx context.Context, sub *nats.Subscription, w io.Writer) (messages.Status, error) {
+	out := messages.NewJSONStreamWriter(w)
+	var (
+		st messages.Status
+		id string
+	)
+	for seq := 0; ; seq++ {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if seq > 0 {
+				return st, fmt.Errorf("after %d frames: %w", seq, err)
+			}
+			return st, err
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			return st, nats.ErrNoResponders
+		}
+		if !messages.IsStreamFrame(m.Header) {
+			if seq > 0 {
+				return st, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", seq)
+			}
+			resp, err := messages.DecodeResponse(m.Header, m.Data)
+			if err != nil {
+				return st, err
+			}
+			if _, err := w.Write(m.Data); err != nil {
+				return st, fmt.Errorf("write answer: %w", err)
+			}
+			return resp.Header.Status, nil
+		}
+		f, err := messages.ReadStreamFrame(m.Header)
+		if err != nil {
+			return st, err
+		}
+		if seq == 0 {
+			resp, err := messages.DecodeResponse(m.Header, m.Data)
+			if err != nil {
+				return st, fmt.Errorf("frame 0: %w", err)
+			}
+			st, id = resp.Header.Status, f.ID
+		} else if f.ID != id {
+			return st, fmt.Errorf("frame %d of stream %q after frame %d of %q: frames were lost", f.Seq, f.ID, seq-1, id)
+		}
+		if s, err := messages.ReadStatus(m.Header); err == nil && !s.IsOK() {
+			return s, &AnswerError{Status: s}
+		}
+		if err := out.Frame(f.Seq, m.Data); err != nil {
+			return st, err
+		}
+		if f.End {
+			return st, out.End()
+		}
+	}
+}
