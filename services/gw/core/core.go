@@ -93,6 +93,7 @@ func (c *Core) Step(ev Event) []Command {
 		for _, r := range c.sorted() {
 			c.advance(r)
 		}
+		c.endRelays("the gateway is stopping")
 	default:
 		panic(fmt.Sprintf("gw/core: unknown event %T", ev))
 	}
@@ -114,9 +115,11 @@ func (c *Core) NextDeadline() (int64, bool) {
 	return 0, false
 }
 
-// Idle reports that the core holds no request: after Stop and Abort, the
-// shell may return once it is idle.
-func (c *Core) Idle() bool { return len(c.reqs) == 0 }
+// Idle reports that the core holds no request and relays no answer stream:
+// after Stop and Abort, the shell may return once it is idle. A stream
+// under way keeps a stopping GW for its grace (Stop), then ends with an
+// error frame (Abort): its caller is told, not left waiting for frames.
+func (c *Core) Idle() bool { return len(c.reqs) == 0 && len(c.relays) == 0 }
 
 // Stats returns the counters.
 func (c *Core) Stats() Stats { return c.stats }

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/messages"
@@ -143,6 +145,18 @@ func (c *Core) endRelay(id string, rl *relay, why string) {
 	messages.SetStreamFrame(h, rl.stream, rl.next, true)
 	c.emit(Relay{Info: rl.info, Header: h, End: true,
 		Status: messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %s", rl.next, why)})
+}
+
+// endRelays ends every stream under way, in request id order.
+func (c *Core) endRelays(why string) {
+	ids := make([]string, 0, len(c.relays))
+	for id := range c.relays {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.endRelay(id, c.relays[id], why)
+	}
 }
 
 // expireRelays ends the streams whose Agg fell silent past the deadline.

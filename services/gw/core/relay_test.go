@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -114,4 +115,33 @@ func TestStreamFrameForWholeCallerDropped(t *testing.T) {
 	s.step(frame("r1", "A", 0, true))
 	only[Dropped](s)
 	none[WriteLog](s)
+}
+
+// A GW that stops while it relays a stream keeps relaying it through its
+// grace (Stop: not idle), and at the end of the grace (Abort) ends it with
+// its own error frame: the caller is told, never left waiting for frames.
+func TestStreamEndsWithErrorWhenTheGatewayStops(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arriveStreaming("r1", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	s.step(frame("r1", "A", 0, false))
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	only[Answer](s)
+	s.step(Stop{At: s.now})
+	if s.c.Idle() {
+		t.Fatal("idle while a stream is being relayed")
+	}
+	s.step(frame("r1", "A", 1, false))
+	if got := fmt.Sprint(relays(s)); got != "[A/1false]" {
+		t.Fatalf("relayed %s while stopping", got)
+	}
+	s.step(Abort{At: s.now})
+	r := only[Relay](s)
+	if r.Status.IsOK() || !r.End || r.Data != nil || r.Header.Get(messages.HdrStreamSeq) != "2" || !strings.Contains(r.Status.AI, "stopping") {
+		t.Fatalf("aborted stream ended with %+v", r)
+	}
+	if !s.c.Idle() || s.c.Relaying() != 0 {
+		t.Fatalf("idle %t, relaying %d after the abort", s.c.Idle(), s.c.Relaying())
+	}
 }
