@@ -619,20 +619,19 @@ func buildDAPConfig(c DAPConfig, now time.Time) (dap.Config, error) {
 		return dap.Config{}, errors.New("--data-range must be bounded, with START before END")
 	}
 	var tables []messages.TableInfo
-	withRef := false
-	for _, t := range splitList(c.Tables) {
+	names := splitList(c.Tables)
+	for _, t := range names {
 		switch t {
 		case demo.Trade, demo.Quote:
 			tables = append(tables, messages.TableInfo{Name: t, Kind: messages.TablePartitioned})
 		case demo.Instrument:
 			tables = append(tables, messages.TableInfo{Name: t, Kind: messages.TableSharded})
-			withRef = true
 		default:
 			return dap.Config{}, fmt.Errorf("--tables: unknown table %q (the demo data has trade, quote, instrument)", t)
 		}
 	}
 	store := engine.NewStore()
-	if err := (demo.Config{Seed: c.Seed}).Load(store, region, time.Unix(0, data.Start).UTC(), time.Unix(0, data.End).UTC(), withRef); err != nil {
+	if err := (demo.Config{Seed: c.Seed}).LoadTables(store, region, time.Unix(0, data.Start).UTC(), time.Unix(0, data.End).UTC(), names...); err != nil {
 		return dap.Config{}, fmt.Errorf("load demo data: %w", err)
 	}
 	return dap.Config{ID: c.ID, RCID: c.RCID, Assembly: c.Assembly, Labels: labels, Tier: tier, Purview: purview,

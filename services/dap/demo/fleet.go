@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sg-project/sg/services/dap/engine"
@@ -54,14 +55,24 @@ func Fleet(l Layout, replicas int) ([]Shard, error) {
 // [start, end), plus the region's instruments when withReference is set. A fleet loads
 // the reference table on one tier per region (e.g. hdb), so that it is not counted twice.
 func (c Config) Load(store *engine.Store, region string, start, end time.Time, withReference bool) error {
+	tables := []string{Trade, Quote}
+	if withReference {
+		tables = append(tables, Instrument)
+	}
+	return c.LoadTables(store, region, start, end, tables...)
+}
+
+// LoadTables is Load for the named tables only: a DAP that serves trade
+// holds no quotes (four times its rows) in memory.
+func (c Config) LoadTables(store *engine.Store, region string, start, end time.Time, tables ...string) error {
 	for _, def := range Defs() {
+		if !slices.Contains(tables, def.Name) {
+			continue
+		}
 		if _, ok := store.Def(def.Name); !ok {
 			if err := store.Create(def); err != nil {
 				return err
 			}
-		}
-		if def.Name == Instrument && !withReference {
-			continue
 		}
 		rows, err := c.Rows(def.Name, region, start, end)
 		if err != nil {
