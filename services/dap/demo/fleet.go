@@ -62,17 +62,17 @@ func (c Config) Load(store *engine.Store, region string, start, end time.Time, w
 	return c.LoadTables(store, region, start, end, tables...)
 }
 
-// LoadTables is Load for the named tables only: a DAP that serves trade
-// holds no quotes (four times its rows) in memory.
+// LoadTables is Load with rows for the named tables only (every demo table
+// is created): a DAP that serves trade holds no quotes, four times its rows.
 func (c Config) LoadTables(store *engine.Store, region string, start, end time.Time, tables ...string) error {
 	for _, def := range Defs() {
-		if !slices.Contains(tables, def.Name) {
-			continue
-		}
 		if _, ok := store.Def(def.Name); !ok {
 			if err := store.Create(def); err != nil {
 				return err
 			}
+		}
+		if !slices.Contains(tables, def.Name) {
+			continue
 		}
 		rows, err := c.Rows(def.Name, region, start, end)
 		if err != nil {
