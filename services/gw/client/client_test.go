@@ -284,3 +284,65 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("after Close: err = %v, want ErrClosed", err)
 	}
 }
+
+// A stream goes through the endpoint's rate-limit actor like any call: the
+// GW's RATE_LIMITED answer to a stream pauses the endpoint for its
+// Sg-Retry-After, and the stream is asked for again only after the pause and
+// read whole.
+func TestStreamsGoThroughTheRateLimitActor(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	var (
+		mu       sync.Mutex
+		pauseEnd time.Time
+		arrived  []time.Time
+	)
+	limited := messages.Errorf(messages.CodeRateLimited, messages.CodeErr, "A downstream asked for a pause")
+	win := table(t, 3)
+	g.handle(subjects.APIGetData, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		arrived = append(arrived, time.Now())
+		if pauseEnd.IsZero() {
+			pauseEnd = time.Now().Add(time.Second)
+			g.answer(m, limited, nil, nats.Header{messages.HdrRetryAfter: {"1"}}, 0)
+			return
+		}
+		id := m.Header.Get(messages.HdrRequestID)
+		for seq := range 2 {
+			h := nats.Header{}
+			messages.SetStreamFrame(h, "s1", seq, seq == 1)
+			data := win
+			if seq == 0 {
+				messages.StatusOK.Write(h)
+				var err error
+				if data, err = (messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: id,
+					API: subjects.APIGetData, Status: messages.StatusOK}, Payload: win}).Encode(); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := g.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: data}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	cl := client.New(cnc, subjects.Default())
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rows := 0
+	hdr, err := cl.GetDataStream(ctx, query(), func(tb messages.Table) error {
+		rows += tb.NumRows()
+		return nil
+	})
+	if err != nil || !hdr.Status.IsOK() || rows != 6 {
+		t.Fatalf("stream: %v, status %+v, %d rows (want 6)", err, hdr.Status, rows)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrived) != 2 {
+		t.Fatalf("GW saw %d requests, want 2 (refused, then asked again)", len(arrived))
+	}
+	if arrived[1].Before(pauseEnd) {
+		t.Errorf("the stream was asked for again %s before the pause ended", pauseEnd.Sub(arrived[1]))
+	}
+}

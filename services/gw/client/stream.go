@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -23,8 +25,8 @@ const DefaultStreamPendingBytes = 32 << 20
 // came; an error answer is an *AnswerError, as GetData's, and a stream that
 // breaks after some windows were handed out returns an error (each has seen
 // a prefix of the answer: the caller must not take it for the whole). An
-// error from each stops the read. Streamed calls do not go through the rate
-// limit actors: a RATE_LIMITED answer is returned as it is.
+// error from each stops the read. Like every call, a stream goes through the
+// endpoint's rate-limit actor and counts against its requests in flight.
 func (c *Client) GetDataStream(ctx context.Context, q GetDataQuery, each func(messages.Table) error) (messages.ResponseHeader, error) {
 	return c.StreamTables(ctx, messages.RequestHeader{API: subjects.APIGetData, Scope: q.Scope, Opts: q.Opts}, q.Args, each)
 }
@@ -44,21 +46,41 @@ func (c *Client) StreamTables(ctx context.Context, hdr messages.RequestHeader, a
 		return messages.ResponseHeader{}, err
 	}
 	var rh messages.ResponseHeader
-	err = c.stream(ctx, hdr.API, messages.ContentMsgpack, body, func(ctx context.Context, sub *nats.Subscription) (err error) {
-		rh, err = readStream(ctx, sub, each)
+	err = c.stream(ctx, hdr.API, messages.ContentMsgpack, body, func(ctx context.Context, first *nats.Msg, sub *nats.Subscription) (err error) {
+		rh, err = readStream(ctx, first, sub, each)
 		return err
 	})
 	return rh, err
 }
 
 // stream sends body to api's GW subject asking for an answer stream and
-// reads the answer from its own inbox with read. When ctx ends first, the
-// client tells the GW it gave up.
-func (c *Client) stream(ctx context.Context, api string, content messages.Content, body []byte, read func(context.Context, *nats.Subscription) error) error {
+// reads the answer from its own inbox with read, which gets the answer's
+// first message. A stream counts against the endpoint's requests in flight
+// (MaxInFlight) while it runs, and goes through the endpoint's rate-limit
+// actor as RoundTrip does: a RATE_LIMITED answer pauses every caller of the
+// endpoint, then the request is sent again (up to MaxAttempts; then the
+// RATE_LIMITED answer is read). When ctx ends first, the client tells the GW
+// it gave up.
+func (c *Client) stream(ctx context.Context, api string, content messages.Content, body []byte,
+	read func(ctx context.Context, first *nats.Msg, sub *nats.Subscription) error) error {
+	if err := c.setup(); err != nil {
+		return err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
 		defer cancel()
+	}
+	subject := c.s.GWAPI(api)
+	ep, err := c.endpoint(subject)
+	if err != nil {
+		return err
+	}
+	select {
+	case ep.slots <- struct{}{}:
+		defer func() { <-ep.slots }()
+	case <-ctx.Done():
+		return fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", subject, cap(ep.slots), context.Cause(ctx))
 	}
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
@@ -69,20 +91,65 @@ func (c *Client) stream(ctx context.Context, api string, content messages.Conten
 	if err := sub.SetPendingLimits(-1, DefaultStreamPendingBytes); err != nil {
 		return fmt.Errorf("client: pending limits: %w", err)
 	}
-	id := nuid.Next()
-	h := nats.Header{}
-	messages.SetString(h, messages.HdrContentType, string(content))
-	messages.SetString(h, messages.HdrAcceptStream, "1")
-	messages.SetString(h, messages.HdrRequestID, id)
-	subject := c.s.GWAPI(api)
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: body}); err != nil {
-		return c.sendErr(subject, fmt.Errorf("publish: %w", err))
+	var id string
+	// attempt sends the request (a new id each time) and waits for the
+	// first message of its answer.
+	attempt := func(ctx context.Context) (*nats.Msg, error) {
+		id = nuid.Next()
+		h := nats.Header{}
+		messages.SetString(h, messages.HdrContentType, string(content))
+		messages.SetString(h, messages.HdrAcceptStream, "1")
+		messages.SetString(h, messages.HdrRequestID, id)
+		if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: body}); err != nil {
+			return nil, fmt.Errorf("publish: %w", err)
+		}
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				c.cancel(id)
+			}
+			return nil, fmt.Errorf("waiting for the answer to request %s: %w", id, err)
+		}
+		return m, nil
 	}
-	err = read(ctx, sub)
-	if err != nil && ctx.Err() != nil {
-		c.cancel(id)
+	var (
+		first  *nats.Msg
+		replay error // a rate limit met on the fast path, for the actor to act on
+	)
+	if ep.actor.Open() {
+		if first, err = attempt(ctx); err != nil {
+			return c.sendErr(subject, err)
+		}
+		if d, limited := c.rateLimited(first.Header, first.Data); limited {
+			replay = &ratelimit.Error{Endpoint: subject, Delay: d}
+		}
 	}
-	if err != nil {
+	if first == nil || replay != nil {
+		err := ep.actor.Do(ctx, func(ctx context.Context, _ int) error {
+			if replay != nil {
+				err := replay
+				replay = nil
+				return err
+			}
+			m, err := attempt(ctx)
+			if err != nil {
+				return err
+			}
+			first = m
+			if d, limited := c.rateLimited(m.Header, m.Data); limited {
+				return &ratelimit.Error{Endpoint: subject, Delay: d}
+			}
+			return nil
+		})
+		// Asked to pause MaxAttempts times, the caller reads the GW's answer.
+		if err != nil && !(errors.Is(err, ratelimit.ErrRateLimited) && first != nil) {
+			return c.sendErr(subject, err)
+		}
+	}
+	if err := read(ctx, first, sub); err != nil {
+		if ctx.Err() != nil {
+			c.cancel(id)
+		}
 		return fmt.Errorf("client: %s stream %s: %w", api, id, err)
 	}
 	return nil
@@ -90,14 +157,14 @@ func (c *Client) stream(ctx context.Context, api string, content messages.Conten
 
 // readStream reads one answer from sub: a whole answer (an error, or a
 // caller's answer that was not streamed) or the frames of a stream, in order.
-func readStream(ctx context.Context, sub *nats.Subscription, each func(messages.Table) error) (messages.ResponseHeader, error) {
+func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, each func(messages.Table) error) (messages.ResponseHeader, error) {
 	var (
 		rh   messages.ResponseHeader
 		next int
 		id   string
 	)
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := nextMsg(ctx, &first, sub)
 		if err != nil {
 			if next > 0 {
 				return rh, fmt.Errorf("after %d frames: %w", next, err)
@@ -175,4 +242,13 @@ func decodeTable(b []byte, t *messages.Table) error {
 		return err
 	}
 	return t.Validate()
+}
+
+// nextMsg returns *first once (and forgets it), then sub's next message.
+func nextMsg(ctx context.Context, first **nats.Msg, sub *nats.Subscription) (*nats.Msg, error) {
+	if m := *first; m != nil {
+		*first = nil
+		return m, nil
+	}
+	return sub.NextMsgWithContext(ctx)
 }

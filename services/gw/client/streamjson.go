@@ -29,8 +29,8 @@ func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts m
 		return messages.Status{}, err
 	}
 	var st messages.Status
-	err = c.stream(ctx, api, messages.ContentJSON, body, func(ctx context.Context, sub *nats.Subscription) (err error) {
-		st, err = readJSONStream(ctx, sub, w)
+	err = c.stream(ctx, api, messages.ContentJSON, body, func(ctx context.Context, first *nats.Msg, sub *nats.Subscription) (err error) {
+		st, err = readJSONStream(ctx, first, sub, w)
 		return err
 	})
 	return st, err
@@ -38,14 +38,14 @@ func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts m
 
 // readJSONStream reads one answer from sub, a whole one or the frames of a
 // stream, and writes it to w as one JSON envelope.
-func readJSONStream(ctx context.Context, sub *nats.Subscription, w io.Writer) (messages.Status, error) {
+func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, w io.Writer) (messages.Status, error) {
 	out := messages.NewJSONStreamWriter(w)
 	var (
 		st messages.Status
 		id string
 	)
 	for seq := 0; ; seq++ {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := nextMsg(ctx, &first, sub)
 		if err != nil {
 			if seq > 0 {
 				return st, fmt.Errorf("after %d frames: %w", seq, err)
