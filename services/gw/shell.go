@@ -72,7 +72,11 @@ func (g *GW) onAnswer(m *nats.Msg) {
 // loop runs the core until the GW has stopped: ctx ended, the endpoints
 // drained (every handler call returned), the grace passed, and the core
 // holds nothing more (answered, or left in the log for adoption).
-func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs chan<- logJob) {
+//
+// With a request log, the loop publishes the log's writes itself (lw) and
+// reads their acknowledgements; workers (jobs) do only what takes a round
+// trip of its own: reading an entry back after a conflict, purging.
+func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs chan<- logJob, lw *logWrites) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	tick := time.NewTicker(g.cfg.AnnounceEvery)
@@ -83,8 +87,10 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 	g.beat(false)
 
 	var (
-		queue    []logJob // log jobs not yet taken by a worker
-		busy     int      // log jobs taken and not finished
+		queue    []logJob  // log jobs not yet taken by a worker
+		busy     int       // log jobs taken and not finished
+		sends    []logSend // log writes waiting for room under maxLogWrites
+		acks     <-chan *nats.Msg
 		later    []core.Event
 		done     = ctx.Done()
 		stopping bool
@@ -92,15 +98,18 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		abortC   <-chan time.Time
 		hardC    <-chan time.Time
 	)
+	if lw != nil {
+		acks = lw.acks
+	}
 	step := func(ev core.Event) {
 		later = later[:0]
 		for _, cmd := range c.Step(ev) {
-			g.carryOut(cmd, &queue, &later)
+			g.carryOut(cmd, &sends, &later)
 		}
 		// Follow-ups of the commands (a submit that failed), in order.
 		for i := 0; i < len(later); i++ {
 			for _, cmd := range c.Step(later[i]) {
-				g.carryOut(cmd, &queue, &later)
+				g.carryOut(cmd, &sends, &later)
 			}
 		}
 		switch ev.(type) {
@@ -112,6 +121,15 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		g.rcMu.Unlock()
 		if at, ok := c.NextDeadline(); ok {
 			timer.Reset(time.Until(time.Unix(0, at)))
+		}
+	}
+	ack := func(m *nats.Msg) {
+		ev, job := lw.acked(m)
+		if job != nil {
+			queue = append(queue, *job)
+		}
+		if ev != nil {
+			step(ev)
 		}
 	}
 	handle := func(in input) {
@@ -126,7 +144,16 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		}
 	}
 	for {
-		if stopping && !handlers && c.Idle() && len(queue) == 0 && busy == 0 {
+		// The log writes the last step asked for go out now, after its
+		// other publishes (a submit goes out before the create's write).
+		for len(sends) > 0 && !lw.full() {
+			s := sends[0]
+			sends = sends[1:]
+			if ev := lw.send(g.nc, s, now()); ev != nil {
+				step(ev)
+			}
+		}
+		if stopping && !handlers && c.Idle() && len(queue) == 0 && busy == 0 && len(sends) == 0 && (lw == nil || lw.busy() == 0) {
 			return
 		}
 		if stopping && g.nc.IsClosed() {
@@ -175,6 +202,8 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			busy++
 		case in := <-g.in:
 			handle(in)
+		case m := <-acks:
+			ack(m)
 		case <-timer.C:
 			step(core.Tick{At: now()})
 		case t := <-tick.C:
@@ -186,6 +215,13 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			// requests got "No resources connected").
 			for range len(g.in) {
 				handle(<-g.in)
+			}
+			if lw != nil {
+				// Likewise acknowledgements before writes are judged lost.
+				for range len(acks) {
+					ack(<-acks)
+				}
+				lw.expire(t.UnixNano(), step)
 			}
 			step(core.Tick{At: t.UnixNano()})
 			if g.rlog != nil && !stopping {
@@ -238,12 +274,12 @@ func (g *GW) publishRCs(c *core.Core) {
 }
 
 // carryOut does one command of the core.
-func (g *GW) carryOut(cmd core.Command, queue *[]logJob, later *[]core.Event) {
+func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 	switch c := cmd.(type) {
 	case core.WriteLog:
-		*queue = append(*queue, logJob{write: c})
+		*sends = append(*sends, logSend{write: c})
 	case core.Purge:
-		*queue = append(*queue, logJob{purge: c.Subject, purgeSeq: c.Seq})
+		*sends = append(*sends, logSend{purge: c.Subject, purgeSeq: c.Seq})
 	case core.Submit:
 		if err := g.submit(c); err != nil {
 			*later = append(*later, core.SubmitFailed{At: now(), ID: c.Info.ID, Drive: c.Drive, Err: err})
