@@ -2,11 +2,14 @@ package gw_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
 )
@@ -75,5 +78,63 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 	}
 	if f := counterL(t, e, "sg_gw_request_log_errors_total", "op", "purge"); f != 0 {
 		t.Fatalf("purge errors: %v", f)
+	}
+}
+
+// With a request log, the answer goes out only once the `answered` record
+// is acknowledged by the stream (README: exactly once): seen from a
+// connection that gets a copy of everything on the log's subjects and on
+// inboxes, the `answered` record and then its acknowledgement come before
+// the answer.
+func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} })
+	e.fakeRC("rc1", "", e.echo("rc1"))
+	obs, err := nats.Connect(e.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	seen := make(chan *nats.Msg, 1024)
+	for _, subj := range []string{e.s.RequestLogEntryPattern(), "_INBOX.>"} {
+		if _, err := obs.ChanSubscribe(subj, seen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		reply := obs.NewInbox()
+		if err := obs.PublishRequest(e.s.GWAPI(subjects.APIPing), reply, []byte(`{"header":{"api":"ping"},"payload":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+		answered, acked := false, false
+		for done := false; !done; {
+			var m *nats.Msg
+			select {
+			case m = <-seen:
+			case <-time.After(wait):
+				t.Fatalf("request %d: no answer", i)
+			}
+			switch {
+			case m.Subject == reply:
+				if !answered || !acked {
+					t.Fatalf("request %d answered before its answered record (%v) was acknowledged (%v)", i, answered, acked)
+				}
+				done = true
+			case strings.HasPrefix(m.Subject, "_INBOX."):
+				if answered && strings.Contains(string(m.Data), `"seq":`) {
+					acked = true
+				}
+			case len(m.Data) > 0:
+				le, err := messages.DecodeValid[messages.LogEntry](m.Data)
+				if err != nil {
+					t.Fatalf("log record: %v", err)
+				}
+				if le.State == messages.LogAnswered {
+					answered = true
+				}
+			}
+		}
 	}
 }
