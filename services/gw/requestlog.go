@@ -376,7 +376,7 @@ func (w *logWrites) trim() {
 		}
 		w.order = w.order[1:]
 	}
-	w.order = w.order[:0:0] // let the backing array go once empty
+	w.order = w.order[:0]
 }
 
 func (s logSend) subject() string {
