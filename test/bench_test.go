@@ -2,6 +2,9 @@ package test
 
 import (
 	"context"
+	"fmt"
+	"runtime/metrics"
+	"syscall"
 	"testing"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
 )
 
@@ -22,7 +26,22 @@ import (
 // BenchmarkLargeAnswer: result throughput of a multi-MiB answer in MB/s.
 
 func BenchmarkSmallRequest(b *testing.B) {
-	sys := startSystem(b, systemOptions{})
+	for _, logged := range []bool{false, true} {
+		b.Run(fmt.Sprintf("log=%v", logged), func(b *testing.B) {
+			o := systemOptions{}
+			if logged {
+				o.requestLog = &gw.Durability{}
+			}
+			benchSmallRequest(b, o)
+		})
+	}
+}
+
+// benchSmallRequest reports, beside the time, what a loaded machine blurs
+// less: the CPU of the whole process (services and NATS server) and the
+// goroutine runs (wake-ups) per request.
+func benchSmallRequest(b *testing.B, o systemOptions) {
+	sys := startSystem(b, o)
 	src, _ := engineSource(b, sys)
 	sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
@@ -45,6 +64,7 @@ func BenchmarkSmallRequest(b *testing.B) {
 	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
 		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
 	ctx := context.Background()
+	runs0, cpu0 := goroutineRuns(), processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
@@ -56,6 +76,30 @@ func BenchmarkSmallRequest(b *testing.B) {
 	per := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(baseline.Microseconds()), "nats-rr-µs")
 	b.ReportMetric(float64(per)/float64(baseline), "x-nats-rr")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(goroutineRuns()-runs0)/float64(b.N), "runs/op")
+}
+
+// goroutineRuns estimates how many times goroutines were scheduled to run:
+// the runtime samples its scheduling latency for one run in 8 of each
+// goroutine (runtime gTrackingPeriod), so the histogram's count times 8.
+func goroutineRuns() uint64 {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	var n uint64
+	for _, c := range s[0].Value.Float64Histogram().Counts {
+		n += c
+	}
+	return 8 * n
+}
+
+// processCPU is the user and system CPU this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkLargeAnswer(b *testing.B) {

@@ -52,6 +52,7 @@ type systemOptions struct {
 	announceEvery time.Duration    // RC announcements (the GW's expectation too); default 20 ms
 	jobs          *gw.Jobs         // the GW's async job store; nil: none
 	answerStore   *gw.AnswerStore  // the GW's store of answers for callers that do not reassemble chunks; nil: none
+	requestLog    *gw.Durability   // the GW's request log; nil: none
 	rcMaxQueued   int              // the RC's queue limit; 0: its default
 	rcNow         func() time.Time // the RC's clock; default time.Now
 }
@@ -93,7 +94,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	})
 
 	sys.gwCfg = gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
-		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs, AnswerStore: o.answerStore}
+		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs, AnswerStore: o.answerStore, RequestLog: o.requestLog}
 	g, err := gw.New(sys.gwCfg)
 	if err != nil {
 		t.Fatal(err)

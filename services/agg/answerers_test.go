@@ -1,9 +1,16 @@
 package agg
 
 import (
+	"bytes"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/subjects"
 )
 
 // Answers one after another reuse one goroutine; answers at once each get
@@ -64,5 +71,37 @@ func TestAnswerersReuseAndRunConcurrently(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.idle != 0 {
 		t.Fatalf("%d answerers idle after stop", p.idle)
+	}
+}
+
+// A small whole answer is sent by the callback that completed it, with no
+// answerer goroutine; one above inlineAnswerBytes goes to an answerer, so
+// that its merge does not hold up the partials behind it.
+func TestSmallAnswersNeedNoAnswerer(t *testing.T) {
+	e := newEnv(t, nil)
+	enc, _ := partials(t, aggArgs, demo.Config{Seed: 1})
+	if len(enc[0]) > inlineAnswerBytes {
+		t.Fatalf("the small partial has %d bytes", len(enc[0]))
+	}
+	big, err := msgpack.Marshal(bytes.Repeat([]byte("x"), inlineAnswerBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		payload []byte
+		spawned int64
+	}{
+		{enc[0], 0},
+		{big, 1}, // not a table: answered with an error, by an answerer
+	} {
+		id := fmt.Sprint("req-", len(c.payload))
+		e.expect(expectation(id, subjects.APIGetData, aggArgs, ref("a", 1)))
+		e.partial(okPartial(id, ref("a", 1), "dap0", c.payload))
+		if resp, _ := e.answer(); resp.Header.RequestID != id {
+			t.Fatalf("answer for %q, want %q", resp.Header.RequestID, id)
+		}
+		if n := e.agg.answerers.spawned.Load(); n != c.spawned {
+			t.Fatalf("%d bytes: %d answerers started, want %d", len(c.payload), n, c.spawned)
+		}
 	}
 }

@@ -31,6 +31,12 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	a.stats.expectations.Add(1)
 	log := a.log.With().Str("request_id", e.RequestID).Uint32("seq", e.Seq).Logger()
 	now := time.Now()
+	var answer func() // run after the lock is let go (deferred first, so run last)
+	defer func() {
+		if answer != nil {
+			answer()
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, done := a.finished[e.RequestID]; done {
@@ -59,7 +65,7 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	r.expectation(e)
 	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
-	a.answerIfReadyLocked(r, now)
+	answer = a.answerSmallLocked(r, now)
 }
 
 // onCancel: the RC answered the request itself (timeout, cancel, failure) and tells us
@@ -113,6 +119,12 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	}
 	a.stats.partials.Add(1)
 	now := time.Now()
+	var answer func() // run after the lock is let go (deferred first, so run last)
+	defer func() {
+		if answer != nil {
+			answer()
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, done := a.finished[p.RequestID]; done {
@@ -140,7 +152,7 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	}
 	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
-	a.answerIfReadyLocked(r, now)
+	answer = a.answerSmallLocked(r, now)
 }
 
 // chunk adds one chunk to its transfer and returns the whole payload once complete.
@@ -249,8 +261,44 @@ func (a *Agg) badTransferLocked(reqID string, err error) {
 // answerIfReadyLocked hands a complete request to an answer goroutine, exactly once:
 // the request leaves the map and its id is remembered as finished in the same step.
 func (a *Agg) answerIfReadyLocked(r *request, now time.Time) {
+	if j, ok := a.takeReadyLocked(r, now); ok {
+		a.answerers.run(a.answerJob(j))
+	}
+}
+
+// inlineAnswerBytes: an answer whose partials hold at most this much is
+// merged and sent by the goroutine that completed it (answerSmallLocked):
+// small enough that its merge (tens of microseconds) holds up the partials
+// queued behind it less than a goroutine hand-off would.
+const inlineAnswerBytes = 16 << 10
+
+// answerSmallLocked is answerIfReadyLocked for the subscription callbacks: a
+// small whole answer is returned to be run by the caller once it has let the
+// lock go, rather than handed to an answerer (one goroutine wake-up fewer on
+// every small request's path; its merge takes microseconds). Large and
+// streamed answers still go to an answerer, so that they do not hold up the
+// partials behind them.
+func (a *Agg) answerSmallLocked(r *request, now time.Time) func() {
+	j, ok := a.takeReadyLocked(r, now)
+	if !ok {
+		return nil
+	}
+	run := a.answerJob(j)
+	n := 0
+	for _, p := range j.partials {
+		n += len(p.Payload)
+	}
+	if j.exp.Stream || n > inlineAnswerBytes {
+		a.answerers.run(run)
+		return nil
+	}
+	return run
+}
+
+// takeReadyLocked takes a complete request out to be answered, exactly once.
+func (a *Agg) takeReadyLocked(r *request, now time.Time) (job, bool) {
 	if a.closing || !r.ready() {
-		return
+		return job{}, false
 	}
 	j := r.job()
 	// Partials outside the answered set (a lost DAP's, a duplicate dispatch's).
@@ -259,8 +307,13 @@ func (a *Agg) answerIfReadyLocked(r *request, now time.Time) {
 	a.finishLocked(r.id, j.exp.Deadline, now)
 	a.stats.answered.Add(1)
 	a.answers.Add(1)
-	a.answerers.run(func() {
+	return j, true
+}
+
+// answerJob is the answer of j, counted in a.answers until it is sent.
+func (a *Agg) answerJob(j job) func() {
+	return func() {
 		defer a.answers.Done()
 		a.answer(j)
-	})
+	}
 }

@@ -4,7 +4,8 @@
 // The request state machine is services/gw/core, a pure core (its doc.go
 // has the caller's contract and what is guaranteed); this package is its
 // NATS shell: one goroutine (shell.go, loop) alone touches the core, fed by
-// the NATS callbacks, the request log's workers and the sweeper.
+// the NATS callbacks, the request log's acknowledgements (it publishes the
+// log's writes itself), the log's workers (read-backs, purges) and the sweeper.
 //
 // For every request the GW:
 //  1. receives it on a micro endpoint (one per API in subjects.APIs, group

@@ -186,6 +186,16 @@ func (g *GW) Run(ctx context.Context) error {
 		unsubscribe()
 		return fmt.Errorf("gw: answer subscription limits: %w", err)
 	}
+	var lw *logWrites
+	if g.rlog != nil {
+		lw = newLogWrites(g.rlog, g.nc.NewInbox()+".")
+		s, err := g.nc.ChanSubscribe(lw.prefix+"*", lw.acks)
+		if err != nil {
+			unsubscribe()
+			return fmt.Errorf("gw: subscribe to request log acknowledgements: %w", err)
+		}
+		subs = append(subs, s)
+	}
 	if err := g.nc.Flush(); err != nil {
 		unsubscribe()
 		return fmt.Errorf("gw: flush subscriptions: %w", err)
@@ -259,7 +269,7 @@ func (g *GW) Run(ctx context.Context) error {
 		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
 		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).Msg("gw taking requests (held until an RC can serve)")
 
-	g.loop(ctx, c, svc, jobs)
+	g.loop(ctx, c, svc, jobs, lw)
 
 	close(g.loopDone)
 	if g.jobs != nil {

@@ -2,11 +2,16 @@ package gw
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
@@ -125,61 +130,16 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 // logTimeout bounds one request log operation.
 const logTimeout = 5 * time.Second
 
-func (l *requestLog) write(subject string, e *messages.LogEntry, expectSeq uint64) (uint64, error) {
-	data, err := messages.Encode(e)
-	if err != nil {
-		return 0, fmt.Errorf("encode log entry: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
-	defer cancel()
-	ack, err := l.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(expectSeq))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-			return 0, errLogConflict
-		}
-		return 0, fmt.Errorf("request log write %s: %w", subject, err)
-	}
-	return ack.Sequence, nil
-}
-
 // closeTTL is how long a closed entry's last record stays: the least
 // per-message TTL JetStream takes.
 const closeTTL = time.Second
-
-// purge removes an answered entry: a last, empty record on its subject,
-// conditional on the `answered` record at seq being the last (otherwise the
-// subject is no longer this GW's to close), with a per-message TTL. The
-// server drops it with its TTL sweep: a purge by subject cost the server
-// ~240 µs of CPU per request on file storage, next to ~40 µs for this write
-// (measured on this project's 2-core machine), on the path of the next
-// request. A stream without per-message TTLs (made by an older sg that
-// could not update it) is purged as before.
-func (l *requestLog) purge(subject string, seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
-	defer cancel()
-	_, err := l.js.Publish(ctx, subject, nil, jetstream.WithExpectLastSequencePerSubject(seq), jetstream.WithMsgTTL(closeTTL))
-	var apiErr *jetstream.APIError
-	switch {
-	case err == nil:
-		return
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
-		return // written over since: whoever wrote it closes it
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeMessageTTLDisabled:
-		err = l.stream.Purge(ctx, jetstream.WithPurgeSubject(subject))
-	}
-	if err != nil {
-		l.g.met.logErrors.WithLabelValues("purge").Inc()
-		l.g.log.Warn().Err(err).Str("subject", subject).Msg("request log purge failed; the entry expires with the stream's MaxAge")
-	}
-}
 
 // jsErrCodeMessageTTLDisabled: the stream does not take per-message TTLs
 // (nats-server's JSMessageTTLDisabledErr).
 const jsErrCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 
-// closed reports a record that only closes its entry (see purge): skipped by
-// sweeps, neither open nor poison.
+// closed reports a record that only closes its entry (see logWrites):
+// skipped by sweeps, neither open nor poison.
 func closed(data []byte) bool { return len(data) == 0 }
 
 // scan reads the open entries under filter (one GW's, or all), bounded by
@@ -206,19 +166,19 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 	return nil
 }
 
-// logWorkers write the request log beside the loop: JetStream
-// acknowledgements take a round trip each, and requests must not wait for
-// each other's.
+// logWorkers do what the loop does not: read an entry back after a
+// conflict, purge a stream without per-message TTLs. Each takes a round
+// trip, and requests must not wait for each other's.
 const logWorkers = 8
 
 // logRetry: after a failed log write, the core writes again this much later.
 const logRetry = time.Second
 
-// logJob is a write (with its condition) or a purge, for a worker.
+// logJob is a read back after a conflicting write, or a purge of a subject
+// (a stream without per-message TTLs), for a worker.
 type logJob struct {
-	write    core.WriteLog
+	readBack core.WriteLog
 	purge    string
-	purgeSeq uint64
 }
 
 // worker carries out log jobs and hands each result to the loop.
@@ -232,33 +192,236 @@ func (l *requestLog) worker(ctx context.Context, jobs <-chan logJob) {
 		}
 		in := input{jobDone: true}
 		if j.purge != "" {
-			l.purge(j.purge, j.purgeSeq)
+			l.purgeSubject(j.purge)
 		} else {
-			in.ev = l.do(j.write)
+			in.ev = l.readBack(j.readBack)
 		}
 		l.g.input(in)
 	}
 }
 
-// do writes one entry under its condition. On a conflict it reads the
-// subject back: a write of ours whose acknowledgement was lost shows there.
-func (l *requestLog) do(w core.WriteLog) core.Event {
-	seq, err := l.write(w.Subject, &w.Entry, w.ExpectSeq)
+// purgeSubject removes an answered entry from a stream that does not take
+// per-message TTLs (made by an older sg that could not update it).
+func (l *requestLog) purgeSubject(subject string) {
+	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
+	defer cancel()
+	if err := l.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		l.g.met.logErrors.WithLabelValues("purge").Inc()
+		l.g.log.Warn().Err(err).Str("subject", subject).Msg("request log purge failed; the entry expires with the stream's MaxAge")
+	}
+}
+
+// readBack settles a write that conflicted: a write of ours whose
+// acknowledgement was lost shows on its subject.
+func (l *requestLog) readBack(w core.WriteLog) core.Event {
+	cur, seq, err := l.last(w.Subject)
+	if err != nil {
+		l.g.met.logErrors.WithLabelValues("read").Inc()
+		return core.LogFailed{At: now(), ID: w.ID, Err: fmt.Errorf("%w; reading it back: %w", errLogConflict, err)}
+	}
+	return core.LogConflict{At: now(), ID: w.ID, Current: cur, Seq: seq}
+}
+
+// The request log's writes go out from the loop itself: each is published
+// with a reply subject of this GW's own (prefix + a token per write), and
+// its acknowledgement comes back on a channel the loop reads. A JetStream
+// publish is a request-reply: through a worker, the `answered` write before
+// each answer cost the critical path the worker's wake-up, the reply's
+// handoff to it and its handoff back to the loop.
+//
+// At most maxLogWrites are under way and the channel holds twice that, so
+// only acknowledgements of writes that already timed out (or forged ones)
+// can overflow it. A lost acknowledgement is one the core already handles:
+// the write times out, fails, is written again and, conflicting with
+// itself, is read back as ours.
+type logWrites struct {
+	l       *requestLog
+	prefix  string         // this GW's acknowledgement subjects: prefix + token
+	acks    chan *nats.Msg // the acknowledgements, read by the loop
+	pending map[string]logSend
+	order   []string // tokens in publish order: deadlines ascend (one timeout for all)
+	timeout time.Duration
+}
+
+// maxLogWrites bounds the log writes under way at once (more wait in the
+// loop's queue).
+const maxLogWrites = 1024
+
+// maxAckBytes bounds an acknowledgement read: JetStream's are ~100 bytes.
+const maxAckBytes = 4096
+
+// logSend is a write (with its condition), or the closing record of an
+// answered entry, as the loop publishes it.
+type logSend struct {
+	write    core.WriteLog
+	purge    string // the subject of an entry to close, and
+	purgeSeq uint64 // its `answered` record's sequence (the condition)
+	deadline int64  // set when published
+}
+
+func newLogWrites(l *requestLog, prefix string) *logWrites {
+	return &logWrites{l: l, prefix: prefix, acks: make(chan *nats.Msg, 2*maxLogWrites),
+		pending: map[string]logSend{}, timeout: logTimeout}
+}
+
+// busy is the number of writes under way.
+func (w *logWrites) busy() int { return len(w.pending) }
+
+// full reports that no more writes may go out until some are settled.
+func (w *logWrites) full() bool { return len(w.pending) >= maxLogWrites }
+
+// send publishes s. A write that cannot be published fails at once (the
+// core writes it again); a closing record that cannot is left to the
+// stream's MaxAge.
+//
+// A closing record is an empty record with a per-message TTL, conditional
+// on the `answered` record being the last (otherwise the subject is no
+// longer this GW's to close): the server drops it with its TTL sweep. A
+// purge by subject cost the server ~240 µs of CPU per request on file
+// storage, next to ~40 µs for this write (measured on this project's 2-core
+// machine), on the path of the next request.
+func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
+	m := &nats.Msg{Header: make(nats.Header, 2)}
+	if s.purge != "" {
+		m.Subject = s.purge
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.purgeSeq, 10))
+		m.Header.Set(jetstream.MsgTTLHeader, closeTTL.String())
+	} else {
+		data, err := messages.Encode(&s.write.Entry)
+		if err != nil {
+			return w.failed(s.write, fmt.Errorf("encode log entry: %w", err))
+		}
+		m.Subject, m.Data = s.write.Subject, data
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.write.ExpectSeq, 10))
+	}
+	token := nuid.Next()
+	m.Reply = w.prefix + token
+	if err := nc.PublishMsg(m); err != nil {
+		if s.purge != "" {
+			w.purgeFailed(s.purge, err)
+			return nil
+		}
+		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err))
+	}
+	s.deadline = at + int64(w.timeout)
+	w.pending[token] = s
+	w.order = append(w.order, token)
+	return nil
+}
+
+// acked settles the write an acknowledgement answers: an event for the
+// core, or a job for a worker (read back a conflict, purge a stream without
+// TTLs), or neither (a closing record, an acknowledgement of nothing under
+// way).
+func (w *logWrites) acked(m *nats.Msg) (core.Event, *logJob) {
+	if !strings.HasPrefix(m.Subject, w.prefix) {
+		return nil, nil
+	}
+	token := m.Subject[len(w.prefix):]
+	s, ok := w.pending[token]
+	if !ok {
+		return nil, nil // timed out already, or not ours
+	}
+	delete(w.pending, token)
+	w.trim()
+	seq, err := w.l.decodeAck(m)
+	var apiErr *jetstream.APIError
+	conflict := errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	if s.purge != "" {
+		switch {
+		case err == nil, conflict: // closed, or written over since: whoever wrote it closes it
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeMessageTTLDisabled:
+			return nil, &logJob{purge: s.purge}
+		default:
+			w.purgeFailed(s.purge, err)
+		}
+		return nil, nil
+	}
 	switch {
 	case err == nil:
-		return core.LogWritten{At: now(), ID: w.ID, Seq: seq}
-	case errors.Is(err, errLogConflict):
-		cur, seq, rerr := l.last(w.Subject)
-		if rerr != nil {
-			l.g.met.logErrors.WithLabelValues("read").Inc()
-			return core.LogFailed{At: now(), ID: w.ID, Err: fmt.Errorf("%w; reading it back: %w", err, rerr)}
-		}
-		return core.LogConflict{At: now(), ID: w.ID, Current: cur, Seq: seq}
+		return core.LogWritten{At: now(), ID: s.write.ID, Seq: seq}, nil
+	case conflict:
+		return nil, &logJob{readBack: s.write}
 	default:
-		l.g.met.logErrors.WithLabelValues(w.Op).Inc()
-		l.g.log.Warn().Err(err).Str("request_id", w.ID).Str("op", w.Op).Msg("request log write failed")
-		return core.LogFailed{At: now(), ID: w.ID, Err: err}
+		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err)), nil
 	}
+}
+
+// expire fails the writes whose acknowledgement did not come in time (a
+// closing record is left to the stream's MaxAge).
+func (w *logWrites) expire(at int64, fn func(core.Event)) {
+	for len(w.order) > 0 {
+		s, ok := w.pending[w.order[0]]
+		if ok && s.deadline > at {
+			return
+		}
+		if ok {
+			delete(w.pending, w.order[0])
+			err := fmt.Errorf("request log write %s: no acknowledgement in %s", s.subject(), w.timeout)
+			if s.purge != "" {
+				w.purgeFailed(s.purge, err)
+			} else {
+				fn(w.failed(s.write, err))
+			}
+		}
+		w.order = w.order[1:]
+	}
+}
+
+// trim drops the settled tokens at the front of order.
+func (w *logWrites) trim() {
+	for len(w.order) > 0 {
+		if _, ok := w.pending[w.order[0]]; ok {
+			return
+		}
+		w.order = w.order[1:]
+	}
+	w.order = w.order[:0]
+}
+
+func (s logSend) subject() string {
+	if s.purge != "" {
+		return s.purge
+	}
+	return s.write.Subject
+}
+
+func (w *logWrites) failed(wr core.WriteLog, err error) core.Event {
+	w.l.g.met.logErrors.WithLabelValues(wr.Op).Inc()
+	w.l.g.log.Warn().Err(err).Str("request_id", wr.ID).Str("op", wr.Op).Msg("request log write failed")
+	return core.LogFailed{At: now(), ID: wr.ID, Err: err}
+}
+
+func (w *logWrites) purgeFailed(subject string, err error) {
+	w.l.g.met.logErrors.WithLabelValues("purge").Inc()
+	w.l.g.log.Warn().Err(err).Str("subject", subject).Msg("request log purge failed; the entry expires with the stream's MaxAge")
+}
+
+// decodeAck reads a JetStream publish acknowledgement: the record's stream
+// sequence, or why it was not written (a *jetstream.APIError when the
+// server said).
+func (l *requestLog) decodeAck(m *nats.Msg) (uint64, error) {
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		return 0, jetstream.ErrNoStreamResponse
+	}
+	if len(m.Data) > maxAckBytes {
+		return 0, fmt.Errorf("%w: %d bytes", jetstream.ErrInvalidJSAck, len(m.Data))
+	}
+	var a struct {
+		Error  *jetstream.APIError `json:"error"`
+		Stream string              `json:"stream"`
+		Seq    uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(m.Data, &a); err != nil {
+		return 0, fmt.Errorf("%w: %w", jetstream.ErrInvalidJSAck, err)
+	}
+	if a.Error != nil {
+		return 0, a.Error
+	}
+	if a.Stream != l.g.s.RequestLogStream() || a.Seq == 0 {
+		return 0, fmt.Errorf("%w: stream %q, sequence %d", jetstream.ErrInvalidJSAck, a.Stream, a.Seq)
+	}
+	return a.Seq, nil
 }
 
 // last reads the entry a subject holds now (nil: none).

@@ -2,9 +2,13 @@ package gw_test
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sg-project/sg/services/gw"
@@ -75,5 +79,66 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 	}
 	if f := counterL(t, e, "sg_gw_request_log_errors_total", "op", "purge"); f != 0 {
 		t.Fatalf("purge errors: %v", f)
+	}
+}
+
+// With a request log, the answer goes out only once the `answered` record
+// is acknowledged by the stream (README: exactly once). Seen from a
+// connection that gets a copy of everything on the log's subjects and on
+// inboxes: the acknowledgement of the `answered` record (its sequence is the
+// condition of the record that closes the entry) comes before the answer.
+// (The record's own copy may come after its acknowledgement: the stream
+// stores on a goroutine of its own.)
+func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} })
+	e.fakeRC("rc1", "", e.echo("rc1"))
+	obs, err := nats.Connect(e.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	seen := make(chan *nats.Msg, 1024)
+	for _, subj := range []string{e.s.RequestLogEntryPattern(), "_INBOX.>"} {
+		if _, err := obs.ChanSubscribe(subj, seen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		reply := obs.NewInbox()
+		if err := obs.PublishRequest(e.s.GWAPI(subjects.APIPing), reply, []byte(`{"header":{"api":"ping"},"payload":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+		acked := map[uint64]bool{} // acknowledged before the answer
+		replied := false
+		var answeredSeq uint64
+		for !replied || answeredSeq == 0 {
+			var m *nats.Msg
+			select {
+			case m = <-seen:
+			case <-time.After(wait):
+				t.Fatalf("request %d: answered %v, entry closed %v", i, replied, answeredSeq != 0)
+			}
+			switch {
+			case m.Subject == reply:
+				replied = true
+			case strings.HasPrefix(m.Subject, "_INBOX."):
+				var a struct {
+					Seq uint64 `json:"seq"`
+				}
+				if json.Unmarshal(m.Data, &a) == nil && a.Seq != 0 && !replied {
+					acked[a.Seq] = true
+				}
+			case len(m.Data) == 0: // the record that closes the entry, conditional on `answered`
+				if answeredSeq, err = strconv.ParseUint(m.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64); err != nil {
+					t.Fatalf("closing record without its condition: %v", m.Header)
+				}
+			}
+		}
+		if !acked[answeredSeq] {
+			t.Fatalf("request %d answered before its answered record (sequence %d) was acknowledged (acknowledged before: %v)", i, answeredSeq, acked)
+		}
 	}
 }

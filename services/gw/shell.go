@@ -69,10 +69,115 @@ func (g *GW) onAnswer(m *nats.Msg) {
 	g.input(input{ev: core.AnswerChunk{At: now(), ID: id, Header: m.Header, Data: m.Data}})
 }
 
+// shell is the loop's state: the core and what carrying out its commands
+// left pending. Only the loop's goroutine touches it.
+type shell struct {
+	g        *GW
+	c        *core.Core
+	lw       *logWrites // nil without a request log
+	timer    *time.Timer
+	queue    []logJob  // log jobs not yet taken by a worker
+	busy     int       // log jobs taken and not finished
+	sends    []logSend // log writes waiting for room under maxLogWrites
+	later    []core.Event
+	handlers bool // waiting for the endpoint handlers to return
+}
+
+// step feeds one event to the core and carries out its commands.
+func (sh *shell) step(ev core.Event) {
+	g, c := sh.g, sh.c
+	sh.later = sh.later[:0]
+	for _, cmd := range c.Step(ev) {
+		g.carryOut(cmd, &sh.sends, &sh.later)
+	}
+	// Follow-ups of the commands (a submit that failed), in order.
+	for i := 0; i < len(sh.later); i++ {
+		for _, cmd := range c.Step(sh.later[i]) {
+			g.carryOut(cmd, &sh.sends, &sh.later)
+		}
+	}
+	switch ev.(type) {
+	case core.RCAnnounced, core.RCHeartbeat, core.Tick:
+		g.publishRCs(c)
+	}
+	g.rcMu.Lock()
+	g.inFlight = c.Stats().InFlight
+	g.rcMu.Unlock()
+	if at, ok := c.NextDeadline(); ok {
+		sh.timer.Reset(time.Until(time.Unix(0, at)))
+	}
+}
+
+// handle takes one input from the loop's channel.
+func (sh *shell) handle(in input) {
+	if in.jobDone {
+		sh.busy--
+	}
+	if in.drained {
+		sh.handlers = false
+	}
+	if in.ev != nil {
+		sh.step(in.ev)
+	}
+}
+
+// ack settles the log write an acknowledgement answers.
+func (sh *shell) ack(m *nats.Msg) {
+	ev, job := sh.lw.acked(m)
+	if job != nil {
+		sh.queue = append(sh.queue, *job)
+	}
+	if ev != nil {
+		sh.step(ev)
+	}
+}
+
+// sendLog publishes the log writes the last steps asked for, as far as
+// there is room: after the steps' other publishes (a submit goes out before
+// the create's write).
+func (sh *shell) sendLog() {
+	for len(sh.sends) > 0 && !sh.lw.full() {
+		s := sh.sends[0]
+		sh.sends = sh.sends[1:]
+		if ev := sh.lw.send(sh.g.nc, s, now()); ev != nil {
+			sh.step(ev)
+		}
+	}
+}
+
+// tick judges silence: of RCs (the core's Tick) and of the request log
+// (writes without an acknowledgement). What is already queued is heard
+// first: after a stall of the loop the ticker and the RC announcements and
+// acknowledgements queued during it are ready together, and select picks
+// either (every RC was once judged gone so, and requests got "No resources
+// connected").
+func (sh *shell) tick(at int64) {
+	for range len(sh.g.in) {
+		sh.handle(<-sh.g.in)
+	}
+	if sh.lw != nil {
+		for range len(sh.lw.acks) {
+			sh.ack(<-sh.lw.acks)
+		}
+		sh.lw.expire(at, sh.step)
+	}
+	sh.step(core.Tick{At: at})
+}
+
+// idle: nothing is held or under way any more.
+func (sh *shell) idle() bool {
+	return !sh.handlers && sh.c.Idle() && len(sh.queue) == 0 && sh.busy == 0 && len(sh.sends) == 0 &&
+		(sh.lw == nil || sh.lw.busy() == 0)
+}
+
 // loop runs the core until the GW has stopped: ctx ended, the endpoints
 // drained (every handler call returned), the grace passed, and the core
 // holds nothing more (answered, or left in the log for adoption).
-func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs chan<- logJob) {
+//
+// With a request log, the loop publishes the log's writes itself (lw) and
+// reads their acknowledgements; workers (jobs) do only what takes a round
+// trip of its own: reading an entry back after a conflict, purging.
+func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs chan<- logJob, lw *logWrites) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	tick := time.NewTicker(g.cfg.AnnounceEvery)
@@ -82,51 +187,20 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 	lastSweep := time.Now().Add(max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter) - g.cfg.SweepEvery + g.cfg.AnnounceEvery/2)
 	g.beat(false)
 
+	sh := &shell{g: g, c: c, lw: lw, timer: timer}
 	var (
-		queue    []logJob // log jobs not yet taken by a worker
-		busy     int      // log jobs taken and not finished
-		later    []core.Event
+		acks     <-chan *nats.Msg
 		done     = ctx.Done()
 		stopping bool
-		handlers bool // waiting for the endpoint handlers to return
 		abortC   <-chan time.Time
 		hardC    <-chan time.Time
 	)
-	step := func(ev core.Event) {
-		later = later[:0]
-		for _, cmd := range c.Step(ev) {
-			g.carryOut(cmd, &queue, &later)
-		}
-		// Follow-ups of the commands (a submit that failed), in order.
-		for i := 0; i < len(later); i++ {
-			for _, cmd := range c.Step(later[i]) {
-				g.carryOut(cmd, &queue, &later)
-			}
-		}
-		switch ev.(type) {
-		case core.RCAnnounced, core.RCHeartbeat, core.Tick:
-			g.publishRCs(c)
-		}
-		g.rcMu.Lock()
-		g.inFlight = c.Stats().InFlight
-		g.rcMu.Unlock()
-		if at, ok := c.NextDeadline(); ok {
-			timer.Reset(time.Until(time.Unix(0, at)))
-		}
-	}
-	handle := func(in input) {
-		if in.jobDone {
-			busy--
-		}
-		if in.drained {
-			handlers = false
-		}
-		if in.ev != nil {
-			step(in.ev)
-		}
+	if lw != nil {
+		acks = lw.acks
 	}
 	for {
-		if stopping && !handlers && c.Idle() && len(queue) == 0 && busy == 0 {
+		sh.sendLog()
+		if stopping && sh.idle() {
 			return
 		}
 		if stopping && g.nc.IsClosed() {
@@ -137,8 +211,8 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		}
 		var jobC chan<- logJob
 		var next logJob
-		if len(queue) > 0 {
-			jobC, next = jobs, queue[0]
+		if len(sh.queue) > 0 {
+			jobC, next = jobs, sh.queue[0]
 		}
 		select {
 		case <-done:
@@ -150,8 +224,8 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			if err := svc.Stop(); err != nil {
 				g.log.Warn().Err(err).Msg("stop micro service")
 			}
-			step(core.Stop{At: now()})
-			handlers = true
+			sh.step(core.Stop{At: now()})
+			sh.handlers = true
 			awaiting := make(chan struct{})
 			go func() { defer close(awaiting); g.awaitHandlers() }()
 			// Owned by the loop: at most a flush long.
@@ -163,31 +237,25 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 				g.log.Warn().Dur("grace", g.cfg.ShutdownGrace).Int("in_flight", c.Stats().InFlight).
 					Msg("requests still in flight after the shutdown grace: leaving them to a peer (request log) or answering UNAVAILABLE")
 			}
-			step(core.Abort{At: now()})
+			sh.step(core.Abort{At: now()})
 			// A log that keeps failing must not hold the stop forever.
 			hardC = time.After(3 * logTimeout)
 		case <-hardC:
-			g.log.Error().Int("in_flight", c.Stats().InFlight).Int("log_jobs", len(queue)+busy).
+			g.log.Error().Int("in_flight", c.Stats().InFlight).Int("log_jobs", len(sh.queue)+sh.busy+len(sh.sends)).
 				Msg("stopping with requests whose log writes did not settle: their entries decide (see README, recovery)")
 			return
 		case jobC <- next:
-			queue = queue[1:]
-			busy++
+			sh.queue = sh.queue[1:]
+			sh.busy++
 		case in := <-g.in:
-			handle(in)
+			sh.handle(in)
+		case m := <-acks:
+			sh.ack(m)
 		case <-timer.C:
-			step(core.Tick{At: now()})
+			sh.step(core.Tick{At: now()})
 		case t := <-tick.C:
 			g.beat(false)
-			// What is already queued is heard before silence is judged:
-			// after a stall of this loop the ticker and the RC
-			// announcements queued during it are ready together, and
-			// select picks either (every RC was once judged gone so, and
-			// requests got "No resources connected").
-			for range len(g.in) {
-				handle(<-g.in)
-			}
-			step(core.Tick{At: t.UnixNano()})
+			sh.tick(t.UnixNano())
 			if g.rlog != nil && !stopping {
 				for _, id := range g.prunePeers(t) {
 					g.log.Warn().Str("peer_gw", id).Dur("dead_after", g.cfg.DeadAfter).Msg("peer GW silent: adopting its open requests")
@@ -238,12 +306,12 @@ func (g *GW) publishRCs(c *core.Core) {
 }
 
 // carryOut does one command of the core.
-func (g *GW) carryOut(cmd core.Command, queue *[]logJob, later *[]core.Event) {
+func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 	switch c := cmd.(type) {
 	case core.WriteLog:
-		*queue = append(*queue, logJob{write: c})
+		*sends = append(*sends, logSend{write: c})
 	case core.Purge:
-		*queue = append(*queue, logJob{purge: c.Subject, purgeSeq: c.Seq})
+		*sends = append(*sends, logSend{purge: c.Subject, purgeSeq: c.Seq})
 	case core.Submit:
 		if err := g.submit(c); err != nil {
 			*later = append(*later, core.SubmitFailed{At: now(), ID: c.Info.ID, Drive: c.Drive, Err: err})

@@ -1,0 +1,184 @@
+package gw
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
+)
+
+// testWait bounds every wait for an event.
+const testWait = 10 * time.Second
+
+func testLogWrites(t *testing.T) (*logWrites, *nats.Conn) {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.Start(t))
+	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := newLogWrites(&requestLog{g: g, poisoned: map[uint64]struct{}{}}, nc.NewInbox()+".")
+	sub, err := nc.ChanSubscribe(lw.prefix+"*", lw.acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return lw, nc
+}
+
+// Acknowledgements come from the network: whatever arrives on the ack
+// subjects is read within a bound and never taken for a write it is not.
+func TestDecodeAckHostile(t *testing.T) {
+	lw, _ := testLogWrites(t)
+	stream := lw.l.g.s.RequestLogStream()
+	for _, c := range []struct {
+		name    string
+		h       nats.Header
+		data    string
+		seq     uint64
+		errCode jetstream.ErrorCode
+	}{
+		{name: "ack", data: `{"stream":"` + stream + `","seq":7}`, seq: 7},
+		{name: "other stream", data: `{"stream":"X","seq":7}`},
+		{name: "no sequence", data: `{"stream":"` + stream + `"}`},
+		{name: "not JSON", data: `{"stream":`},
+		{name: "empty", data: ``},
+		{name: "huge", data: `{"stream":"` + stream + `","seq":7,"x":"` + strings.Repeat("a", maxAckBytes) + `"}`},
+		{name: "conflict", data: `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"}}`,
+			errCode: jetstream.JSErrCodeStreamWrongLastSequence},
+		{name: "no responders", h: nats.Header{"Status": []string{"503"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			seq, err := lw.l.decodeAck(&nats.Msg{Header: c.h, Data: []byte(c.data)})
+			if c.seq != 0 {
+				if err != nil || seq != c.seq {
+					t.Fatalf("got %d, %v; want %d", seq, err, c.seq)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted as sequence %d", seq)
+			}
+			var apiErr *jetstream.APIError
+			if c.errCode != 0 && (!errors.As(err, &apiErr) || apiErr.ErrorCode != c.errCode) {
+				t.Fatalf("error %v, want the server's code %d", err, c.errCode)
+			}
+		})
+	}
+}
+
+// A write whose acknowledgement does not come fails at its deadline (the
+// core writes it again), not before; an acknowledgement that comes after
+// that, or for no write under way, settles nothing.
+func TestLogWriteWithoutAcknowledgementFails(t *testing.T) {
+	lw, nc := testLogWrites(t)
+	// A silent "stream": interest on the subject, no acknowledgement.
+	silent := natstest.Subscribe(t, nc, "log.silent")
+	w := core.WriteLog{ID: "r1", Subject: "log.silent", Op: "answered",
+		Entry: messages.LogEntry{V: 1, RequestID: "r1", State: messages.LogAnswered}}
+	at := time.Now().UnixNano()
+	if ev := lw.send(nc, logSend{write: w}, at); ev != nil {
+		t.Fatalf("send: %#v", ev)
+	}
+	m, err := silent.NextMsg(testWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Header.Get(jetstream.ExpectedLastSubjSeqHeader); got != "0" {
+		t.Fatalf("written without its condition: %q", got)
+	}
+	if lw.busy() != 1 {
+		t.Fatalf("%d writes under way, want 1", lw.busy())
+	}
+	var evs []core.Event
+	collect := func(ev core.Event) { evs = append(evs, ev) }
+	lw.expire(at+int64(lw.timeout)-1, collect)
+	if len(evs) != 0 || lw.busy() != 1 {
+		t.Fatalf("failed before its deadline: %#v", evs)
+	}
+	lw.expire(at+int64(lw.timeout), collect)
+	if len(evs) != 1 || lw.busy() != 0 {
+		t.Fatalf("events %#v, %d under way; want one failure", evs, lw.busy())
+	}
+	if f, ok := evs[0].(core.LogFailed); !ok || f.ID != "r1" {
+		t.Fatalf("event %#v, want LogFailed for r1", evs[0])
+	}
+	// The acknowledgement arrives late, and one for a token never used.
+	ack := []byte(`{"stream":"` + lw.l.g.s.RequestLogStream() + `","seq":3}`)
+	for _, subj := range []string{m.Reply, lw.prefix + "forged"} {
+		if err := nc.Publish(subj, ack); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-lw.acks:
+			if ev, job := lw.acked(a); ev != nil || job != nil {
+				t.Fatalf("acknowledgement on %s settled %#v, %#v", subj, ev, job)
+			}
+		case <-time.After(testWait):
+			t.Fatal("acknowledgement not delivered")
+		}
+	}
+}
+
+// An acknowledgement settles its own write: written with the sequence,
+// or read back after a conflict.
+func TestLogWriteAcknowledged(t *testing.T) {
+	lw, nc := testLogWrites(t)
+	silent := natstest.Subscribe(t, nc, "log.*")
+	at := time.Now().UnixNano()
+	for _, id := range []string{"a", "b"} {
+		w := core.WriteLog{ID: id, Subject: "log." + id, Op: "create", ExpectSeq: 0,
+			Entry: messages.LogEntry{V: 1, RequestID: id, State: messages.LogOpen}}
+		if ev := lw.send(nc, logSend{write: w}, at); ev != nil {
+			t.Fatalf("send: %#v", ev)
+		}
+	}
+	replies := map[string]string{}
+	for range 2 {
+		m, err := silent.NextMsg(testWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies[m.Subject] = m.Reply
+	}
+	// b conflicts, a lands: answered out of order.
+	for _, r := range []struct{ to, data string }{
+		{replies["log.b"], `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence"}}`},
+		{replies["log.a"], `{"stream":"` + lw.l.g.s.RequestLogStream() + `","seq":9}`},
+	} {
+		if err := nc.Publish(r.to, []byte(r.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"b", "a"} {
+		var a *nats.Msg
+		select {
+		case a = <-lw.acks:
+		case <-time.After(testWait):
+			t.Fatal("acknowledgement not delivered")
+		}
+		ev, job := lw.acked(a)
+		switch want {
+		case "b":
+			if ev != nil || job == nil || job.readBack.ID != "b" {
+				t.Fatalf("conflict of b: %#v, %#v; want a read back", ev, job)
+			}
+		case "a":
+			if w, ok := ev.(core.LogWritten); !ok || w.ID != "a" || w.Seq != 9 || job != nil {
+				t.Fatalf("ack of a: %#v, %#v", ev, job)
+			}
+		}
+	}
+	if lw.busy() != 0 || len(lw.order) != 0 {
+		t.Fatalf("%d writes under way, %d tokens kept after all were settled", lw.busy(), len(lw.order))
+	}
+}
