@@ -10,11 +10,7 @@ import (
 // subFor is the subqueue that holds a label set's items: per locked vintage,
 // or the unlocked one.
 func (c *Core) subFor(ls *labelSet) *subqueue {
-	g := ls.qg
-	if g == nil {
-		g = c.groupFor(ls.group)
-		ls.qg = g
-	}
+	g := c.queueGroupOf(ls)
 	if !ls.locked {
 		if g.unlocked == nil {
 			g.unlocked = c.newSubqueue(g, subKey{group: ls.group})
@@ -27,6 +23,14 @@ func (c *Core) subFor(ls *labelSet) *subqueue {
 		g.locked[ls.vintage] = q
 	}
 	return q
+}
+
+// queueGroupOf is the label set's queue group, looked up once.
+func (c *Core) queueGroupOf(ls *labelSet) *queueGroup {
+	if ls.qg == nil {
+		ls.qg = c.groupFor(ls.group)
+	}
+	return ls.qg
 }
 
 // groupFor is the queue group of a group key, made on first use. Groups
@@ -235,7 +239,7 @@ func (c *Core) oldestFor(d *dap) *item {
 			consider(g.locked[d.Vintage], p)
 		}
 		if g.unlocked != nil {
-			if d.Vintage == c.groupTop(dg) {
+			if d.Vintage == c.groupTop(dg.key, g) {
 				consider(g.unlocked, p)
 			}
 		}
@@ -243,12 +247,11 @@ func (c *Core) oldestFor(d *dap) *item {
 	return best
 }
 
-// groupTop is the highest vintage of the DAP group's DAPs (fleet.maxVintage),
-// kept on the queue group until the fleet's vintages change.
-func (c *Core) groupTop(dg dapGroup) uint64 {
-	g := dg.g
+// groupTop is the highest vintage of group gk's DAPs (fleet.maxVintage),
+// kept on its queue group g until the fleet's vintages change.
+func (c *Core) groupTop(gk groupKey, g *queueGroup) uint64 {
 	if !g.topKnown || g.topEpoch != c.fleet.vintageEpoch {
-		g.top, _ = c.fleet.maxVintage(dg.key)
+		g.top, _ = c.fleet.maxVintage(gk)
 		g.topEpoch, g.topKnown = c.fleet.vintageEpoch, true
 	}
 	return g.top

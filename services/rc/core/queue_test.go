@@ -25,7 +25,8 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 	c.Step(Tick{At: t0})
 	bounds := []int64{MinTS, t0 - hour, t0, t0 + 12*hour, t0 + 13*hour, MaxTS}
 	purviews := []messages.TimeRange{{Start: MinTS, End: t0}, {Start: t0, End: t0 + 12*hour}, {Start: t0 + 12*hour, End: MaxTS}, messages.Unbounded}
-	d := &dap{DAPInfo: DAPInfo{ID: "d", Available: true, Concurrency: 1, Tables: map[string]TableKind{"trade": TimePartitioned}}}
+	// (tables as fleet.upsert lists them: the chain asks the DAP's groups.)
+	d := &dap{DAPInfo: DAPInfo{ID: "d", Available: true, Concurrency: 1, Tables: map[string]TableKind{"trade": TimePartitioned}}, tables: []string{"trade"}}
 	r := &request{Request: Request{ID: "q", Table: "trade"}, kind: TimePartitioned}
 	// Items of a request scoped to another tier: the chain refuses them, and
 	// the walk goes on past them.
