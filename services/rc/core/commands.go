@@ -4,8 +4,8 @@ package core
 //
 // The commands of every decision, *Dispatch and *AggTrack, are pointers into
 // storage the core reuses: like the slice Step returns, they and the slices
-// in them are valid until the next Step (copy what you keep). A decision
-// then allocates nothing to say what it decided.
+// in them (and AggExpect's Portions) are valid until the next Step (copy what
+// you keep). A decision then allocates nothing to say what it decided.
 type Command interface {
 	isCommand()
 }

@@ -136,7 +136,8 @@ func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 	} else {
 		q = new(subqueue)
 	}
-	q.key, q.g = key, g
+	c.nextSubID++
+	q.key, q.g, q.id, q.tab = key, g, c.nextSubID, &c.items
 	q.setPurviews(g.purviews)
 	return q
 }
@@ -151,14 +152,8 @@ func (c *Core) enqueue(r *request, ls *labelSet, s, e int64) {
 
 func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
 	c.nextSeq++
-	var it *item
-	if n := len(c.freeItems); n > 0 {
-		it = c.freeItems[n-1]
-		c.freeItems = c.freeItems[:n-1]
-	} else {
-		it = new(item)
-	}
-	*it = item{req: r, ls: ls, start: s, end: e, age: age, seq: c.nextSeq, idx: len(ls.items)}
+	it := c.newItem()
+	*it = item{req: r, ls: ls, start: s, end: e, age: age, seq: c.nextSeq, idx: len(ls.items), ix: it.ix}
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
@@ -181,7 +176,7 @@ func (c *Core) unqueue(it *item) {
 	it.req.queued--
 	c.callerQueue(it.req).queued--
 	c.stats.QueueLength--
-	*it = item{}
+	*it = item{ix: it.ix}
 	c.freeItems = append(c.freeItems, it)
 }
 

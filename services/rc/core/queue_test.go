@@ -32,7 +32,7 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 	// the walk goes on past them.
 	other := &request{Request: Request{ID: "scoped", Table: "trade", Tier: TierHDB}, kind: TimePartitioned}
 	ls := &labelSet{group: groupKey{table: "trade"}, locked: true}
-	q := &subqueue{}
+	q := &subqueue{id: 1, tab: &c.items}
 	q.setPurviews(purviews)
 	rng := rand.New(rand.NewPCG(7, 11))
 	var live []*item
@@ -46,7 +46,8 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 			if rng.IntN(3) == 0 {
 				req = other
 			}
-			it := &item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: age(rng, step), seq: seq}
+			it := c.newItem()
+			*it = item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: age(rng, step), seq: seq, ix: it.ix}
 			q.insert(it)
 			live = append(live, it)
 		} else {
