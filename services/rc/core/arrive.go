@@ -179,8 +179,8 @@ func (c *Core) placeRequest(r *request) {
 		// places the request again.
 		order := c.placeOrder[:0]
 		c.placeOrder = nil
-		for _, d := range c.fleet.group(ls.group) {
-			if d.freeSlots() > 0 && d.Available && d.serves(r.Table) {
+		for _, d := range c.groupDAPs(c.queueGroupOf(ls)) {
+			if d.freeSlots() > 0 && d.Available && c.inGroup(d, ls) {
 				order = append(order, d)
 			}
 		}

@@ -57,6 +57,7 @@ type Core struct {
 // queueGroup holds the subqueues of one group: unlocked items and items per
 // locked vintage.
 type queueGroup struct {
+	key      groupKey
 	unlocked *subqueue
 	locked   map[uint64]*subqueue
 	// purviews: the distinct purviews of the group's DAPs, one heap each in
@@ -68,6 +69,10 @@ type queueGroup struct {
 	top      uint64
 	topEpoch uint64
 	topKnown bool
+	// daps is fleet.group(key) as of fleet epoch dapsEpoch (groupDAPs).
+	daps      []*dap
+	dapsEpoch uint64
+	dapsKnown bool
 }
 
 // callerCount is a caller's queued items, and the live requests that count

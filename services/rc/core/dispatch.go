@@ -9,19 +9,25 @@ import (
 
 // subFor is the subqueue that holds a label set's items: per locked vintage,
 // or the unlocked one.
+// The label set keeps the answer (ls.sub) while that subqueue lives (its id
+// is ls.subID: a released subqueue has none, a reused one a new one) and the
+// label set's lock does not change: leftovers are queued without a lookup.
 func (c *Core) subFor(ls *labelSet) *subqueue {
+	if q := ls.sub; q != nil && q.id == ls.subID {
+		return q
+	}
 	g := c.queueGroupOf(ls)
+	var q *subqueue
 	if !ls.locked {
 		if g.unlocked == nil {
 			g.unlocked = c.newSubqueue(g, subKey{group: ls.group})
 		}
-		return g.unlocked
-	}
-	q := g.locked[ls.vintage]
-	if q == nil {
+		q = g.unlocked
+	} else if q = g.locked[ls.vintage]; q == nil {
 		q = c.newSubqueue(g, subKey{group: ls.group, locked: true, vintage: ls.vintage})
 		g.locked[ls.vintage] = q
 	}
+	ls.sub, ls.subID = q, q.id
 	return q
 }
 
@@ -40,10 +46,19 @@ func (c *Core) queueGroupOf(ls *labelSet) *queueGroup {
 func (c *Core) groupFor(gk groupKey) *queueGroup {
 	g := c.groups[gk]
 	if g == nil {
-		g = &queueGroup{locked: map[uint64]*subqueue{}, purviews: c.groupPurviews(gk)}
+		g = &queueGroup{key: gk, locked: map[uint64]*subqueue{}, purviews: c.groupPurviews(gk)}
 		c.groups[gk] = g
 	}
 	return g
+}
+
+// groupDAPs is fleet.group of the queue group's key, kept on the group until
+// the fleet changes: a request placed asks it once per label set.
+func (c *Core) groupDAPs(g *queueGroup) []*dap {
+	if !g.dapsKnown || g.dapsEpoch != c.fleet.epoch {
+		g.daps, g.dapsEpoch, g.dapsKnown = c.fleet.group(g.key), c.fleet.epoch, true
+	}
+	return g.daps
 }
 
 // dapGroups is the DAP's queue group per table (in d.tables order), and
@@ -198,7 +213,7 @@ func (c *Core) lock(ls *labelSet, v uint64) {
 		q.remove(it)
 		c.dropIfEmpty(q)
 	}
-	ls.locked, ls.vintage = true, v
+	ls.locked, ls.vintage, ls.sub = true, v, nil
 	q := c.subFor(ls)
 	for _, it := range ls.items {
 		q.insert(it)
@@ -369,10 +384,11 @@ func (c *Core) afterDAPChange(d *dap) {
 // dequeueGroups offers queued items of the groups to their ready DAPs.
 func (c *Core) dequeueGroups(groups []groupKey) {
 	for _, g := range groups {
-		if qg := c.groups[g]; qg == nil || qg.empty() {
+		qg := c.groups[g]
+		if qg == nil || qg.empty() {
 			continue // nothing queued in this group
 		}
-		for _, o := range c.fleet.group(g) {
+		for _, o := range c.groupDAPs(qg) {
 			if c.ready(o) {
 				c.dequeue(o)
 			}

@@ -338,7 +338,7 @@ func (q *subqueue) release() {
 	for i := range q.heaps {
 		q.heaps[i].reset()
 	}
-	q.g, q.purviews = nil, nil
+	q.g, q.purviews, q.id = nil, nil, 0 // (no label set's subFor answer stands)
 }
 
 // reset empties the heap, keeping its buffers.

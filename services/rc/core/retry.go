@@ -52,8 +52,7 @@ func (c *Core) restart(r *request, ls *labelSet) {
 		}
 	}
 	ls.attempt++
-	ls.locked = false
-	ls.vintage = 0
+	ls.locked, ls.vintage, ls.sub = false, 0, nil
 	r.setRunning(ls, 0)
 	clear(ls.done)
 	ls.done = ls.done[:0]
