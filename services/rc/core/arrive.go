@@ -66,7 +66,7 @@ func (c *Core) expectedPortions(r *request) int {
 	n := 0
 	for _, ls := range r.sets {
 		k := 0
-		for _, p := range c.groupFor(ls.group).purviews {
+		for _, p := range c.queueGroupOf(ls).purviews {
 			if p.Start < r.End && r.Start < p.End {
 				k++
 			}
