@@ -27,7 +27,7 @@ func TestAllocBudgetSmallRequest(t *testing.T) {
 		id := "q-" + strconv.Itoa(n)
 		var d Dispatch
 		for _, cmd := range c.Step(RequestArrived{At: now, Request: Request{ID: id, API: "getData", Table: "trade",
-			Labels: Selector{"region": {"eu"}}, Start: t0, End: t0 + hour, Deadline: now + int64(time.Minute), Agg: "agg-1"}}) {
+			Labels: Selector{"region": {"eu"}}, Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: now + int64(time.Minute), Agg: "agg-1"}}) {
 			if x, ok := cmd.(*Dispatch); ok {
 				d = *x
 			}
@@ -61,7 +61,7 @@ func BenchmarkSmallRequestCore(b *testing.B) {
 		id := "q-" + strconv.Itoa(n)
 		var d Dispatch
 		for _, cmd := range c.Step(RequestArrived{At: now, Request: Request{ID: id, API: "getData", Table: "trade",
-			Labels: Selector{"region": {"eu"}}, Start: t0, End: t0 + hour, Deadline: now + int64(time.Minute), Agg: "agg-1"}}) {
+			Labels: Selector{"region": {"eu"}}, Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: now + int64(time.Minute), Agg: "agg-1"}}) {
 			if x, ok := cmd.(*Dispatch); ok {
 				d = *x
 			}
@@ -92,11 +92,11 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 			Available: true, Concurrency: 1, Tables: tables}
 		switch i / labelSets {
 		case 0:
-			info.Tier, info.Start, info.End = TierHDB, MinTS, t0
+			info.Tier, info.Purview.Start, info.Purview.End = TierHDB, MinTS, t0
 		case 1:
-			info.Tier, info.Start, info.End = TierIDB, t0, t0+12*hour
+			info.Tier, info.Purview.Start, info.Purview.End = TierIDB, t0, t0+12*hour
 		default:
-			info.Tier, info.Start, info.End = TierRDB, t0+12*hour, MaxTS
+			info.Tier, info.Purview.Start, info.Purview.End = TierRDB, t0+12*hour, MaxTS
 		}
 		c.Step(DAPRegistered{At: now, DAP: info})
 	}
@@ -119,7 +119,7 @@ func TestDecisionAllocatesNothing(t *testing.T) {
 		nextReq++
 		now += int64(time.Microsecond)
 		collect(c.Step(RequestArrived{At: now, Request: Request{ID: "q-" + strconv.Itoa(nextReq), Table: "trade",
-			Start: t0 - hour, End: t0 + 13*hour, Deadline: now + int64(time.Hour), Agg: "agg-1"}}))
+			Range: TimeRange{Start: t0 - hour, End: t0 + 13*hour}, Deadline: now + int64(time.Hour), Agg: "agg-1"}}))
 	}
 	for c.stats.QueueLength < queued {
 		submit()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // arrive splits a new request into label sets (and, for time-partitioned
@@ -45,9 +47,9 @@ func (c *Core) arrive(q Request) {
 		c.arrivedLate(r) // timeout_more.go
 		return
 	}
-	s, e := c.queueRange(r)
+	rng := c.queueRange(r)
 	for _, ls := range r.sets {
-		c.enqueue(r, ls, s, e)
+		c.enqueue(r, ls, rng)
 	}
 	c.placeRequest(r)
 	if r.live() {
@@ -67,7 +69,7 @@ func (c *Core) expectedPortions(r *request) int {
 	for _, ls := range r.sets {
 		k := 0
 		for _, p := range c.queueGroupOf(ls).purviews {
-			if p.Start < r.End && r.Start < p.End {
+			if _, ok := p.Intersect(r.Range); ok {
 				k++
 			}
 		}
@@ -81,11 +83,11 @@ type replyError struct {
 	text string
 }
 
-func (c *Core) queueRange(r *request) (int64, int64) {
+func (c *Core) queueRange(r *request) TimeRange {
 	if r.kind == TimePartitioned {
-		return r.Start, r.End
+		return r.Range
 	}
-	return MinTS, MaxTS
+	return messages.Unbounded
 }
 
 // split finds the request's label sets. A label set that no DAP has fails
@@ -99,8 +101,8 @@ func (c *Core) split(r *request) *replyError {
 		return &replyError{ReplyNoResources, fmt.Sprintf("No DAP serves table %q", r.Table)}
 	}
 	r.kind = kind
-	if kind == TimePartitioned && r.Start >= r.End {
-		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Start), formatTS(r.End))}
+	if kind == TimePartitioned && !r.Range.Valid() {
+		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Range.Start), formatTS(r.Range.End))}
 	}
 	if kind == Unsharded {
 		ls := &r.labelSets(1)[0]

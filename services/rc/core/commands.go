@@ -52,9 +52,9 @@ type Portion struct {
 	ID      uint64
 	Request string
 	Labels  Labels
-	// Start and End are the portion's range (the whole request range for
-	// tables that are not time-partitioned).
-	Start, End int64
+	// Range is the portion's time range (unbounded for tables that are not
+	// time-partitioned).
+	Range TimeRange
 	// Attempt counts the label set's retries: 0 first, then 1, 2, ...
 	Attempt int
 	// PurviewVersion and Vintage are the DAP's, as the RC knew them at

@@ -190,7 +190,7 @@ func (c *Core) dapLost(id string) {
 		if r.SQL && !slices.Contains(ps.ls.dropped, d.Addr) {
 			ps.ls.dropped = append(ps.ls.dropped, d.Addr)
 		}
-		c.enqueue(r, ps.ls, ps.Start, ps.End)
+		c.enqueue(r, ps.ls, ps.Range)
 		touched = append(touched, r)
 	}
 	d.running = nil

@@ -86,7 +86,7 @@ func (c *Core) groupPurviews(g groupKey) []messages.TimeRange {
 	}
 	var ps []messages.TimeRange
 	for _, d := range c.fleet.group(g) {
-		if p := (messages.TimeRange{Start: d.Start, End: d.End}); d.serves(g.table) && !slices.Contains(ps, p) {
+		if p := d.Purview; d.serves(g.table) && !slices.Contains(ps, p) {
 			ps = append(ps, p)
 		}
 	}
@@ -160,15 +160,15 @@ func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 // empty: nothing of the group is queued.
 func (g *queueGroup) empty() bool { return g.unlocked == nil && len(g.locked) == 0 }
 
-// enqueue adds the range [s, e) of a label set, aged as the request.
-func (c *Core) enqueue(r *request, ls *labelSet, s, e int64) {
-	c.enqueueAt(r, ls, s, e, r.arrived)
+// enqueue adds a time range of a label set, aged as the request.
+func (c *Core) enqueue(r *request, ls *labelSet, rng TimeRange) {
+	c.enqueueAt(r, ls, rng, r.arrived)
 }
 
-func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
+func (c *Core) enqueueAt(r *request, ls *labelSet, rng TimeRange, age int64) {
 	c.nextSeq++
 	it := c.newItem()
-	*it = item{req: r, ls: ls, start: s, end: e, age: age, seq: c.nextSeq, idx: len(ls.items), ix: it.ix}
+	*it = item{req: r, ls: ls, rng: rng, age: age, seq: c.nextSeq, idx: len(ls.items), ix: it.ix}
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
@@ -243,7 +243,7 @@ func (c *Core) oldestFor(d *dap) *item {
 		}
 		p := wholeRange[0]
 		if dg.partitioned {
-			p = messages.TimeRange{Start: d.Start, End: d.End}
+			p = d.Purview
 		}
 		if len(g.locked) > 0 {
 			consider(g.locked[d.Vintage], p)
@@ -290,28 +290,27 @@ func (c *Core) dequeue(d *dap) {
 // requeues the leftovers at the item's age.
 func (c *Core) dispatchItem(d *dap, it *item) {
 	r, ls := it.req, it.ls
-	start, end, age := it.start, it.end, it.age
-	s, e := start, end
+	whole, age := it.rng, it.age
+	rng := whole
 	if r.kind == TimePartitioned {
-		s, e, _ = overlap(start, end, d.Start, d.End)
+		rng, _ = whole.Intersect(d.Purview)
 	}
 	c.unqueue(it) // it is free from here on
 	if !ls.locked {
 		c.lock(ls, d.Vintage)
 	}
-	if start < s {
-		c.enqueueAt(r, ls, start, s, age)
+	if whole.Start < rng.Start {
+		c.enqueueAt(r, ls, TimeRange{Start: whole.Start, End: rng.Start}, age)
 	}
-	if e < end {
-		c.enqueueAt(r, ls, e, end, age)
+	if rng.End < whole.End {
+		c.enqueueAt(r, ls, TimeRange{Start: rng.End, End: whole.End}, age)
 	}
 	c.nextPortion++
 	p := Portion{
 		ID:             c.nextPortion,
 		Request:        r.ID,
 		Labels:         ls.labels,
-		Start:          s,
-		End:            e,
+		Range:          rng,
 		Attempt:        ls.attempt,
 		PurviewVersion: d.PurviewVersion,
 		Vintage:        d.Vintage,

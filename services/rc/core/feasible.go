@@ -158,7 +158,7 @@ func (c *Core) candidate(d *dap, it *item) bool {
 		return false
 	}
 	if r.kind == TimePartitioned {
-		_, _, ok := overlap(it.start, it.end, d.Start, d.End)
+		_, ok := it.rng.Intersect(d.Purview)
 		return ok
 	}
 	return true

@@ -24,9 +24,9 @@ import (
 
 // item is a queued part of a label set of a request.
 type item struct {
-	req        *request
-	ls         *labelSet
-	start, end int64
+	req *request
+	ls  *labelSet
+	rng TimeRange
 	// age orders the queue (oldest first); seq breaks ties.
 	age int64
 	seq uint64
@@ -83,7 +83,7 @@ func (it *item) ageKey() ageKey { return ageKey{it.age, it.seq} }
 // less orders items by start, then seq: the order of queue blocks in a
 // timeout message and of walk.
 func less(a, b *item) bool {
-	return a.start < b.start || (a.start == b.start && a.seq < b.seq)
+	return a.rng.Start < b.rng.Start || (a.rng.Start == b.rng.Start && a.seq < b.seq)
 }
 
 // A purview is the messages' TimeRange, its one home: [Start, End) with
@@ -91,9 +91,6 @@ func less(a, b *item) bool {
 
 // wholeRange is the one purview of a table that is not time-partitioned.
 var wholeRange = []messages.TimeRange{messages.Unbounded}
-
-// meets: the item's range intersects the purview.
-func meets(p messages.TimeRange, it *item) bool { return it.start < p.End && it.end > p.Start }
 
 // subKey names a subqueue: the items of one group whose label set has locked
 // vintage `vintage` (locked) or has locked none.
@@ -275,7 +272,7 @@ func (q *subqueue) insert(it *item) {
 // place puts the item in the heap of every purview it meets.
 func (q *subqueue) place(it *item) {
 	for b, p := range q.purviews {
-		if meets(p, it) {
+		if _, ok := p.Intersect(it.rng); ok {
 			q.heaps[b].push(it)
 		}
 	}
@@ -291,7 +288,7 @@ func (q *subqueue) remove(it *item) {
 	q.tab.at[it.ix] = itemAt{} // its heap slots are stale from here on
 	q.n--
 	for b, p := range q.purviews {
-		if meets(p, it) {
+		if _, ok := p.Intersect(it.rng); ok {
 			q.heaps[b].live--
 			q.heaps[b].compact(q)
 		}

@@ -47,7 +47,7 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 				req = other
 			}
 			it := c.newItem()
-			*it = item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: age(rng, step), seq: seq, ix: it.ix}
+			*it = item{req: req, ls: ls, rng: TimeRange{Start: bounds[i], End: bounds[j]}, age: age(rng, step), seq: seq, ix: it.ix}
 			q.insert(it)
 			live = append(live, it)
 		} else {
@@ -59,11 +59,11 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 		for b, p := range purviews {
 			var want *item
 			for _, it := range live {
-				if it.req == r && meets(p, it) && (want == nil || it.ageKey().less(want.ageKey())) {
+				if it.req == r && it.rng.Start < p.End && it.rng.End > p.Start && (want == nil || it.ageKey().less(want.ageKey())) {
 					want = it
 				}
 			}
-			d.Start, d.End = p.Start, p.End // the DAP asking has this purview
+			d.Purview = p // the DAP asking has this purview
 			if got := q.oldest(p, c, d, &c.scratch); got != want {
 				t.Fatalf("step %d, purview %v: oldest %+v, a scan finds %+v", step, p, got, want)
 			}
