@@ -227,7 +227,7 @@ func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 	return core.DAPInfo{
 		ID: reg.DAPID, Addr: reg.Addr, RC: reg.RCID, Assembly: reg.Assembly,
 		Labels: reg.Labels, Tier: reg.Tier,
-		Start: reg.Purview.Start, End: reg.Purview.End, Tables: tables,
+		Purview: reg.Purview, Tables: tables,
 		PurviewVersion: reg.PurviewVersion, Vintage: reg.ReferenceVintage,
 		Available: reg.Available, Concurrency: reg.Concurrency,
 	}

@@ -66,7 +66,7 @@ func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 	tables := map[string]messages.TableInfo{}
 	for _, d := range r.core.DAPs() {
 		md := MetaDAP{ID: d.ID, Addr: d.Addr, RC: d.RC, Labels: d.Labels, Tier: string(d.Tier),
-			Start: tsPtr(d.Start), End: tsPtr(d.End), PurviewVersion: d.PurviewVersion,
+			Start: tsPtr(d.Purview.Start), End: tsPtr(d.Purview.End), PurviewVersion: d.PurviewVersion,
 			ReferenceVintage: d.Vintage, Available: d.Available, Running: r.core.Running(d.ID)}
 		if rec := r.daps[d.ID]; rec != nil {
 			for _, t := range rec.reg.Tables {

@@ -81,7 +81,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	ri.forget = time.Unix(0, d.Deadline).Add(time.Duration(2*r.cfg.MultiRCMaxWait+1) * r.cfg.TickEvery)
 	r.reqLog(d.RequestID).Debug().Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
 	r.step(core.PeerDispatch{At: now.UnixNano(), Primary: pp.PrimaryID, Dispatch: core.Dispatch{
-		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: d.Labels, Start: d.Range.Start, End: d.Range.End,
+		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: d.Labels, Range: d.Range,
 			Attempt: int(d.Attempt), PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},
 		DAP: pp.DAPID, API: d.API, Table: pp.Table, Agg: d.AggID, Deadline: d.Deadline,
 		Retries: int(pp.Retries), QueuedAt: pp.QueuedAt,

@@ -75,7 +75,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	}
 	req := core.Request{
 		ID: sub.RequestID, API: api, SQL: sql, Table: args.Table, Labels: args.Labels,
-		Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS), Deadline: sub.Deadline,
+		Range: messages.TimeRange{Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS)}, Deadline: sub.Deadline,
 		Assembly: sub.Header.Scope.Assembly, Tier: sub.Header.Scope.Tier, // the core picks the Agg
 		Caller: caller,
 	}

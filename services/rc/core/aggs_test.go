@@ -14,7 +14,7 @@ func twoAggs(t *testing.T) *harness {
 func (h *harness) requestAnyAgg(id string) []Command {
 	h.t.Helper()
 	return h.step(RequestArrived{At: h.now, Request: Request{ID: id, API: "getData", Table: "trade",
-		Start: t0, End: t0 + hour, Deadline: h.now + int64(time.Minute)}})
+		Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: h.now + int64(time.Minute)}})
 }
 
 // Requests go to the alive Aggs in turn; a lost Agg gets no new work.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // arrive splits a new request into label sets (and, for time-partitioned
@@ -22,7 +24,9 @@ func (c *Core) arrive(q Request) {
 	r.arrived = c.now
 	r.firstQueuedDay = utcDay(c.now)
 	r.purviewEpoch = c.fleet.purviewEpoch
-	r.track.expect = r.expectBuf[:0]
+	if r.track.expect == nil {
+		r.track.expect = r.expectBuf[:0]
+	}
 	c.requests[q.ID] = r
 	c.schedule(timerEntry{at: q.Deadline, kind: timerDeadline, id: q.ID})
 	c.stats.Arrived++
@@ -43,9 +47,9 @@ func (c *Core) arrive(q Request) {
 		c.arrivedLate(r) // timeout_more.go
 		return
 	}
-	s, e := c.queueRange(r)
+	rng := c.queueRange(r)
 	for _, ls := range r.sets {
-		c.enqueue(r, ls, s, e)
+		c.enqueue(r, ls, rng)
 	}
 	c.placeRequest(r)
 	if r.live() {
@@ -64,8 +68,8 @@ func (c *Core) expectedPortions(r *request) int {
 	n := 0
 	for _, ls := range r.sets {
 		k := 0
-		for _, p := range c.groupFor(ls.group).purviews {
-			if p.Start < r.End && r.Start < p.End {
+		for _, p := range c.queueGroupOf(ls).purviews {
+			if _, ok := p.Intersect(r.Range); ok {
 				k++
 			}
 		}
@@ -79,11 +83,11 @@ type replyError struct {
 	text string
 }
 
-func (c *Core) queueRange(r *request) (int64, int64) {
+func (c *Core) queueRange(r *request) TimeRange {
 	if r.kind == TimePartitioned {
-		return r.Start, r.End
+		return r.Range
 	}
-	return MinTS, MaxTS
+	return messages.Unbounded
 }
 
 // split finds the request's label sets. A label set that no DAP has fails
@@ -97,8 +101,8 @@ func (c *Core) split(r *request) *replyError {
 		return &replyError{ReplyNoResources, fmt.Sprintf("No DAP serves table %q", r.Table)}
 	}
 	r.kind = kind
-	if kind == TimePartitioned && r.Start >= r.End {
-		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Start), formatTS(r.End))}
+	if kind == TimePartitioned && !r.Range.Valid() {
+		return &replyError{ReplyBadRequest, fmt.Sprintf("Invalid time range: startTS %s is not before endTS %s", formatTS(r.Range.Start), formatTS(r.Range.End))}
 	}
 	if kind == Unsharded {
 		ls := &r.labelSets(1)[0]
@@ -177,8 +181,8 @@ func (c *Core) placeRequest(r *request) {
 		// places the request again.
 		order := c.placeOrder[:0]
 		c.placeOrder = nil
-		for _, d := range c.fleet.group(ls.group) {
-			if d.freeSlots() > 0 && d.Available && d.serves(r.Table) {
+		for _, d := range c.groupDAPs(c.queueGroupOf(ls)) {
+			if d.freeSlots() > 0 && d.Available && c.inGroup(d, ls) {
 				order = append(order, d)
 			}
 		}

@@ -29,11 +29,11 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 		switch (i / labelSets) % 3 {
 		case 0:
-			info.Tier, info.Start, info.End = TierHDB, MinTS, t0
+			info.Tier, info.Purview.Start, info.Purview.End = TierHDB, MinTS, t0
 		case 1:
-			info.Tier, info.Start, info.End = TierIDB, t0, t0+12*hour
+			info.Tier, info.Purview.Start, info.Purview.End = TierIDB, t0, t0+12*hour
 		default:
-			info.Tier, info.Start, info.End = TierRDB, t0+12*hour, MaxTS
+			info.Tier, info.Purview.Start, info.Purview.End = TierRDB, t0+12*hour, MaxTS
 		}
 		c.Step(DAPRegistered{At: now, DAP: info})
 	}
@@ -75,7 +75,7 @@ func BenchmarkDispatch(b *testing.B) {
 		nextReq++
 		now += int64(time.Microsecond)
 		collect(c.Step(RequestArrived{At: now, Request: Request{
-			ID: fmt.Sprintf("q-%d", nextReq), Table: "trade", Start: t0 - hour, End: t0 + 13*hour,
+			ID: fmt.Sprintf("q-%d", nextReq), Table: "trade", Range: TimeRange{Start: t0 - hour, End: t0 + 13*hour},
 			Deadline: now + int64(time.Hour*24*365), Agg: "agg-1",
 		}}))
 	}

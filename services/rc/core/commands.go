@@ -4,8 +4,8 @@ package core
 //
 // The commands of every decision, *Dispatch and *AggTrack, are pointers into
 // storage the core reuses: like the slice Step returns, they and the slices
-// in them are valid until the next Step (copy what you keep). A decision
-// then allocates nothing to say what it decided.
+// in them (and AggExpect's Portions) are valid until the next Step (copy what
+// you keep). A decision then allocates nothing to say what it decided.
 type Command interface {
 	isCommand()
 }
@@ -52,9 +52,9 @@ type Portion struct {
 	ID      uint64
 	Request string
 	Labels  Labels
-	// Start and End are the portion's range (the whole request range for
-	// tables that are not time-partitioned).
-	Start, End int64
+	// Range is the portion's time range (unbounded for tables that are not
+	// time-partitioned).
+	Range TimeRange
 	// Attempt counts the label set's retries: 0 first, then 1, 2, ...
 	Attempt int
 	// PurviewVersion and Vintage are the DAP's, as the RC knew them at

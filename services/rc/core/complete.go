@@ -127,11 +127,17 @@ func (c *Core) completed(e PortionCompleted) {
 // portions make the answer.
 func (c *Core) aggregate(r *request) {
 	r.aggregating = true
-	var refs []PortionRef
+	// In the step's reused storage (c.refs), like the decisions' commands:
+	// a request of many portions allocated its whole list here.
+	start := len(c.refs)
 	for _, ls := range r.sets {
 		for _, ps := range ls.done {
-			refs = append(refs, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
+			c.refs = append(c.refs, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
 		}
+	}
+	var refs []PortionRef
+	if n := len(c.refs); n > start {
+		refs = c.refs[start:n:n]
 	}
 	c.emit(AggExpect{Request: r.ID, Agg: r.Agg, Portions: refs})
 }
@@ -184,7 +190,7 @@ func (c *Core) dapLost(id string) {
 		if r.SQL && !slices.Contains(ps.ls.dropped, d.Addr) {
 			ps.ls.dropped = append(ps.ls.dropped, d.Addr)
 		}
-		c.enqueue(r, ps.ls, ps.Start, ps.End)
+		c.enqueue(r, ps.ls, ps.Range)
 		touched = append(touched, r)
 	}
 	d.running = nil

@@ -30,10 +30,13 @@ type Core struct {
 	out         []Command
 	dispatches  arena[Dispatch] // the step's *Dispatch commands
 	tracks      arena[AggTrack] // the step's *AggTrack commands
+	refs        []PortionRef    // the step's AggExpect portion lists
 	tracked     []*request      // requests with AggTrack changes in this step
 	scratch     frontier
 	placeOrder  []*dap      // placeRequest's scratch
 	freeItems   []*item     // unqueued items, reused by enqueue
+	items       itemTable   // every item, by number (queue.go)
+	nextSubID   uint64      // the last subqueue id given (subqueue.id)
 	freeSubs    []*subqueue // emptied subqueues, reused with their buffers
 	// portionSlab hands out portion states a chunk at a time: a decision
 	// does not allocate one (a chunk lives while any of its requests does).
@@ -54,6 +57,7 @@ type Core struct {
 // queueGroup holds the subqueues of one group: unlocked items and items per
 // locked vintage.
 type queueGroup struct {
+	key      groupKey
 	unlocked *subqueue
 	locked   map[uint64]*subqueue
 	// purviews: the distinct purviews of the group's DAPs, one heap each in
@@ -65,6 +69,10 @@ type queueGroup struct {
 	top      uint64
 	topEpoch uint64
 	topKnown bool
+	// daps is fleet.group(key) as of fleet epoch dapsEpoch (groupDAPs).
+	daps      []*dap
+	dapsEpoch uint64
+	dapsKnown bool
 }
 
 // callerCount is a caller's queued items, and the live requests that count
@@ -139,6 +147,8 @@ func (c *Core) Step(ev Event) []Command {
 	c.out = c.out[:0]
 	c.dispatches.reset()
 	c.tracks.reset()
+	clear(c.refs)
+	c.refs = c.refs[:0]
 	c.recycle()
 	if t := eventTime(ev); t > c.now {
 		c.now = t
@@ -256,7 +266,18 @@ func (c *Core) newRequest() *request {
 	clear(sets[:cap(sets)])
 	clear(setBuf[:cap(setBuf)])
 	clear(portions[:cap(portions)])
-	*r = request{sets: sets[:0], setBuf: setBuf[:0], portions: portions[:0], ids: ids[:0]}
+	// The early-expectation buffers too: the AggTrack they went out in was
+	// valid until the step after the request ended, and that has begun. (A
+	// buffer still the request's own expectBuf is not kept: arrive points
+	// the track at the new expectBuf.)
+	expect, supersede := r.track.expect, r.track.supersede
+	if cap(expect) <= len(r.expectBuf) {
+		expect = nil
+	}
+	clear(expect[:cap(expect)])
+	clear(supersede[:cap(supersede)])
+	*r = request{sets: sets[:0], setBuf: setBuf[:0], portions: portions[:0], ids: ids[:0],
+		track: trackState{expect: expect[:0], supersede: supersede[:0]}}
 	return r
 }
 

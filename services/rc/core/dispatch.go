@@ -9,24 +9,34 @@ import (
 
 // subFor is the subqueue that holds a label set's items: per locked vintage,
 // or the unlocked one.
+// The label set keeps the answer (ls.sub) while that subqueue lives (its id
+// is ls.subID: a released subqueue has none, a reused one a new one) and the
+// label set's lock does not change: leftovers are queued without a lookup.
 func (c *Core) subFor(ls *labelSet) *subqueue {
-	g := ls.qg
-	if g == nil {
-		g = c.groupFor(ls.group)
-		ls.qg = g
+	if q := ls.sub; q != nil && q.id == ls.subID {
+		return q
 	}
+	g := c.queueGroupOf(ls)
+	var q *subqueue
 	if !ls.locked {
 		if g.unlocked == nil {
 			g.unlocked = c.newSubqueue(g, subKey{group: ls.group})
 		}
-		return g.unlocked
-	}
-	q := g.locked[ls.vintage]
-	if q == nil {
+		q = g.unlocked
+	} else if q = g.locked[ls.vintage]; q == nil {
 		q = c.newSubqueue(g, subKey{group: ls.group, locked: true, vintage: ls.vintage})
 		g.locked[ls.vintage] = q
 	}
+	ls.sub, ls.subID = q, q.id
 	return q
+}
+
+// queueGroupOf is the label set's queue group, looked up once.
+func (c *Core) queueGroupOf(ls *labelSet) *queueGroup {
+	if ls.qg == nil {
+		ls.qg = c.groupFor(ls.group)
+	}
+	return ls.qg
 }
 
 // groupFor is the queue group of a group key, made on first use. Groups
@@ -36,10 +46,19 @@ func (c *Core) subFor(ls *labelSet) *subqueue {
 func (c *Core) groupFor(gk groupKey) *queueGroup {
 	g := c.groups[gk]
 	if g == nil {
-		g = &queueGroup{locked: map[uint64]*subqueue{}, purviews: c.groupPurviews(gk)}
+		g = &queueGroup{key: gk, locked: map[uint64]*subqueue{}, purviews: c.groupPurviews(gk)}
 		c.groups[gk] = g
 	}
 	return g
+}
+
+// groupDAPs is fleet.group of the queue group's key, kept on the group until
+// the fleet changes: a request placed asks it once per label set.
+func (c *Core) groupDAPs(g *queueGroup) []*dap {
+	if !g.dapsKnown || g.dapsEpoch != c.fleet.epoch {
+		g.daps, g.dapsEpoch, g.dapsKnown = c.fleet.group(g.key), c.fleet.epoch, true
+	}
+	return g.daps
 }
 
 // dapGroups is the DAP's queue group per table (in d.tables order), and
@@ -67,7 +86,7 @@ func (c *Core) groupPurviews(g groupKey) []messages.TimeRange {
 	}
 	var ps []messages.TimeRange
 	for _, d := range c.fleet.group(g) {
-		if p := (messages.TimeRange{Start: d.Start, End: d.End}); d.serves(g.table) && !slices.Contains(ps, p) {
+		if p := d.Purview; d.serves(g.table) && !slices.Contains(ps, p) {
 			ps = append(ps, p)
 		}
 	}
@@ -132,7 +151,8 @@ func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 	} else {
 		q = new(subqueue)
 	}
-	q.key, q.g = key, g
+	c.nextSubID++
+	q.key, q.g, q.id, q.tab = key, g, c.nextSubID, &c.items
 	q.setPurviews(g.purviews)
 	return q
 }
@@ -140,21 +160,15 @@ func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 // empty: nothing of the group is queued.
 func (g *queueGroup) empty() bool { return g.unlocked == nil && len(g.locked) == 0 }
 
-// enqueue adds the range [s, e) of a label set, aged as the request.
-func (c *Core) enqueue(r *request, ls *labelSet, s, e int64) {
-	c.enqueueAt(r, ls, s, e, r.arrived)
+// enqueue adds a time range of a label set, aged as the request.
+func (c *Core) enqueue(r *request, ls *labelSet, rng TimeRange) {
+	c.enqueueAt(r, ls, rng, r.arrived)
 }
 
-func (c *Core) enqueueAt(r *request, ls *labelSet, s, e, age int64) {
+func (c *Core) enqueueAt(r *request, ls *labelSet, rng TimeRange, age int64) {
 	c.nextSeq++
-	var it *item
-	if n := len(c.freeItems); n > 0 {
-		it = c.freeItems[n-1]
-		c.freeItems = c.freeItems[:n-1]
-	} else {
-		it = new(item)
-	}
-	*it = item{req: r, ls: ls, start: s, end: e, age: age, seq: c.nextSeq, idx: len(ls.items)}
+	it := c.newItem()
+	*it = item{req: r, ls: ls, rng: rng, age: age, seq: c.nextSeq, idx: len(ls.items), ix: it.ix}
 	ls.items = append(ls.items, it)
 	c.subFor(ls).insert(it)
 	r.queued++
@@ -177,7 +191,7 @@ func (c *Core) unqueue(it *item) {
 	it.req.queued--
 	c.callerQueue(it.req).queued--
 	c.stats.QueueLength--
-	*it = item{}
+	*it = item{ix: it.ix}
 	c.freeItems = append(c.freeItems, it)
 }
 
@@ -199,7 +213,7 @@ func (c *Core) lock(ls *labelSet, v uint64) {
 		q.remove(it)
 		c.dropIfEmpty(q)
 	}
-	ls.locked, ls.vintage = true, v
+	ls.locked, ls.vintage, ls.sub = true, v, nil
 	q := c.subFor(ls)
 	for _, it := range ls.items {
 		q.insert(it)
@@ -229,13 +243,13 @@ func (c *Core) oldestFor(d *dap) *item {
 		}
 		p := wholeRange[0]
 		if dg.partitioned {
-			p = messages.TimeRange{Start: d.Start, End: d.End}
+			p = d.Purview
 		}
 		if len(g.locked) > 0 {
 			consider(g.locked[d.Vintage], p)
 		}
 		if g.unlocked != nil {
-			if d.Vintage == c.groupTop(dg) {
+			if d.Vintage == c.groupTop(dg.key, g) {
 				consider(g.unlocked, p)
 			}
 		}
@@ -243,12 +257,11 @@ func (c *Core) oldestFor(d *dap) *item {
 	return best
 }
 
-// groupTop is the highest vintage of the DAP group's DAPs (fleet.maxVintage),
-// kept on the queue group until the fleet's vintages change.
-func (c *Core) groupTop(dg dapGroup) uint64 {
-	g := dg.g
+// groupTop is the highest vintage of group gk's DAPs (fleet.maxVintage),
+// kept on its queue group g until the fleet's vintages change.
+func (c *Core) groupTop(gk groupKey, g *queueGroup) uint64 {
 	if !g.topKnown || g.topEpoch != c.fleet.vintageEpoch {
-		g.top, _ = c.fleet.maxVintage(dg.key)
+		g.top, _ = c.fleet.maxVintage(gk)
 		g.topEpoch, g.topKnown = c.fleet.vintageEpoch, true
 	}
 	return g.top
@@ -277,28 +290,27 @@ func (c *Core) dequeue(d *dap) {
 // requeues the leftovers at the item's age.
 func (c *Core) dispatchItem(d *dap, it *item) {
 	r, ls := it.req, it.ls
-	start, end, age := it.start, it.end, it.age
-	s, e := start, end
+	whole, age := it.rng, it.age
+	rng := whole
 	if r.kind == TimePartitioned {
-		s, e, _ = overlap(start, end, d.Start, d.End)
+		rng, _ = whole.Intersect(d.Purview)
 	}
 	c.unqueue(it) // it is free from here on
 	if !ls.locked {
 		c.lock(ls, d.Vintage)
 	}
-	if start < s {
-		c.enqueueAt(r, ls, start, s, age)
+	if whole.Start < rng.Start {
+		c.enqueueAt(r, ls, TimeRange{Start: whole.Start, End: rng.Start}, age)
 	}
-	if e < end {
-		c.enqueueAt(r, ls, e, end, age)
+	if rng.End < whole.End {
+		c.enqueueAt(r, ls, TimeRange{Start: rng.End, End: whole.End}, age)
 	}
 	c.nextPortion++
 	p := Portion{
 		ID:             c.nextPortion,
 		Request:        r.ID,
 		Labels:         ls.labels,
-		Start:          s,
-		End:            e,
+		Range:          rng,
 		Attempt:        ls.attempt,
 		PurviewVersion: d.PurviewVersion,
 		Vintage:        d.Vintage,
@@ -371,10 +383,11 @@ func (c *Core) afterDAPChange(d *dap) {
 // dequeueGroups offers queued items of the groups to their ready DAPs.
 func (c *Core) dequeueGroups(groups []groupKey) {
 	for _, g := range groups {
-		if qg := c.groups[g]; qg == nil || qg.empty() {
+		qg := c.groups[g]
+		if qg == nil || qg.empty() {
 			continue // nothing queued in this group
 		}
-		for _, o := range c.fleet.group(g) {
+		for _, o := range c.groupDAPs(qg) {
 			if c.ready(o) {
 				c.dequeue(o)
 			}

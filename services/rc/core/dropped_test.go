@@ -23,7 +23,7 @@ func TestTimeoutRequiredDAPsDropped(t *testing.T) {
 			h.register("a", lbl("region", "eu"))
 			h.register("u", lbl("region", "us"))
 			out := h.step(RequestArrived{At: h.now, Request: Request{ID: "s1", API: tc.api, Table: "trade", Labels: Selector{"region": {"eu"}},
-				Start: t0, End: t0 + hour, Deadline: h.now + int64(time.Second), Agg: "agg-1", SQL: tc.sql}})
+				Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: h.now + int64(time.Second), Agg: "agg-1", SQL: tc.sql}})
 			dispatchedTo(t, out, "a")
 			h.advance(100 * time.Millisecond)
 			none[Reply](t, h.step(DAPLost{At: h.now, DAP: "a"}))

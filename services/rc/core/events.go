@@ -20,8 +20,8 @@ type DAPInfo struct {
 	Assembly string
 	Labels   Labels
 	Tier     Tier
-	// Purview is the temporal purview [Start, End); MinTS/MaxTS when unbounded.
-	Start, End int64
+	// Purview is the temporal purview; MinTS/MaxTS at an unbounded end.
+	Purview TimeRange
 	// Tables maps each table the DAP serves to its routing kind.
 	Tables         map[string]TableKind
 	PurviewVersion uint64
@@ -66,9 +66,9 @@ type Request struct {
 	Table string
 	// Labels selects label sets; see Selector.
 	Labels Selector
-	// Start and End are the requested time range [Start, End); ignored for
-	// tables that are not time-partitioned.
-	Start, End int64
+	// Range is the requested time range; ignored for tables that are not
+	// time-partitioned.
+	Range TimeRange
 	// Deadline is absolute (Unix nanoseconds).
 	Deadline int64
 	// SQL marks requests with the SQL retry rules (date rollover, restarts).

@@ -154,14 +154,11 @@ func (c *Core) explain(d *dap, it *item) (listed bool, reasons []string) {
 // a queue block; with none, the reason is ReasonNoDAP.
 func (c *Core) candidate(d *dap, it *item) bool {
 	r := it.req
-	if !d.serves(r.Table) || !c.inScope(r, d) {
-		return false
-	}
-	if c.fleet.groupOf(d, r.Table) != it.ls.group {
+	if !c.inScope(r, d) || !c.inGroup(d, it.ls) {
 		return false
 	}
 	if r.kind == TimePartitioned {
-		_, _, ok := overlap(it.start, it.end, d.Start, d.End)
+		_, ok := it.rng.Intersect(d.Purview)
 		return ok
 	}
 	return true
@@ -174,6 +171,19 @@ func (c *Core) wantVintage(it *item) (v uint64, word string) {
 	if it.ls.locked {
 		return it.ls.vintage, reasonVintageQueueWord
 	}
-	v, _ = c.fleet.maxVintage(it.ls.group)
-	return v, reasonVintageGlobalWord
+	return c.groupTop(it.ls.group, c.queueGroupOf(it.ls)), reasonVintageGlobalWord
+}
+
+// inGroup: the DAP serves the label set's table and is one of its group
+// (fleet.groupOf), asked of the DAP's queue groups: a group key has one queue
+// group for the core's life, so a pointer compare replaces a table lookup and
+// a compare of two strings on every decision.
+func (c *Core) inGroup(d *dap, ls *labelSet) bool {
+	g := c.queueGroupOf(ls)
+	for _, dg := range c.dapGroups(d) {
+		if dg.g == g {
+			return true
+		}
+	}
+	return false
 }

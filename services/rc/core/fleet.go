@@ -161,7 +161,7 @@ func (f *fleet) upsert(info DAPInfo, keepVintage bool) *dap {
 	}
 	d, ok := f.byID[info.ID]
 	if ok {
-		if d.Start != info.Start || d.End != info.End || d.PurviewVersion != info.PurviewVersion {
+		if d.Purview != info.Purview || d.PurviewVersion != info.PurviewVersion {
 			f.purviewEpoch++
 		}
 		f.unindex(d)

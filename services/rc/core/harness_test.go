@@ -56,7 +56,7 @@ type dapOpt func(*DAPInfo)
 
 func vintage(v uint64) dapOpt               { return func(d *DAPInfo) { d.Vintage = v } }
 func unavailable() dapOpt                   { return func(d *DAPInfo) { d.Available = false } }
-func purview(s, e int64) dapOpt             { return func(d *DAPInfo) { d.Start, d.End = s, e } }
+func purview(s, e int64) dapOpt             { return func(d *DAPInfo) { d.Purview = TimeRange{Start: s, End: e} } }
 func concurrency(n int) dapOpt              { return func(d *DAPInfo) { d.Concurrency = n } }
 func ownedBy(rc string) dapOpt              { return func(d *DAPInfo) { d.RC = rc } }
 func tier(t Tier) dapOpt                    { return func(d *DAPInfo) { d.Tier = t } }
@@ -65,7 +65,7 @@ func tables(ts map[string]TableKind) dapOpt { return func(d *DAPInfo) { d.Tables
 func dapInfo(id string, labels Labels, opts ...dapOpt) DAPInfo {
 	d := DAPInfo{
 		ID: id, Addr: id + ":5080", Labels: labels, Tier: TierRDB,
-		Start: MinTS, End: MaxTS, Available: true, Concurrency: 1,
+		Purview: TimeRange{Start: MinTS, End: MaxTS}, Available: true, Concurrency: 1,
 		Tables: map[string]TableKind{"trade": TimePartitioned, "ref": Sharded, "cfg": Unsharded},
 	}
 	for _, o := range opts {
@@ -92,7 +92,7 @@ func (h *harness) vintageTo(id string, v uint64) []Command {
 func (h *harness) request(id, table string, sel Selector, s, e int64, timeout time.Duration) []Command {
 	h.t.Helper()
 	return h.step(RequestArrived{At: h.now, Request: Request{
-		ID: id, API: "getData", Table: table, Labels: sel, Start: s, End: e,
+		ID: id, API: "getData", Table: table, Labels: sel, Range: TimeRange{Start: s, End: e},
 		Deadline: h.now + int64(timeout), Agg: "agg-1",
 	}})
 }
@@ -146,7 +146,7 @@ func describe(cmds []Command) string {
 	for _, c := range cmds {
 		switch x := c.(type) {
 		case *Dispatch:
-			parts = append(parts, fmt.Sprintf("Dispatch(%s %s [%s,%s) a%d v%d via=%q)", x.DAP, x.Portion.Labels, formatTS(x.Portion.Start), formatTS(x.Portion.End), x.Portion.Attempt, x.Portion.Vintage, x.ViaRC))
+			parts = append(parts, fmt.Sprintf("Dispatch(%s %s [%s,%s) a%d v%d via=%q)", x.DAP, x.Portion.Labels, formatTS(x.Portion.Range.Start), formatTS(x.Portion.Range.End), x.Portion.Attempt, x.Portion.Vintage, x.ViaRC))
 		default:
 			parts = append(parts, fmt.Sprintf("%T%+v", c, c))
 		}

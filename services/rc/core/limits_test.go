@@ -11,7 +11,7 @@ import (
 func (h *harness) requestFrom(id, caller string, sel Selector) []Command {
 	h.t.Helper()
 	return h.step(RequestArrived{At: h.now, Request: Request{ID: id, API: "getData", Table: "trade", Labels: sel,
-		Start: t0, End: t0 + hour, Deadline: h.now + int64(time.Minute), Agg: "agg-1", Caller: caller}})
+		Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: h.now + int64(time.Minute), Agg: "agg-1", Caller: caller}})
 }
 
 // The RC's queue limit: a request that would leave portions queued beyond it

@@ -24,9 +24,9 @@ import (
 
 // item is a queued part of a label set of a request.
 type item struct {
-	req        *request
-	ls         *labelSet
-	start, end int64
+	req *request
+	ls  *labelSet
+	rng TimeRange
 	// age orders the queue (oldest first); seq breaks ties.
 	age int64
 	seq uint64
@@ -34,6 +34,39 @@ type item struct {
 	idx    int
 	subIdx int
 	sub    *subqueue
+	// ix is the item's number in the core's itemTable, for its life (an
+	// item reused keeps it).
+	ix uint32
+}
+
+// itemTable numbers the core's items densely, so that a heap slot names its
+// item by number and holds no pointer (the GC does not scan the heaps, the
+// largest part of the queue), and a slot's staleness is read from at, a
+// small array of plain values, instead of from the item (a cache miss per
+// stale slot dropped).
+type itemTable struct {
+	items []*item
+	at    []itemAt
+}
+
+// itemAt is where an item is queued: its seq and its subqueue's id; zero
+// when it is in none.
+type itemAt struct {
+	seq uint64
+	q   uint64
+}
+
+// newItem is an empty item, reused when one was unqueued.
+func (c *Core) newItem() *item {
+	if n := len(c.freeItems); n > 0 {
+		it := c.freeItems[n-1]
+		c.freeItems = c.freeItems[:n-1]
+		return it
+	}
+	it := &item{ix: uint32(len(c.items.items))}
+	c.items.items = append(c.items.items, it)
+	c.items.at = append(c.items.at, itemAt{})
+	return it
 }
 
 type ageKey struct {
@@ -50,7 +83,7 @@ func (it *item) ageKey() ageKey { return ageKey{it.age, it.seq} }
 // less orders items by start, then seq: the order of queue blocks in a
 // timeout message and of walk.
 func less(a, b *item) bool {
-	return a.start < b.start || (a.start == b.start && a.seq < b.seq)
+	return a.rng.Start < b.rng.Start || (a.rng.Start == b.rng.Start && a.seq < b.seq)
 }
 
 // A purview is the messages' TimeRange, its one home: [Start, End) with
@@ -58,9 +91,6 @@ func less(a, b *item) bool {
 
 // wholeRange is the one purview of a table that is not time-partitioned.
 var wholeRange = []messages.TimeRange{messages.Unbounded}
-
-// meets: the item's range intersects the purview.
-func meets(p messages.TimeRange, it *item) bool { return it.start < p.End && it.end > p.Start }
 
 // subKey names a subqueue: the items of one group whose label set has locked
 // vintage `vintage` (locked) or has locked none.
@@ -71,8 +101,12 @@ type subKey struct {
 }
 
 type subqueue struct {
-	key   subKey
-	g     *queueGroup
+	key subKey
+	g   *queueGroup
+	// id tells this subqueue's slots from another's (itemAt.q); a subqueue
+	// reused gets a new one. tab is the core's item table.
+	id    uint64
+	tab   *itemTable
 	items []*item
 	// heaps[i] holds the items meeting purviews[i].
 	purviews []messages.TimeRange
@@ -98,10 +132,16 @@ type ageHeap struct {
 
 type heapSlot struct {
 	key ageKey
-	it  *item
+	ix  uint32 // the item's number in q.tab
 }
 
-func (s heapSlot) stale(q *subqueue) bool { return s.it.sub != q || s.it.seq != s.key.seq }
+// stale: the slot's item has left the subqueue (or was reused: seq differs).
+func (s heapSlot) stale(q *subqueue) bool {
+	a := q.tab.at[s.ix]
+	return a.q != q.id || a.seq != s.key.seq
+}
+
+func (s heapSlot) item(q *subqueue) *item { return q.tab.items[s.ix] }
 
 // size is the number of slots, live and stale.
 func (h *ageHeap) size() int { return len(h.slots) + len(h.fifo) - h.head }
@@ -141,7 +181,7 @@ func (h *ageHeap) down(i int) {
 }
 
 func (h *ageHeap) push(it *item) {
-	s := heapSlot{it.ageKey(), it}
+	s := heapSlot{it.ageKey(), it.ix}
 	h.live++
 	if n := len(h.fifo); n == h.head || !s.key.less(h.fifo[n-1].key) {
 		h.fifo = append(h.fifo, s)
@@ -223,6 +263,7 @@ func (h *ageHeap) compact(q *subqueue) {
 
 func (q *subqueue) insert(it *item) {
 	it.sub, it.subIdx = q, len(q.items)
+	q.tab.at[it.ix] = itemAt{seq: it.seq, q: q.id}
 	q.items = append(q.items, it)
 	q.n++
 	q.place(it)
@@ -231,7 +272,7 @@ func (q *subqueue) insert(it *item) {
 // place puts the item in the heap of every purview it meets.
 func (q *subqueue) place(it *item) {
 	for b, p := range q.purviews {
-		if meets(p, it) {
+		if _, ok := p.Intersect(it.rng); ok {
 			q.heaps[b].push(it)
 		}
 	}
@@ -243,10 +284,11 @@ func (q *subqueue) remove(it *item) {
 	q.items[it.subIdx].subIdx = it.subIdx
 	q.items[last] = nil
 	q.items = q.items[:last]
-	it.sub = nil // its heap slots are stale from here on
+	it.sub = nil
+	q.tab.at[it.ix] = itemAt{} // its heap slots are stale from here on
 	q.n--
 	for b, p := range q.purviews {
-		if meets(p, it) {
+		if _, ok := p.Intersect(it.rng); ok {
 			q.heaps[b].live--
 			q.heaps[b].compact(q)
 		}
@@ -293,7 +335,7 @@ func (q *subqueue) release() {
 	for i := range q.heaps {
 		q.heaps[i].reset()
 	}
-	q.g, q.purviews = nil, nil
+	q.g, q.purviews, q.id = nil, nil, 0 // (no label set's subFor answer stands)
 }
 
 // reset empties the heap, keeping its buffers.
@@ -336,8 +378,9 @@ func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *fronti
 	if !ok {
 		return nil
 	}
-	if c.feasible(d, top.it) {
-		return top.it
+	topIt := top.item(q)
+	if c.feasible(d, topIt) {
+		return topIt
 	}
 	// Refused: visit the FIFO in order and the heap best-first (a slot's
 	// children are younger), merged by age, passing over stale slots.
@@ -391,8 +434,11 @@ func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *fronti
 			push(2*i + 1)
 			push(2*i + 2)
 		}
-		if s.it != top.it && !s.stale(q) && c.feasible(d, s.it) {
-			return s.it
+		if s.ix == top.ix || s.stale(q) {
+			continue
+		}
+		if it := s.item(q); c.feasible(d, it) {
+			return it
 		}
 	}
 	return nil

@@ -25,13 +25,14 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 	c.Step(Tick{At: t0})
 	bounds := []int64{MinTS, t0 - hour, t0, t0 + 12*hour, t0 + 13*hour, MaxTS}
 	purviews := []messages.TimeRange{{Start: MinTS, End: t0}, {Start: t0, End: t0 + 12*hour}, {Start: t0 + 12*hour, End: MaxTS}, messages.Unbounded}
-	d := &dap{DAPInfo: DAPInfo{ID: "d", Available: true, Concurrency: 1, Tables: map[string]TableKind{"trade": TimePartitioned}}}
+	// (tables as fleet.upsert lists them: the chain asks the DAP's groups.)
+	d := &dap{DAPInfo: DAPInfo{ID: "d", Available: true, Concurrency: 1, Tables: map[string]TableKind{"trade": TimePartitioned}}, tables: []string{"trade"}}
 	r := &request{Request: Request{ID: "q", Table: "trade"}, kind: TimePartitioned}
 	// Items of a request scoped to another tier: the chain refuses them, and
 	// the walk goes on past them.
 	other := &request{Request: Request{ID: "scoped", Table: "trade", Tier: TierHDB}, kind: TimePartitioned}
 	ls := &labelSet{group: groupKey{table: "trade"}, locked: true}
-	q := &subqueue{}
+	q := &subqueue{id: 1, tab: &c.items}
 	q.setPurviews(purviews)
 	rng := rand.New(rand.NewPCG(7, 11))
 	var live []*item
@@ -45,7 +46,8 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 			if rng.IntN(3) == 0 {
 				req = other
 			}
-			it := &item{req: req, ls: ls, start: bounds[i], end: bounds[j], age: age(rng, step), seq: seq}
+			it := c.newItem()
+			*it = item{req: req, ls: ls, rng: TimeRange{Start: bounds[i], End: bounds[j]}, age: age(rng, step), seq: seq, ix: it.ix}
 			q.insert(it)
 			live = append(live, it)
 		} else {
@@ -57,11 +59,11 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 		for b, p := range purviews {
 			var want *item
 			for _, it := range live {
-				if it.req == r && meets(p, it) && (want == nil || it.ageKey().less(want.ageKey())) {
+				if it.req == r && it.rng.Start < p.End && it.rng.End > p.Start && (want == nil || it.ageKey().less(want.ageKey())) {
 					want = it
 				}
 			}
-			d.Start, d.End = p.Start, p.End // the DAP asking has this purview
+			d.Purview = p // the DAP asking has this purview
 			if got := q.oldest(p, c, d, &c.scratch); got != want {
 				t.Fatalf("step %d, purview %v: oldest %+v, a scan finds %+v", step, p, got, want)
 			}

@@ -75,8 +75,11 @@ type request struct {
 
 // labelSet is a request's state for one label set (one group).
 type labelSet struct {
-	group  groupKey
-	qg     *queueGroup // the group's queue, once it has queued something
+	group groupKey
+	qg    *queueGroup // the group's queue, once it has queued something
+	// sub is the subqueue its items go to, while it has id subID (subFor).
+	sub    *subqueue
+	subID  uint64
 	labels Labels
 	// attempt counts retries of this label set; portions of older attempts
 	// are superseded.

@@ -52,13 +52,11 @@ func (c *Core) restart(r *request, ls *labelSet) {
 		}
 	}
 	ls.attempt++
-	ls.locked = false
-	ls.vintage = 0
+	ls.locked, ls.vintage, ls.sub = false, 0, nil
 	r.setRunning(ls, 0)
 	clear(ls.done)
 	ls.done = ls.done[:0]
-	s, e := c.queueRange(r)
-	c.enqueue(r, ls, s, e)
+	c.enqueue(r, ls, c.queueRange(r))
 }
 
 // vintageRetries: a label set that has a queued entry and a locked vintage

@@ -26,13 +26,13 @@ func TestSplitByLabelSetAndTime(t *testing.T) {
 		t.Fatalf("want 6 dispatches (2 label sets x 3 tiers), got %s", describe(out))
 	}
 	for _, r := range []string{"eu", "us"} {
-		if d := dispatchedTo(t, out, "hdb-"+r); d.Portion.Start != t0-hour || d.Portion.End != t0 {
+		if d := dispatchedTo(t, out, "hdb-"+r); d.Portion.Range.Start != t0-hour || d.Portion.Range.End != t0 {
 			t.Errorf("hdb-%s: %s", r, describe(out))
 		}
-		if d := dispatchedTo(t, out, "idb-"+r); d.Portion.Start != t0 || d.Portion.End != t0+12*hour {
+		if d := dispatchedTo(t, out, "idb-"+r); d.Portion.Range.Start != t0 || d.Portion.Range.End != t0+12*hour {
 			t.Errorf("idb-%s: %s", r, describe(out))
 		}
-		if d := dispatchedTo(t, out, "rdb-"+r); d.Portion.Start != t0+12*hour || d.Portion.End != t0+13*hour {
+		if d := dispatchedTo(t, out, "rdb-"+r); d.Portion.Range.Start != t0+12*hour || d.Portion.Range.End != t0+13*hour {
 			t.Errorf("rdb-%s: %s", r, describe(out))
 		}
 	}
@@ -40,7 +40,7 @@ func TestSplitByLabelSetAndTime(t *testing.T) {
 	h2 := newHarness(t, Config{})
 	tiered(h2, "eu")
 	out = h2.request("q2", "trade", Selector{"region": {"eu"}}, t0+hour, t0+2*hour, time.Minute)
-	if d := dispatchedTo(t, out, "idb-eu"); d.Portion.Start != t0+hour || d.Portion.End != t0+2*hour || len(dispatches(out)) != 1 {
+	if d := dispatchedTo(t, out, "idb-eu"); d.Portion.Range.Start != t0+hour || d.Portion.Range.End != t0+2*hour || len(dispatches(out)) != 1 {
 		t.Fatalf("got %s", describe(out))
 	}
 }
@@ -90,9 +90,9 @@ func TestBadRequests(t *testing.T) {
 		kind ReplyKind
 		text string
 	}{
-		{"unknown table", Request{ID: "a", Table: "nope", Start: t0, End: t0 + 1, Deadline: t0 + hour}, ReplyNoResources, `No DAP serves table "nope"`},
-		{"empty range", Request{ID: "b", Table: "trade", Start: t0, End: t0, Deadline: t0 + hour}, ReplyBadRequest, "Invalid time range: startTS 2022-12-05T00:00:00.000000000Z is not before endTS 2022-12-05T00:00:00.000000000Z"},
-		{"no id", Request{Table: "trade", Start: t0, End: t0 + 1, Deadline: t0 + hour}, ReplyBadRequest, "Request has no id"},
+		{"unknown table", Request{ID: "a", Table: "nope", Range: TimeRange{Start: t0, End: t0 + 1}, Deadline: t0 + hour}, ReplyNoResources, `No DAP serves table "nope"`},
+		{"empty range", Request{ID: "b", Table: "trade", Range: TimeRange{Start: t0, End: t0}, Deadline: t0 + hour}, ReplyBadRequest, "Invalid time range: startTS 2022-12-05T00:00:00.000000000Z is not before endTS 2022-12-05T00:00:00.000000000Z"},
+		{"no id", Request{Table: "trade", Range: TimeRange{Start: t0, End: t0 + 1}, Deadline: t0 + hour}, ReplyBadRequest, "Request has no id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,13 +116,13 @@ func TestUncoveredRangeWaitsAndRegistrationDequeues(t *testing.T) {
 	h.advance(time.Second)
 	out = h.register("hdb-eu", lbl("region", "eu"), purview(t0-hour, t0))
 	d := dispatchedTo(t, out, "hdb-eu")
-	if d.Portion.Start != t0-hour || d.Portion.End != t0 {
+	if d.Portion.Range.Start != t0-hour || d.Portion.Range.End != t0 {
 		t.Fatalf("got %s", describe(out))
 	}
 	// The leftover keeps its age: it is still the request's arrival.
 	h.advance(time.Second)
 	out = h.register("hdb2-eu", lbl("region", "eu"), purview(MinTS, t0-hour))
-	if d := dispatchedTo(t, out, "hdb2-eu"); d.QueuedAt != t0 || d.Portion.Start != t0-2*hour || d.Portion.End != t0-hour {
+	if d := dispatchedTo(t, out, "hdb2-eu"); d.QueuedAt != t0 || d.Portion.Range.Start != t0-2*hour || d.Portion.Range.End != t0-hour {
 		t.Fatalf("got %s", describe(out))
 	}
 }
@@ -245,7 +245,7 @@ func TestSQLDateRolloverRestartsWholeRequest(t *testing.T) {
 	h.now = t0 + 23*hour + int64(59*time.Minute)
 	h.register("eu", lbl("region", "eu"), unavailable())
 	h.register("us", lbl("region", "us"))
-	out := h.step(RequestArrived{At: h.now, Request: Request{ID: "s1", API: "sql", Table: "trade", Start: t0, End: t0 + hour, Deadline: h.now + int64(time.Hour), SQL: true}})
+	out := h.step(RequestArrived{At: h.now, Request: Request{ID: "s1", API: "sql", Table: "trade", Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: h.now + int64(time.Hour), SQL: true}})
 	us := dispatchedTo(t, out, "us")
 	// Past midnight, eu becomes available: dequeueing the SQL item after a
 	// date change restarts the whole request.
@@ -268,7 +268,7 @@ func TestSQLRetryAfterPurviewChangeRestartsWholeRequest(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.register("eu", lbl("region", "eu"))
 	h.register("us", lbl("region", "us"))
-	out := h.step(RequestArrived{At: h.now, Request: Request{ID: "s1", API: "sql", Table: "trade", Start: t0, End: t0 + hour, Deadline: h.now + int64(time.Hour), SQL: true}})
+	out := h.step(RequestArrived{At: h.now, Request: Request{ID: "s1", API: "sql", Table: "trade", Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: h.now + int64(time.Hour), SQL: true}})
 	eu := dispatchedTo(t, out, "eu")
 	h.advance(time.Second)
 	h.status(dapInfo("us", lbl("region", "us"), func(d *DAPInfo) { d.PurviewVersion = 2 }))
@@ -295,7 +295,7 @@ func TestLostDAPWorkIsRequeued(t *testing.T) {
 	h.advance(time.Second)
 	out = h.complete(q2b, OutcomeOK)
 	again := dispatchedTo(t, out, "b")
-	if again.Portion.Request != "q1" || again.Portion.Start != q1a.Portion.Start || again.Portion.End != q1a.Portion.End {
+	if again.Portion.Request != "q1" || again.Portion.Range.Start != q1a.Portion.Range.Start || again.Portion.Range.End != q1a.Portion.Range.End {
 		t.Fatalf("got %s", describe(out))
 	}
 	// A late answer from the lost DAP is stale; the Agg is told to expect
@@ -316,7 +316,7 @@ func TestShardedAndUnshardedTables(t *testing.T) {
 		t.Fatalf("want one portion per label set, got %s", describe(out))
 	}
 	for _, d := range dispatches(out) {
-		if d.Portion.Start != MinTS || d.Portion.End != MaxTS {
+		if d.Portion.Range.Start != MinTS || d.Portion.Range.End != MaxTS {
 			t.Fatalf("no time split expected: %s", describe(out))
 		}
 	}

@@ -27,13 +27,13 @@ func TestSeedVintageExample(t *testing.T) {
 	// "The RC sends portion foo=bar1 for [2022.12.05D;0Wp) to dap-2-1,
 	// locking refVintage=10 for foo=bar1."
 	d21 := dispatchedTo(t, out, "dap-2-1")
-	if d21.Portion.Start != D || d21.Portion.End != MaxTS || d21.Portion.Vintage != 10 || d21.Portion.Labels["foo"] != "bar1" {
+	if d21.Portion.Range.Start != D || d21.Portion.Range.End != MaxTS || d21.Portion.Vintage != 10 || d21.Portion.Labels["foo"] != "bar1" {
 		t.Fatalf("dap-2-1 got %s", describe(out))
 	}
 	// "Likewise, the RC sends portion foo=bar2 for [-0Wp;2022.12.05D) to
 	// dap-3-1, locking refVintage=20 for foo=bar2."
 	d31 := dispatchedTo(t, out, "dap-3-1")
-	if d31.Portion.Start != MinTS || d31.Portion.End != D || d31.Portion.Vintage != 20 {
+	if d31.Portion.Range.Start != MinTS || d31.Portion.Range.End != D || d31.Portion.Vintage != 20 {
 		t.Fatalf("dap-3-1 got %s", describe(out))
 	}
 	if len(dispatches(out)) != 2 {
@@ -71,7 +71,7 @@ func TestSeedVintageExample(t *testing.T) {
 	// dap-1-2, at the locked 10, gets the queued foo=bar1 portion.
 	out = h.status(dapInfo("dap-1-2", lbl("foo", "bar1"), purview(MinTS, D), vintage(10)))
 	d12 := dispatchedTo(t, out, "dap-1-2")
-	if d12.Portion.Vintage != 10 || d12.Portion.Start != MinTS || d12.Portion.End != D {
+	if d12.Portion.Vintage != 10 || d12.Portion.Range.Start != MinTS || d12.Portion.Range.End != D {
 		t.Fatalf("dap-1-2 got %s", describe(out))
 	}
 

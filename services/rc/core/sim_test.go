@@ -211,11 +211,11 @@ func (s *sim) addDAP() error {
 	info := DAPInfo{ID: id, Labels: ls, Concurrency: 1 + s.rng.IntN(3), Available: s.rng.IntN(5) > 0, Tables: simTables}
 	switch s.rng.IntN(3) {
 	case 0:
-		info.Tier, info.Start, info.End = TierHDB, MinTS, b1
+		info.Tier, info.Purview.Start, info.Purview.End = TierHDB, MinTS, b1
 	case 1:
-		info.Tier, info.Start, info.End = TierIDB, b1, b2
+		info.Tier, info.Purview.Start, info.Purview.End = TierIDB, b1, b2
 	default:
-		info.Tier, info.Start, info.End = TierRDB, b2, MaxTS
+		info.Tier, info.Purview.Start, info.Purview.End = TierRDB, b2, MaxTS
 	}
 	// Join at the label set's newest vintage, or behind it.
 	for _, o := range s.dapOrder {
@@ -275,10 +275,10 @@ func (s *sim) randomEvent() error {
 		d := live[s.rng.IntN(len(live))]
 		d.info.PurviewVersion++
 		if d.info.Tier == TierIDB && s.rng.IntN(2) == 0 {
-			d.info.End += hour
+			d.info.Purview.End += hour
 		}
 		if d.info.Tier == TierRDB && s.rng.IntN(2) == 0 {
-			d.info.Start += hour
+			d.info.Purview.Start += hour
 		}
 		return s.step(DAPStatusChanged{At: s.now, DAP: d.info})
 	case x < 82 && len(live) > 0:
@@ -342,7 +342,7 @@ func (s *sim) newRequest() error {
 		}
 	}
 	q := Request{
-		ID: id, API: "getData", Table: table, Labels: sel, Start: start, End: end,
+		ID: id, API: "getData", Table: table, Labels: sel, Range: TimeRange{Start: start, End: end},
 		Deadline: s.now + int64(time.Duration(1+s.rng.IntN(60))*time.Second),
 		SQL:      s.rng.IntN(10) == 0,
 	}
@@ -824,17 +824,17 @@ func (s *sim) checkCoverage(r *simRequest, c AggExpect) error {
 		return fmt.Errorf("request %s: agg told to expect nothing", r.req.ID)
 	}
 	for k, ds := range byLS {
-		sort.Slice(ds, func(i, j int) bool { return ds[i].Portion.Start < ds[j].Portion.Start })
+		sort.Slice(ds, func(i, j int) bool { return ds[i].Portion.Range.Start < ds[j].Portion.Range.Start })
 		want := [2]int64{MinTS, MaxTS}
 		if r.kind == TimePartitioned {
-			want = [2]int64{r.req.Start, r.req.End}
+			want = [2]int64{r.req.Range.Start, r.req.Range.End}
 		}
 		at := want[0]
 		for _, d := range ds {
-			if d.Portion.Start != at {
-				return fmt.Errorf("request %s label set %s: gap or overlap at %s (portion starts %s)", r.req.ID, k, formatTS(at), formatTS(d.Portion.Start))
+			if d.Portion.Range.Start != at {
+				return fmt.Errorf("request %s label set %s: gap or overlap at %s (portion starts %s)", r.req.ID, k, formatTS(at), formatTS(d.Portion.Range.Start))
 			}
-			at = d.Portion.End
+			at = d.Portion.Range.End
 			if d.Portion.Vintage != ds[0].Portion.Vintage {
 				return fmt.Errorf("request %s label set %s: mixed vintages %d and %d", r.req.ID, k, ds[0].Portion.Vintage, d.Portion.Vintage)
 			}
@@ -865,7 +865,7 @@ func (s *sim) refFeasible(d *dap, it *item, ignoreSlot bool) bool {
 	if r.kind != Unsharded && d.key != it.ls.group.key {
 		return false
 	}
-	if r.kind == TimePartitioned && !(d.Start < it.end && it.start < d.End) {
+	if r.kind == TimePartitioned && !(d.Purview.Start < it.rng.End && it.rng.Start < d.Purview.End) {
 		return false
 	}
 	for _, rp := range d.running {
@@ -938,7 +938,7 @@ func (s *sim) checkQuiescent() error {
 		explained := false
 		for _, q := range items {
 			if s.refFeasible(d, q.it, false) {
-				return fmt.Errorf("DAP %s could serve queued item of %s [%s,%s) but was not given it", id, q.it.req.ID, formatTS(q.it.start), formatTS(q.it.end))
+				return fmt.Errorf("DAP %s could serve queued item of %s [%s,%s) but was not given it", id, q.it.req.ID, formatTS(q.it.rng.Start), formatTS(q.it.rng.End))
 			}
 			// The explanation of the DAP's oldest candidate item (one per DAP
 			// and step keeps 2,000 seeds affordable).
@@ -959,7 +959,7 @@ func (s *sim) checkQuiescent() error {
 // "it became feasible only as the request timed out" kind.
 func (s *sim) checkExplained(d *dap, it *item) error {
 	if s.c.feasible(d, it) {
-		return fmt.Errorf("the chain accepts DAP %s for a queued item of %s [%s,%s) after dequeue", d.ID, it.req.ID, formatTS(it.start), formatTS(it.end))
+		return fmt.Errorf("the chain accepts DAP %s for a queued item of %s [%s,%s) after dequeue", d.ID, it.req.ID, formatTS(it.rng.Start), formatTS(it.rng.End))
 	}
 	listed, reasons := s.c.explain(d, it)
 	if listed != s.c.candidate(d, it) {
@@ -971,7 +971,7 @@ func (s *sim) checkExplained(d *dap, it *item) error {
 	for _, why := range reasons {
 		switch why {
 		case ReasonTimedOutResponse, ReasonTimedOutDequeue, ReasonUnknown, "":
-			return fmt.Errorf("DAP %s refused an item of %s [%s,%s) with no reason from the chain: %q", d.ID, it.req.ID, formatTS(it.start), formatTS(it.end), reasons)
+			return fmt.Errorf("DAP %s refused an item of %s [%s,%s) with no reason from the chain: %q", d.ID, it.req.ID, formatTS(it.rng.Start), formatTS(it.rng.End), reasons)
 		}
 	}
 	return nil
@@ -996,7 +996,7 @@ func (s *sim) checkOrder(out []Command, before []queuedItem) error {
 		for _, q := range before {
 			if still[q.it.seq] && q.it.age < disp.QueuedAt && s.refFeasible(d, q.it, true) {
 				return fmt.Errorf("DAP %s was given an item queued at %s while an older one (%s [%s,%s)) it can serve waits",
-					d.ID, formatTS(disp.QueuedAt), q.it.req.ID, formatTS(q.it.start), formatTS(q.it.end))
+					d.ID, formatTS(disp.QueuedAt), q.it.req.ID, formatTS(q.it.rng.Start), formatTS(q.it.rng.End))
 			}
 		}
 	}

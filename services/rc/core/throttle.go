@@ -81,7 +81,7 @@ func (c *Core) throttled(e DAPThrottled) {
 	r.setRunning(ls, ls.running-1)
 	if !r.errored && !r.timingOut && !r.aggregating {
 		// Requeued at the request's age, as leftovers are: not a retry.
-		c.enqueue(r, ls, ps.Start, ps.End)
+		c.enqueue(r, ls, ps.Range)
 	}
 	// A deadline now past times out here, and the message names the pause.
 	c.expire()

@@ -35,7 +35,7 @@ func TestThrottledDAPPausesItsEndpointAndRequeuesTheWork(t *testing.T) {
 	x := first[0]
 	pauseEnd := h.now + int64(15*time.Second)
 	y := dispatchedTo(t, h.throttle(x, "ads", pauseEnd), other(x.DAP))
-	if y.Portion.Start != x.Portion.Start || y.Portion.End != x.Portion.End || y.Portion.Attempt != x.Portion.Attempt ||
+	if y.Portion.Range.Start != x.Portion.Range.Start || y.Portion.Range.End != x.Portion.Range.End || y.Portion.Attempt != x.Portion.Attempt ||
 		y.Retries != 0 || y.QueuedAt != x.QueuedAt {
 		t.Fatalf("requeued portion %+v, first %+v: want the same range and attempt, its age, no retry", y, x)
 	}

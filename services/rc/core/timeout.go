@@ -91,11 +91,11 @@ type blockFacts struct {
 
 // queueBlock is one portion and reason of an allocating block.
 type queueBlock struct {
-	kind       TableKind
-	labels     Labels
-	start, end int64
-	reason     string
-	daps       []string
+	kind   TableKind
+	labels Labels
+	rng    TimeRange
+	reason string
+	daps   []string
 }
 
 var errUnknownStatus = errors.New("unknown status")
@@ -163,7 +163,7 @@ func (q queueBlock) render() (string, error) {
 		fmt.Fprintf(&w, "labels=%s;", q.labels)
 	}
 	if q.kind == TimePartitioned {
-		fmt.Fprintf(&w, "startTS=%s;endTS=%s;", formatTS(q.start), formatTS(q.end))
+		fmt.Fprintf(&w, "startTS=%s;endTS=%s;", formatTS(q.rng.Start), formatTS(q.rng.End))
 	}
 	fmt.Fprintf(&w, "reason=%q;dap=%s]", q.reason, list(q.daps))
 	return w.String(), nil
@@ -264,7 +264,7 @@ func (c *Core) queueBlocks(r *request) ([]queueBlock, error) {
 				}
 				byReason[reason] = append(byReason[reason], d.Addr)
 			}
-			base := queueBlock{kind: r.kind, labels: ls.labels, start: it.start, end: it.end}
+			base := queueBlock{kind: r.kind, labels: ls.labels, rng: it.rng}
 			if len(order) == 0 && r.SQL && len(ls.dropped) > 0 {
 				// Seed: "the request specifically required the listed
 				// DAPs, but they dropped from the RC".

@@ -13,7 +13,7 @@ func TestArrivedAfterDeadline(t *testing.T) {
 	h.register("rdb-eu", lbl("region", "eu"))
 	h.now = t0 + int64(5*time.Second)
 	out := h.step(RequestArrived{At: h.now, Request: Request{ID: "late", API: "getData", Table: "trade",
-		Start: t0, End: t0 + hour, Deadline: h.now - int64(317*time.Millisecond)}})
+		Range: TimeRange{Start: t0, End: t0 + hour}, Deadline: h.now - int64(317*time.Millisecond)}})
 	rep := only[Reply](t, out)
 	none[*Dispatch](t, out)
 	if rep.Kind != ReplyTimeout {

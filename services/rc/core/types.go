@@ -75,8 +75,7 @@ func utcDay(ts int64) int64 {
 	return d
 }
 
-// overlap is the intersection of [s1,e1) and [s2,e2); ok is false if empty.
-func overlap(s1, e1, s2, e2 int64) (s, e int64, ok bool) {
-	s, e = max(s1, s2), min(e1, e2)
-	return s, e, s < e
-}
+// TimeRange is a time range [Start, End) with its open ends (MinTS, MaxTS):
+// messages.TimeRange, its one home (Intersect and Valid are what the core
+// asks of it).
+type TimeRange = messages.TimeRange
