@@ -57,7 +57,9 @@ func tradeStore(t *testing.T, rows int) *engine.Store {
 // runAgg runs an Agg until its context ends or the test does.
 func runAgg(t *testing.T, nc *nats.Conn, id string) (stop func()) {
 	t.Helper()
-	a, err := agg.New(agg.Config{ID: id, NC: nc, Log: zerolog.Nop(), Heartbeat: 20 * time.Millisecond})
+	// 100 ms: a loaded machine (-race, 2 cores) stalls a process for tens of
+	// milliseconds, and three missed beats make a live Agg lost.
+	a, err := agg.New(agg.Config{ID: id, NC: nc, Log: zerolog.Nop(), Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
