@@ -787,7 +787,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if err != nil {
 			return bad("dictionary: %v", err)
 		}
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil {
 			return bad("codes: %v", err)
 		}
@@ -822,7 +822,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("%v", err)
 		}
 	case TypeFloat:
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil || rows > len(b)/8 || len(b) != 8*rows { // rows first: 8*rows may overflow
 			return bad("float payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
@@ -831,7 +831,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			c.Floats[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 		}
 	case TypeInt, TypeTimestamp:
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil || len(b) < rows { // a varint takes at least one byte
 			return bad("int payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
@@ -853,7 +853,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("%d trailing bytes", len(b))
 		}
 	case TypeBool:
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil || len(b) != rows {
 			return bad("bool payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
