@@ -381,6 +381,14 @@ func (t *Table) AppendRowFrom(src *Table, i int) {
 	}
 }
 
+// Truncate removes every row and keeps the columns' storage for new ones.
+func (t *Table) Truncate() {
+	for k := range t.Columns {
+		c := &t.Columns[k]
+		c.Strings, c.Floats, c.Ints, c.Bools = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0]
+	}
+}
+
 // Take returns a new table with the rows at idx, in that order.
 func (t *Table) Take(idx []int) Table {
 	out := Table{Columns: make([]Column, len(t.Columns))}
