@@ -3,6 +3,7 @@ package messages
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -147,6 +148,15 @@ func BenchmarkTable(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := EncodeSized(t, len(data)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("EncodeTable", func(b *testing.B) { // the columns on every core (the Agg's whole answer)
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := EncodeTable(t, runtime.GOMAXPROCS(0)); err != nil {
 				b.Fatal(err)
 			}
 		}
