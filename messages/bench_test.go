@@ -174,6 +174,19 @@ func BenchmarkTable(b *testing.B) {
 			}
 		}
 	})
+	b.Run("EncodeTableJSON", func(b *testing.B) { // rows on every core (the Agg's whole JSON answer)
+		js, err := EncodeTableJSON(t, runtime.GOMAXPROCS(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(js)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := EncodeTableJSON(t, runtime.GOMAXPROCS(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("Decode", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
