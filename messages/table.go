@@ -1027,24 +1027,26 @@ func EncodeTableJSON(t Table, workers int) ([]byte, error) {
 	// it is not regrown on the way.
 	sample := min(n, 256)
 	perRow := (len(t.appendJSONRows(nil, names, 0, sample))/sample + 1) * 9 / 8
+	// The first range is written into the answer's buffer, sized for all of
+	// it, and the others are appended to it: one copy of (workers-1)/workers
+	// of the answer, not of all of it.
 	parts := make([][]byte, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := n*w/workers, n*(w+1)/workers
 		wg.Go(func() {
-			parts[w] = t.appendJSONRows(make([]byte, 0, 64+(hi-lo)*perRow), names, lo, hi)
+			var b []byte
+			if w == 0 {
+				b = append(make([]byte, 0, 64+n*perRow), '[')
+			} else {
+				b = append(make([]byte, 0, 64+(hi-lo)*perRow), ',')
+			}
+			parts[w] = t.appendJSONRows(b, names, lo, hi)
 		})
 	}
 	wg.Wait()
-	size := 2 + len(parts)
-	for _, p := range parts {
-		size += len(p)
-	}
-	b := append(make([]byte, 0, size), '[')
-	for w, p := range parts {
-		if w > 0 {
-			b = append(b, ',')
-		}
+	b := parts[0]
+	for _, p := range parts[1:] {
 		b = append(b, p...)
 	}
 	return append(b, ']'), nil
