@@ -152,15 +152,6 @@ func BenchmarkTable(b *testing.B) {
 			}
 		}
 	})
-	b.Run("EncodeTable", func(b *testing.B) { // the columns on every core (the Agg's whole answer)
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := EncodeTable(t, runtime.GOMAXPROCS(0)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	b.Run("JSON", func(b *testing.B) {
 		js, err := t.MarshalJSON()
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -611,90 +609,30 @@ func (w *binWriter) flush() error {
 func (t *Table) SizeHint() int {
 	n := 64
 	for i := range t.Columns {
-		n += t.Columns[i].sizeHint()
-	}
-	return n
-}
-
-// sizeHint is SizeHint for one column.
-func (c *Column) sizeHint() int {
-	rows := c.Len()
-	n := 32 + len(c.Name)
-	switch c.Type {
-	case TypeSymbol:
-		n += 2*rows + 1024 // codes, and a dictionary of a few distinct values
-	case TypeString:
-		for _, s := range c.Strings {
-			n += len(s) + 5
-		}
-	case TypeFloat:
-		n += 8 * rows
-	case TypeInt, TypeTimestamp:
-		n += 5 * rows
-	case TypeBool:
-		n += rows
-	}
-	return n
-}
-
-// parallelEncodeRows: a table with fewer rows is encoded on one goroutine
-// (its columns cost less than starting others).
-const parallelEncodeRows = 16 << 10
-
-// EncodeTable is the msgpack form of t, the bytes EncodeSized(t, ...) gives,
-// with its columns encoded side by side on up to workers goroutines, each
-// into a buffer of its own, and then joined: a large merged answer's encode
-// takes the time of its largest columns, not of all of them one after the
-// other. The goroutines end before it returns.
-func EncodeTable(t Table, workers int) ([]byte, error) {
-	cols := t.Columns
-	if workers <= 1 || len(cols) < 2 || t.NumRows() < parallelEncodeRows {
-		return EncodeSized(t, t.SizeHint())
-	}
-	parts := make([][]byte, len(cols))
-	errs := make([]error, len(cols))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(workers, len(cols)) {
-		wg.Go(func() {
-			for k := int(next.Add(1) - 1); k < len(cols); k = int(next.Add(1) - 1) {
-				buf := bytes.NewBuffer(make([]byte, 0, cols[k].sizeHint()))
-				enc := msgpack.GetEncoder()
-				enc.Reset(buf)
-				errs[k] = encodeColumn(enc, &cols[k])
-				msgpack.PutEncoder(enc)
-				parts[k] = buf.Bytes()
+		c := &t.Columns[i]
+		rows := c.Len()
+		n += 32 + len(c.Name)
+		switch c.Type {
+		case TypeSymbol:
+			n += 2*rows + 1024 // codes, and a dictionary of a few distinct values
+		case TypeString:
+			for _, s := range c.Strings {
+				n += len(s) + 5
 			}
-		})
+		case TypeFloat:
+			n += 8 * rows
+		case TypeInt, TypeTimestamp:
+			n += 5 * rows
+		case TypeBool:
+			n += rows
+		}
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("messages: encode table: %w", err)
-	}
-	var head bytes.Buffer
-	enc := msgpack.GetEncoder()
-	enc.Reset(&head)
-	err := enc.EncodeArrayLen(2)
-	if err == nil {
-		err = enc.EncodeInt(TableVersion)
-	}
-	if err == nil {
-		err = enc.EncodeArrayLen(len(cols))
-	}
-	msgpack.PutEncoder(enc)
-	if err != nil {
-		return nil, fmt.Errorf("messages: encode table: %w", err)
-	}
-	n := head.Len()
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := append(make([]byte, 0, n), head.Bytes()...)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out, nil
+	return n
 }
+
+// parallelEncodeRows: a table with fewer rows is written on one goroutine
+// (its rows cost less than starting others).
+const parallelEncodeRows = 16 << 10
 
 func encodeStrings(enc *msgpack.Encoder, ss []string) error {
 	if err := enc.EncodeArrayLen(len(ss)); err != nil {

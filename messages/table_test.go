@@ -294,36 +294,6 @@ func TestLargeTableRoundTrip(t *testing.T) {
 	}
 }
 
-// EncodeTable gives the bytes Encode gives, on any number of workers, for
-// tables below and above the size it encodes in parallel, and with a symbol
-// column whose dictionary outgrows one byte codes.
-func TestEncodeTableMatchesEncode(t *testing.T) {
-	wide := tradeTable(parallelEncodeRows + 3)
-	for i := range wide.Columns[1].Strings {
-		wide.Columns[1].Strings[i] = fmt.Sprintf("S%d", i%300)
-	}
-	for _, tbl := range []Table{sampleTable(t), tradeTable(parallelEncodeRows - 1), tradeTable(40_000), wide, {}} {
-		want, err := Encode(&tbl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, workers := range []int{0, 1, 2, 3, 16} {
-			got, err := EncodeTable(tbl, workers)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("%d rows on %d workers: %d bytes differ from Encode's %d", tbl.NumRows(), workers, len(got), len(want))
-			}
-		}
-	}
-	bad := tradeTable(parallelEncodeRows)
-	bad.Columns[2].Type = 99
-	if _, err := EncodeTable(bad, 2); err == nil {
-		t.Fatal("a column of an unknown type encoded")
-	}
-}
-
 // EncodeTableJSON gives the bytes MarshalJSON gives, on any number of
 // workers, and refuses what MarshalJSON refuses.
 func TestEncodeTableJSONMatchesMarshalJSON(t *testing.T) {

@@ -160,6 +160,7 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 const parallelDecodeBytes = 64 << 10
 
 func getData(j job, content messages.Content) (messages.Status, []byte) {
+	size := partialBytes(j) // the merged table's is about the same
 	m, st := merger(j)
 	if !st.IsOK() {
 		return st, nil
@@ -172,12 +173,21 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	if content == messages.ContentJSON {
 		b, err = messages.EncodeTableJSON(t, runtime.GOMAXPROCS(0))
 	} else {
-		b, err = messages.EncodeTable(t, runtime.GOMAXPROCS(0))
+		b, err = messages.EncodeSized(t, size)
 	}
 	if err != nil {
 		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
 	}
 	return messages.StatusOK, b
+}
+
+// partialBytes is the size of the partials' payloads (the merged table's is about the same).
+func partialBytes(j job) int {
+	size := 0
+	for _, p := range j.partials {
+		size += len(p.Payload)
+	}
+	return size
 }
 
 // mergeStatus is the answer's status after merging (Result or Windows).
