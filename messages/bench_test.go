@@ -3,6 +3,7 @@ package messages
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -160,6 +161,19 @@ func BenchmarkTable(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := t.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("EncodeTableJSON", func(b *testing.B) { // rows on every core (the Agg's whole JSON answer)
+		js, err := EncodeTableJSON(t, runtime.GOMAXPROCS(0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(js)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := EncodeTableJSON(t, runtime.GOMAXPROCS(0)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -381,6 +382,14 @@ func (t *Table) AppendRowFrom(src *Table, i int) {
 	}
 }
 
+// Truncate removes every row and keeps the columns' storage for new ones.
+func (t *Table) Truncate() {
+	for k := range t.Columns {
+		c := &t.Columns[k]
+		c.Strings, c.Floats, c.Ints, c.Bools = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0]
+	}
+}
+
 // Take returns a new table with the rows at idx, in that order.
 func (t *Table) Take(idx []int) Table {
 	out := Table{Columns: make([]Column, len(t.Columns))}
@@ -621,6 +630,10 @@ func (t *Table) SizeHint() int {
 	return n
 }
 
+// parallelEncodeRows: a table with fewer rows is written on one goroutine
+// (its rows cost less than starting others).
+const parallelEncodeRows = 16 << 10
+
 func encodeStrings(enc *msgpack.Encoder, ss []string) error {
 	if err := enc.EncodeArrayLen(len(ss)); err != nil {
 		return err
@@ -787,7 +800,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if err != nil {
 			return bad("dictionary: %v", err)
 		}
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil {
 			return bad("codes: %v", err)
 		}
@@ -822,7 +835,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("%v", err)
 		}
 	case TypeFloat:
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil || rows > len(b)/8 || len(b) != 8*rows { // rows first: 8*rows may overflow
 			return bad("float payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
@@ -831,7 +844,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			c.Floats[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 		}
 	case TypeInt, TypeTimestamp:
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil || len(b) < rows { // a varint takes at least one byte
 			return bad("int payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
@@ -853,7 +866,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("%d trailing bytes", len(b))
 		}
 	case TypeBool:
-		b, err := dec.DecodeBytes()
+		b, err := binView(dec)
 		if err != nil || len(b) != rows {
 			return bad("bool payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
@@ -901,12 +914,23 @@ func (t Table) MarshalJSON() ([]byte, error) {
 	n := t.NumRows()
 	b := make([]byte, 0, 64+n*len(t.Columns)*16)
 	b = append(b, '[')
+	b = t.appendJSONRows(b, t.jsonKeys(), 0, n)
+	return append(b, ']'), nil
+}
+
+// jsonKeys are the columns' names as JSON object keys, with their colon.
+func (t *Table) jsonKeys() [][]byte {
 	names := make([][]byte, len(t.Columns))
 	for k := range t.Columns {
 		names[k] = append(appendJSONString(nil, t.Columns[k].Name), ':')
 	}
-	for i := 0; i < n; i++ {
-		if i > 0 {
+	return names
+}
+
+// appendJSONRows appends rows [lo, hi) as JSON objects separated by commas.
+func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
+	for i := lo; i < hi; i++ {
+		if i > lo {
 			b = append(b, ',')
 		}
 		b = append(b, '{')
@@ -918,6 +942,50 @@ func (t Table) MarshalJSON() ([]byte, error) {
 			b = appendJSONValue(b, &t.Columns[k], i)
 		}
 		b = append(b, '}')
+	}
+	return b
+}
+
+// EncodeTableJSON is t.MarshalJSON with the rows written side by side on up
+// to workers goroutines, each a range of rows into a buffer of its own, and
+// then joined: the JSON form of a large answer costs several times its
+// msgpack form, and one core wrote it row after row. The goroutines end
+// before it returns.
+func EncodeTableJSON(t Table, workers int) ([]byte, error) {
+	n := t.NumRows()
+	workers = min(workers, n/parallelEncodeRows)
+	if workers <= 1 {
+		return t.MarshalJSON()
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	names := t.jsonKeys()
+	// Each buffer is sized from the first rows' bytes, with a margin, so that
+	// it is not regrown on the way.
+	sample := min(n, 256)
+	perRow := (len(t.appendJSONRows(nil, names, 0, sample))/sample + 1) * 9 / 8
+	// The first range is written into the answer's buffer, sized for all of
+	// it, and the others are appended to it: one copy of (workers-1)/workers
+	// of the answer, not of all of it.
+	parts := make([][]byte, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := n*w/workers, n*(w+1)/workers
+		wg.Go(func() {
+			var b []byte
+			if w == 0 {
+				b = append(make([]byte, 0, 64+n*perRow), '[')
+			} else {
+				b = append(make([]byte, 0, 64+(hi-lo)*perRow), ',')
+			}
+			parts[w] = t.appendJSONRows(b, names, lo, hi)
+		})
+	}
+	wg.Wait()
+	b := parts[0]
+	for _, p := range parts[1:] {
+		b = append(b, p...)
 	}
 	return append(b, ']'), nil
 }

@@ -293,3 +293,28 @@ func TestLargeTableRoundTrip(t *testing.T) {
 		t.Fatal("a large table does not round-trip")
 	}
 }
+
+// EncodeTableJSON gives the bytes MarshalJSON gives, on any number of
+// workers, and refuses what MarshalJSON refuses.
+func TestEncodeTableJSONMatchesMarshalJSON(t *testing.T) {
+	for _, tbl := range []Table{sampleTable(t), tradeTable(parallelEncodeRows - 1), tradeTable(3*parallelEncodeRows + 7), {}} {
+		want, err := tbl.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, workers := range []int{0, 1, 2, 3, 16} {
+			got, err := EncodeTableJSON(tbl, workers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d rows on %d workers: %d bytes differ from MarshalJSON's %d", tbl.NumRows(), workers, len(got), len(want))
+			}
+		}
+	}
+	bad := tradeTable(2 * parallelEncodeRows)
+	bad.Columns[2].Name = bad.Columns[1].Name
+	if _, err := EncodeTableJSON(bad, 2); err == nil {
+		t.Fatal("a table with two columns of one name encoded")
+	}
+}

@@ -171,7 +171,7 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	}
 	var b []byte
 	if content == messages.ContentJSON {
-		b, err = t.MarshalJSON()
+		b, err = messages.EncodeTableJSON(t, runtime.GOMAXPROCS(0))
 	} else {
 		b, err = messages.EncodeSized(t, size)
 	}

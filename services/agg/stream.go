@@ -2,6 +2,8 @@ package agg
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -9,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -74,25 +77,14 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	}
 	fs := &frameSender{a: a, e: e, content: content, id: nuid.Next(),
 		limit: int(max(1024, min(int64(a.cfg.StreamWindow), a.cfg.NC.MaxPayload()-frameHeadroom)))}
-	rows := firstWindowRows
-	for more := true; more; {
-		var t messages.Table
-		t, more = w.Next(rows)
-		size, err := fs.send(t, !more)
-		if err != nil {
-			if fs.frames == 0 {
-				return messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err), false
-			}
-			// Frames went out: the stream ends with the error, never looks whole.
-			st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %v", fs.frames, err)
-			if err := fs.publish(nil, true, st); err != nil {
-				log.Error().Err(err).Int("frames_sent", fs.frames).Msg("answer stream cut: its last frame not sent")
-			}
-			break
+	if err := fs.pipeline(w); err != nil {
+		if fs.frames == 0 {
+			return messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err), false
 		}
-		// The next window: about 3/4 of a frame, from this one's bytes per row.
-		if n := t.NumRows(); n > 0 && size > 0 {
-			rows = max(1, int(int64(n)*int64(fs.limit)*3/4/int64(size)))
+		// Frames went out: the stream ends with the error, never looks whole.
+		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %v", fs.frames, err)
+		if err := fs.publish(nil, true, st); err != nil {
+			log.Error().Err(err).Int("frames_sent", fs.frames).Msg("answer stream cut: its last frame not sent")
 		}
 	}
 	a.metrics.merged(e.API, start)
@@ -104,6 +96,61 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 		Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered (stream)")
 	a.tellDone(e, st, log)
 	return st, true
+}
+
+// window is one window of the merged answer on its way to be sent.
+type window struct {
+	t    messages.Table
+	last bool
+}
+
+// pipeline sends every window of w as frames, merging the next window while
+// the one before is encoded and published: the two halves of the work run
+// side by side, on two cores, instead of one after the other. It returns the
+// error that stopped the stream. The merging goroutine is its own:
+// it stops, and is waited for, before pipeline returns. At most three
+// windows exist at a time (one merged, one queued, one sent), and their
+// storage is reused from one frame to the next.
+func (fs *frameSender) pipeline(w *merge.Windows) error {
+	var next atomic.Int64 // rows of the next window
+	next.Store(firstWindowRows)
+	windows := make(chan window, 1)
+	spare := make(chan messages.Table, 2)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	wg.Go(func() {
+		defer close(windows)
+		for more := true; more; {
+			var t messages.Table
+			select {
+			case t = <-spare:
+			default:
+			}
+			more = w.NextInto(&t, int(next.Load()))
+			select {
+			case windows <- window{t, !more}:
+			case <-stop:
+				return
+			}
+		}
+	})
+	for win := range windows {
+		size, err := fs.send(win.t, win.last)
+		if err != nil {
+			return err
+		}
+		// The next window: about 3/4 of a frame, from this one's bytes per row.
+		if n := win.t.NumRows(); n > 0 && size > 0 {
+			next.Store(max(1, int64(n)*int64(fs.limit)*3/4/int64(size)))
+		}
+		select {
+		case spare <- win.t:
+		default:
+		}
+	}
+	return nil
 }
 
 // send encodes t as the next frame (frame 0 in a response envelope) and

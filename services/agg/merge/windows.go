@@ -46,18 +46,31 @@ func (m *Merger) Windows() (*Windows, error) {
 // is left after it. The first call returns a table with the answer's columns
 // even when it has no rows.
 func (w *Windows) Next(n int) (t messages.Table, more bool) {
+	more = w.NextInto(&t, n)
+	return t, more
+}
+
+// NextInto is Next writing the window into t, reusing the storage of its
+// columns when t is an earlier window of w (the caller is done with it): a
+// streamed answer then allocates a few windows, not one per frame. t's rows
+// are replaced, never appended to; a window of an answer computed whole
+// shares that answer's storage, and is never written into.
+func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 	n = max(n, 1)
 	if w.whole != nil {
 		total := w.whole.NumRows()
 		hi := min(w.pos+n, total)
-		t = w.whole.Slice(w.pos, hi)
+		*t = w.whole.Slice(w.pos, hi)
 		w.pos = hi
-		return t, hi < total
+		return hi < total
 	}
 	if w.limit >= 0 {
 		n = min(n, w.limit)
 	}
-	t = messages.NewTable(w.schema)
+	if !w.reusable(t) {
+		*t = messages.NewTable(w.schema)
+	}
+	t.Truncate()
 	for k := range t.Columns {
 		t.Columns[k].Grow(min(n, 1<<16))
 	}
@@ -73,5 +86,19 @@ func (w *Windows) Next(n int) (t messages.Table, more bool) {
 	if w.limit >= 0 {
 		w.limit -= t.NumRows()
 	}
-	return t, w.h.Len() > 0 && w.limit != 0
+	return w.h.Len() > 0 && w.limit != 0
+}
+
+// reusable reports whether t has the schema of w's windows, so that its
+// columns can take the next window.
+func (w *Windows) reusable(t *messages.Table) bool {
+	if len(t.Columns) != len(w.schema) {
+		return false
+	}
+	for k, s := range w.schema {
+		if c := &t.Columns[k]; c.Name != s.Name || c.Type != s.Type {
+			return false
+		}
+	}
+	return true
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/sg-project/sg/messages"
 )
 
-// windowsAll concatenates every window of n rows.
-func windowsAll(t *testing.T, args messages.GetDataArgs, parts []Partial, n int) ([]int64, int) {
+// windowsAll concatenates every window of n rows; with reuse, each window is
+// read into the table of the one before (NextInto).
+func windowsAll(t *testing.T, args messages.GetDataArgs, parts []Partial, n int, reuse bool) ([]int64, int) {
 	t.Helper()
 	m := NewMerger(args)
 	for _, p := range parts {
@@ -23,9 +24,13 @@ func windowsAll(t *testing.T, args messages.GetDataArgs, parts []Partial, n int)
 	}
 	var got []int64
 	calls := 0
+	var tb messages.Table
 	for more := true; more; {
-		var tb messages.Table
-		tb, more = w.Next(n)
+		if reuse {
+			more = w.NextInto(&tb, n)
+		} else {
+			tb, more = w.Next(n)
+		}
 		calls++
 		if tb.NumRows() > n {
 			t.Fatalf("window of %d rows, asked for at most %d", tb.NumRows(), n)
@@ -60,17 +65,19 @@ func TestWindowsConcatenateToResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range []int{1, 3, 16, 1000} {
-			got, calls := windowsAll(t, args, parts, n)
-			if fmt.Sprint(got) != fmt.Sprint(want.Col("v").Ints) {
-				t.Fatalf("args %+v, windows of %d: %v, want %v", args, n, got, want.Col("v").Ints)
-			}
-			if wantCalls := max(1, (len(got)+n-1)/n); calls != wantCalls {
-				t.Fatalf("args %+v: %d windows of %d for %d rows, want %d", args, calls, n, len(got), wantCalls)
+			for _, reuse := range []bool{false, true} {
+				got, calls := windowsAll(t, args, parts, n, reuse)
+				if fmt.Sprint(got) != fmt.Sprint(want.Col("v").Ints) {
+					t.Fatalf("args %+v, windows of %d (reuse %v): %v, want %v", args, n, reuse, got, want.Col("v").Ints)
+				}
+				if wantCalls := max(1, (len(got)+n-1)/n); calls != wantCalls {
+					t.Fatalf("args %+v: %d windows of %d for %d rows, want %d", args, calls, n, len(got), wantCalls)
+				}
 			}
 		}
 	}
 	// No partial: one empty window.
-	if got, calls := windowsAll(t, messages.GetDataArgs{Table: "t"}, nil, 4); len(got) != 0 || calls != 1 {
+	if got, calls := windowsAll(t, messages.GetDataArgs{Table: "t"}, nil, 4, true); len(got) != 0 || calls != 1 {
 		t.Fatalf("no partial: %v in %d windows", got, calls)
 	}
 }
