@@ -24,13 +24,7 @@ import (
 func TestSQLOverHTTP(t *testing.T) {
 	sys := startSystem(t, systemOptions{})
 	sys.startDemo(demoFleetConfig(sys, 3000))
-	api, err := httpapi.New(sys.nc, httpapi.Config{Subjects: sys.s, Log: sys.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Close()
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	srv := sys.startHTTPAPI(t)
 
 	type envelope struct {
 		Header  messages.ResponseHeader `json:"header"`
@@ -110,4 +104,20 @@ func TestSQLOverHTTP(t *testing.T) {
 			t.Errorf("%s: HTTP %d %v %q; want %d %v naming %q", q, code, env.Header.Status.RC, env.Header.Status.AI, want.status, want.rc, want.names)
 		}
 	}
+}
+
+// startHTTPAPI serves the system's APIs over HTTP (services/gw/httpapi) until
+// the test ends.
+func (sys *system) startHTTPAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	api, err := httpapi.New(sys.nc, httpapi.Config{Subjects: sys.s, Log: sys.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		_ = api.Close()
+	})
+	return srv
 }

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"io"
 	"math"
-	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -18,7 +17,6 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw/client"
-	"github.com/sg-project/sg/services/gw/httpapi"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -102,13 +100,7 @@ func TestGetDataStreamMatchesWhole(t *testing.T) {
 func TestGetDataOverHTTPMatchesWhole(t *testing.T) {
 	sys := startSystem(t, systemOptions{})
 	sys.startDemo(demoFleetConfig(sys, 10000))
-	api, err := httpapi.New(sys.nc, httpapi.Config{Subjects: sys.s, Log: sys.log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Close()
-	srv := httptest.NewServer(api.Handler())
-	defer srv.Close()
+	srv := sys.startHTTPAPI(t)
 	for _, args := range []messages.GetDataArgs{{Table: demo.Trade}, {Table: demo.Trade, Limit: 1000}} {
 		_, whole := sys.getData(args, messages.Opts{})
 		var want tableSum
