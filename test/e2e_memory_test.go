@@ -162,8 +162,8 @@ func (d *procDeployment) stop() {
 //
 // The bound is not met yet, so the test runs only when asked
 // (SG_MEMORY_TEST=1): the Agg holds every DAP's partial until the last has
-// come (353 MiB for 320 MB of JSON on 2026-11-23) and a DAP encodes its
-// portion's partial whole (103-115 MiB). It needs DAP partials sent in
+// come (331-353 MiB for 320 MB of JSON on 2026-11-23) and a DAP encodes its
+// portion's partial whole (93-115 MiB). It needs DAP partials sent in
 // windows under the Agg's credit, and a merge that consumes windows.
 func TestLargeAnswerMemoryPerService(t *testing.T) {
 	if os.Getenv("SG_MEMORY_TEST") != "1" {
