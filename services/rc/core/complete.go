@@ -16,12 +16,13 @@ func (c *Core) completed(e PortionCompleted) {
 		// than left waiting for a label set that cannot complete.
 		e.Outcome = OutcomeError
 	}
-	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
-	var d *dap
-	if ps != nil && ps.d != nil && !ps.d.gone {
-		d = ps.d // the DAP with id dapID, without looking it up
-	} else {
-		d = c.fleet.byID[dapID]
+	r, ps, d, dapID := c.reportedBy(e.Request, e.Portion, e.DAP)
+	if d == nil {
+		if ps != nil && ps.d != nil && !ps.d.gone {
+			d = ps.d // the DAP with id dapID, without looking it up
+		} else {
+			d = c.fleet.byID[dapID]
+		}
 	}
 	if d != nil {
 		if rp, ok := d.removeRunning(e.Portion); ok {
@@ -231,6 +232,32 @@ func (c *Core) reply(r *request, kind ReplyKind, text string) {
 // the portion (nil when the core no longer holds them) and the DAP whose slot
 // it frees, the one the portion was sent to, whatever the report claims.
 func (c *Core) reported(reqID string, portion uint64, claimed string) (*request, *portionState, string) {
+	r, ps, _, dapID := c.reportedBy(reqID, portion, claimed)
+	return r, ps, dapID
+}
+
+// reportedBy is reported, and the DAP when the claimed one holds the
+// portion's slot (as it does unless the report is wrong): the portion is
+// then found in the DAP's short running list instead of by the request's id
+// and a search of its portions. ps.ID and ps.r tell a portion state still
+// the one dispatched from one recycled since (ids are never reused).
+func (c *Core) reportedBy(reqID string, portion uint64, claimed string) (*request, *portionState, *dap, string) {
+	if d := c.fleet.byID[claimed]; d != nil {
+		for i := range d.running {
+			if rp := &d.running[i]; rp.id == portion {
+				if ps := rp.ps; ps != nil && ps.ID == portion && ps.r != nil && !ps.r.ended && ps.r.ID == reqID {
+					return ps.r, ps, d, ps.dap
+				}
+				break
+			}
+		}
+	}
+	r, ps, dapID := c.reportedByRequest(reqID, portion, claimed)
+	return r, ps, nil, dapID
+}
+
+// reportedByRequest finds the portion through its request.
+func (c *Core) reportedByRequest(reqID string, portion uint64, claimed string) (*request, *portionState, string) {
 	r := c.requests[reqID]
 	var ps *portionState
 	if r != nil {

@@ -330,11 +330,11 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	} else {
 		ps = c.portionSlab.new()
 	}
-	ps.Portion, ps.ls, ps.dap, ps.d, ps.via = p, ls, d.ID, d, via
+	ps.Portion, ps.r, ps.ls, ps.dap, ps.d, ps.via = p, r, ls, d.ID, d, via
 	r.portions = append(r.portions, ps)
 	r.ids = append(r.ids, p.ID)
 	r.setRunning(ls, ls.running+1)
-	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now})
+	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now, ps: ps})
 	c.stats.Dispatched++
 	c.trackDispatch(r, ps)
 	x := c.dispatches.new()

@@ -52,6 +52,9 @@ type runningPortion struct {
 	relayed bool
 	// started is when it was dispatched: its execution time (position.go).
 	started int64
+	// ps is the portion's state at dispatch (nil when relayed); a completion
+	// finds it here (Core.reportedBy), checking that it was not recycled.
+	ps *portionState
 }
 
 func (d *dap) own(self string) bool { return d.RC == "" || d.RC == self }

@@ -119,6 +119,7 @@ func (r *request) labelSets(n int) []labelSet {
 
 type portionState struct {
 	Portion
+	r   *request
 	ls  *labelSet
 	dap string
 	// d is the DAP it was sent to, while that DAP is in the fleet (gone
