@@ -287,7 +287,8 @@ func (c *Core) dequeue(d *dap) {
 }
 
 // dispatchItem sends the intersection of the DAP's purview with the item and
-// requeues the leftovers at the item's age.
+// leaves the leftovers queued at the item's age: the item itself keeps the
+// first (shrink), a second (the purview inside the item) is a new item.
 func (c *Core) dispatchItem(d *dap, it *item) {
 	r, ls := it.req, it.ls
 	whole, age := it.rng, it.age
@@ -295,15 +296,23 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	if r.kind == TimePartitioned {
 		rng, _ = whole.Intersect(d.Purview)
 	}
-	c.unqueue(it) // it is free from here on
+	before := TimeRange{Start: whole.Start, End: rng.Start}
+	after := TimeRange{Start: rng.End, End: whole.End}
+	switch {
+	case before.Valid():
+		it.sub.shrink(it, before)
+	case after.Valid():
+		it.sub.shrink(it, after)
+		after = TimeRange{}
+	default:
+		c.unqueue(it) // it is free from here on
+	}
+	// (it is not used below: it may be free, or moved by lock.)
 	if !ls.locked {
 		c.lock(ls, d.Vintage)
 	}
-	if whole.Start < rng.Start {
-		c.enqueueAt(r, ls, TimeRange{Start: whole.Start, End: rng.Start}, age)
-	}
-	if rng.End < whole.End {
-		c.enqueueAt(r, ls, TimeRange{Start: rng.End, End: whole.End}, age)
+	if before.Valid() && after.Valid() {
+		c.enqueueAt(r, ls, after, age)
 	}
 	c.nextPortion++
 	p := Portion{

@@ -49,11 +49,13 @@ type itemTable struct {
 	at    []itemAt
 }
 
-// itemAt is where an item is queued: its seq and its subqueue's id; zero
-// when it is in none.
+// itemAt is where an item is queued: its seq, its subqueue's id and its
+// range (a slot of a purview the item no longer meets is stale: shrink);
+// zero when it is in none.
 type itemAt struct {
 	seq uint64
 	q   uint64
+	rng TimeRange
 }
 
 // newItem is an empty item, reused when one was unqueued.
@@ -124,8 +126,9 @@ type subqueue struct {
 // outnumber live ones (compact). A slot is stale when its item has left the
 // subqueue or been reused (seq differs).
 type ageHeap struct {
-	slots []heapSlot // the heap
-	fifo  []heapSlot // in age order from head on
+	p     messages.TimeRange // the purview whose items it orders
+	slots []heapSlot         // the heap
+	fifo  []heapSlot         // in age order from head on
 	head  int
 	live  int
 }
@@ -135,10 +138,12 @@ type heapSlot struct {
 	ix  uint32 // the item's number in q.tab
 }
 
-// stale: the slot's item has left the subqueue (or was reused: seq differs).
-func (s heapSlot) stale(q *subqueue) bool {
-	a := q.tab.at[s.ix]
-	return a.q != q.id || a.seq != s.key.seq
+// stale: the slot's item has left the subqueue (or was reused: seq
+// differs), or was shrunk to a range that no longer meets the heap's
+// purview p.
+func (s heapSlot) stale(q *subqueue, p messages.TimeRange) bool {
+	a := &q.tab.at[s.ix]
+	return a.q != q.id || a.seq != s.key.seq || a.rng.Start >= p.End || p.Start >= a.rng.End
 }
 
 func (s heapSlot) item(q *subqueue) *item { return q.tab.items[s.ix] }
@@ -219,10 +224,10 @@ func (h *ageHeap) popHead() {
 // top drops stale slots from the FIFO's head and the heap's top and returns
 // the oldest live slot (false when none).
 func (h *ageHeap) top(q *subqueue) (heapSlot, bool) {
-	for h.head < len(h.fifo) && h.fifo[h.head].stale(q) {
+	for h.head < len(h.fifo) && h.fifo[h.head].stale(q, h.p) {
 		h.popHead()
 	}
-	for len(h.slots) > 0 && h.slots[0].stale(q) {
+	for len(h.slots) > 0 && h.slots[0].stale(q, h.p) {
 		h.popTop()
 	}
 	switch {
@@ -242,7 +247,7 @@ func (h *ageHeap) compact(q *subqueue) {
 	}
 	kept := h.slots[:0]
 	for _, s := range h.slots {
-		if !s.stale(q) {
+		if !s.stale(q, h.p) {
 			kept = append(kept, s)
 		}
 	}
@@ -253,7 +258,7 @@ func (h *ageHeap) compact(q *subqueue) {
 	}
 	f := h.fifo[:0]
 	for _, s := range h.fifo[h.head:] {
-		if !s.stale(q) {
+		if !s.stale(q, h.p) {
 			f = append(f, s)
 		}
 	}
@@ -263,7 +268,7 @@ func (h *ageHeap) compact(q *subqueue) {
 
 func (q *subqueue) insert(it *item) {
 	it.sub, it.subIdx = q, len(q.items)
-	q.tab.at[it.ix] = itemAt{seq: it.seq, q: q.id}
+	q.tab.at[it.ix] = itemAt{seq: it.seq, q: q.id, rng: it.rng}
 	q.items = append(q.items, it)
 	q.n++
 	q.place(it)
@@ -295,6 +300,27 @@ func (q *subqueue) remove(it *item) {
 	}
 }
 
+// shrink narrows a queued item to part of its range (rng within it.rng), in
+// place: it keeps its age, seq and the slots of the purviews it still meets,
+// and the slots of those it no longer meets go stale. A dispatch that takes
+// one end of an item leaves the rest queued this way instead of unqueueing
+// it and queueing a new item (a heap push per purview it meets, and a stale
+// slot per purview the old one met).
+func (q *subqueue) shrink(it *item, rng TimeRange) {
+	old := it.rng
+	it.rng = rng
+	q.tab.at[it.ix].rng = rng
+	for b, p := range q.purviews {
+		if _, was := p.Intersect(old); !was {
+			continue
+		}
+		if _, is := p.Intersect(rng); !is {
+			q.heaps[b].live--
+			q.heaps[b].compact(q)
+		}
+	}
+}
+
 // setPurviews rebuilds the heaps for the group's purviews (sorted, distinct),
 // in the buffers it has.
 func (q *subqueue) setPurviews(ps []messages.TimeRange) {
@@ -308,6 +334,7 @@ func (q *subqueue) setPurviews(ps []messages.TimeRange) {
 	q.heaps = q.heaps[:len(ps)]
 	for i := range q.heaps {
 		q.heaps[i].reset()
+		q.heaps[i].p = ps[i]
 	}
 	// In age order, so that the items go to the FIFOs.
 	slices.SortFunc(q.items, func(a, b *item) int {
@@ -434,7 +461,7 @@ func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *fronti
 			push(2*i + 1)
 			push(2*i + 2)
 		}
-		if s.ix == top.ix || s.stale(q) {
+		if s.ix == top.ix || s.stale(q, h.p) {
 			continue
 		}
 		if it := s.item(q); c.feasible(d, it) {

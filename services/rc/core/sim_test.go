@@ -980,9 +980,12 @@ func (s *sim) checkExplained(d *dap, it *item) error {
 // checkOrder: a DAP given a queued item was not passed over for an older
 // one it could serve that is still queued.
 func (s *sim) checkOrder(out []Command, before []queuedItem) error {
-	still := map[uint64]bool{} // by seq: an item is enqueued once
+	// By seq: an item is enqueued once. A dispatch that takes one end of an
+	// item leaves it queued with the rest of its range (shrink): what still
+	// waits is the item as it is now.
+	still := map[uint64]*item{}
 	for _, q := range s.queuedSnapshot() {
-		still[q.it.seq] = true
+		still[q.it.seq] = q.it
 	}
 	for _, cmd := range out {
 		disp, ok := cmd.(*Dispatch)
@@ -994,9 +997,10 @@ func (s *sim) checkOrder(out []Command, before []queuedItem) error {
 			continue
 		}
 		for _, q := range before {
-			if still[q.it.seq] && q.it.age < disp.QueuedAt && s.refFeasible(d, q.it, true) {
+			now := still[q.it.seq]
+			if now != nil && q.it.age < disp.QueuedAt && s.refFeasible(d, now, true) {
 				return fmt.Errorf("DAP %s was given an item queued at %s while an older one (%s [%s,%s)) it can serve waits",
-					d.ID, formatTS(disp.QueuedAt), q.it.req.ID, formatTS(q.it.rng.Start), formatTS(q.it.rng.End))
+					d.ID, formatTS(disp.QueuedAt), now.req.ID, formatTS(now.rng.Start), formatTS(now.rng.End))
 			}
 		}
 	}
