@@ -33,11 +33,12 @@ type Core struct {
 	refs        []PortionRef    // the step's AggExpect portion lists
 	tracked     []*request      // requests with AggTrack changes in this step
 	scratch     frontier
-	placeOrder  []*dap      // placeRequest's scratch
-	freeItems   []*item     // unqueued items, reused by enqueue
-	items       itemTable   // every item, by number (queue.go)
-	nextSubID   uint64      // the last subqueue id given (subqueue.id)
-	freeSubs    []*subqueue // emptied subqueues, reused with their buffers
+	cands       []candidateHead // oldestFor's scratch
+	placeOrder  []*dap          // placeRequest's scratch
+	freeItems   []*item         // unqueued items, reused by enqueue
+	items       itemTable       // every item, by number (queue.go)
+	nextSubID   uint64          // the last subqueue id given (subqueue.id)
+	freeSubs    []*subqueue     // emptied subqueues, reused with their buffers
 	// portionSlab hands out portion states a chunk at a time: a decision
 	// does not allocate one (a chunk lives while any of its requests does).
 	portionSlab slab[portionState]

@@ -224,16 +224,17 @@ func (c *Core) lock(ls *labelSet, v uint64) {
 // index: for each table it serves, the subqueue of its own vintage (items
 // locked at it) and, if it is up to date, the unlocked subqueue; within
 // each, the oldest item intersecting its purview that the placement chain
-// (feasible.go) accepts.
+// (feasible.go) accepts. The subqueues are asked in the order of their
+// oldest slots, and one whose oldest is younger than the item found is not
+// asked: the chain runs on the item taken, not on every subqueue's head.
 func (c *Core) oldestFor(d *dap) *item {
-	var best *item
-	consider := func(q *subqueue, p messages.TimeRange) {
+	cands := c.cands[:0]
+	look := func(q *subqueue, p messages.TimeRange) {
 		if q == nil || q.n == 0 {
 			return
 		}
-		it := q.oldest(p, c, d, &c.scratch)
-		if it != nil && (best == nil || it.ageKey().less(best.ageKey())) {
-			best = it
+		if h, top, ok := q.peek(p); ok {
+			cands = append(cands, candidateHead{q: q, h: h, top: top})
 		}
 	}
 	for _, dg := range c.dapGroups(d) {
@@ -246,15 +247,40 @@ func (c *Core) oldestFor(d *dap) *item {
 			p = d.Purview
 		}
 		if len(g.locked) > 0 {
-			consider(g.locked[d.Vintage], p)
+			look(g.locked[d.Vintage], p)
 		}
 		if g.unlocked != nil {
 			if d.Vintage == c.groupTop(dg.key, g) {
-				consider(g.unlocked, p)
+				look(g.unlocked, p)
 			}
 		}
 	}
+	// Oldest head first (insertion sort: a DAP has a few).
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && cands[j].top.key.less(cands[j-1].top.key); j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	var best *item
+	for _, x := range cands {
+		if best != nil && !x.top.key.less(best.ageKey()) {
+			break // this subqueue and the rest hold nothing older
+		}
+		it := x.q.oldestFrom(x.h, x.top, c, d, &c.scratch)
+		if it != nil && (best == nil || it.ageKey().less(best.ageKey())) {
+			best = it
+		}
+	}
+	clear(cands)
+	c.cands = cands[:0]
 	return best
+}
+
+// candidateHead is a subqueue oldestFor may take from, and its oldest slot.
+type candidateHead struct {
+	q   *subqueue
+	h   *ageHeap
+	top heapSlot
 }
 
 // groupTop is the highest vintage of group gk's DAPs (fleet.maxVintage),

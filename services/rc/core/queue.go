@@ -396,15 +396,27 @@ type frontier []int32
 // oldest returns the oldest item meeting purview p that the placement chain
 // finds feasible for d. scratch is reused between calls.
 func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *frontier) *item {
-	b := slices.Index(q.purviews, p)
-	if b < 0 {
-		return nil // no DAP of the group has this purview: refreshPurviews keeps them in step
-	}
-	h := &q.heaps[b]
-	top, ok := h.top(q)
+	h, top, ok := q.peek(p)
 	if !ok {
 		return nil
 	}
+	return q.oldestFrom(h, top, c, d, scratch)
+}
+
+// peek is the heap of purview p and its oldest live slot, without asking the
+// placement chain: no item can be older than it (ok false when none).
+func (q *subqueue) peek(p messages.TimeRange) (*ageHeap, heapSlot, bool) {
+	b := slices.Index(q.purviews, p)
+	if b < 0 {
+		return nil, heapSlot{}, false // no DAP of the group has this purview: refreshPurviews keeps them in step
+	}
+	h := &q.heaps[b]
+	top, ok := h.top(q)
+	return h, top, ok
+}
+
+// oldestFrom is oldest, given the heap and its top (peek).
+func (q *subqueue) oldestFrom(h *ageHeap, top heapSlot, c *Core, d *dap, scratch *frontier) *item {
 	topIt := top.item(q)
 	if c.feasible(d, topIt) {
 		return topIt
