@@ -25,7 +25,7 @@ func (c *Core) completed(e PortionCompleted) {
 		}
 	}
 	if d != nil {
-		if rp, ok := d.removeRunning(e.Portion); ok {
+		if rp, ok := c.freeSlot(d, e.Portion); ok {
 			c.noteExec(d, rp, e.Outcome)
 		}
 		d.lastCompletionAt = c.now
@@ -194,6 +194,11 @@ func (c *Core) dapLost(id string) {
 		c.enqueue(r, ps.ls, ps.Range)
 		touched = append(touched, r)
 	}
+	for _, rp := range d.running {
+		if rp.ps != nil {
+			c.runningByID.del(rp.id)
+		}
+	}
 	d.running = nil
 	c.expire()
 	for _, g := range groups {
@@ -236,24 +241,29 @@ func (c *Core) reported(reqID string, portion uint64, claimed string) (*request,
 	return r, ps, dapID
 }
 
-// reportedBy is reported, and the DAP when the claimed one holds the
-// portion's slot (as it does unless the report is wrong): the portion is
-// then found in the DAP's short running list instead of by the request's id
+// reportedBy is reported, and the DAP when the portion is one this core's
+// DAPs execute (as it is unless the report is late or wrong): the portion is
+// then found by its id in the running index instead of by the request's id
 // and a search of its portions. ps.ID and ps.r tell a portion state still
 // the one dispatched from one recycled since (ids are never reused).
 func (c *Core) reportedBy(reqID string, portion uint64, claimed string) (*request, *portionState, *dap, string) {
-	if d := c.fleet.byID[claimed]; d != nil {
-		for i := range d.running {
-			if rp := &d.running[i]; rp.id == portion {
-				if ps := rp.ps; ps != nil && ps.ID == portion && ps.r != nil && !ps.r.ended && ps.r.ID == reqID {
-					return ps.r, ps, d, ps.dap
-				}
-				break
-			}
+	if ps := c.runningByID.get(portion); ps != nil && ps.ID == portion {
+		if r := ps.r; r != nil && !r.ended && r.ID == reqID && ps.d != nil && !ps.d.gone {
+			return r, ps, ps.d, ps.dap
 		}
 	}
 	r, ps, dapID := c.reportedByRequest(reqID, portion, claimed)
 	return r, ps, nil, dapID
+}
+
+// freeSlot frees the DAP's slot for the portion: its running entry and the
+// index entry of a portion this core dispatched.
+func (c *Core) freeSlot(d *dap, id uint64) (runningPortion, bool) {
+	rp, ok := d.removeRunning(id)
+	if ok && rp.ps != nil {
+		c.runningByID.del(id)
+	}
+	return rp, ok
 }
 
 // reportedByRequest finds the portion through its request.

@@ -33,6 +33,7 @@ type Core struct {
 	refs        []PortionRef    // the step's AggExpect portion lists
 	tracked     []*request      // requests with AggTrack changes in this step
 	scratch     frontier
+	runningByID runningIndex    // the portions the DAPs execute, by id (running.go)
 	cands       []candidateHead // oldestFor's scratch
 	placeOrder  []*dap          // placeRequest's scratch
 	freeItems   []*item         // unqueued items, reused by enqueue

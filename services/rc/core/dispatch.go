@@ -122,22 +122,20 @@ func (c *Core) refreshPurviews() {
 	c.fleet.dirty = c.fleet.dirty[:0]
 }
 
-// dropIfEmpty keeps the group maps as small as the queue.
+// dropIfEmpty keeps the group maps as small as the queue. A group's
+// unlocked subqueue stays (one per group): it empties and comes back with
+// every request, and releasing and rebuilding it each time cost more than
+// the decisions around it.
 func (c *Core) dropIfEmpty(q *subqueue) {
 	if q.n > 0 {
 		return
 	}
 	g := q.g
-	switch {
-	case q.key.locked && g.locked[q.key.vintage] == q:
-		delete(g.locked, q.key.vintage)
-	case !q.key.locked && g.unlocked == q:
-		g.unlocked = nil
-	default:
+	if !q.key.locked || g.locked[q.key.vintage] != q {
 		return
 	}
-	// Kept with its buffers for the next subqueue: a group's unlocked one
-	// empties and comes back with every request.
+	delete(g.locked, q.key.vintage)
+	// Kept with its buffers for the next subqueue.
 	q.release()
 	c.freeSubs = append(c.freeSubs, q)
 }
@@ -158,7 +156,9 @@ func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 }
 
 // empty: nothing of the group is queued.
-func (g *queueGroup) empty() bool { return g.unlocked == nil && len(g.locked) == 0 }
+func (g *queueGroup) empty() bool {
+	return (g.unlocked == nil || g.unlocked.n == 0) && len(g.locked) == 0
+}
 
 // enqueue adds a time range of a label set, aged as the request.
 func (c *Core) enqueue(r *request, ls *labelSet, rng TimeRange) {
@@ -370,6 +370,7 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	r.ids = append(r.ids, p.ID)
 	r.setRunning(ls, ls.running+1)
 	d.running = append(d.running, runningPortion{id: p.ID, request: r.ID, key: ls.group.key, attempt: ls.attempt, started: c.now, ps: ps})
+	c.runningByID.put(p.ID, ps)
 	c.stats.Dispatched++
 	c.trackDispatch(r, ps)
 	x := c.dispatches.new()

@@ -52,8 +52,8 @@ type runningPortion struct {
 	relayed bool
 	// started is when it was dispatched: its execution time (position.go).
 	started int64
-	// ps is the portion's state at dispatch (nil when relayed); a completion
-	// finds it here (Core.reportedBy), checking that it was not recycled.
+	// ps is the portion's state at dispatch (nil when relayed), as in the
+	// running index (running.go).
 	ps *portionState
 }
 

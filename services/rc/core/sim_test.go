@@ -496,6 +496,30 @@ func (s *sim) step(ev Event) error {
 	if err := s.checkQuiescent(); err != nil {
 		return fmt.Errorf("after %T: %w", ev, err)
 	}
+	if err := s.checkRunningIndex(); err != nil {
+		return fmt.Errorf("after %T: %w", ev, err)
+	}
+	return nil
+}
+
+// checkRunningIndex: the running index holds exactly the portions this core
+// dispatched that its DAPs' running lists hold.
+func (s *sim) checkRunningIndex() error {
+	n := 0
+	for _, d := range s.c.fleet.byID {
+		for _, rp := range d.running {
+			if rp.ps == nil {
+				continue
+			}
+			n++
+			if got := s.c.runningByID.get(rp.id); got != rp.ps {
+				return fmt.Errorf("running index: portion %d of DAP %s is %p, want %p", rp.id, d.ID, got, rp.ps)
+			}
+		}
+	}
+	if n != s.c.runningByID.n {
+		return fmt.Errorf("running index holds %d portions, the DAPs run %d", s.c.runningByID.n, n)
+	}
 	return nil
 }
 

@@ -51,7 +51,7 @@ func pausedReason(until int64) string { return fmt.Sprintf(reasonPausedFmt, form
 func (c *Core) throttled(e DAPThrottled) {
 	r, ps, dapID := c.reported(e.Request, e.Portion, e.DAP)
 	if d := c.fleet.byID[dapID]; d != nil {
-		d.removeRunning(e.Portion)
+		c.freeSlot(d, e.Portion)
 		d.lastCompletionAt = c.now
 	}
 	until := min(e.Until, c.now+maxThrottle)
