@@ -22,41 +22,44 @@ import (
 // A group's purviews change only when its DAPs register, change status or
 // leave; the heaps are rebuilt then (refreshPurviews), never on a decision.
 
-// item is a queued part of a label set of a request.
+// item is a queued part of a label set of a request. The fields a heap
+// slot's staleness reads come first (heapSlot.stale).
 type item struct {
+	// seq breaks ties of age; a slot names the item with it.
+	seq uint64
+	sub *subqueue
+	rng TimeRange
+	// age orders the queue (oldest first).
+	age int64
 	req *request
 	ls  *labelSet
-	rng TimeRange
-	// age orders the queue (oldest first); seq breaks ties.
-	age int64
-	seq uint64
 	// idx is the item's position in ls.items, subIdx in sub.items.
 	idx    int
 	subIdx int
-	sub    *subqueue
 	// ix is the item's number in the core's itemTable, for its life (an
 	// item reused keeps it).
 	ix uint32
 }
 
-// itemTable numbers the core's items densely, so that a heap slot names its
-// item by number and holds no pointer (the GC does not scan the heaps, the
-// largest part of the queue), and a slot's staleness is read from at, a
-// small array of plain values, instead of from the item (a cache miss per
-// stale slot dropped).
+// itemTable holds the core's items in chunks and numbers them densely, so
+// that a heap slot names its item by number and holds no pointer (the GC
+// does not scan the heaps, the largest part of the queue), and finds it
+// without a load: the chunk is at a known place, and the item's staleness
+// fields are in its first bytes (one cache miss per slot looked at, where
+// an array of item pointers and one of staleness fields beside the items
+// cost two or three).
 type itemTable struct {
-	items []*item
-	at    []itemAt
+	chunks []*[itemChunk]item
+	n      uint32 // items made
 }
 
-// itemAt is where an item is queued: its seq, its subqueue's id and its
-// range (a slot of a purview the item no longer meets is stale: shrink);
-// zero when it is in none.
-type itemAt struct {
-	seq uint64
-	q   uint64
-	rng TimeRange
-}
+const (
+	itemChunkBits = 10
+	itemChunk     = 1 << itemChunkBits
+)
+
+// at is the item numbered ix.
+func (t *itemTable) at(ix uint32) *item { return &t.chunks[ix>>itemChunkBits][ix&(itemChunk-1)] }
 
 // newItem is an empty item, reused when one was unqueued.
 func (c *Core) newItem() *item {
@@ -65,9 +68,13 @@ func (c *Core) newItem() *item {
 		c.freeItems = c.freeItems[:n-1]
 		return it
 	}
-	it := &item{ix: uint32(len(c.items.items))}
-	c.items.items = append(c.items.items, it)
-	c.items.at = append(c.items.at, itemAt{})
+	t := &c.items
+	if int(t.n>>itemChunkBits) == len(t.chunks) {
+		t.chunks = append(t.chunks, new([itemChunk]item))
+	}
+	it := t.at(t.n)
+	it.ix = t.n
+	t.n++
 	return it
 }
 
@@ -140,13 +147,14 @@ type heapSlot struct {
 
 // stale: the slot's item has left the subqueue (or was reused: seq
 // differs), or was shrunk to a range that no longer meets the heap's
-// purview p.
+// purview p. (A subqueue's heaps are emptied when it is released, so its
+// slots never outlive its id.)
 func (s heapSlot) stale(q *subqueue, p messages.TimeRange) bool {
-	a := &q.tab.at[s.ix]
-	return a.q != q.id || a.seq != s.key.seq || a.rng.Start >= p.End || p.Start >= a.rng.End
+	it := q.tab.at(s.ix)
+	return it.sub != q || it.seq != s.key.seq || it.rng.Start >= p.End || p.Start >= it.rng.End
 }
 
-func (s heapSlot) item(q *subqueue) *item { return q.tab.items[s.ix] }
+func (s heapSlot) item(q *subqueue) *item { return q.tab.at(s.ix) }
 
 // size is the number of slots, live and stale.
 func (h *ageHeap) size() int { return len(h.slots) + len(h.fifo) - h.head }
@@ -268,7 +276,6 @@ func (h *ageHeap) compact(q *subqueue) {
 
 func (q *subqueue) insert(it *item) {
 	it.sub, it.subIdx = q, len(q.items)
-	q.tab.at[it.ix] = itemAt{seq: it.seq, q: q.id, rng: it.rng}
 	q.items = append(q.items, it)
 	q.n++
 	q.place(it)
@@ -289,8 +296,7 @@ func (q *subqueue) remove(it *item) {
 	q.items[it.subIdx].subIdx = it.subIdx
 	q.items[last] = nil
 	q.items = q.items[:last]
-	it.sub = nil
-	q.tab.at[it.ix] = itemAt{} // its heap slots are stale from here on
+	it.sub = nil // its heap slots are stale from here on
 	q.n--
 	for b, p := range q.purviews {
 		if _, ok := p.Intersect(it.rng); ok {
@@ -309,7 +315,6 @@ func (q *subqueue) remove(it *item) {
 func (q *subqueue) shrink(it *item, rng TimeRange) {
 	old := it.rng
 	it.rng = rng
-	q.tab.at[it.ix].rng = rng
 	for b, p := range q.purviews {
 		if _, was := p.Intersect(old); !was {
 			continue
