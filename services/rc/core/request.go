@@ -117,19 +117,21 @@ func (r *request) labelSets(n int) []labelSet {
 	return sets
 }
 
+// portionState is a dispatched portion. What a completion reads comes
+// first, with the portion's id, so that it shares a cache line.
 type portionState struct {
-	Portion
-	r   *request
-	ls  *labelSet
-	dap string
+	r  *request
+	ls *labelSet
 	// d is the DAP it was sent to, while that DAP is in the fleet (gone
 	// says when not).
 	d   *dap
-	via string
+	dap string
 	// finished: the DAP reported back (or was lost); superseded: a retry
 	// replaced the portion's attempt.
 	finished   bool
 	superseded bool
+	Portion
+	via string
 }
 
 // portion is the request's portion with the id, nil if it has none.
