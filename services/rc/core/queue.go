@@ -33,9 +33,9 @@ type item struct {
 	age int64
 	req *request
 	ls  *labelSet
-	// idx is the item's position in ls.items, subIdx in sub.items.
-	idx    int
-	subIdx int
+	// idx is the item's position in ls.items (its position in sub.items
+	// is in the item table: itemTable.subIdx).
+	idx int
 	// ix is the item's number in the core's itemTable, for its life (an
 	// item reused keeps it).
 	ix uint32
@@ -51,6 +51,10 @@ type item struct {
 type itemTable struct {
 	chunks []*[itemChunk]item
 	n      uint32 // items made
+	// subIdx is each item's position in its subqueue's items: beside the
+	// other items' (a small array), so that taking an item out of the
+	// middle of a subqueue does not write to the item moved into its place.
+	subIdx []int32
 }
 
 const (
@@ -75,6 +79,7 @@ func (c *Core) newItem() *item {
 	it := t.at(t.n)
 	it.ix = t.n
 	t.n++
+	t.subIdx = append(t.subIdx, 0)
 	return it
 }
 
@@ -112,11 +117,13 @@ type subKey struct {
 type subqueue struct {
 	key subKey
 	g   *queueGroup
-	// id tells this subqueue's slots from another's (itemAt.q); a subqueue
-	// reused gets a new one. tab is the core's item table.
-	id    uint64
-	tab   *itemTable
-	items []*item
+	// id tells a label set's remembered subqueue (labelSet.subID) from the
+	// same storage reused for another; a subqueue reused gets a new one.
+	// tab is the core's item table.
+	id  uint64
+	tab *itemTable
+	// items are the subqueue's items by number (itemTable).
+	items []uint32
 	// heaps[i] holds the items meeting purviews[i].
 	purviews []messages.TimeRange
 	heaps    []ageHeap
@@ -275,8 +282,9 @@ func (h *ageHeap) compact(q *subqueue) {
 }
 
 func (q *subqueue) insert(it *item) {
-	it.sub, it.subIdx = q, len(q.items)
-	q.items = append(q.items, it)
+	it.sub = q
+	q.tab.subIdx[it.ix] = int32(len(q.items))
+	q.items = append(q.items, it.ix)
 	q.n++
 	q.place(it)
 }
@@ -291,10 +299,10 @@ func (q *subqueue) place(it *item) {
 }
 
 func (q *subqueue) remove(it *item) {
-	last := len(q.items) - 1
-	q.items[it.subIdx] = q.items[last]
-	q.items[it.subIdx].subIdx = it.subIdx
-	q.items[last] = nil
+	i, last := q.tab.subIdx[it.ix], len(q.items)-1
+	moved := q.items[last]
+	q.items[i] = moved
+	q.tab.subIdx[moved] = i
 	q.items = q.items[:last]
 	it.sub = nil // its heap slots are stale from here on
 	q.n--
@@ -342,27 +350,25 @@ func (q *subqueue) setPurviews(ps []messages.TimeRange) {
 		q.heaps[i].p = ps[i]
 	}
 	// In age order, so that the items go to the FIFOs.
-	slices.SortFunc(q.items, func(a, b *item) int {
-		if a.ageKey().less(b.ageKey()) {
+	slices.SortFunc(q.items, func(a, b uint32) int {
+		ka, kb := q.tab.at(a).ageKey(), q.tab.at(b).ageKey()
+		if ka.less(kb) {
 			return -1
 		}
-		if b.ageKey().less(a.ageKey()) {
+		if kb.less(ka) {
 			return 1
 		}
 		return 0
 	})
-	for i, it := range q.items {
-		it.subIdx = i
-	}
-	for _, it := range q.items {
-		q.place(it)
+	for i, ix := range q.items {
+		q.tab.subIdx[ix] = int32(i)
+		q.place(q.tab.at(ix))
 	}
 }
 
 // release empties a subqueue that left its group, keeping its buffers and
 // holding no item.
 func (q *subqueue) release() {
-	clear(q.items)
 	q.items = q.items[:0]
 	for i := range q.heaps {
 		q.heaps[i].reset()
@@ -379,7 +385,10 @@ func (h *ageHeap) reset() {
 
 // walk visits the subqueue in start order.
 func (q *subqueue) walk(fn func(*item)) {
-	items := slices.Clone(q.items)
+	items := make([]*item, len(q.items))
+	for i, ix := range q.items {
+		items[i] = q.tab.at(ix)
+	}
 	slices.SortFunc(items, func(a, b *item) int {
 		if less(a, b) {
 			return -1
