@@ -24,9 +24,6 @@ func (c *Core) arrive(q Request) {
 	r.arrived = c.now
 	r.firstQueuedDay = utcDay(c.now)
 	r.purviewEpoch = c.fleet.purviewEpoch
-	if r.track.expect == nil {
-		r.track.expect = r.expectBuf[:0]
-	}
 	c.requests[q.ID] = r
 	c.schedule(timerEntry{at: q.Deadline, kind: timerDeadline, id: q.ID})
 	c.stats.Arrived++

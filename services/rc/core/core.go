@@ -31,7 +31,11 @@ type Core struct {
 	dispatches  arena[Dispatch] // the step's *Dispatch commands
 	tracks      arena[AggTrack] // the step's *AggTrack commands
 	refs        []PortionRef    // the step's AggExpect portion lists
-	tracked     []*request      // requests with AggTrack changes in this step
+	// tracked holds this step's AggTrack changes, one entry per request
+	// (track.go); entries past its length keep their buffers for the next
+	// steps. step numbers the steps (request.trackStep).
+	tracked     []trackState
+	step        uint64
 	scratch     frontier
 	runningByID runningIndex    // the portions the DAPs execute, by id (running.go)
 	cands       []candidateHead // oldestFor's scratch
@@ -152,6 +156,7 @@ func (c *Core) Step(ev Event) []Command {
 	clear(c.refs)
 	c.refs = c.refs[:0]
 	c.recycle()
+	c.step++
 	if t := eventTime(ev); t > c.now {
 		c.now = t
 	}
@@ -268,18 +273,7 @@ func (c *Core) newRequest() *request {
 	clear(sets[:cap(sets)])
 	clear(setBuf[:cap(setBuf)])
 	clear(portions[:cap(portions)])
-	// The early-expectation buffers too: the AggTrack they went out in was
-	// valid until the step after the request ended, and that has begun. (A
-	// buffer still the request's own expectBuf is not kept: arrive points
-	// the track at the new expectBuf.)
-	expect, supersede := r.track.expect, r.track.supersede
-	if cap(expect) <= len(r.expectBuf) {
-		expect = nil
-	}
-	clear(expect[:cap(expect)])
-	clear(supersede[:cap(supersede)])
-	*r = request{sets: sets[:0], setBuf: setBuf[:0], portions: portions[:0], ids: ids[:0],
-		track: trackState{expect: expect[:0], supersede: supersede[:0]}}
+	*r = request{sets: sets[:0], setBuf: setBuf[:0], portions: portions[:0], ids: ids[:0]}
 	return r
 }
 

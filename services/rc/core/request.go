@@ -67,10 +67,12 @@ type request struct {
 	// at the Agg).
 	tooLate   []string
 	tooLateOK bool
-	// track: this step's changes to tell the Agg (track.go); expectBuf
-	// holds its usual one or two portions without an allocation.
-	track     trackState
-	expectBuf [2]PortionRef
+	// trackStep is the step in which the request has an entry in
+	// Core.tracked, at trackIdx: its changes to tell the Agg (track.go).
+	// (Kept in the core's storage, not here: a request's own buffers were a
+	// cold cache line written on every decision.)
+	trackStep uint64
+	trackIdx  int
 }
 
 // labelSet is a request's state for one label set (one group).

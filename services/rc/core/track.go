@@ -41,22 +41,31 @@ type AggTrack struct {
 
 func (*AggTrack) isCommand() {}
 
-// trackState is a request's early-expectation changes within one step.
+// trackState is a request's early-expectation changes within one step, an
+// entry of Core.tracked. flushed: flushTrack has filled its command already.
 type trackState struct {
+	r         *request
 	slot      int // index of its AggTrack in Core.out; -1 when none this step
 	expect    []PortionRef
 	supersede []PortionRef
-	dirty     bool
+	flushed   bool
 }
 
 func (c *Core) trackOf(r *request) *trackState {
-	if !r.track.dirty {
-		// The buffers went out in an earlier step's AggTrack, valid until
-		// this step: reused.
-		r.track = trackState{slot: -1, dirty: true, expect: r.track.expect[:0], supersede: r.track.supersede[:0]}
-		c.tracked = append(c.tracked, r)
+	if r.trackStep != c.step {
+		// A new entry; an entry's buffers went out in an earlier step's
+		// AggTrack, valid until this step: reused.
+		i := len(c.tracked)
+		if i < cap(c.tracked) {
+			c.tracked = c.tracked[:i+1]
+			t := &c.tracked[i]
+			*t = trackState{r: r, slot: -1, expect: t.expect[:0], supersede: t.supersede[:0]}
+		} else {
+			c.tracked = append(c.tracked, trackState{r: r, slot: -1})
+		}
+		r.trackStep, r.trackIdx = c.step, i
 	}
-	return &r.track
+	return &c.tracked[r.trackIdx]
 }
 
 // trackDispatch notes a new portion; its AggTrack goes before the Dispatch
@@ -83,9 +92,13 @@ func (c *Core) flushTracks() {
 		return
 	}
 	drop := false
-	for _, r := range c.tracked {
-		t := r.track
-		r.track = trackState{slot: -1, expect: t.expect, supersede: t.supersede}
+	for i := range c.tracked {
+		t := &c.tracked[i]
+		r := t.r
+		t.r = nil // (the entry keeps its buffers, not the request)
+		if t.flushed {
+			continue
+		}
 		// Supersedes come in the order of what caused them (a lost DAP's running
 		// portions, several restarts): the commands list them by id.
 		if len(t.supersede) > 1 {
@@ -118,14 +131,15 @@ func (c *Core) flushTracks() {
 }
 
 // flushTrack fills one request's pending AggTrack now: before it changes Agg,
-// its changes so far belong to the old one.
+// its changes so far belong to the old one. Its later changes in the step
+// take a new entry (new buffers: these go out in this step's command).
 func (c *Core) flushTrack(r *request) {
-	if !r.track.dirty {
+	if r.trackStep != c.step {
 		return
 	}
-	t := r.track
-	// New buffers: the ones in t go out in this step's command.
-	r.track = trackState{slot: -1, dirty: true}
+	t := &c.tracked[r.trackIdx]
+	t.flushed = true
+	r.trackStep = 0
 	if t.slot >= 0 {
 		*c.out[t.slot].(*AggTrack) = AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: false}
 	}
