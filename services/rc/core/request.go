@@ -29,8 +29,15 @@ const (
 // request is the state of one request this RC coordinates as primary.
 type request struct {
 	Request
-	kind    TableKind
-	arrived int64
+	kind TableKind
+	// trackStep is the step in which the request has an entry in
+	// Core.tracked, at trackIdx: its changes to tell the Agg (track.go).
+	// (Beside kind, which a decision reads: the entries are in the core's
+	// storage, as a request's own were a cold cache line written on every
+	// decision.)
+	trackStep uint64
+	trackIdx  int
+	arrived   int64
 	// firstQueuedDay and purviewEpoch are what SQL retries compare against.
 	firstQueuedDay int64
 	purviewEpoch   uint64
@@ -67,12 +74,6 @@ type request struct {
 	// at the Agg).
 	tooLate   []string
 	tooLateOK bool
-	// trackStep is the step in which the request has an entry in
-	// Core.tracked, at trackIdx: its changes to tell the Agg (track.go).
-	// (Kept in the core's storage, not here: a request's own buffers were a
-	// cold cache line written on every decision.)
-	trackStep uint64
-	trackIdx  int
 }
 
 // labelSet is a request's state for one label set (one group).
