@@ -109,13 +109,13 @@ func (c *Core) split(r *request) *replyError {
 	}
 	// Every known label set of the table's DAPs that the selector accepts
 	// (and, for a scoped request, that a DAP in scope has), in key order.
-	keys := c.fleet.setsOf[r.Table]
-	sets := r.labelSets(len(keys))
-	if cap(r.sets) < len(keys) {
-		r.sets = make([]*labelSet, 0, len(keys))
+	known := c.labelSetsOf(r.Table)
+	sets := r.labelSets(len(known))
+	if cap(r.sets) < len(known) {
+		r.sets = make([]*labelSet, 0, len(known))
 	}
-	for _, key := range keys {
-		ds := c.fleet.byLabel[key]
+	for i := range known {
+		key, ds := known[i].key, known[i].daps
 		if len(ds) == 0 || !r.Labels.Selects(ds[0].Labels) {
 			continue
 		}
@@ -135,6 +135,10 @@ func (c *Core) split(r *request) *replyError {
 		// Shared, not cloned: a DAP's labels are never changed in place (a
 		// registration installs a new map), and nothing downstream writes them.
 		ls.group, ls.labels = groupKey{table: r.Table, key: key}, ds[0].Labels
+		if known[i].g == nil {
+			known[i].g = c.groupFor(ls.group)
+		}
+		ls.qg = known[i].g
 		r.sets = append(r.sets, ls)
 	}
 	// Each explicitly selected combination must be held by some DAP.
@@ -158,6 +162,45 @@ func (c *Core) split(r *request) *replyError {
 		return &replyError{ReplyNoResources, fmt.Sprintf("No DAP has label set %s for table %q", strings.Join(missing, ", "), r.Table)}
 	}
 	return nil
+}
+
+// tableSets is a table's label sets as split reads them (fleet.setsOf, with
+// each one's DAPs and queue group), kept until the fleet changes: a request
+// is split without two map lookups per label set.
+type tableSets struct {
+	epoch uint64
+	sets  []knownSet
+}
+
+type knownSet struct {
+	key  labelKey
+	daps []*dap      // fleet.byLabel[key]
+	g    *queueGroup // its queue group, once a request has had it
+}
+
+// labelSetsOf is the table's label sets, in key order.
+func (c *Core) labelSetsOf(table string) []knownSet {
+	ts := c.tableSets[table]
+	if ts != nil && ts.epoch == c.fleet.epoch {
+		return ts.sets
+	}
+	if len(c.fleet.setsOf[table]) == 0 {
+		delete(c.tableSets, table) // (no DAP serves it: nothing kept)
+		return nil
+	}
+	if ts == nil {
+		if c.tableSets == nil {
+			c.tableSets = map[string]*tableSets{}
+		}
+		ts = &tableSets{}
+		c.tableSets[table] = ts
+	}
+	clear(ts.sets)
+	ts.sets, ts.epoch = ts.sets[:0], c.fleet.epoch
+	for _, key := range c.fleet.setsOf[table] {
+		ts.sets = append(ts.sets, knownSet{key: key, daps: c.fleet.byLabel[key]})
+	}
+	return ts.sets
 }
 
 // inScope applies the request's scope (assembly, tier) to a DAP.

@@ -17,6 +17,8 @@ type Core struct {
 	timers   timerHeap
 
 	groups map[groupKey]*queueGroup
+	// tableSets: per table, its label sets as split reads them (arrive.go).
+	tableSets map[string]*tableSets
 	// queuedBy counts queue items per caller (the per-caller limit); a
 	// request holds its caller's entry while it lives (callerQueue).
 	queuedBy map[string]*callerCount
