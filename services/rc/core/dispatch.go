@@ -365,7 +365,8 @@ func (c *Core) dispatchItem(d *dap, it *item) {
 	} else {
 		ps = c.portionSlab.new()
 	}
-	ps.Portion, ps.r, ps.ls, ps.dap, ps.d, ps.via = p, r, ls, d.ID, d, via
+	ps.r, ps.ls, ps.dap, ps.d, ps.via = r, ls, d.ID, d, via
+	ps.ID, ps.Range, ps.Attempt = p.ID, p.Range, p.Attempt
 	r.portions = append(r.portions, ps)
 	r.ids = append(r.ids, p.ID)
 	r.setRunning(ls, ls.running+1)

@@ -133,8 +133,12 @@ type portionState struct {
 	// replaced the portion's attempt.
 	finished   bool
 	superseded bool
-	Portion
-	via string
+	// What the core reads of the Portion it sent (the Dispatch carries the
+	// rest): its id, range and attempt.
+	ID      uint64
+	Range   TimeRange
+	Attempt int
+	via     string
 }
 
 // portion is the request's portion with the id, nil if it has none.
