@@ -14,10 +14,15 @@ import (
 // item whose range intersects the DAP's purview" is the head of the order of
 // the DAP's own purview: O(1) to find, O(1) or O(log n) to take out (lazily:
 // an item taken leaves stale slots behind, dropped as they come to the
-// head). The placement chain
+// head). A dispatch that takes one end of an item shrinks it in place: it
+// keeps its age and its slots in the heaps of the purviews it still meets
+// (shrink). The placement chain
 // (feasible.go) has the last word on that item; when it refuses it (the DAP
 // still runs an earlier attempt, the request's scope excludes the DAP), the
 // walk goes on through the heap in age order.
+//
+// Items are numbered and held in chunks (itemTable): a slot is a key and a
+// number, no pointer, and finding its item costs no load but the item's.
 //
 // A group's purviews change only when its DAPs register, change status or
 // leave; the heaps are rebuilt then (refreshPurviews), never on a decision.
