@@ -140,6 +140,9 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 			"Request refused: Agg %s holds too many partial results, over its limit %s=%d bytes (%s)",
 			a.cfg.ID, limits.AggHeldBytes, a.cfg.MaxHeldBytes, EnvMaxHeldBytes), nil
 	}
+	if j.failed != nil {
+		return *j.failed, nil
+	}
 	// Seed: a failed portion fails the request with the DAP's rc/ac/ai.
 	for _, p := range j.partials {
 		if !p.Status.IsOK() {
