@@ -42,6 +42,10 @@ import (
 // MaxRequestBytes and MaxHeldBytes like partials; a portion that never ends
 // is bounded by the deadline.
 
+// gatherCredit is how many windows ahead of those received a portion gathered
+// whole is granted, once it is within InitialPartialCredit of its grant.
+const gatherCredit = 16
+
 // portionWindows is what a request holds of one portion sent in windows.
 type portionWindows struct {
 	dap     string                   // the DAP that sent window 0: credit goes there
@@ -221,9 +225,12 @@ func (a *Agg) windowLocked(r *request, p messages.PartialResult) {
 	r.bytes += n
 	w.ended = !p.More
 	if !w.ended && r.live == nil && !r.streamsLive() {
-		// Gathered whole: credit as windows come (MaxRequestBytes bounds them).
-		w.granted = w.next + messages.InitialPartialCredit
-		a.credit(r.id, ref, w, false)
+		// Gathered whole: credit as windows come, well ahead (MaxRequestBytes
+		// bounds what is held), so that the DAP seldom waits for a grant.
+		if w.next+messages.InitialPartialCredit > w.granted {
+			w.granted = w.next + gatherCredit
+			a.credit(r.id, ref, w, false)
+		}
 	}
 	r.live.signal()
 }

@@ -400,3 +400,41 @@ func (e *env) expectationsApplied() {
 		e.t.Fatalf("marker not answered: %v", err)
 	}
 }
+
+// Windows that all came before the expectation (credited as they came) make
+// a stream reader's answer too: merged portion by portion, as whole partials.
+func TestWindowsBeforeTheExpectationStream(t *testing.T) {
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}, Limit: 1000}
+	e, daps, credits, x, want := liveSetup(t, args, true)
+	for _, d := range daps {
+		d.send()
+	}
+	for end := time.Now().Add(wait); ; {
+		open := 0
+		for _, d := range daps {
+			if d.sent < len(d.wins) {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d DAPs not credited all their windows", open)
+		}
+		m, err := credits.NextMsg(wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range daps {
+			if d.credit(t, m) {
+				d.send()
+			}
+		}
+	}
+	e.expect(x)
+	got, _, st, _ := e.readStream("price", func() {})
+	if w := rowStrings(want.Rows, "price"); !st.IsOK() || strings.Join(got, ",") != strings.Join(w, ",") {
+		t.Fatalf("status %+v, %d rows, want %d", st, len(got), len(w))
+	}
+}

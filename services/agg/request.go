@@ -225,6 +225,9 @@ type job struct {
 	retryAfter int
 	failed     *messages.Status
 	unused     int // partials and windows held outside the answered set
+	// runs: how many partials of each portion follow one another in partials
+	// (its windows, in order; 1 for a partial in one piece). nil: one each.
+	runs []int
 }
 
 // job takes the answer's partials out: the windows of a portion in windows
@@ -241,6 +244,17 @@ func (r *request) job() job {
 			j.partials = append(j.partials, p)
 		} else if w := r.windows[ref]; w != nil {
 			j.partials = append(j.partials, w.queue...)
+			if j.runs == nil {
+				j.runs = make([]int, 0, len(r.expect))
+				for range len(j.partials) - len(w.queue) {
+					j.runs = append(j.runs, 1)
+				}
+			}
+			j.runs = append(j.runs, len(w.queue))
+			continue
+		}
+		if j.runs != nil {
+			j.runs = append(j.runs, 1)
 		}
 	}
 	j.unused = held - len(j.partials)

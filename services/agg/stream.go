@@ -60,11 +60,17 @@ type frameSender struct {
 // failed before anything was sent: the caller answers st whole.
 func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) (st messages.Status, ok bool) {
 	start := time.Now()
-	m, st := merger(j)
+	m, parts, st := merger(j)
 	if !st.IsOK() {
 		return st, false
 	}
-	w, err := m.Windows()
+	var w *merge.Windows
+	var err error
+	if parts == nil {
+		w, err = m.Windows()
+	} else {
+		w, err = m.Stream(parts.fetches())
+	}
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false
 	}

@@ -200,3 +200,26 @@ func (w *Windows) next(i int) (*Partial, error) {
 // Err is the error that ended a streamed merge early (a fetch failed, or a
 // window did not fit the others); nil otherwise.
 func (w *Windows) Err() error { return w.err }
+
+// Rest returns every row left as one table; hint is about how many there are
+// (the rows of the partials), so that the columns are sized once.
+func (w *Windows) Rest(hint int) (messages.Table, error) {
+	if w.whole != nil {
+		t := w.whole.Slice(w.pos, w.whole.NumRows())
+		w.pos = w.whole.NumRows()
+		return t, nil
+	}
+	t := messages.NewTable(w.schema)
+	for k := range t.Columns {
+		t.Columns[k].Grow(hint) // NextInto grows a window by at most 1<<16 rows
+	}
+	more := w.NextInto(&t, max(1, hint))
+	for more && w.err == nil {
+		var next messages.Table
+		next, more = w.Next(max(1, hint))
+		for k := range t.Columns {
+			t.Columns[k].AppendColumn(&next.Columns[k])
+		}
+	}
+	return t, w.err
+}

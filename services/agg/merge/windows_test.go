@@ -188,3 +188,25 @@ func TestStreamFetchError(t *testing.T) {
 		t.Fatalf("a window of another schema: %v, want ErrSchemaMismatch", err)
 	}
 }
+
+// Rest is every row, for streamed rows and for answers computed whole.
+func TestRest(t *testing.T) {
+	p := rowsPartial(t, []int64{1, 2, 3, 4, 5}, []int64{5, 4, 3, 2, 1})
+	q := rowsPartial(t, []int64{2, 3, 9}, []int64{7, 8, 9})
+	for _, args := range []messages.GetDataArgs{{Table: "t"}, {Table: "t", SortCols: []string{"-v"}}, {Table: "t", Limit: 4}} {
+		want, err := Merge(args, []Partial{p, q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, hint := range []int{0, 2, 100} {
+			w, err := NewMerger(args).Stream(fetches([][]Partial{splitWindows(p, 2), splitWindows(q, 1)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.Rest(hint)
+			if err != nil || fmt.Sprint(got.Col("v").Ints) != fmt.Sprint(want.Col("v").Ints) {
+				t.Fatalf("args %+v hint %d: %v %v, want %v", args, hint, got.Col("v").Ints, err, want.Col("v").Ints)
+			}
+		}
+	}
+}
