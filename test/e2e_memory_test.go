@@ -164,9 +164,10 @@ func (d *procDeployment) stop() {
 // What bounds it: each DAP sends its portion's rows in windows under the
 // Agg's credit (services/dap/window.go), and the Agg merges them as they come
 // (services/agg/live.go), a frame out as soon as every DAP has a window. On
-// 2026-11-23: Agg 77 MiB, DAPs 72-79 MiB (64 MiB of it their data, loaded),
-// GW 35 MiB, RC 21 MiB, for 320 MB of JSON in under 2 s; before windows, the
-// Agg peaked at 331-353 MiB and the DAPs at 93-115 MiB. It takes about 15 s.
+// 2026-11-23, three runs: Agg 77-86 MiB, DAPs 72-80 MiB (64-66 MiB of it
+// their data, loaded), GW 35-42 MiB, RC 21-24 MiB, for 320 MB of JSON in
+// 1.6-2.4 s; before windows, the Agg peaked at 331-353 MiB and the DAPs at
+// 93-115 MiB. It takes about 15 s.
 func TestLargeAnswerMemoryPerService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds sg and runs 14 processes")
