@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -436,5 +437,60 @@ func TestWindowsBeforeTheExpectationStream(t *testing.T) {
 	got, _, st, _ := e.readStream("price", func() {})
 	if w := rowStrings(want.Rows, "price"); !st.IsOK() || strings.Join(got, ",") != strings.Join(w, ",") {
 		t.Fatalf("status %+v, %d rows, want %d", st, len(got), len(w))
+	}
+}
+
+// An Agg that stops while an answer streams ends the stream with an error
+// frame and returns, rather than wait for windows until the deadline.
+func TestStopEndsALiveStream(t *testing.T) {
+	nc := startNATS(t)
+	a, err := New(Config{ID: "agg1", NC: nc, Subjects: subj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, nc: nc, agg: a, answers: subscribe(t, nc, subj.GWAnswerPattern("gw1")), done: subscribe(t, nc, subj.RCAggDone("rc1"))}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case <-time.After(wait):
+		t.Fatal("Agg not ready")
+	}
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
+	_, dec := partials(t, args, demo.Config{Seed: 3})
+	var refs []messages.PortionRef
+	var daps []*windowDAP
+	for i, p := range dec {
+		d := &windowDAP{e: e, req: "live1", ref: ref(fmt.Sprint("p", i), 1), dap: fmt.Sprint("dap", i), wins: windowsOf(t, p, 7)}
+		daps, refs = append(daps, d), append(refs, d.ref)
+	}
+	x := expectation("live1", "getData", args, refs...)
+	x.Stream = true
+	e.expect(x)
+	credits := subscribe(t, nc, subj.DAPCredit("*"))
+	for _, d := range daps {
+		d.send()
+	}
+	var first *nats.Msg
+	for end := time.Now().Add(wait); first == nil; {
+		if first, err = e.answers.NextMsg(20 * time.Millisecond); err == nats.ErrTimeout && time.Now().Before(end) {
+			pump(t, credits, daps)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel() // no more credit goes out: the merge waits for a window
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		t.Fatal("Run did not return while an answer streamed")
+	}
+	if _, _, st, _ := e.readStreamFrom(1, "price", func() {}); st.IsOK() {
+		t.Fatal("the stream ended OK")
 	}
 }
