@@ -36,6 +36,8 @@ func envSamples() []any {
 		&PortionCompletion{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Outcome: OutcomeRetry, Code: CodeRetry,
 			Message: "purview version 3 does not match 4", PurviewVersion: 4, ReferenceVintage: 19},
 		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", DAPID: "d", Status: StatusOK, Payload: RawMsgpack(envArgs())},
+		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", Attempt: 2, DAPID: "d", Status: StatusOK, Payload: RawMsgpack(envArgs()), Window: 3, More: true},
+		&PartialCredit{V: 1, RequestID: "req", PortionID: "p1", Attempt: 2, AggID: "agg-1", Windows: 5, Stop: true},
 		&AggDone{V: 1, RequestID: "req", AggID: "agg-1", Status: Errorf(CodeErr, CodeErr, "no such table"), TimedOut: true},
 		&AggExpectation{V: 1, RequestID: "req", Seq: 2, API: "getData", Args: envArgs(), Expect: []PortionRef{{"p1", 1}},
 			Supersede: []PortionRef{{"p1", 0}}, Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline, Stream: true},

@@ -227,6 +227,62 @@ type PartialResult struct {
 	DAPID     string     `msgpack:"dap"`
 	Status    Status     `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
 	Payload   RawMsgpack `msgpack:"payload,omitempty"`
+	// Window and More: a large partial travels as a sequence of windows
+	// (Window 0, 1, ...), each a complete partial of its own in the portion's
+	// order, sent under the Agg's credit (PartialCredit); More is set on every
+	// window but the last. A partial in one piece is window 0 without More,
+	// the same bytes as before windows existed. An error (Status not OK) ends
+	// the portion whatever its Window.
+	Window uint32 `msgpack:"win,omitempty"`
+	More   bool   `msgpack:"more,omitempty"`
+}
+
+// Windowed reports whether m is one window of a partial sent in several.
+func (m *PartialResult) Windowed() bool { return m.More || m.Window > 0 }
+
+// InitialPartialCredit is how many windows of a portion a DAP may send before
+// the Agg grants more (PartialCredit): a protocol constant, so that both sides
+// agree without a message. A partial in one window never waits.
+const InitialPartialCredit = 2
+
+// MaxPartialWindows bounds the windows of one portion (and a credit's count).
+const MaxPartialWindows = 1 << 24
+
+// PartialCredit is the Agg's flow control of a portion's windows
+// (subjects.DAPCredit(DAPID)): the DAP may send the windows below Windows
+// (it starts with InitialPartialCredit). Stop: the Agg needs no more windows
+// of the portion (a limit reached, the answer ended or failed): the DAP stops
+// sending and completes the portion.
+type PartialCredit struct {
+	V         uint8  `msgpack:"v"`
+	RequestID string `msgpack:"req"`
+	PortionID string `msgpack:"id"`
+	Attempt   uint32 `msgpack:"att"`
+	AggID     string `msgpack:"agg"`
+	Windows   uint32 `msgpack:"win"`
+	Stop      bool   `msgpack:"stop,omitempty"`
+}
+
+// Ref returns the portion's reference.
+func (m *PartialCredit) Ref() PortionRef {
+	return PortionRef{PortionID: m.PortionID, Attempt: m.Attempt}
+}
+
+// Validate checks the credit.
+func (m *PartialCredit) Validate() error {
+	const typ = "partial credit"
+	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+		return err
+	}
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID}, {"Agg id", m.AggID}} {
+		if err := validateID(typ, id.what, id.v); err != nil {
+			return err
+		}
+	}
+	if m.Windows > MaxPartialWindows {
+		return invalid(typ, "%d windows, above %d", m.Windows, MaxPartialWindows)
+	}
+	return nil
 }
 
 // Ref returns the portion's reference.
@@ -244,6 +300,12 @@ func (m *PartialResult) Validate() error {
 		if err := validateID(typ, id.what, id.v); err != nil {
 			return err
 		}
+	}
+	if m.Window >= MaxPartialWindows {
+		return invalid(typ, "window %d, above %d", m.Window, MaxPartialWindows)
+	}
+	if m.More && !m.Status.IsOK() {
+		return invalid(typ, "an error (%s) with more windows to come", m.Status.RC)
 	}
 	return validateText(typ, "ai", m.Status.AI, maxMessageLen)
 }

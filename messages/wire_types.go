@@ -456,6 +456,8 @@ func (m PartialResult) appendWire(w *wireWriter) {
 	f.str("dap", m.DAPID)
 	f.status("status", m.Status)
 	f.rawOmit("payload", m.Payload)
+	f.uintOmit("win", uint64(m.Window))
+	f.boolOmit("more", m.More)
 	f.close()
 }
 
@@ -476,6 +478,10 @@ func (m *PartialResult) decodeWire(r *wireReader) error {
 			return r.status(&m.Status)
 		case "payload":
 			return r.rawSg(&m.Payload)
+		case "win":
+			return r.u32(&m.Window)
+		case "more":
+			return r.boolean(&m.More)
 		}
 		return r.skip()
 	})

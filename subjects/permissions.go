@@ -95,6 +95,7 @@ var Flows = []Flow{
 	{Name: "DAPState", Template: DAPState, Pub: []Role{RoleDAP}, Owner: RoleDAP},
 	{Name: "DAPPortion", Template: DAPPortion, Pub: []Role{RoleRC}, Sub: []Role{RoleDAP}, Owner: RoleDAP},
 	{Name: "DAPCancel", Template: DAPCancel, Pub: []Role{RoleRC}, Sub: []Role{RoleDAP}, Owner: RoleDAP},
+	{Name: "DAPCredit", Template: DAPCredit, Pub: []Role{RoleAgg}, Sub: []Role{RoleDAP}, Owner: RoleDAP},
 
 	{Name: "AggHeartbeat", Template: AggHeartbeat, Pub: []Role{RoleAgg}, Sub: []Role{RoleRC}, Owner: RoleAgg},
 	{Name: "AggExpect", Template: AggExpect, Pub: []Role{RoleRC}, Sub: []Role{RoleAgg}, Owner: RoleAgg},

@@ -216,6 +216,8 @@ func TestPerDAPGrant(t *testing.T) {
 		{true, s.Live("trade", "region=eu"), false},
 		{false, s.DAPPortion("dap-eu"), true},
 		{false, s.DAPCancel("dap-eu"), true},
+		{false, s.DAPCredit("dap-eu"), true},
+		{false, s.DAPCredit("dap-us"), false},
 		{false, s.DAPPortion("dap-us"), false},
 		{false, s.DAPPortionPattern(), false},
 	} {

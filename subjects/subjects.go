@@ -132,6 +132,10 @@ const (
 	DAPCancel  = "dap.*.cancel"
 	DAPCancelT = "dap.%s.cancel"
 
+	// DAPCredit: Agg -> DAP, flow control of a partial sent in windows (messages.PartialCredit), per DAP id.
+	DAPCredit  = "dap.*.credit"
+	DAPCreditT = "dap.%s.credit"
+
 	// AggHeartbeat: Agg -> RCs, periodic liveness, per Agg id.
 	AggHeartbeat  = "evt.agg.*.heartbeat"
 	AggHeartbeatT = "evt.agg.%s.heartbeat"
@@ -365,6 +369,10 @@ func (s Subjects) DAPCancelPattern() string { return s.rel(DAPCancel) }
 
 // DAPCancel is where an RC tells DAP dapID to stop a request's portions.
 func (s Subjects) DAPCancel(dapID string) string { return s.build(DAPCancelT, dapID) }
+
+// DAPCredit is where an Agg grants DAP dapID more windows of a partial, or
+// tells it to stop sending them.
+func (s Subjects) DAPCredit(dapID string) string { return s.build(DAPCreditT, dapID) }
 
 // --- Agg ---
 

@@ -101,15 +101,16 @@ func (d *procDeployment) start(name string, ready *regexp.Regexp, args ...string
 	p := &sgProc{name: name, cmd: cmd}
 	d.procs = append(d.procs, p)
 	found := make(chan string, 1)
+	want := ready // the reader's own: start reads ready below
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			p.keep(sc.Text())
-			if ready != nil {
-				if m := ready.FindStringSubmatch(sc.Text()); m != nil {
+			if want != nil {
+				if m := want.FindStringSubmatch(sc.Text()); m != nil {
 					found <- m[len(m)-1]
-					ready = nil
+					want = nil
 				}
 			}
 		}
@@ -160,20 +161,31 @@ func (d *procDeployment) stop() {
 // (issue 10's proof: memory bounded by a window, not by the answer's size).
 // The answer is checked whole: every row, counted against the count sg gives.
 //
-// The bound is not met yet, so the test runs only when asked
-// (SG_MEMORY_TEST=1): the Agg holds every DAP's partial until the last has
-// come (331-353 MiB for 320 MB of JSON on 2026-11-23) and a DAP encodes its
-// portion's partial whole (93-115 MiB). It needs DAP partials sent in
-// windows under the Agg's credit, and a merge that consumes windows.
+// What bounds it: each DAP sends its portion's rows in windows under the
+// Agg's credit (services/dap/window.go), and the Agg merges them as they come
+// (services/agg/live.go), a frame out as soon as every DAP has a window. On
+// 2026-11-23, three runs: Agg 77-86 MiB, DAPs 72-80 MiB (64-66 MiB of it
+// their data, loaded), GW 35-42 MiB, RC 21-24 MiB, for 320 MB of JSON in
+// 1.6-2.4 s; before windows, the Agg peaked at 331-353 MiB and the DAPs at
+// 93-115 MiB. It takes about 15 s.
 func TestLargeAnswerMemoryPerService(t *testing.T) {
-	if os.Getenv("SG_MEMORY_TEST") != "1" {
-		t.Skip("SG_MEMORY_TEST=1 runs it: issue 10's memory bound, not met yet (see the test's comment)")
+	if testing.Short() {
+		t.Skip("-short: builds sg and runs 14 processes")
 	}
 	const (
 		limit   = 100 << 20
-		days    = 54 // of trade per region: about 2 MB of JSON a region-day
 		regions = 3
 	)
+	days := 54 // of trade per region: about 2 MB of JSON a region-day, 320 MB in all
+	if raceEnabled {
+		// The test's own client, built with -race, reads frames slower than
+		// sg sends them, and the server cuts it off as a slow consumer once
+		// it is 64 MiB behind: under -race the answer is a ninth of the size
+		// (36 MB). The services are built without -race either way, and the
+		// bound asserted is the same.
+		days = 6
+	}
+	minSize := 300e6 * float64(days) / 54
 	dir := t.TempDir()
 	d := &procDeployment{t: t, bin: buildSG(t, dir), dir: dir,
 		env: []string{"GOMEMLIMIT=100MiB", "SG_LOG_LEVEL=warn"}}
@@ -185,7 +197,7 @@ func TestLargeAnswerMemoryPerService(t *testing.T) {
 	d.start("rc", nil, append([]string{"rc", "--id", "rc-1", "--aggs", "agg-1"}, common...)...)
 	// Each region's days are cut in three tiers of a third each: a DAP holds
 	// a ninth of the answer's rows (about 25 MiB in memory).
-	third := days * 24 * time.Hour / 3
+	third := time.Duration(days) * 24 * time.Hour / 3
 	for _, region := range []string{"eu", "us", "asia"}[:regions] {
 		for i, tier := range []string{"hdb", "idb", "rdb"} {
 			from, to := end.Add(-3*third+time.Duration(i)*third), end.Add(-2*third+time.Duration(i)*third)
@@ -269,8 +281,8 @@ func TestLargeAnswerMemoryPerService(t *testing.T) {
 	if over {
 		d.dump()
 	}
-	if rows != want || size < 300e6 {
-		t.Fatalf("streamed %d rows (%d bytes), count says %d: want every row of an answer of 300 MB or more", rows, size, want)
+	if rows != want || float64(size) < minSize {
+		t.Fatalf("streamed %d rows (%d bytes), count says %d: want every row of an answer of %.0f MB or more", rows, size, want, minSize/1e6)
 	}
 	t.Logf("answer: %d rows, %.1f MB of JSON in %s (%.1f MB/s)", rows, float64(size)/1e6, elapsed.Round(time.Millisecond),
 		float64(size)/1e6/elapsed.Seconds())

@@ -153,6 +153,7 @@ func (a *Agg) Run(ctx context.Context) error {
 	_ = cancel.Unsubscribe()
 	a.mu.Lock()
 	a.closing = true
+	a.stopLiveLocked() // live.go: a stream waiting for windows ends now
 	a.mu.Unlock()
 	a.answers.Wait()
 	a.answerers.stop()
@@ -189,6 +190,9 @@ func (a *Agg) finishLocked(id string, deadline int64, now time.Time) {
 		if !r.answering {
 			a.stats.discarded.Add(uint64(len(r.partials)))
 		}
+		// Its DAPs still sending windows stop; a live stream ends (live.go).
+		a.stopWindowsLocked(r)
+		r.live.stop(errStopped)
 	}
 	delete(a.requests, id)
 	// Remember the id past the deadline: a late expectation or partial must not open
@@ -206,6 +210,9 @@ func (a *Agg) sweep(now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, r := range a.requests {
+		if r.live != nil {
+			continue // its stream ends itself at the deadline (live.go)
+		}
 		switch {
 		case r.exp != nil && now.UnixNano() >= r.exp.Deadline:
 			a.log.Info().Str("request_id", id).Int("partials", len(r.partials)).Msg("deadline passed before every partial came: not answered")

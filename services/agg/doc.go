@@ -19,6 +19,18 @@
 //     routing and rc/ac/ai in headers, in chunks when above NATS's max payload, and then
 //     tells the RC (AggDone). Never after the deadline: the RC answers the timeout then.
 //
+// Partials in windows (live.go): a DAP sends a large row partial as windows under the
+// Agg's credit (messages.PartialCredit on subjects.DAPCredit). A stream reader's rows
+// without sortCols are merged live: once sealed and every expected portion has its first
+// window, the Agg streams the k-way merge, granting each portion a window for each it
+// has merged, and a limit stops the DAPs. Once that stream has begun its frames cannot
+// be taken back: a portion that then fails or is superseded, or a new one expected, ends
+// it with an error frame (the DAP's status, or ERR naming the portion; TIMEOUT at the
+// deadline); before it begins, a superseded attempt's windows are dropped as today.
+// Other requests gather the windows, each a partial of the merge. Windows without
+// credit, out of order or from another DAP fail the request (ERR) and count as
+// malformed.
+//
 // Answers by API:
 //
 //	getData  the merged messages.Table: msgpack columnar, or JSON an array of row objects

@@ -136,6 +136,14 @@ func (a *Agg) onPartial(m *nats.Msg) {
 		r = newRequest(p.RequestID, now)
 		a.requests[p.RequestID] = r
 	}
+	if p.Windowed() || r.windows[p.Ref()] != nil || r.live != nil {
+		before := r.bytes
+		a.windowLocked(r, p) // live.go
+		a.held += r.bytes - before
+		a.stats.discarded.Add(r.takeDropped())
+		answer = a.answerSmallLocked(r, now)
+		return
+	}
 	if !r.wants(p.Ref()) {
 		a.stats.discarded.Add(1)
 		a.log.Debug().Str("request_id", p.RequestID).Stringer("portion", p.Ref()).Str("dap", p.DAPID).Msg("partial discarded")
@@ -297,12 +305,16 @@ func (a *Agg) answerSmallLocked(r *request, now time.Time) func() {
 
 // takeReadyLocked takes a complete request out to be answered, exactly once.
 func (a *Agg) takeReadyLocked(r *request, now time.Time) (job, bool) {
-	if a.closing || !r.ready() {
+	if a.closing || r.live != nil || !r.ready() {
+		return job{}, false
+	}
+	if r.liveReady() {
+		a.startLiveLocked(r) // live.go
 		return job{}, false
 	}
 	j := r.job()
 	// Partials outside the answered set (a lost DAP's, a duplicate dispatch's).
-	a.stats.discarded.Add(uint64(len(r.partials) - len(j.partials)))
+	a.stats.discarded.Add(uint64(j.unused))
 	r.answering = true
 	a.finishLocked(r.id, j.exp.Deadline, now)
 	a.stats.answered.Add(1)

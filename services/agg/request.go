@@ -26,6 +26,14 @@ type request struct {
 	sealed     bool
 
 	partials map[messages.PortionRef]messages.PartialResult
+	// windows: the portions whose partials come in windows (live.go), from
+	// their first window on; an error partial of one goes to partials instead.
+	windows map[messages.PortionRef]*portionWindows
+	// live: the answer's stream has begun (live.go): the request stays here,
+	// for the windows still to come, until the stream ends.
+	live     *liveMerge
+	failed   *messages.Status // the windows broke the protocol (live.go): the answer is this error
+	liveKind int8             // streamsLive, once known: 1 yes, 2 no
 	bytes    int64
 	tooLarge bool // the partials passed MaxRequestBytes: they were dropped, the answer is TOO_LARGE
 	// refused: a partial would have passed the Agg's MaxHeldBytes: the partials were
@@ -76,6 +84,11 @@ func (r *request) apply(e messages.AggExpectation) {
 	}
 	// Retry of a label set: the earlier attempts' partials no longer count, now or later.
 	for _, ref := range e.Supersede {
+		if r.live.has(ref) {
+			// Frames may have gone out: the answer cannot be taken back (live.go).
+			r.live.fail(messages.Errorf(messages.CodeErr, messages.CodeErr,
+				"portion %s was superseded after the answer's stream began: the answer is cut, ask again", ref))
+		}
 		r.superseded[ref] = true
 		delete(r.expected, ref)
 		r.drop(ref)
@@ -85,6 +98,10 @@ func (r *request) apply(e messages.AggExpectation) {
 		if !r.superseded[ref] && !r.expected[ref] {
 			r.expected[ref] = true
 			r.expect = append(r.expect, ref)
+			if r.live != nil {
+				r.live.fail(messages.Errorf(messages.CodeErr, messages.CodeErr,
+					"portion %s was added after the answer's stream began: the answer is cut, ask again", ref))
+			}
 		}
 	}
 	// Each expectation carries the set's state: the RC tells its Agg of portions as it
@@ -100,6 +117,11 @@ func (r *request) drop(ref messages.PortionRef) {
 		delete(r.partials, ref)
 		r.dropped++
 	}
+	if w := r.windows[ref]; w != nil {
+		r.bytes -= w.bytes
+		r.dropped += len(w.queue)
+		delete(r.windows, ref)
+	}
 }
 
 // wants reports whether a partial for ref may still count.
@@ -110,7 +132,7 @@ func (r *request) wants(ref messages.PortionRef) bool {
 	if _, dup := r.partials[ref]; dup {
 		return false
 	}
-	return true
+	return r.failed == nil
 }
 
 // add keeps p, or marks the request too large when p would pass limit (then every
@@ -129,16 +151,34 @@ func (r *request) add(p messages.PartialResult, limit int64) {
 // setTooLarge drops every partial: the answer is TOO_LARGE whatever else arrives.
 func (r *request) setTooLarge() {
 	r.tooLarge = true
-	r.dropped += len(r.partials)
-	clear(r.partials)
-	r.bytes = 0
+	r.dropAll()
+	r.live.fail(messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "partial results above the Agg's limit"))
 }
 
 // refuse drops every partial: the answer is RATE_LIMITED whatever else arrives.
 func (r *request) refuse(retryAfter int) {
 	r.refused, r.retryAfter = true, retryAfter
+	r.dropAll()
+	r.live.fail(messages.Errorf(messages.CodeRateLimited, messages.CodeErr, "the Agg holds too many partial results"))
+}
+
+// setFailed drops every partial: the answer is st whatever else arrives.
+func (r *request) setFailed(st messages.Status) {
+	if r.failed == nil {
+		r.failed = &st
+	}
+	r.dropAll()
+	r.live.fail(st)
+}
+
+// dropAll drops every partial and window held.
+func (r *request) dropAll() {
 	r.dropped += len(r.partials)
 	clear(r.partials)
+	for _, w := range r.windows {
+		r.dropped += len(w.queue)
+		w.queue, w.bytes = nil, 0
+	}
 	r.bytes = 0
 }
 
@@ -156,7 +196,7 @@ func (r *request) ready() bool {
 	if r.exp == nil {
 		return false
 	}
-	if r.tooLarge || r.refused {
+	if r.tooLarge || r.refused || r.failed != nil {
 		return true
 	}
 	complete := r.sealed
@@ -164,6 +204,11 @@ func (r *request) ready() bool {
 		p, ok := r.partials[ref]
 		if ok && !p.Status.IsOK() {
 			return true
+		}
+		if w := r.windows[ref]; !ok && w != nil {
+			// A portion in windows: whole once its last has come; for a live
+			// merge, its first is enough (live.go).
+			ok = w.ended || (r.streamsLive() && len(w.queue) > 0)
 		}
 		complete = complete && ok
 	}
@@ -178,14 +223,40 @@ type job struct {
 	// refused and retryAfter: see request.
 	refused    bool
 	retryAfter int
+	failed     *messages.Status
+	unused     int // partials and windows held outside the answered set
+	// runs: how many partials of each portion follow one another in partials
+	// (its windows, in order; 1 for a partial in one piece). nil: one each.
+	runs []int
 }
 
+// job takes the answer's partials out: the windows of a portion in windows
+// each count as a partial (each is a row partial in the portion's order; the
+// merge is a k-way merge of them all).
 func (r *request) job() job {
-	j := job{exp: *r.exp, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter}
+	j := job{exp: *r.exp, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter, failed: r.failed}
+	held := len(r.partials)
+	for _, w := range r.windows {
+		held += len(w.queue)
+	}
 	for _, ref := range r.expect {
 		if p, ok := r.partials[ref]; ok {
 			j.partials = append(j.partials, p)
+		} else if w := r.windows[ref]; w != nil {
+			j.partials = append(j.partials, w.queue...)
+			if j.runs == nil {
+				j.runs = make([]int, 0, len(r.expect))
+				for range len(j.partials) - len(w.queue) {
+					j.runs = append(j.runs, 1)
+				}
+			}
+			j.runs = append(j.runs, len(w.queue))
+			continue
+		}
+		if j.runs != nil {
+			j.runs = append(j.runs, 1)
 		}
 	}
+	j.unused = held - len(j.partials)
 	return j
 }

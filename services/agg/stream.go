@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,7 @@ import (
 // Everything else (errors, ping, a refused or too large request) is a whole answer,
 // which a stream reader takes as well.
 func streams(j job) bool {
-	if !j.exp.Stream || j.tooLarge || j.refused {
+	if !j.exp.Stream || j.tooLarge || j.refused || j.failed != nil {
 		return false
 	}
 	if j.exp.API != subjects.APIGetData && j.exp.API != subjects.APISQL {
@@ -58,16 +59,30 @@ type frameSender struct {
 // holds one window of it beside the partials. ok is false when the merge
 // failed before anything was sent: the caller answers st whole.
 func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) (st messages.Status, ok bool) {
-	e := &j.exp
 	start := time.Now()
-	m, st := merger(j)
+	m, parts, st := merger(j)
 	if !st.IsOK() {
 		return st, false
 	}
-	w, err := m.Windows()
+	var w *merge.Windows
+	var err error
+	if parts == nil {
+		w, err = m.Windows()
+	} else {
+		w, err = m.Stream(parts.fetches())
+	}
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false
 	}
+	return a.streamWindows(&j.exp, w, content, log, start, len(j.partials), nil)
+}
+
+// streamWindows sends the windows of w as the frames of e's answer, then
+// tells the RC. ok is false when it failed before anything was sent: the
+// caller answers st whole. lm is the live merge that feeds w, if any
+// (live.go): its failures end the stream with their status.
+func (a *Agg) streamWindows(e *messages.AggExpectation, w *merge.Windows, content messages.Content, log zerolog.Logger,
+	start time.Time, partials int, lm *liveMerge) (st messages.Status, ok bool) {
 	if time.Now().UnixNano() >= e.Deadline {
 		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
 		a.stats.expired.Add(1)
@@ -77,12 +92,25 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	}
 	fs := &frameSender{a: a, e: e, content: content, id: nuid.Next(),
 		limit: int(max(1024, min(int64(a.cfg.StreamWindow), a.cfg.NC.MaxPayload()-frameHeadroom)))}
+	st = messages.StatusOK
 	if err := fs.pipeline(w); err != nil {
-		if fs.frames == 0 {
+		switch {
+		case errors.Is(err, errStopped):
+			// Cancelled by the RC (which answers) or the Agg stops: nothing more goes out.
+			log.Info().Int("frames_sent", fs.frames).Msg("answer stream dropped")
+			return st, true
+		case fs.frames == 0 && lm != nil:
+			return liveStatus(err), false
+		case fs.frames == 0:
 			return messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err), false
 		}
 		// Frames went out: the stream ends with the error, never looks whole.
-		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %v", fs.frames, err)
+		if lm != nil {
+			st = liveStatus(err)
+			st.AI = fmt.Sprintf("Answer stream broken after %d frames: %s", fs.frames, st.AI)
+		} else {
+			st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %v", fs.frames, err)
+		}
 		if err := fs.publish(nil, true, st); err != nil {
 			log.Error().Err(err).Int("frames_sent", fs.frames).Msg("answer stream cut: its last frame not sent")
 		}
@@ -93,7 +121,7 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 		a.stats.errors.Add(1)
 	}
 	log.Info().Stringer("rc", st.RC).Int64("bytes", fs.bytes).Int("rows", fs.rows).Int("frames", fs.frames).
-		Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered (stream)")
+		Int("partials", partials).Dur("elapsed", time.Since(start)).Msg("answered (stream)")
 	a.tellDone(e, st, log)
 	return st, true
 }
@@ -102,6 +130,7 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 type window struct {
 	t    messages.Table
 	last bool
+	err  error // the merge failed (Windows.Err): t is not sent
 }
 
 // pipeline sends every window of w as frames, merging the next window while
@@ -130,13 +159,16 @@ func (fs *frameSender) pipeline(w *merge.Windows) error {
 			}
 			more = w.NextInto(&t, int(next.Load()))
 			select {
-			case windows <- window{t, !more}:
+			case windows <- window{t, !more, w.Err()}:
 			case <-stop:
 				return
 			}
 		}
 	})
 	for win := range windows {
+		if win.err != nil {
+			return win.err
+		}
 		size, err := fs.send(win.t, win.last)
 		if err != nil {
 			return err

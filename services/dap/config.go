@@ -52,6 +52,10 @@ type Config struct {
 	// MaxQueue bounds the dispatches waiting for a slot; one more is refused
 	// RATE_LIMITED (limits.DAPQueue). Default DefaultMaxQueue (SG_DAP_MAX_QUEUE).
 	MaxQueue int
+	// PartialWindow is the size in bytes of one window of a partial result
+	// that is sent in several (window.go). Default defaults.DAPPartialWindow;
+	// the max payload bounds it.
+	PartialWindow int
 
 	NC       *nats.Conn
 	Subjects subjects.Subjects // zero value: subjects.Default()
@@ -89,6 +93,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
 	}
+	if c.PartialWindow == 0 {
+		c.PartialWindow = defaults.DAPPartialWindow
+	}
 	var errs []error
 	if c.NC == nil {
 		errs = append(errs, errors.New("NC is nil"))
@@ -98,6 +105,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxQueue < 0 {
 		errs = append(errs, fmt.Errorf("MaxQueue %d is negative", c.MaxQueue))
+	}
+	if c.PartialWindow < 0 {
+		errs = append(errs, fmt.Errorf("PartialWindow %d is negative", c.PartialWindow))
 	}
 	if c.Heartbeat < 0 {
 		errs = append(errs, fmt.Errorf("Heartbeat %v is negative", c.Heartbeat))

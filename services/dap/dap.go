@@ -26,6 +26,9 @@ type DAP struct {
 	running   map[*running]struct{}
 	cancelled cancels
 
+	creditMu sync.Mutex
+	credits  map[creditKey]*credit // portions being sent in windows (window.go)
+
 	started atomic.Bool
 	ready   chan struct{} // closed once subscribed and registered
 	stats   counters
@@ -80,6 +83,7 @@ func New(cfg Config) (*DAP, error) {
 		log:     cfg.Log.With().Str("dap", cfg.ID).Logger(),
 		seen:    map[string]int64{},
 		running: map[*running]struct{}{},
+		credits: map[creditKey]*credit{},
 		queue:   newFIFO(),
 		ready:   make(chan struct{}),
 		state: state{available: cfg.Unavailable == "", reason: cfg.Unavailable, purview: cfg.Purview,
@@ -132,6 +136,11 @@ func (d *DAP) Run(ctx context.Context) error {
 		return fmt.Errorf("dap %s: subscribe cancels: %w", d.cfg.ID, err)
 	}
 	defer cancel.Unsubscribe()
+	credits, err := nc.Subscribe(subj.DAPCredit(d.cfg.ID), d.onCredit)
+	if err != nil {
+		return fmt.Errorf("dap %s: subscribe credits: %w", d.cfg.ID, err)
+	}
+	defer credits.Unsubscribe()
 	announces, err := nc.Subscribe(subj.RCAnnouncePattern(), d.onAnnounce)
 	if err != nil {
 		return fmt.Errorf("dap %s: subscribe RC announcements: %w", d.cfg.ID, err)
@@ -153,6 +162,7 @@ func (d *DAP) Run(ctx context.Context) error {
 
 	_ = portions.Unsubscribe()
 	_ = cancel.Unsubscribe()
+	_ = credits.Unsubscribe()
 	_ = announces.Unsubscribe()
 	d.publishLost("shutdown")
 	wg.Wait()

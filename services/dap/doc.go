@@ -15,7 +15,10 @@
 //     runs on the source that went with the versions it was admitted at: Apply changes
 //     availability, purview, versions and source in one step (package live's rolls);
 //  4. sends the partial result to the Agg (chunked when above NATS's max payload) and a
-//     completion to the RC, for every dispatch: the completion is what frees its slot;
+//     completion to the RC, for every dispatch: the completion is what frees its slot.
+//     A row partial above Config.PartialWindow from a PartialSource goes as windows,
+//     encoded one at a time, under the Agg's credit (subjects.DAPCredit(ID), window.go),
+//     the completion after the last (or after the Agg's Stop);
 //  5. on the RC's cancel (subjects.DAPCancel(ID), empty body, the request id in
 //     Sg-Request-Id) stops the request's running portions through their context (the
 //     Source looks at it between batches of rows: the engine every engine.BatchRows

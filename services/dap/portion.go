@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
@@ -131,6 +132,11 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 	// On the slot's executor, so that this goroutine can answer the RC at the deadline or
 	// a cancel while a Source is slow to stop; the slot is given back only once it has.
 	done := ex.run(func() (r execResult) {
+		if ps, ok := src.(PartialSource); ok {
+			if part, ok, err := ps.ExecutePartial(execCtx, p.API, p.Args, p.Labels, p.Range); ok {
+				return d.partialResult(part, err)
+			}
+		}
 		if rc, ok := src.(RowCounter); ok {
 			r.payload, r.rows, r.err = rc.ExecuteRows(execCtx, p.API, p.Args, p.Labels, p.Range)
 		} else {
@@ -172,7 +178,27 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 		d.fail(&p, st, elapsed)
 		return
 	}
-	if err := d.sendPartial(&p, messages.StatusOK, r.payload); err != nil {
+	bytes := int64(len(r.payload))
+	var err error
+	if r.part != nil {
+		var s sent
+		s, err = d.sendWindows(execCtx, &p, r.part) // window.go
+		elapsed = time.Since(start)
+		switch {
+		case ctx.Err() != nil:
+			return // shutdown: DAPLost tells the RC
+		case errors.Is(context.Cause(cancelCtx), errCancelled):
+			d.answerCancelled(&p, elapsed)
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			d.timedOut(&p, elapsed) // the error ends the windows sent so far
+			return
+		}
+		r.rows, bytes = s.rows, s.bytes
+	} else {
+		err = d.sendPartial(&p, messages.StatusOK, r.payload)
+	}
+	if err != nil {
 		d.stats.failed.Add(1)
 		d.portionLog(&p).Error().Err(err).Msg("partial result not sent")
 		d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: messages.CodeErr,
@@ -181,10 +207,30 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 	}
 	d.stats.executed.Add(1)
 	if d.log.GetLevel() <= zerolog.DebugLevel && zerolog.GlobalLevel() <= zerolog.DebugLevel {
-		d.portionLog(&p).Debug().Int("bytes", len(r.payload)).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
+		d.portionLog(&p).Debug().Int64("bytes", bytes).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
 	}
 	d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
-		Rows: r.rows, Bytes: int64(len(r.payload)), ElapsedNS: int64(elapsed)})
+		Rows: r.rows, Bytes: bytes, ElapsedNS: int64(elapsed)})
+}
+
+// partialResult is the result of a PartialSource: a partial above one window
+// is kept to be sent in windows, any other is encoded whole.
+func (d *DAP) partialResult(part merge.Partial, err error) (r execResult) {
+	if err != nil {
+		return execResult{err: err}
+	}
+	r.rows = int64(part.Rows.NumRows())
+	if part.Aggregated {
+		r.rows = int64(part.Groups)
+	}
+	if d.windowed(&part) {
+		r.part = &part
+		return r
+	}
+	if r.payload, err = merge.EncodePartial(part); err != nil {
+		r.err = fmt.Errorf("encode partial: %w", err)
+	}
+	return r
 }
 
 func (d *DAP) setRunning(delta int) {
@@ -229,6 +275,7 @@ func (d *DAP) rejectMalformed(m *nats.Msg, err error) {
 // execResult is what a Source returned for one portion.
 type execResult struct {
 	payload []byte
+	part    *merge.Partial // a partial sent in windows (window.go), not encoded whole
 	rows    int64
 	err     error
 }

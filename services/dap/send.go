@@ -19,8 +19,14 @@ func headers(p *messages.PortionDispatch, st messages.Status) nats.Header {
 // sendPartial sends the partial result of p to its Agg, in chunks when the message is
 // above the connection's max payload (nothing is cut silently).
 func (d *DAP) sendPartial(p *messages.PortionDispatch, st messages.Status, payload []byte) error {
+	return d.sendWindow(p, st, payload, 0, false)
+}
+
+// sendWindow sends one window of the partial result of p (window.go); a
+// partial in one piece is window 0 without more.
+func (d *DAP) sendWindow(p *messages.PortionDispatch, st messages.Status, payload []byte, window uint32, more bool) error {
 	pr := messages.PartialResult{V: messages.PortionVersion, RequestID: p.RequestID, PortionID: p.PortionID,
-		Attempt: p.Attempt, DAPID: d.cfg.ID, Status: st, Payload: payload}
+		Attempt: p.Attempt, DAPID: d.cfg.ID, Status: st, Payload: payload, Window: window, More: more}
 	if err := pr.Validate(); err != nil {
 		return err
 	}

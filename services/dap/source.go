@@ -26,6 +26,16 @@ type RowCounter interface {
 	ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, rows int64, err error)
 }
 
+// PartialSource is optionally implemented by a Source whose getData partial can
+// be sent in windows: it returns the partial unencoded (rows, the engine's
+// view of its store where it can), and the DAP encodes and sends it window by
+// window under the Agg's credit (window.go), so that the encoded partial is
+// never whole in memory. ok false: the DAP calls ExecuteRows or Execute instead
+// (another API).
+type PartialSource interface {
+	ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (p merge.Partial, ok bool, err error)
+}
+
 // EngineSource serves getData and ping from an in-memory engine.Store. The store holds
 // only this DAP's shard, so the portion's label set needs no check here: the request's
 // label selector is applied by the engine like a filter.
@@ -77,6 +87,22 @@ func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 	// The engine looks at ctx between batches of rows: a cancel or the deadline frees
 	// the slot within a batch.
 	return RunGetData(ctx, s.Store.ExecuteContext, a, rng)
+}
+
+// ExecutePartial implements PartialSource for getData.
+func (s EngineSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, _ messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
+	if api != subjects.APIGetData || s.Store == nil {
+		return merge.Partial{}, false, nil
+	}
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return merge.Partial{}, true, err
+	}
+	p, err := s.Store.ExecuteContext(ctx, a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	if err == nil {
+		err = ctx.Err()
+	}
+	return p, true, err
 }
 
 // GetDataExecutor runs getData on one portion's range (the zero time is an open

@@ -41,6 +41,12 @@ const (
 // what the Agg, the GW and the caller hold of the answer at once.
 const AggStreamWindow = 512 << 10
 
+// DAPPartialWindow is the size in bytes of one window of a DAP's partial
+// result (messages.PartialResult.Window), at most the max payload: a larger
+// partial is sent as several, under the Agg's credit, so that neither the DAP
+// nor the Agg holds it encoded whole.
+const DAPPartialWindow = 512 << 10
+
 // The answer store: the JetStream object store where the GW writes an answer
 // above the max payload for a caller that does not reassemble chunks, so
 // that any NATS client can fetch it (README, Large answers).

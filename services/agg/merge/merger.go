@@ -44,6 +44,22 @@ func (m *Merger) Add(p Partial) error {
 	return nil
 }
 
+// check validates a window of a streamed merge against the request and the
+// first window, without keeping it (Stream holds one window per source).
+func (m *Merger) check(p *Partial) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := m.checkShape(p); err != nil {
+		return err
+	}
+	if m.first == nil {
+		m.first = p
+	}
+	m.n++
+	return nil
+}
+
 // checkShape compares p with the request and with the partials already added.
 func (m *Merger) checkShape(p *Partial) error {
 	a := &m.args

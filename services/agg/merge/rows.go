@@ -141,8 +141,9 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 }
 
 type cursor struct {
-	p *Partial
-	i int
+	p   *Partial
+	i   int
+	src int // the source of a streamed merge (Merger.Stream)
 }
 
 // rowHeap orders cursors by their current row in canonical order.

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"container/heap"
+	"fmt"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -18,6 +19,12 @@ type Windows struct {
 	limit  int // rows still allowed by the request's limit; -1: none
 	whole  *messages.Table
 	pos    int
+
+	// A streamed merge (Stream): each cursor's source, fetched window by window.
+	m     *Merger
+	fetch []Fetch
+	more  []bool // the source has windows after its cursor's
+	err   error
 }
 
 // Windows returns the merged answer as windows. Errors are Result's.
@@ -77,9 +84,25 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 	for t.NumRows() < n && w.h.Len() > 0 {
 		c := &w.h.cursors[0]
 		t.AppendRowFrom(&c.p.Rows, c.i)
-		if c.i++; c.i == c.p.Rows.NumRows() {
+		if c.i++; c.i < c.p.Rows.NumRows() {
+			heap.Fix(w.h, 0)
+			continue
+		}
+		if w.fetch == nil {
 			heap.Pop(w.h)
-		} else {
+			continue
+		}
+		// The window is used up: its source's next one, before any other row
+		// can be known to come next.
+		p, err := w.next(c.src)
+		switch {
+		case err != nil:
+			w.err = err
+			w.h.cursors = nil
+		case p == nil:
+			heap.Pop(w.h)
+		default:
+			c.p, c.i = p, 0
 			heap.Fix(w.h, 0)
 		}
 	}
@@ -101,4 +124,102 @@ func (w *Windows) reusable(t *messages.Table) bool {
 		}
 	}
 	return true
+}
+
+// Fetch returns the next window of one source of a streamed merge (a
+// portion's partial sent in windows, each a row partial in the portion's
+// order) and whether more windows follow it. It may block until the window
+// has come; its error ends the merge (Windows.Err).
+type Fetch func() (p Partial, more bool, err error)
+
+// Stream returns the merged answer of sources whose partials come in windows,
+// as Windows that fetch a source's next window only when the merge has used
+// up its current one: a k-way merge of rows in canonical order (doc item 1)
+// that holds one window per source, so that the answer's size does not bound
+// its memory. The first window of every source is fetched here. Aggregates
+// and rows with sortCols need every row: then every window is fetched and
+// added, and the answer is computed whole, as Windows does. Errors wrap
+// those of the fetches and of Add.
+func (m *Merger) Stream(sources []Fetch) (*Windows, error) {
+	if m.args.Aggregating() || len(m.args.SortCols) > 0 {
+		for i, fetch := range sources {
+			for more := true; more; {
+				p, next, err := fetch()
+				if err == nil {
+					err = m.Add(p)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("source %d: %w", i, err)
+				}
+				more = next
+			}
+		}
+		return m.Windows()
+	}
+	w := &Windows{h: &rowHeap{}, limit: -1, m: m, fetch: sources, more: make([]bool, len(sources))}
+	if m.args.Limit > 0 {
+		w.limit = m.args.Limit
+	}
+	for i := range sources {
+		w.more[i] = true
+		p, err := w.next(i)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			w.h.cursors = append(w.h.cursors, cursor{p: p, src: i})
+		}
+	}
+	if m.first == nil {
+		return &Windows{whole: &messages.Table{}, limit: -1}, nil
+	}
+	w.schema = m.first.Rows.Schema()
+	heap.Init(w.h)
+	return w, nil
+}
+
+// next fetches source i's windows until one with rows, or its end (nil).
+func (w *Windows) next(i int) (*Partial, error) {
+	for w.more[i] {
+		p, more, err := w.fetch[i]()
+		if err == nil {
+			err = w.m.check(&p)
+		}
+		if err != nil {
+			w.more[i] = false
+			return nil, fmt.Errorf("source %d: %w", i, err)
+		}
+		w.more[i] = more
+		if p.Rows.NumRows() > 0 {
+			return &p, nil
+		}
+	}
+	return nil, nil
+}
+
+// Err is the error that ended a streamed merge early (a fetch failed, or a
+// window did not fit the others); nil otherwise.
+func (w *Windows) Err() error { return w.err }
+
+// Rest returns every row left as one table; hint is about how many there are
+// (the rows of the partials), so that the columns are sized once.
+func (w *Windows) Rest(hint int) (messages.Table, error) {
+	if w.whole != nil {
+		t := w.whole.Slice(w.pos, w.whole.NumRows())
+		w.pos = w.whole.NumRows()
+		return t, nil
+	}
+	t := messages.NewTable(w.schema)
+	for k := range t.Columns {
+		t.Columns[k].Grow(hint) // NextInto grows a window by at most 1<<16 rows
+	}
+	more := w.NextInto(&t, max(1, hint))
+	for more && w.err == nil {
+		var next messages.Table
+		next, more = w.Next(max(1, hint))
+		for k := range t.Columns {
+			t.Columns[k].AppendColumn(&next.Columns[k])
+		}
+	}
+	return t, w.err
 }

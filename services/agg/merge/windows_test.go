@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -79,5 +80,133 @@ func TestWindowsConcatenateToResult(t *testing.T) {
 	// No partial: one empty window.
 	if got, calls := windowsAll(t, messages.GetDataArgs{Table: "t"}, nil, 4, true); len(got) != 0 || calls != 1 {
 		t.Fatalf("no partial: %v in %d windows", got, calls)
+	}
+}
+
+// splitWindows cuts p into windows of at most n rows (at least one window).
+func splitWindows(p Partial, n int) []Partial {
+	var out []Partial
+	for lo := 0; lo == 0 || lo < p.Rows.NumRows(); lo += n {
+		hi := min(lo+n, p.Rows.NumRows())
+		out = append(out, Partial{Version: PartialVersion, Rows: p.Rows.Slice(lo, hi), Times: p.Times[lo:hi]})
+	}
+	return out
+}
+
+// fetches serves each partial's windows in order, counting the windows
+// fetched but not yet used up by more than one per source (held).
+func fetches(wins [][]Partial) []Fetch {
+	out := make([]Fetch, len(wins))
+	for i := range wins {
+		k := 0
+		out[i] = func() (Partial, bool, error) {
+			p := wins[i][k]
+			k++
+			return p, k < len(wins[i]), nil
+		}
+	}
+	return out
+}
+
+// A streamed merge of partials cut in windows is the answer Merge gives of
+// the whole partials, for any window sizes, with and without limit, sortCols
+// and empty windows.
+func TestStreamIsMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	for round := range 40 {
+		var parts []Partial
+		var wins [][]Partial
+		for range 1 + rng.IntN(5) {
+			var times, vals []int64
+			ts := int64(0)
+			for range rng.IntN(60) {
+				ts += rng.Int64N(5)
+				times, vals = append(times, ts), append(vals, rng.Int64N(1000))
+			}
+			p := rowsPartial(t, times, vals)
+			parts = append(parts, p)
+			w := splitWindows(p, 1+rng.IntN(20))
+			if rng.IntN(3) == 0 { // an empty window in the middle
+				k := rng.IntN(len(w))
+				w = append(w[:k], append([]Partial{{Version: PartialVersion, Rows: p.Rows.Slice(0, 0), Times: []int64{}}}, w[k:]...)...)
+			}
+			wins = append(wins, w)
+		}
+		for _, args := range []messages.GetDataArgs{{Table: "t"}, {Table: "t", Limit: 17}, {Table: "t", SortCols: []string{"-v"}, Limit: 9}} {
+			want, err := Merge(args, parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := NewMerger(args).Stream(fetches(wins))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			var tb messages.Table
+			for more := true; more; {
+				more = w.NextInto(&tb, 1+rng.IntN(30))
+				if c := tb.Col("v"); c != nil {
+					got = append(got, c.Ints...)
+				}
+			}
+			if w.Err() != nil {
+				t.Fatal(w.Err())
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want.Col("v").Ints) && !(len(got) == 0 && want.NumRows() == 0) {
+				t.Fatalf("round %d args %+v: %v, want %v", round, args, got, want.Col("v").Ints)
+			}
+		}
+	}
+}
+
+// A fetch that fails, or a window of another shape, ends the stream with Err.
+func TestStreamFetchError(t *testing.T) {
+	p := rowsPartial(t, []int64{1, 2, 3, 4}, []int64{1, 2, 3, 4})
+	boom := fmt.Errorf("boom")
+	calls := 0
+	bad := func() (Partial, bool, error) {
+		calls++
+		if calls == 1 {
+			return Partial{Version: PartialVersion, Rows: p.Rows.Slice(0, 2), Times: p.Times[:2]}, true, nil
+		}
+		return Partial{}, false, boom
+	}
+	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream([]Fetch{bad, fetches([][]Partial{{p}})[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb messages.Table
+	for more := true; more; {
+		more = w.NextInto(&tb, 100)
+	}
+	if !errors.Is(w.Err(), boom) {
+		t.Fatalf("Err() = %v, want boom", w.Err())
+	}
+	other := Partial{Version: PartialVersion, Rows: messages.NewTable([]messages.ColumnSpec{{Name: "x", Type: messages.TypeFloat}}), Times: []int64{}}
+	two := []Fetch{func() (Partial, bool, error) { return other, false, nil }}
+	if _, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(append(fetches([][]Partial{{p}}), two...)); !errors.Is(err, ErrSchemaMismatch) {
+		t.Fatalf("a window of another schema: %v, want ErrSchemaMismatch", err)
+	}
+}
+
+// Rest is every row, for streamed rows and for answers computed whole.
+func TestRest(t *testing.T) {
+	p := rowsPartial(t, []int64{1, 2, 3, 4, 5}, []int64{5, 4, 3, 2, 1})
+	q := rowsPartial(t, []int64{2, 3, 9}, []int64{7, 8, 9})
+	for _, args := range []messages.GetDataArgs{{Table: "t"}, {Table: "t", SortCols: []string{"-v"}}, {Table: "t", Limit: 4}} {
+		want, err := Merge(args, []Partial{p, q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, hint := range []int{0, 2, 100} {
+			w, err := NewMerger(args).Stream(fetches([][]Partial{splitWindows(p, 2), splitWindows(q, 1)}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.Rest(hint)
+			if err != nil || fmt.Sprint(got.Col("v").Ints) != fmt.Sprint(want.Col("v").Ints) {
+				t.Fatalf("args %+v hint %d: %v %v, want %v", args, hint, got.Col("v").Ints, err, want.Col("v").Ints)
+			}
+		}
 	}
 }

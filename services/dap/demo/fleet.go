@@ -74,16 +74,42 @@ func (c Config) LoadTables(store *engine.Store, region string, start, end time.T
 		if !slices.Contains(tables, def.Name) {
 			continue
 		}
-		rows, err := c.Rows(def.Name, region, start, end)
-		if err != nil {
+		if def.Name == Instrument {
+			rows, err := c.Rows(def.Name, region, start, end)
+			if err != nil {
+				return err
+			}
+			if err := store.Append(def.Name, rows); err != nil {
+				return err
+			}
+			continue
+		}
+		// A day at a time: the rows of [a, c) are those of [a, b) then [b, c)
+		// (doc.go), and the DAP's memory holds its store and one day's
+		// rows, not the store twice over (a DAP's peak is its load's).
+		if err := store.Grow(def.Name, c.maxRows(def.Name, start, end)); err != nil {
 			return err
 		}
-		if err := store.Append(def.Name, rows); err != nil {
-			return err
+		for from := start; from.Before(end); {
+			to := from.Add(loadChunk)
+			if to.After(end) {
+				to = end
+			}
+			rows, err := c.Rows(def.Name, region, from, to)
+			if err != nil {
+				return err
+			}
+			if err := store.Append(def.Name, rows); err != nil {
+				return err
+			}
+			from = to
 		}
 	}
 	return nil
 }
+
+// loadChunk is the time range of data LoadTables generates at once.
+const loadChunk = 24 * time.Hour
 
 // LoadShard loads one shard's data; the hdb tier carries the reference table.
 func (c Config) LoadShard(store *engine.Store, s Shard) error {

@@ -62,6 +62,9 @@ func (c Config) timeRows(table, region string, start, end time.Time) messages.Ta
 	if !end.After(start) {
 		return out
 	}
+	for k := range out.Columns {
+		out.Columns[k].Grow(c.maxRows(table, start, end)) // sized once, not regrown row by row
+	}
 	perDay := int64(c.rate(table))
 	perBucket := int64(24 * time.Hour / bucket)
 	s, e := start.UnixNano(), end.UnixNano()
@@ -73,6 +76,19 @@ func (c Config) timeRows(table, region string, start, end time.Time) messages.Ta
 		c.bucketRows(&out, table, region, b, int(n), s, e)
 	}
 	return out
+}
+
+// maxRows bounds the rows timeRows generates for [start, end): every row of
+// the buckets that meet it (exact when start and end fall on bucket bounds).
+func (c Config) maxRows(table string, start, end time.Time) int {
+	if !end.After(start) {
+		return 0
+	}
+	perDay := int64(c.rate(table))
+	perBucket := int64(24 * time.Hour / bucket)
+	first := floorDiv(start.UnixNano(), int64(bucket))
+	last := floorDiv(end.UnixNano()-1, int64(bucket)) + 1 // past the last bucket that meets it
+	return int(floorDiv(last*perDay, perBucket) - floorDiv(first*perDay, perBucket))
 }
 
 func floorDiv(a, b int64) int64 {
@@ -99,10 +115,12 @@ func (c Config) bucketRows(out *messages.Table, table, region string, b int64, n
 	}
 	slices.Sort(times)
 	ss := syms[region]
+	// Appended column by column, in the schema's order (schema.go), not as
+	// AppendRow's values: boxing each value cost most of a load's garbage.
+	cols := out.Columns
 	for _, t := range times {
 		k := rng.IntN(len(ss))
 		mid := midPrice(region, k, t)
-		var err error
 		switch table {
 		case Trade:
 			size := int64(1+rng.IntN(50)) * lotSize(region, k)
@@ -113,7 +131,14 @@ func (c Config) bucketRows(out *messages.Table, table, region string, b int64, n
 			price := roundTick(mid*(1+(rng.Float64()-0.5)*0.001), tickSize(region, k))
 			venue := venues[region][rng.IntN(len(venues[region]))]
 			if t >= s && t < e {
-				err = out.AppendRow(t, ss[k], region, price, size, side, venue, size >= 40*lotSize(region, k))
+				cols[0].Ints = append(cols[0].Ints, t)
+				cols[1].Strings = append(cols[1].Strings, ss[k])
+				cols[2].Strings = append(cols[2].Strings, region)
+				cols[3].Floats = append(cols[3].Floats, price)
+				cols[4].Ints = append(cols[4].Ints, size)
+				cols[5].Strings = append(cols[5].Strings, side)
+				cols[6].Strings = append(cols[6].Strings, venue)
+				cols[7].Bools = append(cols[7].Bools, size >= 40*lotSize(region, k))
 			}
 		case Quote:
 			tick := tickSize(region, k)
@@ -122,11 +147,14 @@ func (c Config) bucketRows(out *messages.Table, table, region string, b int64, n
 			ask := roundTick(bid+spread, tick)
 			bs, as := int64(1+rng.IntN(100))*lotSize(region, k), int64(1+rng.IntN(100))*lotSize(region, k)
 			if t >= s && t < e {
-				err = out.AppendRow(t, ss[k], region, bid, ask, bs, as)
+				cols[0].Ints = append(cols[0].Ints, t)
+				cols[1].Strings = append(cols[1].Strings, ss[k])
+				cols[2].Strings = append(cols[2].Strings, region)
+				cols[3].Floats = append(cols[3].Floats, bid)
+				cols[4].Floats = append(cols[4].Floats, ask)
+				cols[5].Ints = append(cols[5].Ints, bs)
+				cols[6].Ints = append(cols[6].Ints, as)
 			}
-		}
-		if err != nil {
-			panic("demo: row does not fit its own schema: " + err.Error()) // a bug here, not bad input
 		}
 	}
 }
@@ -139,13 +167,15 @@ func midPrice(region string, k int, t int64) float64 {
 	return basePrice(region, k) * (1 + 0.02*math.Sin(phase))
 }
 
-func basePrice(region string, k int) float64 {
-	return map[string][]float64{
-		"eu":   {0.72, 4.85, 6.40, 180.5, 172.3, 790.0},
-		"us":   {190.0, 410.0, 178.0, 165.0, 880.0, 195.0},
-		"asia": {3400, 13500, 380, 78, 74000, 900},
-	}[region][k]
+// basePrices are each region's symbols' base prices (a package value: a map
+// literal in basePrice was built again for every generated row).
+var basePrices = map[string][]float64{
+	"eu":   {0.72, 4.85, 6.40, 180.5, 172.3, 790.0},
+	"us":   {190.0, 410.0, 178.0, 165.0, 880.0, 195.0},
+	"asia": {3400, 13500, 380, 78, 74000, 900},
 }
+
+func basePrice(region string, k int) float64 { return basePrices[region][k] }
 
 func lotSize(region string, k int) int64 {
 	if region == "asia" && k < 2 {

@@ -110,6 +110,23 @@ func (s *Store) Append(name string, rows messages.Table) error {
 	return nil
 }
 
+// Grow makes room for n more rows in table name, so that a table loaded in
+// pieces allocates its columns once instead of regrowing them (a loader's
+// peak memory would be the table several times over). Errors wrap
+// ErrUnknownTable.
+func (s *Store) Grow(name string, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tables[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownTable, name)
+	}
+	for k := range t.data.Columns {
+		t.data.Columns[k].Grow(n)
+	}
+	return nil
+}
+
 // Tables lists the table names, sorted.
 func (s *Store) Tables() []string {
 	s.mu.RLock()
