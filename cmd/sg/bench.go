@@ -138,7 +138,8 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 		srv.WaitForShutdown()
 	}()
 	common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix}
-	nc, s, stop, err := connect(common, "sg-bench-services", log)
+	// Connected as sg run connects its services: in process (inProcess).
+	nc, s, stop, err := connect(common, "sg-bench-services", log, inProcess(srv))
 	if err != nil {
 		return nil, err
 	}
