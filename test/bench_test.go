@@ -28,7 +28,7 @@ import (
 func BenchmarkSmallRequest(b *testing.B) {
 	for _, logged := range []bool{false, true} {
 		b.Run(fmt.Sprintf("log=%v", logged), func(b *testing.B) {
-			o := systemOptions{}
+			o := systemOptions{inProcess: true} // as sg run and sg bench
 			if logged {
 				o.requestLog = &gw.Durability{}
 			}
@@ -46,16 +46,32 @@ func benchSmallRequest(b *testing.B, o systemOptions) {
 	sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
 
+	// The caller and the echo responder connect over TCP, each on its own
+	// connection, as sg bench's do (the services may be in process).
+	dial := func() *nats.Conn {
+		nc, err := nats.Connect(sys.url, nats.Name(b.Name()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		return nc
+	}
+	caller, responder := dial(), dial()
+	cl := client.New(caller, sys.s)
+
 	// The baseline: a plain request-reply on the same server.
-	echo, err := sys.nc.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	echo, err := responder.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = echo.Unsubscribe() }()
+	if err := responder.Flush(); err != nil {
+		b.Fatal(err)
+	}
 	const baselineN = 2000
 	start := time.Now()
 	for i := 0; i < baselineN; i++ {
-		if _, err := sys.nc.Request("bench.echo", []byte("ping"), 5*time.Second); err != nil {
+		if _, err := caller.Request("bench.echo", []byte("ping"), 5*time.Second); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -67,7 +83,7 @@ func benchSmallRequest(b *testing.B, o systemOptions) {
 	runs0, cpu0 := goroutineRuns(), processCPU()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
+		resp, err := cl.Do(ctx, "getData", args, messages.Opts{})
 		if err != nil || !resp.Header.Status.IsOK() {
 			b.Fatalf("getData: %v %+v", err, resp.Header.Status)
 		}
