@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -69,8 +70,20 @@ and writes it, with the machine and the command, to --out.`, stdout, stderr)
 	largeLast := fs.Duration("large-last", 0, "large answer: only the last this much of trade (0: the whole table)")
 	pubMiB := fs.Int("publish-mib", 512, "plain publish: MiB to send")
 	out := fs.String("out", "BENCHMARKS.md", "file to write the table to (\"\": none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (sg and the bench's callers) to this file")
 	if done, err := parse(fs, args, stdout); done {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *requests < 10 || *clients < 1 || *duration <= 0 || *large < 1 || *pubMiB < 1 {
 		return errors.New("bench: want --requests >= 10, --clients >= 1, --duration > 0, --large >= 1, --publish-mib >= 1")
