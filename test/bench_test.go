@@ -23,7 +23,9 @@ import (
 //
 // BenchmarkSmallRequest: a small getData through GW, RC, DAP and Agg, and as
 // a ratio to a plain NATS request-reply measured in the same run (the floor
-// is the number of hops: client-GW, GW-RC, RC-DAP, DAP-Agg, Agg-GW, GW-client).
+// is the number of hops: client-GW, GW-RC, RC-DAP, DAP-Agg, Agg-GW, GW-client),
+// mean (x-nats-rr) and median (x-p50, what sg bench reports). As in sg run
+// and sg bench, the services connect in process and the caller over TCP.
 // BenchmarkLargeAnswer: result throughput of a multi-MiB answer in MB/s.
 
 func BenchmarkSmallRequest(b *testing.B) {

@@ -160,13 +160,7 @@ func TestLogWriteAcknowledged(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"b", "a"} {
-		var a *nats.Msg
-		select {
-		case a = <-lw.acks:
-		case <-time.After(testWait):
-			t.Fatal("acknowledgement not delivered")
-		}
-		ev, job, again := lw.acked(a)
+		ev, job, again := lw.acked(nextAck(t, lw))
 		if again != nil {
 			t.Fatalf("ack of %s: sent again %#v", want, again)
 		}
@@ -219,13 +213,7 @@ func TestAnsweredWriteExpires(t *testing.T) {
 	if err := nc.Publish(m.Reply, []byte(`{"error":{"code":400,"err_code":10166,"description":"per-message TTL is disabled"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	var a *nats.Msg
-	select {
-	case a = <-lw.acks:
-	case <-time.After(testWait):
-		t.Fatal("acknowledgement not delivered")
-	}
-	ev, job, again := lw.acked(a)
+	ev, job, again := lw.acked(nextAck(t, lw))
 	if ev != nil || job != nil || again == nil || again.write.ID != "a" {
 		t.Fatalf("TTL refused: %#v, %#v, %#v; want the write again", ev, job, again)
 	}
@@ -237,5 +225,18 @@ func TestAnsweredWriteExpires(t *testing.T) {
 	}
 	if m := next(); m.Header.Get(jetstream.MsgTTLHeader) != "" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "4" {
 		t.Fatalf("write again: headers %v, want the condition and no TTL", m.Header)
+	}
+}
+
+// nextAck is the next acknowledgement the loop would read, waited for with a
+// bound.
+func nextAck(t *testing.T, lw *logWrites) *nats.Msg {
+	t.Helper()
+	select {
+	case a := <-lw.acks:
+		return a
+	case <-time.After(testWait):
+		t.Fatal("acknowledgement not delivered")
+		return nil
 	}
 }
