@@ -9,9 +9,9 @@ import (
 )
 
 // BenchmarkRequestLogCost: the price of the request log, one request at a
-// time through GW, RC, 9 DAPs and the Agg, with and without it (three
-// JetStream writes per request: create beside the first drive, answered, and
-// the closing record with a TTL; file storage, R1).
+// time through GW, RC, 9 DAPs and the Agg, with and without it (two
+// JetStream writes per request: create beside the first drive, and answered
+// with a TTL that removes the entry; file storage, R1).
 //
 //	go test ./test -run '^$' -bench RequestLogCost -benchtime 500x
 func BenchmarkRequestLogCost(b *testing.B) {

@@ -55,17 +55,25 @@ type systemOptions struct {
 	requestLog    *gw.Durability   // the GW's request log; nil: none
 	rcMaxQueued   int              // the RC's queue limit; 0: its default
 	rcNow         func() time.Time // the RC's clock; default time.Now
+	// inProcess: the services' connection to the embedded server is in
+	// process, as sg run's (cmd/sg inProcess); sys.url still takes TCP.
+	inProcess bool
 }
 
 func startSystem(t testing.TB, o systemOptions) *system {
 	t.Helper()
+	var opts []nats.Option
 	if o.url == "" {
-		o.url = natstest.Start(t).ClientURL()
+		srv := natstest.Start(t)
+		o.url = srv.ClientURL()
+		if o.inProcess {
+			opts = append(opts, nats.InProcessServer(srv))
+		}
 	}
 	if o.announceEvery == 0 {
 		o.announceEvery = 20 * time.Millisecond
 	}
-	nc, err := nats.Connect(o.url, nats.Name(t.Name()))
+	nc, err := nats.Connect(o.url, append(opts, nats.Name(t.Name()))...)
 	if err != nil {
 		t.Fatalf("connect %s: %v", o.url, err)
 	}

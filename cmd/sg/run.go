@@ -125,7 +125,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		if nc := conns[name]; nc != nil {
 			return nc, nil
 		}
-		nc, subj, stop, err := connect(common, "sg-run-"+name, log.With().Str("conn", name).Logger())
+		nc, subj, stop, err := connect(common, "sg-run-"+name, log.With().Str("conn", name).Logger(), inProcess(srv))
 		if err != nil {
 			return nil, err
 		}

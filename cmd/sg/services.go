@@ -88,8 +88,9 @@ func securityOptions(c Common) ([]nats.Option, error) {
 // connect dials NATS, retrying in the background if it is not up yet (a
 // compose cluster starts in any order).
 // The returned stop drains the connection (pending messages go out) and
-// waits, bounded, until it is closed.
-func connect(c Common, name string, log zerolog.Logger) (nc *nats.Conn, s subjects.Subjects, stop func(), err error) {
+// waits, bounded, until it is closed. extra are further options (a
+// process that embeds the server connects in process: inProcess).
+func connect(c Common, name string, log zerolog.Logger, extra ...nats.Option) (nc *nats.Conn, s subjects.Subjects, stop func(), err error) {
 	s, err = subjects.New(c.Prefix)
 	if err != nil {
 		return nil, s, nil, err
@@ -126,6 +127,7 @@ func connect(c Common, name string, log zerolog.Logger) (nc *nats.Conn, s subjec
 			}
 			ev.Msg("NATS async error")
 		})}, sec...)
+	opts = append(opts, extra...)
 	nc, err = nats.Connect(c.NATSURL, opts...)
 	if err != nil {
 		return nil, s, nil, fmt.Errorf("connect to NATS at %s: %w", maskURL(c.NATSURL), err)
@@ -219,6 +221,13 @@ func serverOptions(c natsServerConfig) (*server.Options, error) {
 	}
 	return opts, nil
 }
+
+// inProcess connects the services of a process that embeds the server
+// (sg run, sg bench) to it through memory, not through its TCP listener:
+// over loopback TCP every message between two services cost a write and a
+// read system call each way through the kernel, most of a hop's time on a
+// small request. Callers outside the process still connect over TCP.
+func inProcess(srv *server.Server) nats.Option { return nats.InProcessServer(srv) }
 
 // startNATSServer starts an embedded nats-server with JetStream in dataDir,
 // open to anyone (tests, sg bench). Port 0 picks a free port.

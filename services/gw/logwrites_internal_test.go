@@ -120,8 +120,8 @@ func TestLogWriteWithoutAcknowledgementFails(t *testing.T) {
 		}
 		select {
 		case a := <-lw.acks:
-			if ev, job := lw.acked(a); ev != nil || job != nil {
-				t.Fatalf("acknowledgement on %s settled %#v, %#v", subj, ev, job)
+			if ev, job, again := lw.acked(a); ev != nil || job != nil || again != nil {
+				t.Fatalf("acknowledgement on %s settled %#v, %#v, %#v", subj, ev, job, again)
 			}
 		case <-time.After(testWait):
 			t.Fatal("acknowledgement not delivered")
@@ -160,13 +160,10 @@ func TestLogWriteAcknowledged(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"b", "a"} {
-		var a *nats.Msg
-		select {
-		case a = <-lw.acks:
-		case <-time.After(testWait):
-			t.Fatal("acknowledgement not delivered")
+		ev, job, again := lw.acked(nextAck(t, lw))
+		if again != nil {
+			t.Fatalf("ack of %s: sent again %#v", want, again)
 		}
-		ev, job := lw.acked(a)
 		switch want {
 		case "b":
 			if ev != nil || job == nil || job.readBack.ID != "b" {
@@ -180,5 +177,66 @@ func TestLogWriteAcknowledged(t *testing.T) {
 	}
 	if lw.busy() != 0 || len(lw.order) != 0 {
 		t.Fatalf("%d writes under way, %d tokens kept after all were settled", lw.busy(), len(lw.order))
+	}
+}
+
+// An `answered` write carries the entry's TTL, so that nothing closes it
+// after the answer; a stream that refuses TTLs gets it again without one,
+// and from then on entries are closed after the answer (core.Purge).
+func TestAnsweredWriteExpires(t *testing.T) {
+	lw, nc := testLogWrites(t)
+	silent := natstest.Subscribe(t, nc, "log.*")
+	at := time.Now().UnixNano()
+	answered := func(id string) core.WriteLog {
+		return core.WriteLog{ID: id, Subject: "log." + id, Op: "answered", ExpectSeq: 4,
+			Entry: messages.LogEntry{V: 1, RequestID: id, State: messages.LogAnswered}}
+	}
+	next := func() *nats.Msg {
+		t.Helper()
+		m, err := silent.NextMsg(testWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if ev := lw.send(nc, logSend{write: answered("a")}, at); ev != nil {
+		t.Fatalf("send: %#v", ev)
+	}
+	m := next()
+	if ttl := m.Header.Get(jetstream.MsgTTLHeader); ttl != AnsweredTTL.String() {
+		t.Fatalf("answered write's TTL %q, want %s", ttl, AnsweredTTL)
+	}
+	if !lw.expires() {
+		t.Fatal("an answered entry with a TTL is closed again")
+	}
+	// The stream takes no TTLs: nothing was written, the write goes again.
+	if err := nc.Publish(m.Reply, []byte(`{"error":{"code":400,"err_code":10166,"description":"per-message TTL is disabled"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	ev, job, again := lw.acked(nextAck(t, lw))
+	if ev != nil || job != nil || again == nil || again.write.ID != "a" {
+		t.Fatalf("TTL refused: %#v, %#v, %#v; want the write again", ev, job, again)
+	}
+	if lw.expires() {
+		t.Fatal("after a refused TTL, answered entries are not closed")
+	}
+	if ev := lw.send(nc, *again, at); ev != nil {
+		t.Fatalf("send again: %#v", ev)
+	}
+	if m := next(); m.Header.Get(jetstream.MsgTTLHeader) != "" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "4" {
+		t.Fatalf("write again: headers %v, want the condition and no TTL", m.Header)
+	}
+}
+
+// nextAck is the next acknowledgement the loop would read, waited for with a
+// bound.
+func nextAck(t *testing.T, lw *logWrites) *nats.Msg {
+	t.Helper()
+	select {
+	case a := <-lw.acks:
+		return a
+	case <-time.After(testWait):
+		t.Fatal("acknowledgement not delivered")
+		return nil
 	}
 }

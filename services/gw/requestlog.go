@@ -40,10 +40,10 @@ type Durability struct {
 //   - re-drive: the entry is rewritten with the new drive number, "the last
 //     message on this subject is mine" as the condition, before the drive is
 //     submitted;
-//   - answer: state answered is written under the same condition, then the
-//     answer is sent and the subject closed by an empty record with a TTL
-//     (purge): only the writer that wins answers, and the stream holds only
-//     open requests;
+//   - answer: state answered is written under the same condition, with a
+//     per-message TTL (AnsweredTTL), then the answer is sent: only the writer
+//     that wins answers, and the entry expires by itself (on a stream that
+//     takes no TTLs, it is closed after the answer by a purge);
 //   - adopt (a peer GW, or this GW's next incarnation): the entry is
 //     rewritten in place under the same condition, naming the adopter.
 //
@@ -108,7 +108,7 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 	}
 	cfg := jetstream.StreamConfig{
 		Name:              g.s.RequestLogStream(),
-		Description:       "sg: every accepted request until it is answered (then closed by a record with a TTL)",
+		Description:       "sg: every accepted request until it is answered (then kept for a per-message TTL)",
 		Subjects:          []string{g.s.RequestLogEntryPattern()},
 		MaxMsgsPerSubject: 1,
 		Discard:           jetstream.DiscardOld,
@@ -116,7 +116,7 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 		Replicas:          max(d.Replicas, 1),
 		MaxAge:            d.MaxAge,
 		AllowDirect:       true,
-		AllowMsgTTL:       true, // answered entries are closed by a record with a TTL (purge)
+		AllowMsgTTL:       true, // answered entries expire by a per-message TTL (AnsweredTTL)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -130,9 +130,15 @@ func (g *GW) openRequestLog(ctx context.Context) (*requestLog, error) {
 // logTimeout bounds one request log operation.
 const logTimeout = 5 * time.Second
 
-// closeTTL is how long a closed entry's last record stays: the least
-// per-message TTL JetStream takes.
-const closeTTL = time.Second
+// AnsweredTTL is how long the request log keeps an answered entry: it
+// expires by itself, with no closing write on the path of the next request.
+// It outlives the retry of an `answered` write whose acknowledgement was
+// lost: the write times out after logTimeout, is written again logRetry
+// later, conflicts with itself (its refusal may take up to logTimeout too)
+// and is read back. The read-back must find it and count it as written, or
+// the GW would take it for a peer's and leave the request unanswered, as if
+// it had died after writing it (README, durability).
+const AnsweredTTL = 2*logTimeout + logRetry
 
 // jsErrCodeMessageTTLDisabled: the stream does not take per-message TTLs
 // (nats-server's JSMessageTTLDisabledErr).
@@ -167,7 +173,7 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 }
 
 // logWorkers do what the loop does not: read an entry back after a
-// conflict, purge a stream without per-message TTLs. Each takes a round
+// conflict, purge an answered entry of a stream without per-message TTLs. Each takes a round
 // trip, and requests must not wait for each other's.
 const logWorkers = 8
 
@@ -241,6 +247,10 @@ type logWrites struct {
 	pending map[string]logSend
 	order   []string // tokens in publish order: deadlines ascend (one timeout for all)
 	timeout time.Duration
+	// noTTL: the stream refused a per-message TTL (made by an older sg and
+	// not updated): `answered` goes without one and is closed after the
+	// answer (core.Purge) instead.
+	noTTL bool
 }
 
 // maxLogWrites bounds the log writes under way at once (more wait in the
@@ -250,13 +260,10 @@ const maxLogWrites = 1024
 // maxAckBytes bounds an acknowledgement read: JetStream's are ~100 bytes.
 const maxAckBytes = 4096
 
-// logSend is a write (with its condition), or the closing record of an
-// answered entry, as the loop publishes it.
+// logSend is a write (with its condition) as the loop publishes it.
 type logSend struct {
 	write    core.WriteLog
-	purge    string // the subject of an entry to close, and
-	purgeSeq uint64 // its `answered` record's sequence (the condition)
-	deadline int64  // set when published
+	deadline int64 // set when published
 }
 
 func newLogWrites(l *requestLog, prefix string) *logWrites {
@@ -271,36 +278,29 @@ func (w *logWrites) busy() int { return len(w.pending) }
 func (w *logWrites) full() bool { return len(w.pending) >= maxLogWrites }
 
 // send publishes s. A write that cannot be published fails at once (the
-// core writes it again); a closing record that cannot is left to the
-// stream's MaxAge.
+// core writes it again).
 //
-// A closing record is an empty record with a per-message TTL, conditional
-// on the `answered` record being the last (otherwise the subject is no
-// longer this GW's to close): the server drops it with its TTL sweep. A
-// purge by subject cost the server ~240 µs of CPU per request on file
-// storage, next to ~40 µs for this write (measured on this project's 2-core
-// machine), on the path of the next request.
+// An `answered` write carries a per-message TTL (AnsweredTTL): the server
+// drops the entry with its TTL sweep, and no second write closes it. That
+// write (an empty record with a TTL) and its acknowledgement cost the
+// server and the loop ~10 µs of CPU between the answer's publish and its
+// delivery: the same flush and the same reads carried them, and the
+// stream's goroutine ran first. A purge by subject cost the server ~240 µs
+// of CPU per request on file storage; it is left for a stream that refuses
+// the TTL (noTTL).
 func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
-	m := &nats.Msg{Header: make(nats.Header, 2)}
-	if s.purge != "" {
-		m.Subject = s.purge
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.purgeSeq, 10))
-		m.Header.Set(jetstream.MsgTTLHeader, closeTTL.String())
-	} else {
-		data, err := messages.Encode(&s.write.Entry)
-		if err != nil {
-			return w.failed(s.write, fmt.Errorf("encode log entry: %w", err))
-		}
-		m.Subject, m.Data = s.write.Subject, data
-		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.write.ExpectSeq, 10))
+	data, err := messages.Encode(&s.write.Entry)
+	if err != nil {
+		return w.failed(s.write, fmt.Errorf("encode log entry: %w", err))
+	}
+	m := &nats.Msg{Subject: s.write.Subject, Data: data, Header: make(nats.Header, 2)}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.write.ExpectSeq, 10))
+	if s.write.Entry.State == messages.LogAnswered && !w.noTTL {
+		m.Header.Set(jetstream.MsgTTLHeader, AnsweredTTL.String())
 	}
 	token := nuid.Next()
 	m.Reply = w.prefix + token
 	if err := nc.PublishMsg(m); err != nil {
-		if s.purge != "" {
-			w.purgeFailed(s.purge, err)
-			return nil
-		}
 		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err))
 	}
 	s.deadline = at + int64(w.timeout)
@@ -310,45 +310,46 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 }
 
 // acked settles the write an acknowledgement answers: an event for the
-// core, or a job for a worker (read back a conflict, purge a stream without
-// TTLs), or neither (a closing record, an acknowledgement of nothing under
-// way).
-func (w *logWrites) acked(m *nats.Msg) (core.Event, *logJob) {
+// core, or a read-back for a worker (a conflict), or a write to send again
+// (without a TTL, on a stream that refused it), or none (an acknowledgement
+// of nothing under way).
+func (w *logWrites) acked(m *nats.Msg) (core.Event, *logJob, *logSend) {
 	if !strings.HasPrefix(m.Subject, w.prefix) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	token := m.Subject[len(w.prefix):]
 	s, ok := w.pending[token]
 	if !ok {
-		return nil, nil // timed out already, or not ours
+		return nil, nil, nil // timed out already, or not ours
 	}
 	delete(w.pending, token)
 	w.trim()
 	seq, err := w.l.decodeAck(m)
 	var apiErr *jetstream.APIError
 	conflict := errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
-	if s.purge != "" {
-		switch {
-		case err == nil, conflict: // closed, or written over since: whoever wrote it closes it
-		case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeMessageTTLDisabled:
-			return nil, &logJob{purge: s.purge}
-		default:
-			w.purgeFailed(s.purge, err)
-		}
-		return nil, nil
-	}
+	ttlRefused := errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeMessageTTLDisabled
 	switch {
 	case err == nil:
-		return core.LogWritten{At: now(), ID: s.write.ID, Seq: seq}, nil
+		return core.LogWritten{At: now(), ID: s.write.ID, Seq: seq}, nil, nil
 	case conflict:
-		return nil, &logJob{readBack: s.write}
+		return nil, &logJob{readBack: s.write}, nil
+	case ttlRefused && !w.noTTL:
+		// Nothing was written: the same write again, without the TTL (and
+		// so every later one), and the entry purged after the answer.
+		w.noTTL = true
+		w.l.g.log.Warn().Str("stream", w.l.g.s.RequestLogStream()).
+			Msg("the request log stream takes no per-message TTLs: answered entries are purged instead (slower)")
+		return nil, nil, &logSend{write: s.write}
 	default:
-		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err)), nil
+		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err)), nil, nil
 	}
 }
 
-// expire fails the writes whose acknowledgement did not come in time (a
-// closing record is left to the stream's MaxAge).
+// expires reports that an answered entry needs no purge: its `answered`
+// record went out with a TTL.
+func (w *logWrites) expires() bool { return !w.noTTL }
+
+// expire fails the writes whose acknowledgement did not come in time.
 func (w *logWrites) expire(at int64, fn func(core.Event)) {
 	for len(w.order) > 0 {
 		s, ok := w.pending[w.order[0]]
@@ -357,12 +358,7 @@ func (w *logWrites) expire(at int64, fn func(core.Event)) {
 		}
 		if ok {
 			delete(w.pending, w.order[0])
-			err := fmt.Errorf("request log write %s: no acknowledgement in %s", s.subject(), w.timeout)
-			if s.purge != "" {
-				w.purgeFailed(s.purge, err)
-			} else {
-				fn(w.failed(s.write, err))
-			}
+			fn(w.failed(s.write, fmt.Errorf("request log write %s: no acknowledgement in %s", s.write.Subject, w.timeout)))
 		}
 		w.order = w.order[1:]
 	}
@@ -379,22 +375,10 @@ func (w *logWrites) trim() {
 	w.order = w.order[:0]
 }
 
-func (s logSend) subject() string {
-	if s.purge != "" {
-		return s.purge
-	}
-	return s.write.Subject
-}
-
 func (w *logWrites) failed(wr core.WriteLog, err error) core.Event {
 	w.l.g.met.logErrors.WithLabelValues(wr.Op).Inc()
 	w.l.g.log.Warn().Err(err).Str("request_id", wr.ID).Str("op", wr.Op).Msg("request log write failed")
 	return core.LogFailed{At: now(), ID: wr.ID, Err: err}
-}
-
-func (w *logWrites) purgeFailed(subject string, err error) {
-	w.l.g.met.logErrors.WithLabelValues("purge").Inc()
-	w.l.g.log.Warn().Err(err).Str("subject", subject).Msg("request log purge failed; the entry expires with the stream's MaxAge")
 }
 
 // decodeAck reads a JetStream publish acknowledgement: the record's stream

@@ -3,7 +3,6 @@ package gw_test
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,15 +10,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
 )
 
-// An answered request's entry is closed by an empty record with a
-// per-message TTL (not a purge): the stream is empty once the TTL has
-// passed, the sweeps skip closed records (no poison), and a request log
-// stream made without per-message TTLs (by an older sg) is updated to take
-// them.
+// An answered request's entry expires by a per-message TTL on its
+// `answered` record (not a purge, no closing write): the stream is empty
+// once the TTL has passed, the sweeps skip answered entries (no poison), and
+// a request log stream made without per-message TTLs (by an older sg) is
+// updated to take them.
 func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 	var js jetstream.JetStream
 	e := startGW(t, func(c *gw.Config) {
@@ -44,7 +44,7 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 			t.Fatalf("ping: %v", r.Header.Status)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), gw.AnsweredTTL+2*wait)
 	defer cancel()
 	st, err := js.Stream(ctx, e.s.RequestLogStream())
 	if err != nil {
@@ -60,8 +60,8 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 	if info.State.Msgs > n {
 		t.Fatalf("%d records for %d answered requests: each entry is one record", info.State.Msgs, n)
 	}
-	// The closing records' TTL (1 s) passes: nothing is left, polled with a bound.
-	for deadline := time.Now().Add(wait); ; {
+	// The entries' TTL passes: nothing is left, polled with a bound.
+	for deadline := time.Now().Add(gw.AnsweredTTL + wait); ; {
 		info, err := st.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d records left in the request log %s after answering every request", info.State.Msgs, wait)
+			t.Fatalf("%d records left in the request log %s after answering every request", info.State.Msgs, gw.AnsweredTTL+wait)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -85,10 +85,10 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 // With a request log, the answer goes out only once the `answered` record
 // is acknowledged by the stream (README: exactly once). Seen from a
 // connection that gets a copy of everything on the log's subjects and on
-// inboxes: the acknowledgement of the `answered` record (its sequence is the
-// condition of the record that closes the entry) comes before the answer.
-// (The record's own copy may come after its acknowledgement: the stream
-// stores on a goroutine of its own.)
+// inboxes: the acknowledgement of the `answered` record (it comes on the
+// record's reply subject) comes before the answer. (The record's own copy
+// may come after its acknowledgement: the stream stores on a goroutine of
+// its own.)
 func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
 	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} })
 	e.fakeRC("rc1", "", e.echo("rc1"))
@@ -111,15 +111,15 @@ func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
 		if err := obs.PublishRequest(e.s.GWAPI(subjects.APIPing), reply, []byte(`{"header":{"api":"ping"},"payload":{}}`)); err != nil {
 			t.Fatal(err)
 		}
-		acked := map[uint64]bool{} // acknowledged before the answer
+		acked := map[string]bool{} // acknowledgements (by subject) before the answer
 		replied := false
-		var answeredSeq uint64
-		for !replied || answeredSeq == 0 {
+		var answeredAck string // where the `answered` record's acknowledgement goes
+		for !replied || answeredAck == "" {
 			var m *nats.Msg
 			select {
 			case m = <-seen:
 			case <-time.After(wait):
-				t.Fatalf("request %d: answered %v, entry closed %v", i, replied, answeredSeq != 0)
+				t.Fatalf("request %d: answered %v, answered record seen %v", i, replied, answeredAck != "")
 			}
 			switch {
 			case m.Subject == reply:
@@ -129,16 +129,19 @@ func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
 					Seq uint64 `json:"seq"`
 				}
 				if json.Unmarshal(m.Data, &a) == nil && a.Seq != 0 && !replied {
-					acked[a.Seq] = true
+					acked[m.Subject] = true
 				}
-			case len(m.Data) == 0: // the record that closes the entry, conditional on `answered`
-				if answeredSeq, err = strconv.ParseUint(m.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64); err != nil {
-					t.Fatalf("closing record without its condition: %v", m.Header)
+			default: // a record of the log
+				if e, err := messages.DecodeValid[messages.LogEntry](m.Data); err == nil && e.State == messages.LogAnswered {
+					if m.Reply == "" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
+						t.Fatalf("answered record without its condition or reply subject: %v %q", m.Header, m.Reply)
+					}
+					answeredAck = m.Reply
 				}
 			}
 		}
-		if !acked[answeredSeq] {
-			t.Fatalf("request %d answered before its answered record (sequence %d) was acknowledged (acknowledged before: %v)", i, answeredSeq, acked)
+		if !acked[answeredAck] {
+			t.Fatalf("request %d answered before its answered record was acknowledged (acknowledged before: %v)", i, acked)
 		}
 	}
 }

@@ -88,12 +88,12 @@ func (sh *shell) step(ev core.Event) {
 	g, c := sh.g, sh.c
 	sh.later = sh.later[:0]
 	for _, cmd := range c.Step(ev) {
-		g.carryOut(cmd, &sh.sends, &sh.later)
+		sh.carryOut(cmd)
 	}
 	// Follow-ups of the commands (a submit that failed), in order.
 	for i := 0; i < len(sh.later); i++ {
 		for _, cmd := range c.Step(sh.later[i]) {
-			g.carryOut(cmd, &sh.sends, &sh.later)
+			sh.carryOut(cmd)
 		}
 	}
 	switch ev.(type) {
@@ -106,6 +106,19 @@ func (sh *shell) step(ev core.Event) {
 	if at, ok := c.NextDeadline(); ok {
 		sh.timer.Reset(time.Until(time.Unix(0, at)))
 	}
+}
+
+// carryOut does one command of the core. A Purge is done already where the
+// `answered` record expires by itself (logWrites.expires); else a worker
+// purges the subject.
+func (sh *shell) carryOut(cmd core.Command) {
+	if p, ok := cmd.(core.Purge); ok {
+		if sh.lw != nil && !sh.lw.expires() {
+			sh.queue = append(sh.queue, logJob{purge: p.Subject})
+		}
+		return
+	}
+	sh.g.carryOut(cmd, &sh.sends, &sh.later)
 }
 
 // handle takes one input from the loop's channel.
@@ -123,9 +136,12 @@ func (sh *shell) handle(in input) {
 
 // ack settles the log write an acknowledgement answers.
 func (sh *shell) ack(m *nats.Msg) {
-	ev, job := sh.lw.acked(m)
+	ev, job, again := sh.lw.acked(m)
 	if job != nil {
 		sh.queue = append(sh.queue, *job)
+	}
+	if again != nil {
+		sh.sends = append(sh.sends, *again)
 	}
 	if ev != nil {
 		sh.step(ev)
@@ -310,8 +326,6 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 	switch c := cmd.(type) {
 	case core.WriteLog:
 		*sends = append(*sends, logSend{write: c})
-	case core.Purge:
-		*sends = append(*sends, logSend{purge: c.Subject, purgeSeq: c.Seq})
 	case core.Submit:
 		if err := g.submit(c); err != nil {
 			*later = append(*later, core.SubmitFailed{At: now(), ID: c.Info.ID, Drive: c.Drive, Err: err})

@@ -89,7 +89,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
 	r.reqLog(m.RequestID).Debug().Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
-		Str("range", m.Range.String()).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
+		Stringer("range", m.Range).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
 	r.publish(subject, h, &m)
 }
 

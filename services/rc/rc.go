@@ -202,6 +202,7 @@ func (r *RC) Run(ctx context.Context) error {
 	warmTimer := time.NewTimer(max(r.cfg.WarmUp, 0))
 	defer warmTimer.Stop()
 	r.announce(false)
+	r.observe()
 	r.log.Info().Str("assembly", r.cfg.Assembly).Dur("timer", r.cfg.TickEvery).Int("max_retry", r.cfg.MaxRetry).Msg("rc started")
 
 	tick := time.NewTicker(r.cfg.TickEvery)
@@ -228,6 +229,7 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-announce.C:
 			r.announce(false)
 			r.checkPeers(r.cfg.Now())
+			r.observe()
 		}
 		r.armDeadline(deadline)
 	}
@@ -269,6 +271,12 @@ func (r *RC) step(ev core.Event) {
 	for _, cmd := range r.core.Step(ev) {
 		r.carryOut(cmd)
 	}
+}
+
+// observe sets the gauges read from the whole core (queue length, requests
+// by status, DAPs), at every announcement: after every step, counting the
+// requests by status cost a fifth of the RC's CPU with 50 callers.
+func (r *RC) observe() {
 	r.metrics.observe(r.core)
 	r.metrics.kxConnectedDAPs.Set(float64(len(r.daps)))
 }

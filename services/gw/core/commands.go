@@ -23,7 +23,8 @@ type WriteLog struct {
 
 // Purge: remove Subject from the request log (its answer was sent). Seq is
 // the subject's last record, the `answered` entry this GW wrote: a shell may
-// remove the entry by a write conditional on it (see services/gw requestlog).
+// remove the entry by a write conditional on it, or have written `answered`
+// with a TTL that removes it (see services/gw requestlog).
 type Purge struct {
 	ID      string
 	Subject string
