@@ -41,6 +41,9 @@ type benchConfig struct {
 	pubBytes  int           // plain publish: message size
 	pubTotal  int64         // plain publish: bytes per run
 	ownSystem bool
+	// servicesTCP: the started sg's services connect to its server over
+	// loopback TCP, as services run apart do, not in process as sg run's do.
+	servicesTCP bool
 }
 
 // benchRow is one line of the table: a figure for plain NATS and for sg.
@@ -71,6 +74,7 @@ and writes it, with the machine and the command, to --out.`, stdout, stderr)
 	pubMiB := fs.Int("publish-mib", 512, "plain publish: MiB to send")
 	out := fs.String("out", "BENCHMARKS.md", "file to write the table to (\"\": none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (sg and the bench's callers) to this file")
+	servicesTCP := fs.Bool("services-over-tcp", false, "the sg it starts connects its services over loopback TCP, as services run apart do (default: in process, as sg run does)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
@@ -89,7 +93,7 @@ and writes it, with the machine and the command, to --out.`, stdout, stderr)
 		return errors.New("bench: want --requests >= 10, --clients >= 1, --duration > 0, --large >= 1, --publish-mib >= 1")
 	}
 	cfg := benchConfig{requests: *requests, clients: *clients, duration: *duration, large: *large, largeLast: *largeLast,
-		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == ""}
+		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == "", servicesTCP: *servicesTCP}
 	log := zerolog.New(stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 
 	type pass struct {
@@ -108,6 +112,9 @@ and writes it, with the machine and the command, to --out.`, stdout, stderr)
 			name := "request log on"
 			if !withLog {
 				name = "request log off"
+			}
+			if cfg.servicesTCP {
+				name += ", services over TCP"
 			}
 			fmt.Fprintf(stderr, "bench: %s ...\n", name)
 			rows, err := benchOwn(ctx, cfg, withLog, log, stderr)
@@ -151,8 +158,13 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 		srv.WaitForShutdown()
 	}()
 	common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix}
-	// Connected as sg run connects its services: in process (inProcess).
-	nc, s, stop, err := connect(common, "sg-bench-services", log, inProcess(srv))
+	// Connected as sg run connects its services: in process (inProcess),
+	// unless asked for services run apart (over TCP).
+	var opts []nats.Option
+	if !cfg.servicesTCP {
+		opts = append(opts, inProcess(srv))
+	}
+	nc, s, stop, err := connect(common, "sg-bench-services", log, opts...)
 	if err != nil {
 		return nil, err
 	}
