@@ -123,11 +123,8 @@ func (c *Core) split(r *request) *replyError {
 		}
 		if r.Assembly != "" || r.Tier != "" {
 			in := known[i].past != nil && known[i].past.inScope(r)
-			for _, d := range ds {
-				if in {
-					break
-				}
-				in = d.serves(r.Table) && c.inScope(r, d)
+			for j := 0; !in && j < len(ds); j++ {
+				in = ds[j].serves(r.Table) && c.inScope(r, ds[j])
 			}
 			if !in {
 				continue

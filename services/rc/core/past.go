@@ -104,7 +104,7 @@ func (f *fleet) remember(d *dap, now int64) {
 			j = len(ps.scopes) - 1
 		}
 		ps.scopes[j].leftAt = now
-		f.forgetAt = min(f.forgetAt, now+f.retention)
+		f.forgetAt = min(f.forgetAt, f.dueAt(now))
 	}
 	for f.pastN > maxPastSets {
 		f.forgetOldest()
@@ -157,11 +157,20 @@ func (f *fleet) forgetDue(now int64) {
 				continue
 			}
 			for _, s := range ps.scopes {
-				f.forgetAt = min(f.forgetAt, s.leftAt+f.retention)
+				f.forgetAt = min(f.forgetAt, f.dueAt(s.leftAt))
 			}
 			i++
 		}
 	}
+}
+
+// dueAt is when what left at leftAt is forgotten (a retention of
+// centuries does not wrap around).
+func (f *fleet) dueAt(leftAt int64) int64 {
+	if leftAt > math.MaxInt64-f.retention {
+		return math.MaxInt64
+	}
+	return leftAt + f.retention
 }
 
 // forgetOldest drops the label set whose DAPs left first (over maxPastSets).

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,19 @@ func TestPastLabelSetsBounded(t *testing.T) {
 	}
 	if _, ok := pt.find(keyOf(lbl("region", "d5"))); !ok {
 		t.Fatal("d5's label set is forgotten, the oldest kept")
+	}
+}
+
+// A retention of centuries (the longest Go duration) does not wrap around
+// into "already due".
+func TestLabelSetRetentionLongest(t *testing.T) {
+	h := newHarness(t, Config{LabelSetRetention: time.Duration(math.MaxInt64)})
+	h.register("us-1", lbl("region", "us"))
+	h.lose("us-1")
+	h.advance(24 * time.Hour)
+	out := h.request("q1", "trade", nil, t0, t0+hour, time.Minute)
+	none[Reply](t, out)
+	if st, _ := h.c.Stats(); st.QueueLength != 1 || h.c.fleet.pastN != 3 { // (trade, ref, cfg)
+		t.Fatalf("queue length %d, %d label sets remembered", st.QueueLength, h.c.fleet.pastN)
 	}
 }
