@@ -82,6 +82,7 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_ASSEMBLY_KEY / KXI_ASSEMBLY_KEY                 GW, RC: the label whose value names the assembly (none)
   SG_RC_LABELS                                       RC: its labels, k=v,... (the assembly key's among them)
   SG_RC_MAX_QUEUED / SG_RC_MAX_QUEUED_PER_CALLER     RC: portions queued in all, per caller (100000, 10000)
+  SG_RC_LABEL_SET_RETENTION                          RC: requests wait for a label set this long after its DAPs left (10m; 0 = none)
   SG_DAP_MAX_QUEUE                                   DAP: portions waiting for a slot (1024)
   SG_AGG_MAX_REQUEST_BYTES / SG_AGG_MAX_BYTES        Agg: partials held per request, in all (256 MiB, 1 GiB)
   SG_PREFIX                                          subject prefix (sg)

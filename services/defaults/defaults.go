@@ -33,7 +33,13 @@ const (
 	RCMaxQueued          = 100_000 // SG_RC_MAX_QUEUED
 	RCMaxQueuedPerCaller = 10_000  // SG_RC_MAX_QUEUED_PER_CALLER
 	RecoverTimeout       = 10 * time.Second
-	DAPHeartbeat         = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
+	// LabelSetRetention (SG_RC_LABEL_SET_RETENTION): how long an RC
+	// remembers a label set after its last DAP left, so that requests
+	// selecting it wait for it (a restart, a rolling upgrade) instead of
+	// being answered without it; past it, a decommissioned label set no
+	// longer holds requests to their deadline.
+	LabelSetRetention = 10 * time.Minute
+	DAPHeartbeat      = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
 )
 
 // AggStreamWindow is the size in bytes of one frame of an answer streamed to
@@ -78,6 +84,7 @@ var Table = []Setting{
 	{"SG_PREFIX", "", "`" + Prefix + "`"},
 	{"SG_RC_MAX_QUEUED", "", "100000"},
 	{"SG_RC_MAX_QUEUED_PER_CALLER", "", "10000"},
+	{"SG_RC_LABEL_SET_RETENTION", "", "`10m`"},
 	{"SG_ANSWER_STORE_BUCKET", "", "`<PREFIX>_ANSWERS` (`SG_ANSWERS`)"},
 	{"SG_ANSWER_STORE_TTL", "", "`10m`"},
 	{"SG_ANSWER_STORE_MAX_BYTES", "", "1073741824 (1 GiB)"},

@@ -54,6 +54,7 @@ func TestTableMatchesConstants(t *testing.T) {
 		"SG_RC_MAX_QUEUED":            fmt.Sprint(RCMaxQueued),
 		"SG_RC_MAX_QUEUED_PER_CALLER": fmt.Sprint(RCMaxQueuedPerCaller),
 		"SG_ANSWER_STORE_TTL":         "`" + strings.TrimSuffix(AnswerStoreTTL.String(), "0s") + "`",
+		"SG_RC_LABEL_SET_RETENTION":   "`" + strings.TrimSuffix(LabelSetRetention.String(), "0s") + "`",
 		"SG_ANSWER_STORE_MAX_BYTES":   fmt.Sprintf("%d (%d GiB)", AnswerStoreMaxBytes, AnswerStoreMaxBytes>>30),
 	}
 	for _, s := range Table {

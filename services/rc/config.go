@@ -3,6 +3,9 @@ package rc
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -75,6 +78,11 @@ type Config struct {
 	// RetryAfter: the seed's parameters for the Retry-After of a refusal
 	// over a limit (zero: the seed's defaults; SG_RETRY_*).
 	RetryAfter retryafter.Config
+	// LabelSetRetention: how long the RC remembers a label set after its
+	// last DAP left, so that requests selecting it wait for it (default
+	// defaults.LabelSetRetention, SG_RC_LABEL_SET_RETENTION; negative:
+	// not at all). The core applies the default.
+	LabelSetRetention time.Duration
 }
 
 // Defaults of the RC's limits.
@@ -87,10 +95,12 @@ const (
 const (
 	EnvMaxQueued          = "SG_RC_MAX_QUEUED"
 	EnvMaxQueuedPerCaller = "SG_RC_MAX_QUEUED_PER_CALLER"
+	// EnvLabelSetRetention: a Go duration or milliseconds; 0 remembers nothing.
+	EnvLabelSetRetention = "SG_RC_LABEL_SET_RETENTION"
 )
 
-// LimitsFromEnv sets the limits that the environment names (look is os.LookupEnv),
-// leaving the others as they are.
+// LimitsFromEnv sets the limits (and the label set retention) that the
+// environment names (look is os.LookupEnv), leaving the others as they are.
 func (c *Config) LimitsFromEnv(look func(string) (string, bool)) error {
 	for _, l := range []struct {
 		name string
@@ -102,7 +112,35 @@ func (c *Config) LimitsFromEnv(look func(string) (string, bool)) error {
 		}
 		*l.v = int(min(n, 1<<31-1))
 	}
+	if s, ok := look(EnvLabelSetRetention); ok && strings.TrimSpace(s) != "" {
+		d, err := parseRetention(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("rc: %s=%q: %w", EnvLabelSetRetention, s, err)
+		}
+		c.LabelSetRetention = d
+	}
 	return nil
+}
+
+// parseRetention reads a retention as SG_ durations are written (a Go
+// duration or milliseconds); 0 is "none" (negative in Config, where 0 is
+// the default).
+func parseRetention(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		ms, err2 := strconv.ParseInt(s, 10, 64)
+		if err2 != nil || ms > int64(math.MaxInt64/time.Millisecond) {
+			return 0, errors.New("want a duration such as 10m or milliseconds such as 600000")
+		}
+		d = time.Duration(ms) * time.Millisecond
+	}
+	switch {
+	case d < 0:
+		return 0, errors.New("want 0 (none) or more")
+	case d == 0:
+		return -1, nil
+	}
+	return d, nil
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -3,6 +3,7 @@ package rc
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -28,5 +29,41 @@ func TestAssemblyFromKey(t *testing.T) {
 	// MaxRetry passes through: the core owns the default, and 0 is not turned into 3 here.
 	if c, _ := (Config{ID: "rc-1", NC: nc, MaxRetry: -1}).withDefaults(); c.MaxRetry != -1 {
 		t.Fatalf("MaxRetry %d", c.MaxRetry)
+	}
+}
+
+// TestLabelSetRetentionFromEnv: SG_RC_LABEL_SET_RETENTION takes a Go
+// duration or milliseconds; 0 is "remember nothing" (negative in Config).
+func TestLabelSetRetentionFromEnv(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want time.Duration
+		bad  bool
+	}{
+		{"90s", 90 * time.Second, false},
+		{"600000", 10 * time.Minute, false},
+		{" 1h ", time.Hour, false},
+		{"0", -1, false},
+		{"0s", -1, false},
+		{"-5m", 0, true},
+		{"ten minutes", 0, true},
+		{"99999999999999999", 0, true},
+	} {
+		c := Config{}
+		err := c.LimitsFromEnv(func(k string) (string, bool) { return tc.v, k == EnvLabelSetRetention })
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), EnvLabelSetRetention) {
+				t.Errorf("%q: err %v, want one naming %s", tc.v, err, EnvLabelSetRetention)
+			}
+			continue
+		}
+		if err != nil || c.LabelSetRetention != tc.want {
+			t.Errorf("%q: %v %v, want %v", tc.v, c.LabelSetRetention, err, tc.want)
+		}
+	}
+	// Unset: as it was (the core's default).
+	c := Config{}
+	if err := c.LimitsFromEnv(func(string) (string, bool) { return "", false }); err != nil || c.LabelSetRetention != 0 {
+		t.Fatalf("%v %v", c.LabelSetRetention, err)
 	}
 }

@@ -129,6 +129,7 @@ func New(cfg Config) (*RC, error) {
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
 			FirstPortion: uint64(cfg.Now().UnixNano()), Aggs: cfg.AggIDs,
 			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller, RetryAfter: cfg.RetryAfter,
+			LabelSetRetention: cfg.LabelSetRetention,
 		}),
 		pending: map[string]*pendingRequest{},
 		daps:    map[string]*dapRecord{},

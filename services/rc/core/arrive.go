@@ -87,13 +87,14 @@ func (c *Core) queueRange(r *request) TimeRange {
 	return messages.Unbounded
 }
 
-// split finds the request's label sets. A label set that no DAP has fails
-// the request at once; one whose range no DAP covers waits in the queue.
+// split finds the request's label sets. A label set that no DAP has and
+// none had within the retention (past.go) fails the request at once; one
+// whose range no DAP covers now waits in the queue.
 func (c *Core) split(r *request) *replyError {
 	if r.ID == "" {
 		return &replyError{ReplyBadRequest, "Request has no id"}
 	}
-	kind, ok := c.fleet.kinds[r.Table]
+	kind, ok := c.fleet.tableKind(r.Table)
 	if !ok {
 		return &replyError{ReplyNoResources, fmt.Sprintf("No DAP serves table %q", r.Table)}
 	}
@@ -107,8 +108,9 @@ func (c *Core) split(r *request) *replyError {
 		r.sets = append(r.sets[:0], ls)
 		return nil
 	}
-	// Every known label set of the table's DAPs that the selector accepts
-	// (and, for a scoped request, that a DAP in scope has), in key order.
+	// Every label set of the table's DAPs, or remembered since its DAPs left
+	// (past.go), that the selector accepts (and, for a scoped request, that
+	// a DAP in scope has or had), in key order.
 	known := c.labelSetsOf(r.Table)
 	sets := r.labelSets(len(known))
 	if cap(r.sets) < len(known) {
@@ -116,16 +118,13 @@ func (c *Core) split(r *request) *replyError {
 	}
 	for i := range known {
 		key, ds := known[i].key, known[i].daps
-		if len(ds) == 0 || !r.Labels.Selects(ds[0].Labels) {
+		if !r.Labels.Selects(known[i].labels) {
 			continue
 		}
 		if r.Assembly != "" || r.Tier != "" {
-			in := false
-			for _, d := range ds {
-				if d.serves(r.Table) && c.inScope(r, d) {
-					in = true
-					break
-				}
+			in := known[i].past != nil && known[i].past.inScope(r)
+			for j := 0; !in && j < len(ds); j++ {
+				in = ds[j].serves(r.Table) && c.inScope(r, ds[j])
 			}
 			if !in {
 				continue
@@ -134,7 +133,7 @@ func (c *Core) split(r *request) *replyError {
 		ls := &sets[len(r.sets)]
 		// Shared, not cloned: a DAP's labels are never changed in place (a
 		// registration installs a new map), and nothing downstream writes them.
-		ls.group, ls.labels = groupKey{table: r.Table, key: key}, ds[0].Labels
+		ls.group, ls.labels = groupKey{table: r.Table, key: key}, known[i].labels
 		if known[i].g == nil {
 			known[i].g = c.groupFor(ls.group)
 		}
@@ -165,26 +164,34 @@ func (c *Core) split(r *request) *replyError {
 }
 
 // tableSets is a table's label sets as split reads them (fleet.setsOf, with
-// each one's DAPs and queue group), kept until the fleet changes: a request
-// is split without two map lookups per label set.
+// each one's DAPs and queue group, and the ones remembered), kept until the
+// fleet changes: a request is split without two map lookups per label set.
 type tableSets struct {
 	epoch uint64
 	sets  []knownSet
 }
 
 type knownSet struct {
-	key  labelKey
-	daps []*dap      // fleet.byLabel[key]
-	g    *queueGroup // its queue group, once a request has had it
+	key    labelKey
+	labels Labels
+	daps   []*dap      // fleet.byLabel[key]
+	past   *pastSet    // remembered: DAPs of it left (nil: none)
+	g      *queueGroup // its queue group, once a request has had it
 }
 
-// labelSetsOf is the table's label sets, in key order.
+// labelSetsOf is the table's label sets, of DAPs in the fleet or
+// remembered, in key order.
 func (c *Core) labelSetsOf(table string) []knownSet {
 	ts := c.tableSets[table]
 	if ts != nil && ts.epoch == c.fleet.epoch {
 		return ts.sets
 	}
-	if len(c.fleet.setsOf[table]) == 0 {
+	live := c.fleet.setsOf[table]
+	var past []*pastSet
+	if pt := c.fleet.past[table]; pt != nil {
+		past = pt.sets
+	}
+	if len(live) == 0 && len(past) == 0 {
 		delete(c.tableSets, table) // (no DAP serves it: nothing kept)
 		return nil
 	}
@@ -197,15 +204,31 @@ func (c *Core) labelSetsOf(table string) []knownSet {
 	}
 	clear(ts.sets)
 	ts.sets, ts.epoch = ts.sets[:0], c.fleet.epoch
-	for _, key := range c.fleet.setsOf[table] {
-		ts.sets = append(ts.sets, knownSet{key: key, daps: c.fleet.byLabel[key]})
+	// A merge of the two key orders; a key in both is one label set.
+	for len(live) > 0 || len(past) > 0 {
+		var k knownSet
+		switch {
+		case len(past) == 0 || len(live) > 0 && live[0] < past[0].key:
+			k.key, live = live[0], live[1:]
+		case len(live) == 0 || past[0].key < live[0]:
+			k.key, k.past, k.labels, past = past[0].key, past[0], past[0].labels, past[1:]
+		default:
+			k.key, k.past, live, past = live[0], past[0], live[1:], past[1:]
+		}
+		if k.daps = c.fleet.byLabel[k.key]; len(k.daps) > 0 {
+			k.labels = k.daps[0].Labels
+		}
+		ts.sets = append(ts.sets, k)
 	}
 	return ts.sets
 }
 
 // inScope applies the request's scope (assembly, tier) to a DAP.
-func (c *Core) inScope(r *request, d *dap) bool {
-	return (r.Assembly == "" || r.Assembly == d.Assembly) && (r.Tier == "" || r.Tier == d.Tier)
+func (c *Core) inScope(r *request, d *dap) bool { return scopeHas(r, d.Assembly, d.Tier) }
+
+// scopeHas: the request's scope admits a DAP of this assembly and tier.
+func scopeHas(r *request, assembly string, tier Tier) bool {
+	return (r.Assembly == "" || r.Assembly == assembly) && (r.Tier == "" || r.Tier == tier)
 }
 
 // placeRequest offers a new or retried request's items to the DAPs of its

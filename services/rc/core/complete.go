@@ -156,7 +156,7 @@ func (c *Core) dapLost(id string) {
 	for _, t := range d.tables {
 		groups = append(groups, c.fleet.groupOf(d, t))
 	}
-	c.fleet.remove(d)
+	c.fleet.remove(d, c.now)
 	if d.measured {
 		if c.pastExec == nil {
 			c.pastExec = map[string]float64{}

@@ -40,6 +40,11 @@ type Config struct {
 	// RetryAfter: the seed's clamp, margin and nominal times for the
 	// Retry-After of a refusal over a limit (zero: the seed's defaults).
 	RetryAfter retryafter.Config
+	// LabelSetRetention: how long a label set (per table) is remembered
+	// after its last DAP left, so that a request selecting it waits for a
+	// DAP of it instead of being answered without it (past.go). 0:
+	// defaults.LabelSetRetention; negative: not remembered.
+	LabelSetRetention time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -58,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MultiRCMaxWait <= 0 {
 		c.MultiRCMaxWait = defaults.MultiRCMaxWait
+	}
+	if c.LabelSetRetention == 0 {
+		c.LabelSetRetention = defaults.LabelSetRetention
 	}
 	return c
 }

@@ -129,9 +129,10 @@ func (c *Core) queuedFor(caller string) int {
 
 // New returns an empty core.
 func New(cfg Config) *Core {
+	cfg = cfg.withDefaults()
 	c := &Core{
-		cfg:      cfg.withDefaults(),
-		fleet:    newFleet(),
+		cfg:      cfg,
+		fleet:    newFleet(int64(cfg.LabelSetRetention)), // (negative: none)
 		aggs:     newAggSet(cfg.Aggs),
 		requests: map[string]*request{},
 		groups:   map[groupKey]*queueGroup{},
@@ -162,6 +163,7 @@ func (c *Core) Step(ev Event) []Command {
 	if t := eventTime(ev); t > c.now {
 		c.now = t
 	}
+	c.fleet.forget(c.now) // label sets remembered past their retention (past.go)
 	switch e := ev.(type) {
 	case DAPRegistered:
 		d := c.applyDAP(e.DAP, false)

@@ -59,6 +59,27 @@
 //
 // # Choices where the seed is silent or contradicts itself
 //
+//   - A request is planned over the label sets of the DAPs in the fleet and
+//     over those whose DAPs all left within Config.LabelSetRetention
+//     (default 10 min, SG_RC_LABEL_SET_RETENTION; past.go). The seed queues
+//     a portion no DAP can serve ("No DAP covers labels/time range", an
+//     empty dap list) and moves it out when a DAP that can serve it becomes
+//     available; so a label set whose DAPs just left (a restart, a rolling
+//     upgrade, heartbeats missed under load) is waited for, not left out of
+//     an OK answer or refused "No DAP has label set". The seed does not say
+//     how long: the retention is ten times the default request timeout,
+//     longer than a DAP's restart, and bounded, so that a label set really
+//     decommissioned stops holding every request that selects it to its
+//     deadline ten minutes after its last DAP left; requests planned before
+//     then still wait for it to their deadline. A clean shutdown counts as a
+//     loss like silence (a rolling upgrade shuts down cleanly too; the seed
+//     has no decommission notice). Per table the core keeps the kind and,
+//     per label set, the scope (assembly, tier) of each DAP that left, so a
+//     scoped request waits for a lost scope of a label set that lives; a
+//     DAP of that scope registering takes the entry back. A restarted RC
+//     replays its DAP state stream (services/rc, fleetstate.go): a
+//     registration and a loss are stepped at their stored times, so a loss
+//     within the retention is remembered from when it happened.
 //   - Retries are counted per request (all label sets together) against
 //     Config.MaxRetry; a lost DAP's portions are requeued without counting
 //     as a retry.

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"slices"
 	"sort"
 )
@@ -123,10 +124,20 @@ type fleet struct {
 	// dirty lists the groups whose DAPs changed since the core last rebuilt
 	// its purview heaps (refreshPurviews).
 	dirty []groupKey
+	// past: per table, its kind and the label sets DAPs left, remembered
+	// for retention (ns; none when 0) after they left; pastN counts the
+	// sets, forgetAt is when the first is due to be forgotten (past.go).
+	past      map[string]*pastTable
+	pastN     int
+	retention int64
+	forgetAt  int64
 }
 
-func newFleet() fleet {
+func newFleet(retention int64) fleet {
 	return fleet{
+		retention: retention,
+		forgetAt:  math.MaxInt64,
+
 		byID:    map[string]*dap{},
 		byLabel: map[labelKey][]*dap{},
 		byTable: map[string][]*dap{},
@@ -203,7 +214,11 @@ func (f *fleet) index(d *dap) {
 			k = TimePartitioned // as the shell always read a kind it did not know
 		}
 		f.kinds[t] = k
-		f.dirty = append(f.dirty, f.groupOf(d, t))
+		gk := f.groupOf(d, t)
+		f.dirty = append(f.dirty, gk)
+		if f.past != nil {
+			f.returned(d, t, gk.key)
+		}
 		g := groupKey{table: t, key: d.key}
 		if f.setDAPs[g]++; f.setDAPs[g] == 1 {
 			keys := f.setsOf[t]
@@ -243,7 +258,10 @@ func (f *fleet) unindex(d *dap) {
 	}
 }
 
-func (f *fleet) remove(d *dap) {
+// remove takes a lost DAP out of the fleet; its label sets are remembered
+// (past.go).
+func (f *fleet) remove(d *dap, now int64) {
+	f.remember(d, now)
 	f.unindex(d)
 	delete(f.byID, d.ID)
 	d.gone = true
@@ -282,13 +300,11 @@ func (f *fleet) maxVintage(g groupKey) (uint64, bool) {
 	return m, len(ds) > 0
 }
 
-// kind is a table's routing kind; a table no DAP serves any more reads as
+// kind is a table's routing kind (tableKind); a table unknown reads as
 // time-partitioned.
 func (f *fleet) kind(table string) TableKind {
-	if k, ok := f.kinds[table]; ok {
-		return k
-	}
-	return TimePartitioned
+	k, _ := f.tableKind(table)
+	return k
 }
 
 // groupKey names a queue group: a table and a label set ("" for unsharded).

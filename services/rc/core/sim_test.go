@@ -24,7 +24,7 @@ func TestSimulation(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SIM_SEED=%q: %v", s, err)
 		}
-		if _, err := simulate(seed, t.Logf); err != nil {
+		if _, _, err := simulate(seed, t.Logf); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		return
@@ -40,8 +40,11 @@ func TestSimulation(t *testing.T) {
 	quiet := func(string, ...any) {}
 	failed := 0
 	var total Stats
+	var waits simWaits
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		st, err := simulate(seed, quiet)
+		st, w, err := simulate(seed, quiet)
+		waits.planned += w.planned
+		waits.served += w.served
 		total.Cancels += st.Cancels
 		total.Redriven += st.Redriven
 		total.Replies[ReplyCancelled] += st.Replies[ReplyCancelled]
@@ -54,11 +57,14 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds: %d cancelled, %d DAPs or peers told to stop, %d requests driven again on another Agg, %d refused over a limit",
-		n, total.Replies[ReplyCancelled], total.Cancels, total.Redriven, total.Replies[ReplyRateLimited])
+	t.Logf("%d seeds: %d cancelled, %d DAPs or peers told to stop, %d requests driven again on another Agg, %d refused over a limit, %d label sets planned while their DAPs were gone (%d served when one came back)",
+		n, total.Replies[ReplyCancelled], total.Cancels, total.Redriven, total.Replies[ReplyRateLimited], waits.planned, waits.served)
 	// The events under test must happen, or the invariants prove nothing.
 	if n >= 100 && (total.Replies[ReplyCancelled] == 0 || total.Cancels == 0 || total.Redriven == 0 || total.Replies[ReplyRateLimited] == 0) {
 		t.Errorf("the simulation did not exercise cancels and Agg loss: %+v", total)
+	}
+	if n >= 100 && (waits.planned == 0 || waits.served == 0) {
+		t.Errorf("the simulation planned %d label sets whose DAPs had left, %d of them served when a DAP came back", waits.planned, waits.served)
 	}
 	if n >= 100 && total.ArrivedLate == 0 {
 		t.Errorf("the simulation sent no request that arrived past its deadline: %+v", total)
@@ -94,6 +100,8 @@ type simRequest struct {
 	agg     string
 	attempt map[labelKey]int
 	vintage map[string]uint64 // (ls, attempt) -> vintage of its dispatches
+	// absent: planned label sets that had no DAP at arrival (remembered).
+	absent map[labelKey]bool
 	// tracked: the portions the Agg was told early (AggTrack) and not
 	// superseded; trackSealed: the last AggTrack sealed the set.
 	tracked     map[uint64]bool
@@ -123,15 +131,23 @@ type sim struct {
 	arrived, refused string
 	aggAlive         map[string]bool
 	tops             map[string]uint64
+	// lastLoss: when a DAP of each label set was last lost.
+	lastLoss map[labelKey]int64
+	waits    simWaits
 }
 
-func simulate(seed uint64, logf func(string, ...any)) (Stats, error) {
+// simWaits counts label sets a request was planned over while none of
+// their DAPs was in the fleet (remembered), and those of them a DAP that
+// came back was given.
+type simWaits struct{ planned, served int }
+
+func simulate(seed uint64, logf func(string, ...any)) (Stats, simWaits, error) {
 	s, err := runSim(seed, logf)
 	if s == nil || s.c == nil {
-		return Stats{}, err
+		return Stats{}, simWaits{}, err
 	}
 	st, _ := s.c.Stats()
-	return st, err
+	return st, s.waits, err
 }
 
 func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
@@ -140,6 +156,9 @@ func runSim(seed uint64, logf func(string, ...any)) (*sim, error) {
 	if s.rng.IntN(2) == 0 {
 		cfg.MaxQueued, cfg.MaxQueuedPerCaller = 2+s.rng.IntN(30), 1+s.rng.IntN(15)
 	}
+	// Label sets remembered after their DAPs left: not at all, for a few
+	// seconds (forgotten within a run), or the default.
+	cfg.LabelSetRetention = []time.Duration{-1, 2 * time.Second, 20 * time.Second, 0}[s.rng.IntN(4)]
 	s.c = New(cfg)
 
 	nls := 1 + s.rng.IntN(5)
@@ -174,6 +193,7 @@ func newSim(seed, salt uint64, logf func(string, ...any)) *sim {
 		okDone:   map[uint64]bool{},
 		logf:     logf,
 		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
+		lastLoss: map[labelKey]int64{},
 	}
 	s.maxRetry = 1 + s.rng.IntN(4)
 	return s
@@ -284,6 +304,7 @@ func (s *sim) randomEvent() error {
 	case x < 82 && len(live) > 0:
 		d := live[s.rng.IntN(len(live))]
 		d.lost = true
+		s.lastLoss[keyOf(d.info.Labels)] = s.now
 		// Some lost DAPs still answer later (a partition, not a crash).
 		if s.rng.IntN(2) == 0 {
 			d.inflight = nil
@@ -363,6 +384,18 @@ func (s *sim) newRequest() error {
 			} else {
 				r.sets[keyOf(d.info.Labels)] = true
 			}
+		}
+	}
+	// And the label sets whose DAPs left within the retention: the core
+	// waits for them rather than answer without them.
+	retention := max(int64(s.c.cfg.LabelSetRetention), 0)
+	for _, l := range s.labels {
+		if at, ok := s.lastLoss[keyOf(l)]; ok && s.now-at < retention && sel.Selects(l) && r.kind != Unsharded && !r.sets[keyOf(l)] {
+			r.sets[keyOf(l)] = true
+			if r.absent == nil {
+				r.absent = map[labelKey]bool{}
+			}
+			r.absent[keyOf(l)] = true
 		}
 	}
 	s.reqs[id] = r
@@ -490,6 +523,9 @@ func (s *sim) step(ev Event) error {
 	if err := s.checkAdmitted(); err != nil {
 		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
 	}
+	if err := s.checkPlanned(); err != nil {
+		return fmt.Errorf("after %T%+v: %w", ev, ev, err)
+	}
 	if err := s.checkOrder(out, before); err != nil {
 		return fmt.Errorf("after %T: %w", ev, err)
 	}
@@ -556,6 +592,10 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("dispatch of superseded attempt %d (current %d)", c.Portion.Attempt, r.attempt[k])
 		}
 		r.attempt[k] = c.Portion.Attempt
+		if r.absent[k] {
+			delete(r.absent, k)
+			s.waits.served++
+		}
 		vk := fmt.Sprintf("%s#%d", k, c.Portion.Attempt)
 		if v, ok := r.vintage[vk]; ok && v != c.Portion.Vintage {
 			return fmt.Errorf("label set %s attempt %d dispatched at vintages %d and %d", k, c.Portion.Attempt, v, c.Portion.Vintage)
@@ -767,6 +807,31 @@ func (s *sim) apply(cmd Command) error {
 	return nil
 }
 
+// checkPlanned: a request just admitted is planned over exactly the label
+// sets the selector accepts that have a DAP or lost their last one within
+// the retention: none is left out (a silently partial answer), none past
+// its retention holds the request.
+func (s *sim) checkPlanned() error {
+	r, sr := s.c.requests[s.arrived], s.reqs[s.arrived]
+	if r == nil || sr == nil || sr.kind == Unsharded {
+		return nil
+	}
+	got := map[labelKey]bool{}
+	for _, ls := range r.sets {
+		got[ls.group.key] = true
+	}
+	if len(got) != len(sr.sets) {
+		return fmt.Errorf("request %s planned over %v, want %v", r.ID, got, sr.sets)
+	}
+	for k := range sr.sets {
+		if !got[k] {
+			return fmt.Errorf("request %s planned over %v, want %v", r.ID, got, sr.sets)
+		}
+	}
+	s.waits.planned += len(sr.absent)
+	return nil
+}
+
 // checkAdmitted: a request just admitted waits in a queue within its
 // limits (or waits for nothing).
 func (s *sim) checkAdmitted() error {
@@ -846,6 +911,14 @@ func (s *sim) checkCoverage(r *simRequest, c AggExpect) error {
 	}
 	if len(byLS) == 0 {
 		return fmt.Errorf("request %s: agg told to expect nothing", r.req.ID)
+	}
+	// Every label set planned is in the answer (checkPlanned).
+	if r.kind != Unsharded {
+		for k := range r.sets {
+			if len(byLS[k]) == 0 {
+				return fmt.Errorf("request %s: the Agg merges no portion of label set %s", r.req.ID, k)
+			}
+		}
 	}
 	for k, ds := range byLS {
 		sort.Slice(ds, func(i, j int) bool { return ds[i].Portion.Range.Start < ds[j].Portion.Range.Start })
