@@ -24,6 +24,9 @@ type metrics struct {
 	peerMessages *prometheus.CounterVec
 	// recoveredDAPs: DAPs rebuilt from the DAP state stream at start.
 	recoveredDAPs prometheus.Gauge
+	// rememberedLabelSets: label sets whose DAPs all left within the
+	// retention (requests selecting them wait for a DAP).
+	rememberedLabelSets prometheus.Gauge
 	// cancels counts cancellations: received (from a GW or a primary), and
 	// sent to a dap, a peer RC or an agg.
 	cancels *prometheus.CounterVec
@@ -58,13 +61,14 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		badMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_bad_messages_total", Help: "Messages that could not be decoded or did not fit.", ConstLabels: labels}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sg_rc_request_seconds", Help: "Time from submission to answer, by return code.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"code"}),
-		peerMessages:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_peer_messages_total", Help: "Messages between primary and secondary RCs, by kind.", ConstLabels: labels}, []string{"kind"}),
-		recoveredDAPs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
-		aggsLost:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
-		aggRedrives:   prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
-		refused:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
-		warmHeld:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_warmup_held_total", Help: "Requests held while the RC's fleet view warmed up after start.", ConstLabels: labels}),
-		cancels:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
+		peerMessages:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_peer_messages_total", Help: "Messages between primary and secondary RCs, by kind.", ConstLabels: labels}, []string{"kind"}),
+		rememberedLabelSets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_remembered_label_sets", Help: "(Table, label set) pairs whose DAPs all left within SG_RC_LABEL_SET_RETENTION: requests that select them wait for a DAP of them.", ConstLabels: labels}),
+		recoveredDAPs:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
+		aggsLost:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
+		aggRedrives:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
+		refused:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
+		warmHeld:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_warmup_held_total", Help: "Requests held while the RC's fleet view warmed up after start.", ConstLabels: labels}),
+		cancels:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
 	}
 	m.kxQueueLength = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kxi_rc_queue_length", Help: "Queued request portions (seed: kxi_rc_queue_length; sg_rc_queue_length).", ConstLabels: labels})
 	m.kxRetryCount = prometheus.NewCounter(prometheus.CounterOpts{Name: "kxi_rc_retry_count", Help: "Label set or request retries (seed: kxi_rc_retry_count; sg_rc_retries_total).", ConstLabels: labels})
@@ -80,7 +84,7 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}
 	}
-	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.cancels, m.aggsLost, m.aggRedrives, m.refused, m.warmHeld} {
+	for _, c := range []prometheus.Collector{m.queueLength, m.byStatus, m.requests, m.dispatches, m.retries, m.timeouts, m.badMessages, m.latency, m.peerMessages, m.recoveredDAPs, m.rememberedLabelSets, m.cancels, m.aggsLost, m.aggRedrives, m.refused, m.warmHeld} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("rc: register metrics: %w", err)
 		}
@@ -92,6 +96,7 @@ func (m *metrics) observe(c *core.Core) {
 	st, by := c.Stats()
 	m.queueLength.Set(float64(st.QueueLength))
 	m.kxQueueLength.Set(float64(st.QueueLength))
+	m.rememberedLabelSets.Set(float64(st.RememberedLabelSets))
 	for _, s := range []core.Status{core.StatusAllocating, core.StatusExecuting, core.StatusPendingAggregation,
 		core.StatusAggregating, core.StatusInactive, core.StatusTimingOut} {
 		m.byStatus.WithLabelValues(s.String()).Set(float64(by[s]))

@@ -141,14 +141,15 @@ func TestLostLabelSetForgottenAfterRetention(t *testing.T) {
 	h.advance(time.Minute - time.Nanosecond)
 	out := h.request("q1", "trade", nil, t0, t0+hour, time.Minute)
 	dispatchedTo(t, out, "eu-1")
-	if st, _ := h.c.Stats(); st.QueueLength != 1 {
-		t.Fatalf("us within its retention: want it queued, queue length %d", st.QueueLength)
+	// {region:us} of each table the us DAPs served.
+	if st, _ := h.c.Stats(); st.QueueLength != 1 || st.RememberedLabelSets != len(h.c.fleet.past) || st.RememberedLabelSets == 0 {
+		t.Fatalf("us within its retention: want it queued and remembered, queue length %d, remembered %d", st.QueueLength, st.RememberedLabelSets)
 	}
 
 	h.advance(time.Nanosecond)
 	h.tick()
-	if h.c.fleet.pastN != 0 || len(h.c.fleet.past) != 0 {
-		t.Fatalf("past its retention: %d label sets remembered", h.c.fleet.pastN)
+	if st, _ := h.c.Stats(); h.c.fleet.pastN != 0 || len(h.c.fleet.past) != 0 || st.RememberedLabelSets != 0 {
+		t.Fatalf("past its retention: %d label sets remembered (Stats: %d)", h.c.fleet.pastN, st.RememberedLabelSets)
 	}
 	// q1 was planned with us and keeps waiting for it; a new request is
 	// planned over eu alone, and one that names us is refused at once.

@@ -33,6 +33,10 @@ type Stats struct {
 	// ArrivedLate: requests that reached the RC at or after their deadline.
 	ArrivedLate int
 	Events      int
+	// RememberedLabelSets is the (table, label set) pairs whose DAPs all left
+	// within the retention: requests that select them wait for a DAP
+	// (Config.LabelSetRetention). A gauge, filled in by Stats.
+	RememberedLabelSets int
 }
 
 // Stats returns the counters, with requests by status filled in.
@@ -41,7 +45,9 @@ func (c *Core) Stats() (Stats, map[Status]int) {
 	for _, r := range c.requests {
 		by[r.status()]++
 	}
-	return c.stats, by
+	st := c.stats
+	st.RememberedLabelSets = c.fleet.pastN
+	return st, by
 }
 
 // DAPs returns the fleet as this core sees it, sorted by id (getMeta).
