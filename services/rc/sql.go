@@ -22,12 +22,7 @@ func (r *RC) planSQL(sub messages.RCSubmission) (messages.GetDataArgs, messages.
 	if err != nil {
 		return messages.GetDataArgs{}, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%v", err)
 	}
-	labels := map[string]bool{}
-	for _, d := range r.core.DAPs() {
-		for k := range d.Labels {
-			labels[k] = true
-		}
-	}
+	labels := r.core.LabelKeys()
 	plan, err := sqlplan.Parse(a.Query, sqlplan.Schema{IsLabel: func(c string) bool { return labels[c] }})
 	switch {
 	case errors.Is(err, sqlplan.ErrUnsupported):

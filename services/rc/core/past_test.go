@@ -272,3 +272,21 @@ func TestLabelSetRetentionLongest(t *testing.T) {
 		t.Fatalf("queue length %d, %d label sets remembered", st.QueueLength, h.c.fleet.pastN)
 	}
 }
+
+// The label keys a SQL statement is planned with include those of label sets
+// whose DAPs all left: a condition on region stays a label selector.
+func TestLabelKeysIncludeRememberedLabelSets(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.register("eu-1", lbl("venue", "x"))
+	h.register("us-1", lbl("region", "us"))
+	h.lose("us-1")
+	if keys := h.c.LabelKeys(); !keys["region"] || !keys["venue"] || len(keys) != 2 {
+		t.Fatalf("label keys %v, want region (remembered) and venue (live)", keys)
+	}
+	h = newHarness(t, Config{LabelSetRetention: -1})
+	h.register("us-1", lbl("region", "us"))
+	h.lose("us-1")
+	if keys := h.c.LabelKeys(); len(keys) != 0 {
+		t.Fatalf("label keys %v with no retention, want none", keys)
+	}
+}

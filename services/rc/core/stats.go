@@ -50,6 +50,27 @@ func (c *Core) Stats() (Stats, map[Status]int) {
 	return st, by
 }
 
+// LabelKeys returns the label keys of the fleet's label sets: those of the
+// DAPs registered now and those of the label sets remembered after their
+// DAPs left (past.go), so that a SQL condition on a label whose DAPs are all
+// away still plans as a label selector, as split plans the label set.
+func (c *Core) LabelKeys() map[string]bool {
+	keys := map[string]bool{}
+	for _, d := range c.fleet.byID {
+		for k := range d.Labels {
+			keys[k] = true
+		}
+	}
+	for _, pt := range c.fleet.past {
+		for _, ps := range pt.sets {
+			for k := range ps.labels {
+				keys[k] = true
+			}
+		}
+	}
+	return keys
+}
+
 // DAPs returns the fleet as this core sees it, sorted by id (getMeta).
 func (c *Core) DAPs() []DAPInfo {
 	out := make([]DAPInfo, 0, len(c.fleet.byID))
