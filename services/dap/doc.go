@@ -16,7 +16,8 @@
 //     availability, purview, versions and source in one step (package live's rolls);
 //  4. sends the partial result to the Agg (chunked when above NATS's max payload) and a
 //     completion to the RC, for every dispatch: the completion is what frees its slot.
-//     A row partial above Config.PartialWindow from a PartialSource goes as windows,
+//     A row partial above Config.PartialWindow from a PartialSource (EngineSource,
+//     package live's hdb source, a RemoteSource over either) goes as windows,
 //     encoded one at a time, under the Agg's credit (subjects.DAPCredit(ID), window.go),
 //     the completion after the last (or after the Agg's Stop);
 //  5. on the RC's cancel (subjects.DAPCancel(ID), empty body, the request id in

@@ -98,11 +98,18 @@ func (s EngineSource) ExecutePartial(ctx context.Context, api string, args msgpa
 	if err != nil {
 		return merge.Partial{}, true, err
 	}
-	p, err := s.Store.ExecuteContext(ctx, a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	p, err := RunGetDataPartial(ctx, s.Store.ExecuteContext, a, rng)
+	return p, true, err
+}
+
+// RunGetDataPartial runs exec on the portion's range and returns the partial
+// unencoded, for a PartialSource: the DAP sends it in windows.
+func RunGetDataPartial(ctx context.Context, exec GetDataExecutor, a messages.GetDataArgs, rng messages.TimeRange) (merge.Partial, error) {
+	p, err := exec(ctx, a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
 	if err == nil {
 		err = ctx.Err()
 	}
-	return p, true, err
+	return p, err
 }
 
 // GetDataExecutor runs getData on one portion's range (the zero time is an open

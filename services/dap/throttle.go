@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -59,6 +60,20 @@ func (s RemoteSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 		return nil, 0, err
 	}
 	return rc.ExecuteRows(ctx, api, args, labels, rng)
+}
+
+// ExecutePartial implements PartialSource when Inner does (ok false
+// otherwise, before the call: ExecuteRows then makes it), so that a source
+// behind a rate-limited endpoint sends its large partials in windows too.
+func (s RemoteSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
+	ps, ok := s.Inner.(PartialSource)
+	if !ok {
+		return merge.Partial{}, false, nil
+	}
+	if err := s.Actor.Do(ctx, s.Call); err != nil {
+		return merge.Partial{}, true, err
+	}
+	return ps.ExecutePartial(ctx, api, args, labels, rng)
 }
 
 // Schema implements SchemaSource when Inner does.

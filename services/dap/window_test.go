@@ -1,13 +1,18 @@
 package dap
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -31,10 +36,31 @@ func windowArgs() messages.GetDataArgs {
 
 // A row partial above one window goes as windows, in order, each sent only
 // under credit, which together are the partial; the completion counts them.
+// A source behind a rate-limited endpoint (RemoteSource) sends them alike,
+// after one call through its endpoint's actor.
 func TestLargePartialGoesInWindowsUnderCredit(t *testing.T) {
+	t.Run("engine", func(t *testing.T) {
+		store := demoStore(t)
+		testLargePartialInWindows(t, store, EngineSource{Store: store})
+	})
+	t.Run("remote", func(t *testing.T) {
+		store := demoStore(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var calls atomic.Int32
+		src := RemoteSource{Actor: ratelimit.Start(ctx, "ads.example.com", SourceActorConfig(nil, zerolog.Nop())),
+			Call:  func(context.Context, int) error { calls.Add(1); return nil },
+			Inner: EngineSource{Store: store}}
+		testLargePartialInWindows(t, store, src)
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("the endpoint was called %d times for one portion, want 1", n)
+		}
+	})
+}
+
+func testLargePartialInWindows(t *testing.T, store *engine.Store, src Source) {
 	nc := startNATS(t, 0)
-	store := demoStore(t)
-	cfg := testConfig(nc, EngineSource{Store: store})
+	cfg := testConfig(nc, src)
 	cfg.PartialWindow = 4 << 10
 	started(t, cfg)
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/parquetdb"
@@ -19,6 +20,23 @@ type hdbSource struct {
 }
 
 var pingPayload = []byte{0xc3}
+
+// ExecutePartial implements dap.PartialSource: a time table's rows from the
+// Parquet catalog go to the Agg in windows, as an in-memory store's do.
+func (s hdbSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
+	if api != subjects.APIGetData {
+		return merge.Partial{}, false, nil
+	}
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return merge.Partial{}, true, err
+	}
+	if !s.cat.Has(a.Table) {
+		return dap.EngineSource{Store: s.ref}.ExecutePartial(ctx, api, args, l, rng)
+	}
+	p, err := dap.RunGetDataPartial(ctx, s.cat.ExecuteContext, a, rng)
+	return p, true, err
+}
 
 func (s hdbSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	b, _, err := s.ExecuteRows(ctx, api, args, l, rng)
