@@ -145,3 +145,37 @@ func TestStreamEndsWithErrorWhenTheGatewayStops(t *testing.T) {
 		t.Fatalf("idle %t, relaying %d after the abort", s.c.Idle(), s.c.Relaying())
 	}
 }
+
+// The deadline passes while a stream is being relayed: the Agg ends its
+// stream with a TIMEOUT frame and the RC answers TIMEOUT itself. The caller
+// gets exactly one answer: the stream, ended by the Agg's frame; the RC's
+// whole answer, coming after the stream began, is dropped.
+func TestRCTimeoutDuringStreamIsNotASecondAnswer(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arriveStreaming("r1", 5000*ms)
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	s.step(frame("r1", "A", 0, false))
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	only[Answer](s)
+
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, "r1")
+	messages.Status{RC: messages.CodeTimeout, AC: messages.CodeTimeout, AI: "Request timed out"}.Write(h)
+	s.step(AnswerChunk{ID: "r1", Header: h})
+	none[Answer](s)
+	none[Relay](s)
+	if d := only[Dropped](s); !strings.Contains(d.Why, "already answered") {
+		t.Fatalf("the RC's answer: %s, want it dropped as already answered", describe(d))
+	}
+	s.step(frame("r1", "A", 1, true)) // the Agg's TIMEOUT frame ends the stream
+	if got := fmt.Sprint(relays(s)); got != "[A/1true]" {
+		t.Fatalf("relayed %s", got)
+	}
+	none[Answer](s)
+	if s.c.Relaying() != 0 || !s.c.Idle() {
+		t.Fatalf("relaying %d, idle %t after the last frame", s.c.Relaying(), s.c.Idle())
+	}
+}
