@@ -19,6 +19,17 @@ func (s *story) arriveStreaming(id string, timeout int64) {
 		Content: messages.ContentMsgpack, Sub: sub, Received: s.now, Deadline: s.now + timeout}})
 }
 
+// streamBegun arrives a streaming request and answers it with frame 0 of
+// stream: the `answered` write landed and the Answer went out.
+func (s *story) streamBegun(id, stream string) {
+	s.t.Helper()
+	s.arriveStreaming(id, 5000*ms)
+	s.step(LogWritten{At: s.now, ID: id, Seq: 1})
+	s.step(frame(id, stream, 0, false))
+	s.step(LogWritten{At: s.now, ID: id, Seq: 2})
+	only[Answer](s)
+}
+
 func frame(id, stream string, seq int, end bool) AnswerChunk {
 	h := nats.Header{}
 	h.Set(messages.HdrRequestID, id)
@@ -80,22 +91,14 @@ func TestStreamAnsweredBeforeFirstFrame(t *testing.T) {
 func TestStreamBrokenEndsWithError(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.rc("rc-1", 1)
-	s.arriveStreaming("r1", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
-	s.step(frame("r1", "A", 0, false))
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
-	only[Answer](s)
+	s.streamBegun("r1", "A")
 	s.step(frame("r1", "A", 2, false)) // frame 1 lost
 	r := only[Relay](s)
 	if r.Status.IsOK() || !r.End || r.Data != nil {
 		t.Fatalf("gap relayed %+v, want the GW's error frame", r)
 	}
 
-	s.arriveStreaming("r2", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r2", Seq: 1})
-	s.step(frame("r2", "C", 0, false))
-	s.step(LogWritten{At: s.now, ID: "r2", Seq: 2})
-	only[Answer](s)
+	s.streamBegun("r2", "C")
 	s.now += 5000*ms + margin
 	s.step(Tick{At: s.now})
 	if r := only[Relay](s); r.Status.IsOK() || !r.End || r.Header.Get(messages.HdrStreamSeq) != "1" {
@@ -123,11 +126,7 @@ func TestStreamFrameForWholeCallerDropped(t *testing.T) {
 func TestStreamEndsWithErrorWhenTheGatewayStops(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.rc("rc-1", 1)
-	s.arriveStreaming("r1", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
-	s.step(frame("r1", "A", 0, false))
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
-	only[Answer](s)
+	s.streamBegun("r1", "A")
 	s.step(Stop{At: s.now})
 	if s.c.Idle() {
 		t.Fatal("idle while a stream is being relayed")
