@@ -120,11 +120,8 @@ type GetDataExecutor func(ctx context.Context, args messages.GetDataArgs, start,
 // RunGetData runs exec on the portion's range and encodes the partial, with its
 // row count (groups, for an aggregate): the part every getData source shares.
 func RunGetData(ctx context.Context, exec GetDataExecutor, a messages.GetDataArgs, rng messages.TimeRange) ([]byte, int64, error) {
-	p, err := exec(ctx, a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	p, err := RunGetDataPartial(ctx, exec, a, rng)
 	if err != nil {
-		return nil, 0, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
 	b, err := merge.EncodePartial(p)
