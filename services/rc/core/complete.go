@@ -167,6 +167,9 @@ func (c *Core) dapLost(id string) {
 	c.stats.DAPsLost++
 	var touched []*request
 	for _, rp := range d.running {
+		if rp.ps != nil {
+			c.runningByID.del(rp.id)
+		}
 		if rp.relayed {
 			if rr := c.relayed[rp.request]; rr != nil {
 				c.relayLost(rr, rp.id, d)
@@ -193,11 +196,6 @@ func (c *Core) dapLost(id string) {
 		}
 		c.enqueue(r, ps.ls, ps.Range)
 		touched = append(touched, r)
-	}
-	for _, rp := range d.running {
-		if rp.ps != nil {
-			c.runningByID.del(rp.id)
-		}
 	}
 	d.running = nil
 	c.expire()

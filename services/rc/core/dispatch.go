@@ -71,7 +71,7 @@ func (c *Core) dapGroups(d *dap) []dapGroup {
 	d.groups = d.groups[:0]
 	for _, t := range d.tables {
 		gk := c.fleet.groupOf(d, t)
-		d.groups = append(d.groups, dapGroup{key: gk, g: c.groupFor(gk), partitioned: c.fleet.kind(t) == TimePartitioned})
+		d.groups = append(d.groups, dapGroup{g: c.groupFor(gk), partitioned: c.fleet.kind(t) == TimePartitioned})
 	}
 	d.groupsEpoch = c.fleet.epoch
 	return d.groups
@@ -250,7 +250,7 @@ func (c *Core) oldestFor(d *dap) *item {
 			look(g.locked[d.Vintage], p)
 		}
 		if g.unlocked != nil {
-			if d.Vintage == c.groupTop(dg.key, g) {
+			if d.Vintage == c.groupTop(g) {
 				look(g.unlocked, p)
 			}
 		}
@@ -283,11 +283,11 @@ type candidateHead struct {
 	top heapSlot
 }
 
-// groupTop is the highest vintage of group gk's DAPs (fleet.maxVintage),
-// kept on its queue group g until the fleet's vintages change.
-func (c *Core) groupTop(gk groupKey, g *queueGroup) uint64 {
+// groupTop is the highest vintage of queue group g's DAPs (fleet.maxVintage),
+// kept on g until the fleet's vintages change.
+func (c *Core) groupTop(g *queueGroup) uint64 {
 	if !g.topKnown || g.topEpoch != c.fleet.vintageEpoch {
-		g.top, _ = c.fleet.maxVintage(gk)
+		g.top, _ = c.fleet.maxVintage(g.key)
 		g.topEpoch, g.topKnown = c.fleet.vintageEpoch, true
 	}
 	return g.top

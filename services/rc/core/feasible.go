@@ -171,7 +171,7 @@ func (c *Core) wantVintage(it *item) (v uint64, word string) {
 	if it.ls.locked {
 		return it.ls.vintage, reasonVintageQueueWord
 	}
-	return c.groupTop(it.ls.group, c.queueGroupOf(it.ls)), reasonVintageGlobalWord
+	return c.groupTop(c.queueGroupOf(it.ls)), reasonVintageGlobalWord
 }
 
 // inGroup: the DAP serves the label set's table and is one of its group

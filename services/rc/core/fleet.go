@@ -39,7 +39,6 @@ type dap struct {
 }
 
 type dapGroup struct {
-	key         groupKey
 	g           *queueGroup
 	partitioned bool
 }

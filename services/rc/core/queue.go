@@ -412,16 +412,6 @@ func (q *subqueue) walk(fn func(*item)) {
 // age.
 type frontier []int32
 
-// oldest returns the oldest item meeting purview p that the placement chain
-// finds feasible for d. scratch is reused between calls.
-func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *frontier) *item {
-	h, top, ok := q.peek(p)
-	if !ok {
-		return nil
-	}
-	return q.oldestFrom(h, top, c, d, scratch)
-}
-
 // peek is the heap of purview p and its oldest live slot, without asking the
 // placement chain: no item can be older than it (ok false when none).
 func (q *subqueue) peek(p messages.TimeRange) (*ageHeap, heapSlot, bool) {

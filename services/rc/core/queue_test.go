@@ -73,3 +73,13 @@ func testPurviewHeaps(t *testing.T, age func(*rand.Rand, int) int64) {
 		}
 	}
 }
+
+// oldest returns the oldest item meeting purview p that the placement chain
+// finds feasible for d. scratch is reused between calls.
+func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *frontier) *item {
+	h, top, ok := q.peek(p)
+	if !ok {
+		return nil
+	}
+	return q.oldestFrom(h, top, c, d, scratch)
+}
