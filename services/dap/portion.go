@@ -219,10 +219,7 @@ func (d *DAP) partialResult(part merge.Partial, err error) (r execResult) {
 	if err != nil {
 		return execResult{err: err}
 	}
-	r.rows = int64(part.Rows.NumRows())
-	if part.Aggregated {
-		r.rows = int64(part.Groups)
-	}
+	r.rows = partialRows(&part)
 	if d.windowed(&part) {
 		r.part = &part
 		return r

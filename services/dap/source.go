@@ -128,11 +128,16 @@ func RunGetData(ctx context.Context, exec GetDataExecutor, a messages.GetDataArg
 	if err != nil {
 		return nil, 0, fmt.Errorf("encode partial: %w", err)
 	}
-	rows := int64(p.Rows.NumRows())
+	return b, partialRows(&p), nil
+}
+
+// partialRows is what a completion counts of a getData partial: its rows, or
+// its groups for an aggregate.
+func partialRows(p *merge.Partial) int64 {
 	if p.Aggregated {
-		rows = int64(p.Groups)
+		return int64(p.Groups)
 	}
-	return b, rows, nil
+	return int64(p.Rows.NumRows())
 }
 
 // rangeTime converts a range end to the engine's form: the unbounded end is the zero

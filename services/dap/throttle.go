@@ -12,6 +12,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap/ratelimit"
+	"github.com/sg-project/sg/subjects"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -62,12 +63,12 @@ func (s RemoteSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 	return rc.ExecuteRows(ctx, api, args, labels, rng)
 }
 
-// ExecutePartial implements PartialSource when Inner does (ok false
-// otherwise, before the call: ExecuteRows then makes it), so that a source
+// ExecutePartial implements PartialSource for getData when Inner does (ok
+// false otherwise, before the call: ExecuteRows then makes it), so that a source
 // behind a rate-limited endpoint sends its large partials in windows too.
 func (s RemoteSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
 	ps, ok := s.Inner.(PartialSource)
-	if !ok {
+	if !ok || api != subjects.APIGetData {
 		return merge.Partial{}, false, nil
 	}
 	if err := s.Actor.Do(ctx, s.Call); err != nil {
