@@ -292,11 +292,7 @@ func (a *Agg) answerSmallLocked(r *request, now time.Time) func() {
 		return nil
 	}
 	run := a.answerJob(j)
-	n := 0
-	for _, p := range j.partials {
-		n += len(p.Payload)
-	}
-	if j.exp.Stream || n > inlineAnswerBytes {
+	if j.exp.Stream || partialBytes(j) > inlineAnswerBytes {
 		a.answerers.run(run)
 		return nil
 	}

@@ -23,15 +23,8 @@ func NewMerger(args messages.GetDataArgs) *Merger { return &Merger{args: args} }
 // Add validates p and folds it in. Errors wrap ErrInvalidPartial or ErrSchemaMismatch;
 // a rejected partial leaves the Merger unchanged.
 func (m *Merger) Add(p Partial) error {
-	if err := p.Validate(); err != nil {
+	if err := m.check(&p); err != nil {
 		return err
-	}
-	if err := m.checkShape(&p); err != nil {
-		return err
-	}
-	m.n++
-	if m.first == nil {
-		m.first = &p
 	}
 	if !p.Aggregated {
 		m.rows = append(m.rows, &p)
@@ -44,8 +37,9 @@ func (m *Merger) Add(p Partial) error {
 	return nil
 }
 
-// check validates a window of a streamed merge against the request and the
-// first window, without keeping it (Stream holds one window per source).
+// check validates p (a partial, or a window of a streamed merge, which
+// Stream does not keep beyond its source's turn) against the request and the
+// first, and counts it.
 func (m *Merger) check(p *Partial) error {
 	if err := p.Validate(); err != nil {
 		return err
