@@ -148,3 +148,27 @@ func TestWindowsStopAndDeadline(t *testing.T) {
 		t.Fatalf("completion %+v", c)
 	}
 }
+
+// A ping behind a rate-limited source that can send windows calls the
+// endpoint once: the window path declines other APIs before the call.
+func TestRemoteSourcePingCallsTheEndpointOnce(t *testing.T) {
+	nc := startNATS(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls atomic.Int32
+	src := RemoteSource{Actor: ratelimit.Start(ctx, "ads.example.com", SourceActorConfig(nil, zerolog.Nop())),
+		Call:  func(context.Context, int) error { calls.Add(1); return nil },
+		Inner: EngineSource{Store: demoStore(t)}}
+	cfg := testConfig(nc, src)
+	started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	p := dispatch("p1", map[string]any{})
+	p.API = subjects.APIPing
+	send(t, nc, "dap-eu-hdb-0", p)
+	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK {
+		t.Fatalf("completion %+v", c)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the endpoint was called %d times for one ping, want 1", n)
+	}
+}
