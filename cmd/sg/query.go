@@ -242,6 +242,9 @@ func callStream(ctx context.Context, cl *client.Client, format, api string, jarg
 	var ae *client.AnswerError
 	if errors.As(err, &ae) {
 		st, err = ae.Status, nil
+		if id == "" { // an error comes whole, not as a stream: its id is the answer's
+			id = ae.RequestID
+		}
 	}
 	if err != nil {
 		return err
