@@ -144,7 +144,8 @@ const AnsweredTTL = 2*logTimeout + logRetry
 // (nats-server's JSMessageTTLDisabledErr).
 const jsErrCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 
-// closed reports a record that only closes its entry (see logWrites):
+// closed reports a record that only closes its entry (written by GWs from
+// before the `answered` record's TTL; this one writes none):
 // skipped by sweeps, neither open nor poison.
 func closed(data []byte) bool { return len(data) == 0 }
 
@@ -372,7 +373,6 @@ func (w *logWrites) trim() {
 		}
 		w.order = w.order[1:]
 	}
-	w.order = w.order[:0]
 }
 
 func (w *logWrites) failed(wr core.WriteLog, err error) core.Event {
