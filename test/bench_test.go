@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime/metrics"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -127,15 +126,6 @@ func goroutineRuns() uint64 {
 		n += c
 	}
 	return 8 * n
-}
-
-// processCPU is the user and system CPU this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkLargeAnswer(b *testing.B) {
