@@ -55,15 +55,83 @@ func headerSize(h nats.Header) int {
 	return n
 }
 
+// Body is a message body in pieces, in order: an envelope around a payload
+// it does not copy (Response.EncodeOwn). SendChunkedBody sends it without
+// joining it.
+type Body [][]byte
+
+// Len is the body's size in bytes.
+func (b Body) Len() int {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return n
+}
+
+// Join returns the body in one slice: its only piece itself, else a copy.
+func (b Body) Join() []byte {
+	switch len(b) {
+	case 0:
+		return nil
+	case 1:
+		return b[0]
+	}
+	out := make([]byte, 0, b.Len())
+	for _, p := range b {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// slice returns bytes lo..hi of the body: a piece's own memory when they lie
+// in one piece, else a copy.
+func (b Body) slice(lo, hi int) []byte {
+	var out []byte
+	off := 0
+	for _, p := range b {
+		start := off
+		off += len(p)
+		if off <= lo || start >= hi {
+			continue
+		}
+		plo, phi := max(lo-start, 0), min(hi-start, len(p))
+		if start <= lo && off >= hi {
+			return p[plo:phi:phi]
+		}
+		if out == nil {
+			out = make([]byte, 0, hi-lo)
+		}
+		out = append(out, p[plo:phi]...)
+	}
+	return out
+}
+
+// checksum is the CRC-32C of the whole body.
+func (b Body) checksum() string {
+	var sum uint32
+	for _, p := range b {
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return strconv.FormatUint(uint64(sum), 16)
+}
+
 // SplitChunks cuts payload into messages for subject, each at most
 // maxMsgSize bytes including headers. Every message carries a copy of base
 // (routing, rc/ac/ai) plus the chunk headers. The messages share payload's
 // memory. A payload that fits in one message still gets chunk headers
 // (count 1), so the receiver checks size and checksum the same way.
 func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize int) ([]*nats.Msg, error) {
+	return SplitChunksBody(subject, base, Body{payload}, maxMsgSize)
+}
+
+// SplitChunksBody is SplitChunks for a body in pieces: the messages share
+// the pieces' memory, except a chunk that spans two pieces, which is copied.
+func SplitChunksBody(subject string, base nats.Header, body Body, maxMsgSize int) ([]*nats.Msg, error) {
 	stream := nuid.Next()
-	sum := checksum(payload)
-	total := strconv.Itoa(len(payload))
+	sum := body.checksum()
+	size := body.Len()
+	total := strconv.Itoa(size)
 	// Worst-case header: index and count at their widest (20 digits).
 	probe := cloneHeader(base)
 	const wide = "18446744073709551615"
@@ -76,17 +144,17 @@ func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize in
 	if room < 1 {
 		return nil, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, headerSize(probe))
 	}
-	count := max(1, (len(payload)+room-1)/room)
+	count := max(1, (size+room-1)/room)
 	msgs := make([]*nats.Msg, 0, count)
 	for i := range count {
-		lo, hi := i*room, min((i+1)*room, len(payload))
+		lo, hi := i*room, min((i+1)*room, size)
 		h := cloneHeader(base)
 		h.Set(HdrChunkStream, stream)
 		h.Set(HdrChunkIndex, strconv.Itoa(i))
 		h.Set(HdrChunkCount, strconv.Itoa(count))
 		h.Set(HdrChunkTotal, total)
 		h.Set(HdrChunkSum, sum)
-		msgs = append(msgs, &nats.Msg{Subject: subject, Header: h, Data: payload[lo:hi:hi]})
+		msgs = append(msgs, &nats.Msg{Subject: subject, Header: h, Data: body.slice(lo, hi)})
 	}
 	return msgs, nil
 }
@@ -98,10 +166,15 @@ func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize in
 // becomes a slow consumer and loses chunks; it then reports the transfer as
 // incomplete rather than returning a truncated payload.
 func SendChunked(nc *nats.Conn, subject string, base nats.Header, payload []byte, maxMsgSize int) (int, error) {
+	return SendChunkedBody(nc, subject, base, Body{payload}, maxMsgSize)
+}
+
+// SendChunkedBody is SendChunked for a body in pieces (SplitChunksBody).
+func SendChunkedBody(nc *nats.Conn, subject string, base nats.Header, body Body, maxMsgSize int) (int, error) {
 	if maxMsgSize <= 0 {
 		maxMsgSize = int(nc.MaxPayload())
 	}
-	msgs, err := SplitChunks(subject, base, payload, maxMsgSize)
+	msgs, err := SplitChunksBody(subject, base, body, maxMsgSize)
 	if err != nil {
 		return 0, err
 	}

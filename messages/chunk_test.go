@@ -237,3 +237,46 @@ func TestReassemblerRejects(t *testing.T) {
 		}
 	})
 }
+
+// A body in pieces is chunked as its joined bytes are: the same data in
+// every chunk (pieces shared where a chunk lies in one, joined where it
+// spans several, empty pieces skipped) and the same checksum and total.
+func TestSplitChunksBody(t *testing.T) {
+	payload := randomPayload(30_000, 7)
+	body := Body{payload[:10], nil, payload[10:5000], payload[5000:5001], payload[5001:]}
+	const max = 4096
+	whole := split(t, payload, max)
+	msgs, err := SplitChunksBody("s", nats.Header{HdrAPI: []string{"getData"}}, body, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != len(whole) {
+		t.Fatalf("%d chunks, %d for the joined body", len(msgs), len(whole))
+	}
+	shared := 0
+	for i, m := range msgs {
+		if !bytes.Equal(m.Data, whole[i].Data) {
+			t.Fatalf("chunk %d differs", i)
+		}
+		for _, k := range []string{HdrChunkIndex, HdrChunkCount, HdrChunkTotal, HdrChunkSum} {
+			if m.Header.Get(k) != whole[i].Header.Get(k) {
+				t.Errorf("chunk %d %s %q, want %q", i, k, m.Header.Get(k), whole[i].Header.Get(k))
+			}
+		}
+		if &m.Data[0] == &payload[i*len(whole[0].Data)] {
+			shared++
+		}
+	}
+	if shared < len(msgs)-2 {
+		t.Errorf("%d of %d chunks share the body's memory", shared, len(msgs))
+	}
+	r := NewReassembler(0)
+	for _, m := range msgs {
+		if _, err := r.Add(m.Header, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := r.Payload(); err != nil || !bytes.Equal(got, payload) || !bytes.Equal(body.Join(), payload) {
+		t.Fatalf("reassembled %d bytes, %v", len(got), err)
+	}
+}

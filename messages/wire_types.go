@@ -145,15 +145,30 @@ type wireEnvelope[H envelopeHeader] struct {
 
 func (e *wireEnvelope[H]) appendWire(w *wireWriter) {
 	f := w.openMap()
-	f.key("header")
-	switch h := any(e.header).(type) {
-	case RequestHeader:
-		w.requestHeader(h)
-	case ResponseHeader:
-		w.responseHeader(h)
-	}
+	appendEnvelopeHeader(&f, e.header)
 	f.rawOmit("payload", e.payload)
 	f.close()
+}
+
+// wireEnvelopeHead is a wireEnvelope's bytes up to its payload, which
+// follows them (encodeEnvelopeBody): the map holds the header and the key.
+type wireEnvelopeHead[H envelopeHeader] struct{ header H }
+
+func (e wireEnvelopeHead[H]) appendWire(w *wireWriter) {
+	f := w.openMap()
+	appendEnvelopeHeader(&f, e.header)
+	f.key("payload")
+	f.close()
+}
+
+func appendEnvelopeHeader[H envelopeHeader](f *wireMap, header H) {
+	f.key("header")
+	switch h := any(header).(type) {
+	case RequestHeader:
+		f.w.requestHeader(h)
+	case ResponseHeader:
+		f.w.responseHeader(h)
+	}
 }
 
 func (e *wireEnvelope[H]) decodeWire(r *wireReader) error {
