@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestSplitChunksSizes(t *testing.T) {
 	}
 	var joined []byte
 	for i, m := range msgs {
-		if size := len(m.Data) + headerSize(m.Header); size > max {
+		if size := len(m.Data) + HeaderSize(m.Header); size > max {
 			t.Errorf("chunk %d is %d bytes, max %d", i, size, max)
 		}
 		if m.Header.Get(HdrChunkIndex) != strconv.Itoa(i) || m.Header.Get(HdrRequestID) != "r" {
@@ -278,5 +279,35 @@ func TestSplitChunksBody(t *testing.T) {
 	}
 	if got, err := r.Payload(); err != nil || !bytes.Equal(got, payload) || !bytes.Equal(body.Join(), payload) {
 		t.Fatalf("reassembled %d bytes, %v", len(got), err)
+	}
+}
+
+// A transfer the relaying hop ended (IsChunkEnd) fails at the receiver with
+// the hop's status; an end message of another transfer, or an OK status, is
+// no end.
+func TestReassemblerChunkEnd(t *testing.T) {
+	msgs := split(t, randomPayload(10_000, 8), 1000)
+	end := nats.Header{}
+	end.Set(HdrChunkStream, msgs[0].Header.Get(HdrChunkStream))
+	Errorf(CodeErr, CodeErr, "Answer broken after 2 of 9 chunks: lost").Write(end)
+	if !IsChunkEnd(end) || IsChunkEnd(msgs[0].Header) {
+		t.Fatal("IsChunkEnd")
+	}
+	ok := nats.Header{HdrChunkStream: end[HdrChunkStream]}
+	StatusOK.Write(ok)
+	if IsChunkEnd(ok) {
+		t.Fatal("an OK status ends a transfer")
+	}
+	r := NewReassembler(0)
+	for _, m := range msgs[:2] {
+		if _, err := r.Add(m.Header, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Add(end, nil); !errors.Is(err, ErrChunk) || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("end message: %v", err)
+	}
+	if _, err := r.Payload(); err == nil {
+		t.Fatal("payload after the end")
 	}
 }

@@ -285,6 +285,7 @@ func (m RCSubmission) appendWire(w *wireWriter) {
 	f.int("deadline", m.Deadline)
 	f.int("rcvd", m.ReceivedAt)
 	f.boolOmit("stream", m.Stream)
+	f.strOmit("aid", m.AnswerID)
 	f.close()
 }
 
@@ -311,6 +312,8 @@ func (m *RCSubmission) decodeWire(r *wireReader) error {
 			return r.i64(&m.ReceivedAt)
 		case "stream":
 			return r.boolean(&m.Stream)
+		case "aid":
+			return r.string(&m.AnswerID)
 		}
 		return r.skip()
 	})
@@ -525,6 +528,7 @@ func (m AggExpectation) appendWire(w *wireWriter) {
 	f.int("deadline", m.Deadline)
 	f.strOmit("corr", m.LogCorr)
 	f.boolOmit("stream", m.Stream)
+	f.strOmit("aid", m.AnswerID)
 	f.close()
 }
 
@@ -561,6 +565,8 @@ func (m *AggExpectation) decodeWire(r *wireReader) error {
 			return r.string(&m.LogCorr)
 		case "stream":
 			return r.boolean(&m.Stream)
+		case "aid":
+			return r.string(&m.AnswerID)
 		}
 		return r.skip()
 	})

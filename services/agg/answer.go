@@ -77,8 +77,10 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 		messages.SetString(h, messages.HdrLimit, limits.AggRequestBytes)
 	}
 	size := data.Len()
-	if int64(size+headerSize(h)) > a.cfg.NC.MaxPayload() {
-		n, err := messages.SendChunkedBody(a.cfg.NC, e.ReplyTo, h, data, 0)
+	if max := a.cfg.NC.MaxPayload(); int64(size+messages.HeaderSize(h)) > max {
+		// Room is left in every chunk for the ids the GW puts in as it
+		// passes them on.
+		n, err := messages.SendChunkedBody(a.cfg.NC, e.ReplyTo, h, data, int(max)-messages.RelayRoom)
 		if err != nil {
 			log.Error().Err(err).Int("chunks_sent", n).Msg("answer not sent")
 			return
@@ -112,7 +114,7 @@ func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status, log zerol
 // own encoders' (result): it is wrapped, not validated nor copied.
 func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st messages.Status, payload []byte) (messages.Body, messages.Status, error) {
 	resp := func(st messages.Status, payload []byte) (messages.Body, error) {
-		return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: e.RequestID,
+		return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: answerID(e),
 			API: e.API, LogCorr: e.LogCorr, Status: st}, Payload: payload, Content: content}.EncodeOwn()
 	}
 	data, err := resp(st, payload)
@@ -126,6 +128,15 @@ func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st me
 		data, err = resp(st, nil)
 	}
 	return data, st, err
+}
+
+// answerID is the request id an answer's envelope names: the caller's, when
+// the GW said it (the GW then has nothing to rewrite in it).
+func answerID(e *messages.AggExpectation) string {
+	if e.AnswerID != "" {
+		return e.AnswerID
+	}
+	return e.RequestID
 }
 
 // result is the status and payload (in content) of a complete request.
@@ -334,15 +345,4 @@ func encodeSorted(m map[string]bool) ([]byte, error) {
 		return nil, fmt.Errorf("msgpack: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// headerSize is the size of h on the wire, which counts against max payload.
-func headerSize(h nats.Header) int {
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
 }

@@ -226,7 +226,7 @@ func (fs *frameSender) encode(t messages.Table) ([]byte, error) {
 		return b, err
 	}
 	e := fs.e
-	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: e.RequestID,
+	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: answerID(e),
 		API: e.API, LogCorr: e.LogCorr, Status: messages.StatusOK}, Payload: b, Content: fs.content}.EncodeOwn()
 	return body.Join(), err
 }
