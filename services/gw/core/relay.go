@@ -162,7 +162,7 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		return
 	}
 	if rl := c.relays[e.ID]; rl != nil {
-		if f.ID != rl.stream {
+		if f.ID != rl.stream || rl.chunks != nil {
 			c.emit(Dropped{ID: e.ID, Why: "frame of a second answer stream"})
 			return
 		}

@@ -279,6 +279,8 @@ func TestChunkedAnswerRelayedAsItComes(t *testing.T) {
 	only[Dropped](s)
 	s.step(other[1])
 	only[Dropped](s)
+	s.step(frame("r1", chunks[0].Header.Get(messages.HdrChunkStream), 2, false)) // a stream frame naming the transfer
+	only[Dropped](s)
 	for i, c := range chunks[2:] {
 		s.step(c)
 		r := only[Relay](s)
