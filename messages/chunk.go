@@ -43,9 +43,9 @@ func cloneHeader(h nats.Header) nats.Header {
 	return c
 }
 
-// headerSize is the size of h on the wire ("NATS/1.0\r\n", "k: v\r\n"
+// HeaderSize is the size of h on the wire ("NATS/1.0\r\n", "k: v\r\n"
 // per value, "\r\n"), which counts against max payload.
-func headerSize(h nats.Header) int {
+func HeaderSize(h nats.Header) int {
 	n := len("NATS/1.0\r\n") + 2
 	for k, vs := range h {
 		for _, v := range vs {
@@ -55,15 +55,88 @@ func headerSize(h nats.Header) int {
 	return n
 }
 
+// Body is a message body in pieces, in order: an envelope around a payload
+// it does not copy (Response.EncodeOwn). SendChunkedBody sends it without
+// joining it.
+type Body [][]byte
+
+// Len is the body's size in bytes.
+func (b Body) Len() int {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return n
+}
+
+// Join returns the body in one slice: its only piece itself, else a copy.
+func (b Body) Join() []byte {
+	switch len(b) {
+	case 0:
+		return nil
+	case 1:
+		return b[0]
+	}
+	out := make([]byte, 0, b.Len())
+	for _, p := range b {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// slice returns bytes lo..hi of the body: a piece's own memory when they lie
+// in one piece, else a copy.
+func (b Body) slice(lo, hi int) []byte {
+	var out []byte
+	off := 0
+	for _, p := range b {
+		start := off
+		off += len(p)
+		if off <= lo || start >= hi {
+			continue
+		}
+		plo, phi := max(lo-start, 0), min(hi-start, len(p))
+		if start <= lo && off >= hi {
+			return p[plo:phi:phi]
+		}
+		if out == nil {
+			out = make([]byte, 0, hi-lo)
+		}
+		out = append(out, p[plo:phi]...)
+	}
+	return out
+}
+
+// checksum is the CRC-32C of the whole body.
+func (b Body) checksum() string {
+	var sum uint32
+	for _, p := range b {
+		sum = crc32.Update(sum, castagnoli, p)
+	}
+	return strconv.FormatUint(uint64(sum), 16)
+}
+
+// RelayRoom is the room a sender of chunks that a hop passes on as they come
+// leaves below the max payload, for the headers that hop changes (the GW
+// puts the caller's request id and its own trace id in every chunk).
+const RelayRoom = 1 << 10
+
 // SplitChunks cuts payload into messages for subject, each at most
 // maxMsgSize bytes including headers. Every message carries a copy of base
 // (routing, rc/ac/ai) plus the chunk headers. The messages share payload's
 // memory. A payload that fits in one message still gets chunk headers
 // (count 1), so the receiver checks size and checksum the same way.
 func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize int) ([]*nats.Msg, error) {
+	return SplitChunksBody(subject, base, Body{payload}, maxMsgSize)
+}
+
+// SplitChunksBody is SplitChunks for a body in pieces: the messages share
+// the pieces' memory, except a chunk that spans two pieces, which is copied.
+func SplitChunksBody(subject string, base nats.Header, body Body, maxMsgSize int) ([]*nats.Msg, error) {
 	stream := nuid.Next()
-	sum := checksum(payload)
-	total := strconv.Itoa(len(payload))
+	sum := body.checksum()
+	size := body.Len()
+	total := strconv.Itoa(size)
 	// Worst-case header: index and count at their widest (20 digits).
 	probe := cloneHeader(base)
 	const wide = "18446744073709551615"
@@ -72,21 +145,21 @@ func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize in
 	probe.Set(HdrChunkCount, wide)
 	probe.Set(HdrChunkTotal, total)
 	probe.Set(HdrChunkSum, sum)
-	room := maxMsgSize - headerSize(probe)
+	room := maxMsgSize - HeaderSize(probe)
 	if room < 1 {
-		return nil, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, headerSize(probe))
+		return nil, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, HeaderSize(probe))
 	}
-	count := max(1, (len(payload)+room-1)/room)
+	count := max(1, (size+room-1)/room)
 	msgs := make([]*nats.Msg, 0, count)
 	for i := range count {
-		lo, hi := i*room, min((i+1)*room, len(payload))
+		lo, hi := i*room, min((i+1)*room, size)
 		h := cloneHeader(base)
 		h.Set(HdrChunkStream, stream)
 		h.Set(HdrChunkIndex, strconv.Itoa(i))
 		h.Set(HdrChunkCount, strconv.Itoa(count))
 		h.Set(HdrChunkTotal, total)
 		h.Set(HdrChunkSum, sum)
-		msgs = append(msgs, &nats.Msg{Subject: subject, Header: h, Data: payload[lo:hi:hi]})
+		msgs = append(msgs, &nats.Msg{Subject: subject, Header: h, Data: body.slice(lo, hi)})
 	}
 	return msgs, nil
 }
@@ -98,10 +171,15 @@ func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize in
 // becomes a slow consumer and loses chunks; it then reports the transfer as
 // incomplete rather than returning a truncated payload.
 func SendChunked(nc *nats.Conn, subject string, base nats.Header, payload []byte, maxMsgSize int) (int, error) {
+	return SendChunkedBody(nc, subject, base, Body{payload}, maxMsgSize)
+}
+
+// SendChunkedBody is SendChunked for a body in pieces (SplitChunksBody).
+func SendChunkedBody(nc *nats.Conn, subject string, base nats.Header, body Body, maxMsgSize int) (int, error) {
 	if maxMsgSize <= 0 {
 		maxMsgSize = int(nc.MaxPayload())
 	}
-	msgs, err := SplitChunks(subject, base, payload, maxMsgSize)
+	msgs, err := SplitChunksBody(subject, base, body, maxMsgSize)
 	if err != nil {
 		return 0, err
 	}
@@ -120,10 +198,7 @@ func SendChunked(nc *nats.Conn, subject string, base nats.Header, payload []byte
 type Reassembler struct {
 	limit    int64
 	started  bool
-	stream   string
-	count    int
-	total    int64
-	sum      string
+	first    chunkHeader // what the first chunk said of the transfer
 	header   nats.Header
 	parts    map[int][]byte // a map, not a slice: count comes from the network
 	received int64
@@ -152,7 +227,7 @@ func (r *Reassembler) Missing() int {
 	if !r.started {
 		return -1
 	}
-	return r.count - len(r.parts)
+	return int(r.first.count) - len(r.parts)
 }
 
 // Header returns the headers of the first chunk received (routing, rc/ac/ai),
@@ -165,7 +240,7 @@ func (r *Reassembler) Payload() ([]byte, error) {
 		return nil, r.err
 	}
 	if !r.done {
-		return nil, fmt.Errorf("%w: transfer incomplete: %d of %d chunks missing", ErrChunk, r.Missing(), r.count)
+		return nil, fmt.Errorf("%w: transfer incomplete: %d of %d chunks missing", ErrChunk, r.Missing(), r.first.count)
 	}
 	return r.payload, nil
 }
@@ -184,9 +259,64 @@ func chunkInt(h nats.Header, key string) (int64, error) {
 	return v, nil
 }
 
+// chunkHeader is what a chunk's headers say of it and of its transfer.
+type chunkHeader struct {
+	stream       string
+	index, count int64
+	total        int64
+	sum          string
+}
+
+// readChunk reads and checks the chunk headers of h (data is the chunk's
+// bytes) within limit: a message without chunk headers is a whole payload
+// of its own (index 0 of 1).
+func readChunk(h nats.Header, data []byte, limit int64) (chunkHeader, error) {
+	c := chunkHeader{stream: h.Get(HdrChunkStream), count: 1, total: int64(len(data)), sum: h.Get(HdrChunkSum)}
+	if !IsChunkEnd(h) && (h.Get(HdrChunkCount) != "" || h.Get(HdrChunkIndex) != "") {
+		var err error
+		if c.index, err = chunkInt(h, HdrChunkIndex); err == nil {
+			if c.count, err = chunkInt(h, HdrChunkCount); err == nil {
+				c.total, err = chunkInt(h, HdrChunkTotal)
+			}
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	switch {
+	case c.total < 0:
+		return c, fmt.Errorf("%w: total size %d is negative", ErrChunk, c.total)
+	case c.total > limit:
+		return c, fmt.Errorf("%w: payload of %d bytes is above the limit of %d bytes", ErrTooLarge, c.total, limit)
+	case c.count < 1 || (c.total > 0 && c.count > c.total) || (c.total == 0 && c.count != 1):
+		return c, fmt.Errorf("%w: chunk count %d does not fit a payload of %d bytes", ErrChunk, c.count, c.total)
+	case c.index < 0 || c.index >= c.count:
+		return c, fmt.Errorf("%w: chunk index %d outside 0..%d", ErrChunk, c.index, c.count-1)
+	}
+	return c, nil
+}
+
+// sameTransfer reports whether c is of the transfer that o began.
+func (c chunkHeader) sameTransfer(o chunkHeader) bool {
+	return c.stream == o.stream && c.count == o.count && c.total == o.total && c.sum == o.sum
+}
+
+// IsChunkEnd reports whether h ends a chunked transfer that broke after it
+// began: the transfer's Sg-Chunk-Stream, a status that is not OK, and no
+// chunk index, count nor data (the GW sends it when an answer it passes on
+// chunk by chunk cannot complete).
+func IsChunkEnd(h nats.Header) bool {
+	if h.Get(HdrChunkStream) == "" || h.Get(HdrChunkIndex) != "" || h.Get(HdrChunkCount) != "" {
+		return false
+	}
+	st, err := ReadStatus(h)
+	return err == nil && !st.IsOK()
+}
+
 // Add takes one chunk (its headers and data) and reports whether the
 // transfer is complete. A message without chunk headers is a whole payload
-// of its own. data is kept, not copied: do not reuse it.
+// of its own; one that ends the transfer (IsChunkEnd) fails it with its
+// status. data is kept, not copied: do not reuse it.
 func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 	if r.err != nil {
 		return false, r.err
@@ -194,69 +324,132 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 	if r.done {
 		return true, nil // a duplicate after completion
 	}
-	var (
-		stream      = h.Get(HdrChunkStream)
-		index       int64
-		count       int64 = 1
-		total             = int64(len(data))
-		sum               = h.Get(HdrChunkSum)
-		unchunked         = h.Get(HdrChunkCount) == "" && h.Get(HdrChunkIndex) == ""
-		parseErrors error
-	)
-	if !unchunked {
-		if index, err = chunkInt(h, HdrChunkIndex); err == nil {
-			if count, err = chunkInt(h, HdrChunkCount); err == nil {
-				total, err = chunkInt(h, HdrChunkTotal)
-			}
-		}
-		parseErrors = err
+	if IsChunkEnd(h) && (!r.started || h.Get(HdrChunkStream) == r.first.stream) {
+		st, _ := ReadStatus(h)
+		return r.fail(fmt.Errorf("%w: the transfer broke after it began: %s %s", ErrChunk, st.RC, st.AI))
 	}
-	if parseErrors != nil {
-		return r.fail(parseErrors)
-	}
-	switch {
-	case total < 0:
-		return r.fail(fmt.Errorf("%w: total size %d is negative", ErrChunk, total))
-	case total > r.limit:
-		return r.fail(fmt.Errorf("%w: payload of %d bytes is above the limit of %d bytes", ErrTooLarge, total, r.limit))
-	case count < 1 || (total > 0 && count > total) || (total == 0 && count != 1):
-		return r.fail(fmt.Errorf("%w: chunk count %d does not fit a payload of %d bytes", ErrChunk, count, total))
-	case index < 0 || index >= count:
-		return r.fail(fmt.Errorf("%w: chunk index %d outside 0..%d", ErrChunk, index, count-1))
+	c, err := readChunk(h, data, r.limit)
+	if err != nil {
+		return r.fail(err)
 	}
 	if !r.started {
-		r.started, r.stream, r.count, r.total, r.sum = true, stream, int(count), total, sum
+		r.started, r.first = true, c
 		r.header = cloneHeader(h)
 		for _, k := range []string{HdrChunkStream, HdrChunkIndex, HdrChunkCount, HdrChunkTotal, HdrChunkSum} {
 			r.header.Del(k)
 		}
-	} else if stream != r.stream || int(count) != r.count || total != r.total || sum != r.sum {
+	} else if !c.sameTransfer(r.first) {
 		return r.fail(fmt.Errorf("%w: chunk of transfer %q (count %d, total %d) mixed into transfer %q (count %d, total %d)",
-			ErrChunk, stream, count, total, r.stream, r.count, r.total))
+			ErrChunk, c.stream, c.count, c.total, r.first.stream, r.first.count, r.first.total))
 	}
-	if _, dup := r.parts[int(index)]; dup {
+	if _, dup := r.parts[int(c.index)]; dup {
 		return false, nil
 	}
-	if r.received+int64(len(data)) > r.total {
-		return r.fail(fmt.Errorf("%w: chunks add up to more than the announced %d bytes", ErrChunk, r.total))
+	if r.received+int64(len(data)) > r.first.total {
+		return r.fail(fmt.Errorf("%w: chunks add up to more than the announced %d bytes", ErrChunk, r.first.total))
 	}
-	r.parts[int(index)] = data
+	r.parts[int(c.index)] = data
 	r.received += int64(len(data))
-	if len(r.parts) < r.count {
+	if len(r.parts) < int(r.first.count) {
 		return false, nil
 	}
-	if r.received != r.total {
-		return r.fail(fmt.Errorf("%w: all %d chunks arrived with %d bytes, announced %d", ErrChunk, r.count, r.received, r.total))
+	if r.received != r.first.total {
+		return r.fail(fmt.Errorf("%w: all %d chunks arrived with %d bytes, announced %d", ErrChunk, r.first.count, r.received, r.first.total))
 	}
-	out := make([]byte, 0, r.total)
-	for i := range r.count {
+	out := make([]byte, 0, r.first.total)
+	for i := range int(r.first.count) {
 		out = append(out, r.parts[i]...)
 	}
-	if r.sum != "" && checksum(out) != r.sum {
-		return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.sum, checksum(out)))
+	if r.first.sum != "" && checksum(out) != r.first.sum {
+		return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, checksum(out)))
 	}
 	r.payload, r.parts, r.done = out, nil, true
 	return true, nil
+}
+
+// ChunkRelay checks a transfer that is passed on chunk by chunk as it comes,
+// in order, without being held (the GW relays an Agg's chunked answer so):
+// what a Reassembler checks (one transfer, sizes, the limit, the checksum),
+// as far as it can be known before the last chunk. The checksum is known at
+// the last: the relay holds that chunk back until Add has accepted it, so a
+// transfer that does not check out never completes at the receiver (end it
+// with a message IsChunkEnd reports). It is not safe for concurrent use.
+type ChunkRelay struct {
+	limit    int64
+	first    chunkHeader
+	next     int64
+	received int64
+	crc      uint32
+	err      error
+}
+
+// NewChunkRelay returns a relay for transfers of at most limit bytes
+// (<= 0: DefaultChunkLimit).
+func NewChunkRelay(limit int64) *ChunkRelay {
+	if limit <= 0 {
+		limit = DefaultChunkLimit
+	}
+	return &ChunkRelay{limit: limit}
+}
+
+// Stream is the transfer's id ("" before its first chunk).
+func (r *ChunkRelay) Stream() string { return r.first.stream }
+
+// Next is the number of chunks accepted so far; Count the transfer's.
+func (r *ChunkRelay) Next() int  { return int(r.next) }
+func (r *ChunkRelay) Count() int { return int(r.first.count) }
+
+// Add takes a chunk. pass: it is the next chunk of the transfer, to be
+// passed on; last: it is the last, and the transfer checked out whole. A
+// repeat of a chunk already passed is neither (and no error). err: the
+// transfer cannot complete (its first chunk is not index 0 of a chunked
+// transfer, a chunk was skipped, a chunk of another shape, the sizes or the
+// checksum do not add up); a relay that failed stays failed.
+func (r *ChunkRelay) Add(h nats.Header, data []byte) (pass, last bool, err error) {
+	if r.err != nil {
+		return false, false, r.err
+	}
+	fail := func(err error) (bool, bool, error) {
+		r.err = err
+		return false, false, err
+	}
+	if h.Get(HdrChunkIndex) == "" {
+		return fail(fmt.Errorf("%w: a message without chunk headers in a chunked transfer", ErrChunk))
+	}
+	c, err := readChunk(h, data, r.limit)
+	if err != nil {
+		return fail(err)
+	}
+	if r.next == 0 {
+		if c.index != 0 || c.stream == "" || c.sum == "" {
+			return fail(fmt.Errorf("%w: a relayed transfer begins with chunk 0 and names its stream and sum (chunk %d)", ErrChunk, c.index))
+		}
+		r.first = c
+	} else if !c.sameTransfer(r.first) {
+		return fail(fmt.Errorf("%w: chunk of transfer %q (count %d, total %d) mixed into transfer %q (count %d, total %d)",
+			ErrChunk, c.stream, c.count, c.total, r.first.stream, r.first.count, r.first.total))
+	}
+	switch {
+	case c.index < r.next:
+		return false, false, nil // a repeat
+	case c.index > r.next:
+		return fail(fmt.Errorf("%w: chunk %d came, %d expected: chunks were lost", ErrChunk, c.index, r.next))
+	case r.received+int64(len(data)) > r.first.total:
+		return fail(fmt.Errorf("%w: chunks add up to more than the announced %d bytes", ErrChunk, r.first.total))
+	}
+	r.received += int64(len(data))
+	r.crc = crc32.Update(r.crc, castagnoli, data)
+	r.next++
+	if r.next < r.first.count {
+		return true, false, nil
+	}
+	if r.received != r.first.total {
+		return fail(fmt.Errorf("%w: all %d chunks arrived with %d bytes, announced %d", ErrChunk, r.first.count, r.received, r.first.total))
+	}
+	if got := strconv.FormatUint(uint64(r.crc), 16); got != r.first.sum {
+		return fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, got))
+	}
+	return true, true, nil
 }
 
 // ReceiveChunked reads chunks from sub until one transfer is complete, ctx
@@ -268,7 +461,7 @@ func ReceiveChunked(ctx context.Context, sub *nats.Subscription, limit int64) ([
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if r.started {
-				return nil, nil, fmt.Errorf("messages: receive chunks on %s: %d of %d missing: %w", sub.Subject, r.Missing(), r.count, err)
+				return nil, nil, fmt.Errorf("messages: receive chunks on %s: %d of %d missing: %w", sub.Subject, r.Missing(), r.first.count, err)
 			}
 			return nil, nil, fmt.Errorf("messages: receive chunks on %s: %w", sub.Subject, err)
 		}

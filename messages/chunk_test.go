@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestSplitChunksSizes(t *testing.T) {
 	}
 	var joined []byte
 	for i, m := range msgs {
-		if size := len(m.Data) + headerSize(m.Header); size > max {
+		if size := len(m.Data) + HeaderSize(m.Header); size > max {
 			t.Errorf("chunk %d is %d bytes, max %d", i, size, max)
 		}
 		if m.Header.Get(HdrChunkIndex) != strconv.Itoa(i) || m.Header.Get(HdrRequestID) != "r" {
@@ -236,4 +237,77 @@ func TestReassemblerRejects(t *testing.T) {
 			t.Errorf("truncated transfer accepted: %v", err)
 		}
 	})
+}
+
+// A body in pieces is chunked as its joined bytes are: the same data in
+// every chunk (pieces shared where a chunk lies in one, joined where it
+// spans several, empty pieces skipped) and the same checksum and total.
+func TestSplitChunksBody(t *testing.T) {
+	payload := randomPayload(30_000, 7)
+	body := Body{payload[:10], nil, payload[10:5000], payload[5000:5001], payload[5001:]}
+	const max = 4096
+	whole := split(t, payload, max)
+	msgs, err := SplitChunksBody("s", nats.Header{HdrAPI: []string{"getData"}}, body, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != len(whole) {
+		t.Fatalf("%d chunks, %d for the joined body", len(msgs), len(whole))
+	}
+	shared := 0
+	for i, m := range msgs {
+		if !bytes.Equal(m.Data, whole[i].Data) {
+			t.Fatalf("chunk %d differs", i)
+		}
+		for _, k := range []string{HdrChunkIndex, HdrChunkCount, HdrChunkTotal, HdrChunkSum} {
+			if m.Header.Get(k) != whole[i].Header.Get(k) {
+				t.Errorf("chunk %d %s %q, want %q", i, k, m.Header.Get(k), whole[i].Header.Get(k))
+			}
+		}
+		if &m.Data[0] == &payload[i*len(whole[0].Data)] {
+			shared++
+		}
+	}
+	if shared < len(msgs)-2 {
+		t.Errorf("%d of %d chunks share the body's memory", shared, len(msgs))
+	}
+	r := NewReassembler(0)
+	for _, m := range msgs {
+		if _, err := r.Add(m.Header, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := r.Payload(); err != nil || !bytes.Equal(got, payload) || !bytes.Equal(body.Join(), payload) {
+		t.Fatalf("reassembled %d bytes, %v", len(got), err)
+	}
+}
+
+// A transfer the relaying hop ended (IsChunkEnd) fails at the receiver with
+// the hop's status; an end message of another transfer, or an OK status, is
+// no end.
+func TestReassemblerChunkEnd(t *testing.T) {
+	msgs := split(t, randomPayload(10_000, 8), 1000)
+	end := nats.Header{}
+	end.Set(HdrChunkStream, msgs[0].Header.Get(HdrChunkStream))
+	Errorf(CodeErr, CodeErr, "Answer broken after 2 of 9 chunks: lost").Write(end)
+	if !IsChunkEnd(end) || IsChunkEnd(msgs[0].Header) {
+		t.Fatal("IsChunkEnd")
+	}
+	ok := nats.Header{HdrChunkStream: end[HdrChunkStream]}
+	StatusOK.Write(ok)
+	if IsChunkEnd(ok) {
+		t.Fatal("an OK status ends a transfer")
+	}
+	r := NewReassembler(0)
+	for _, m := range msgs[:2] {
+		if _, err := r.Add(m.Header, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Add(end, nil); !errors.Is(err, ErrChunk) || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("end message: %v", err)
+	}
+	if _, err := r.Payload(); err == nil {
+		t.Fatal("payload after the end")
+	}
 }

@@ -399,8 +399,8 @@ func FuzzReassembler(f *testing.F) {
 			}
 			if done {
 				p, err := r.Payload()
-				if err != nil || int64(len(p)) != r.total {
-					t.Fatalf("done with %d bytes, announced %d: %v", len(p), r.total, err)
+				if err != nil || int64(len(p)) != r.first.total {
+					t.Fatalf("done with %d bytes, announced %d: %v", len(p), r.first.total, err)
 				}
 			}
 		}

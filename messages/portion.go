@@ -340,6 +340,11 @@ type AggExpectation struct {
 	// Stream: the caller reads the answer as a stream of frames (Sg-Accept-Stream):
 	// the Agg sends it window by window as it merges (stream.go), not whole.
 	Stream bool `msgpack:"stream,omitempty"`
+	// AnswerID is the request id the answer's envelope names: the caller's
+	// own (the GW's client id), so that the GW passes a chunked answer on
+	// chunk by chunk as it comes, with nothing in it to rewrite. Empty:
+	// RequestID.
+	AnswerID string `msgpack:"aid,omitempty"`
 }
 
 // Validate checks the expectation.
@@ -371,6 +376,9 @@ func (m *AggExpectation) Validate() error {
 	}
 	if m.Deadline <= 0 {
 		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
+	}
+	if err := validateOptionalID(typ, "answer id", m.AnswerID); err != nil {
+		return err
 	}
 	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
 }

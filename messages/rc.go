@@ -116,6 +116,7 @@ type RCSubmission struct {
 	Deadline   int64              `msgpack:"deadline"`         // unix nanoseconds
 	ReceivedAt int64              `msgpack:"rcvd"`             // unix nanoseconds, at the GW
 	Stream     bool               `msgpack:"stream,omitempty"` // the caller reads the answer as a stream of frames (AggExpectation.Stream)
+	AnswerID   string             `msgpack:"aid,omitempty"`    // the id the answer's envelope names (AggExpectation.AnswerID)
 }
 
 // Validate checks the submission.
@@ -142,5 +143,5 @@ func (m *RCSubmission) Validate() error {
 	if m.Deadline <= 0 {
 		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
 	}
-	return nil
+	return validateOptionalID(typ, "answer id", m.AnswerID)
 }

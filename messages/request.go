@@ -161,14 +161,27 @@ type envelope[H any, P any] struct {
 }
 
 func encodeEnvelope[H envelopeHeader](c Content, h H, payload []byte) ([]byte, error) {
+	b, err := encodeEnvelopeBody(c, h, payload, false)
+	return b.Join(), err
+}
+
+// encodeEnvelopeBody encodes the envelope as the bytes before the payload,
+// the payload as it is, and the bytes after it. own: the payload was
+// written by sg's own encoders, valid and compact JSON by construction, so it
+// is neither validated nor scanned again (that was most of the Agg's work
+// wrapping a large JSON answer, issue 10); any other payload is checked.
+func encodeEnvelopeBody[H envelopeHeader](c Content, h H, payload []byte, own bool) (Body, error) {
 	switch c {
 	case ContentMsgpack:
-		return encodeWire(&wireEnvelope[H]{header: h, payload: payload}, len(payload)+envelopeSlack), nil
+		if len(payload) == 0 {
+			return Body{encodeWire(&wireEnvelope[H]{header: h}, 0)}, nil
+		}
+		return Body{encodeWire(wireEnvelopeHead[H]{header: h}, 0), payload}, nil
 	case ContentJSON:
-		if len(payload) > 0 && !json.Valid(payload) {
+		if len(payload) > 0 && !own && !json.Valid(payload) {
 			return nil, fmt.Errorf("%w: JSON envelope payload is not valid JSON", ErrInvalid)
 		}
-		if len(payload) > 0 && !jsonNeedsCompact(payload) {
+		if len(payload) > 0 && (own || !jsonNeedsCompact(payload)) {
 			// What json.Marshal would write, byte for byte, without
 			// compacting a payload that has nothing to compact or escape:
 			// that pass was most of sending a large JSON answer (issue 10).
@@ -176,21 +189,22 @@ func encodeEnvelope[H envelopeHeader](c Content, h H, payload []byte) ([]byte, e
 			if err != nil {
 				return nil, fmt.Errorf("messages: encode JSON envelope header: %w", err)
 			}
-			b := make([]byte, 0, len(`{"header":,"payload":}`)+len(hb)+len(payload))
-			b = append(b, `{"header":`...)
-			b = append(b, hb...)
-			b = append(b, `,"payload":`...)
-			b = append(b, payload...)
-			return append(b, '}'), nil
+			head := make([]byte, 0, len(`{"header":,"payload":`)+len(hb))
+			head = append(head, `{"header":`...)
+			head = append(head, hb...)
+			head = append(head, `,"payload":`...)
+			return Body{head, payload, jsonEnvelopeTail}, nil
 		}
 		b, err := json.Marshal(envelope[H, json.RawMessage]{Header: h, Payload: payload})
 		if err != nil {
 			return nil, fmt.Errorf("messages: encode JSON envelope: %w", err)
 		}
-		return b, nil
+		return Body{b}, nil
 	}
 	return nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
 }
+
+var jsonEnvelopeTail = []byte("}")
 
 // jsonNeedsCompact reports whether json.Marshal would change valid JSON b when
 // it embeds it (json.RawMessage): whitespace to drop, or <, >, & and U+2028,
@@ -304,6 +318,23 @@ func (r Response) Encode() ([]byte, error) {
 		r.Header.V = RequestVersion
 	}
 	return encodeEnvelope(c, r.Header, r.Payload)
+}
+
+// EncodeOwn is Encode for a payload sg's own encoders wrote (EncodeTableJSON,
+// Table.MarshalJSON, EncodeSized, json.Marshal): it is not validated again
+// (valid and compact by construction) and not copied: the body is the
+// envelope's bytes before the payload, the payload itself, and those after
+// it, for SendChunkedBody or one Join. The bytes are Encode's. A payload
+// from anywhere else (a DAP, a caller) goes through Encode.
+func (r Response) EncodeOwn() (Body, error) {
+	c := r.Content
+	if c == "" {
+		c = ContentMsgpack
+	}
+	if r.Header.V == 0 {
+		r.Header.V = RequestVersion
+	}
+	return encodeEnvelopeBody(c, r.Header, r.Payload, true)
 }
 
 // DecodeResponse decodes and validates a response envelope (clients, tests).

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,5 +150,62 @@ func TestResponseEnvelope(t *testing.T) {
 	}
 	if _, err := (Response{Content: ContentJSON, Payload: []byte("{")}).Encode(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("invalid JSON payload encoded: %v", err)
+	}
+}
+
+// EncodeOwn skips the JSON checks for sg's own payloads; its bytes must be
+// Encode's, for every payload sg's encoders write: JSON with characters that
+// json.Marshal escapes (<, >, &, U+2028, U+2029, controls, quotes), NaN,
+// the parallel JSON encoder, msgpack, no payload, an error.
+func TestEncodeOwnIsEncode(t *testing.T) {
+	tb := NewTable([]ColumnSpec{{"sym", TypeSymbol}, {"note", TypeString}, {"px", TypeFloat}, {"n", TypeInt}})
+	notes := []string{"a <b> & c", "line\u2028sep\u2029", "tab\there \"q\" \\ \x01", "é 日本", " spaced ", ""}
+	for i := range 2*parallelEncodeRows + 7 {
+		px := float64(i) / 3
+		if i%11 == 0 {
+			px = math.NaN()
+		}
+		if err := tb.AppendRow("S<"+strconv.Itoa(i%5)+">", notes[i%len(notes)], px, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	small := tb.Slice(0, 12)
+	payloads := map[string]struct {
+		c Content
+		f func() ([]byte, error)
+	}{
+		"json parallel": {ContentJSON, func() ([]byte, error) { return EncodeTableJSON(tb, 4) }},
+		"json":          {ContentJSON, small.MarshalJSON},
+		"json map":      {ContentJSON, func() ([]byte, error) { return json.Marshal(map[string]bool{"dap<1>": true, "d&2": false}) }},
+		"msgpack":       {ContentMsgpack, func() ([]byte, error) { return EncodeSized(tb, tb.SizeHint()) }},
+		"json none":     {ContentJSON, func() ([]byte, error) { return nil, nil }},
+		"msgpack none":  {ContentMsgpack, func() ([]byte, error) { return nil, nil }},
+	}
+	for name, p := range payloads {
+		payload, err := p.f()
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		for _, st := range []Status{StatusOK, Errorf(CodeErr, CodeErr, "a <failure> & more")} {
+			resp := Response{Header: ResponseHeader{RequestID: "req-1", API: "getData", LogCorr: "c<1>", Status: st},
+				Payload: payload, Content: p.c}
+			want, err := resp.Encode()
+			if err != nil {
+				t.Fatal(name, err)
+			}
+			body, err := resp.EncodeOwn()
+			if err != nil {
+				t.Fatal(name, err)
+			}
+			if got := body.Join(); !bytes.Equal(got, want) {
+				t.Fatalf("%s: EncodeOwn's %d bytes differ from Encode's %d", name, len(got), len(want))
+			}
+			if len(payload) > 0 && !slices.ContainsFunc(body, func(b []byte) bool { return len(b) > 0 && &b[0] == &payload[0] }) {
+				t.Errorf("%s: the payload was copied into the body", name)
+			}
+			if back, err := DecodeResponse(nats.Header{HdrContentType: {string(p.c)}}, body.Join()); err != nil || back.Header.RequestID != "req-1" {
+				t.Errorf("%s: decoded %+v, %v", name, back.Header, err)
+			}
+		}
 	}
 }

@@ -145,15 +145,30 @@ type wireEnvelope[H envelopeHeader] struct {
 
 func (e *wireEnvelope[H]) appendWire(w *wireWriter) {
 	f := w.openMap()
-	f.key("header")
-	switch h := any(e.header).(type) {
-	case RequestHeader:
-		w.requestHeader(h)
-	case ResponseHeader:
-		w.responseHeader(h)
-	}
+	appendEnvelopeHeader(&f, e.header)
 	f.rawOmit("payload", e.payload)
 	f.close()
+}
+
+// wireEnvelopeHead is a wireEnvelope's bytes up to its payload, which
+// follows them (encodeEnvelopeBody): the map holds the header and the key.
+type wireEnvelopeHead[H envelopeHeader] struct{ header H }
+
+func (e wireEnvelopeHead[H]) appendWire(w *wireWriter) {
+	f := w.openMap()
+	appendEnvelopeHeader(&f, e.header)
+	f.key("payload")
+	f.close()
+}
+
+func appendEnvelopeHeader[H envelopeHeader](f *wireMap, header H) {
+	f.key("header")
+	switch h := any(header).(type) {
+	case RequestHeader:
+		f.w.requestHeader(h)
+	case ResponseHeader:
+		f.w.responseHeader(h)
+	}
 }
 
 func (e *wireEnvelope[H]) decodeWire(r *wireReader) error {
@@ -270,6 +285,7 @@ func (m RCSubmission) appendWire(w *wireWriter) {
 	f.int("deadline", m.Deadline)
 	f.int("rcvd", m.ReceivedAt)
 	f.boolOmit("stream", m.Stream)
+	f.strOmit("aid", m.AnswerID)
 	f.close()
 }
 
@@ -296,6 +312,8 @@ func (m *RCSubmission) decodeWire(r *wireReader) error {
 			return r.i64(&m.ReceivedAt)
 		case "stream":
 			return r.boolean(&m.Stream)
+		case "aid":
+			return r.string(&m.AnswerID)
 		}
 		return r.skip()
 	})
@@ -510,6 +528,7 @@ func (m AggExpectation) appendWire(w *wireWriter) {
 	f.int("deadline", m.Deadline)
 	f.strOmit("corr", m.LogCorr)
 	f.boolOmit("stream", m.Stream)
+	f.strOmit("aid", m.AnswerID)
 	f.close()
 }
 
@@ -546,6 +565,8 @@ func (m *AggExpectation) decodeWire(r *wireReader) error {
 			return r.string(&m.LogCorr)
 		case "stream":
 			return r.boolean(&m.Stream)
+		case "aid":
+			return r.string(&m.AnswerID)
 		}
 		return r.skip()
 	})

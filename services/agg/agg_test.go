@@ -128,6 +128,7 @@ func TestJSONEnvelope(t *testing.T) {
 	e := newEnv(t, nil)
 	x := expectation("req1", subjects.APIGetData, args, ref("a", 1), ref("b", 1), ref("c", 1))
 	x.Content = messages.ContentJSON
+	x.AnswerID = "caller-1" // the envelope names the caller's id; the routing headers the drive's
 	e.expect(x)
 	for i, b := range enc {
 		e.partial(okPartial("req1", x.Expect[i], "dap", b))
@@ -143,8 +144,9 @@ func TestJSONEnvelope(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &env); err != nil {
 		t.Fatalf("not a JSON envelope: %v: %.200s", err, m.Data)
 	}
-	if env.Header["requestId"] != "req1" || env.Header["rc"] != 0.0 || env.Header["api"] != "getData" {
-		t.Fatalf("header %v", env.Header)
+	if env.Header["requestId"] != "caller-1" || env.Header["rc"] != 0.0 || env.Header["api"] != "getData" ||
+		m.Header.Get(messages.HdrRequestID) != "req1" {
+		t.Fatalf("header %v, routing %v", env.Header, m.Header)
 	}
 	if !bytes.Equal(env.Payload, wantRows) || !bytes.HasPrefix(env.Payload, []byte(`[{"time":"`)) {
 		t.Fatalf("payload %.200s\nwant %.200s", env.Payload, wantRows)

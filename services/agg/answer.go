@@ -76,18 +76,21 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 		// Named, but no Retry-After: coming back cannot make the request smaller.
 		messages.SetString(h, messages.HdrLimit, limits.AggRequestBytes)
 	}
-	if int64(len(data)+headerSize(h)) > a.cfg.NC.MaxPayload() {
-		n, err := messages.SendChunked(a.cfg.NC, e.ReplyTo, h, data, 0)
+	size := data.Len()
+	if max := a.cfg.NC.MaxPayload(); int64(size+messages.HeaderSize(h)) > max {
+		// Room is left in every chunk for the ids the GW puts in as it
+		// passes them on.
+		n, err := messages.SendChunkedBody(a.cfg.NC, e.ReplyTo, h, data, int(max)-messages.RelayRoom)
 		if err != nil {
 			log.Error().Err(err).Int("chunks_sent", n).Msg("answer not sent")
 			return
 		}
-	} else if err := a.cfg.NC.PublishMsg(&nats.Msg{Subject: e.ReplyTo, Header: h, Data: data}); err != nil {
+	} else if err := a.cfg.NC.PublishMsg(&nats.Msg{Subject: e.ReplyTo, Header: h, Data: data.Join()}); err != nil {
 		log.Error().Err(err).Msg("answer not sent")
 		return
 	}
 	a.metrics.answered(st)
-	log.Info().Stringer("rc", st.RC).Int("bytes", len(data)).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
+	log.Info().Stringer("rc", st.RC).Int("bytes", size).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
 	a.tellDone(e, st, log)
 }
 
@@ -107,23 +110,33 @@ func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status, log zerol
 }
 
 // encode wraps the answer in a response envelope; an answer above MaxAnswerBytes becomes
-// a TOO_LARGE error, so nothing is ever cut silently.
-func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st messages.Status, payload []byte) ([]byte, messages.Status, error) {
-	resp := func(st messages.Status, payload []byte) ([]byte, error) {
-		return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: e.RequestID,
-			API: e.API, LogCorr: e.LogCorr, Status: st}, Payload: payload, Content: content}.Encode()
+// a TOO_LARGE error, so nothing is ever cut silently. The payload is the Agg's
+// own encoders' (result): it is wrapped, not validated nor copied.
+func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st messages.Status, payload []byte) (messages.Body, messages.Status, error) {
+	resp := func(st messages.Status, payload []byte) (messages.Body, error) {
+		return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: answerID(e),
+			API: e.API, LogCorr: e.LogCorr, Status: st}, Payload: payload, Content: content}.EncodeOwn()
 	}
 	data, err := resp(st, payload)
 	if err != nil {
 		st = messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err)
 		data, err = resp(st, nil)
-	} else if int64(len(data)) > a.cfg.MaxAnswerBytes {
+	} else if size := data.Len(); int64(size) > a.cfg.MaxAnswerBytes {
 		a.stats.tooLarge.Add(1)
 		st = messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
-			"answer of %d bytes is above the Agg's limit of %d bytes: narrow the request (columns, filter, limit)", len(data), a.cfg.MaxAnswerBytes)
+			"answer of %d bytes is above the Agg's limit of %d bytes: narrow the request (columns, filter, limit)", size, a.cfg.MaxAnswerBytes)
 		data, err = resp(st, nil)
 	}
 	return data, st, err
+}
+
+// answerID is the request id an answer's envelope names: the caller's, when
+// the GW said it (the GW then has nothing to rewrite in it).
+func answerID(e *messages.AggExpectation) string {
+	if e.AnswerID != "" {
+		return e.AnswerID
+	}
+	return e.RequestID
 }
 
 // result is the status and payload (in content) of a complete request.
@@ -332,15 +345,4 @@ func encodeSorted(m map[string]bool) ([]byte, error) {
 		return nil, fmt.Errorf("msgpack: %w", err)
 	}
 	return buf.Bytes(), nil
-}
-
-// headerSize is the size of h on the wire, which counts against max payload.
-func headerSize(h nats.Header) int {
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
 }

@@ -16,8 +16,12 @@
 //     a failed portion fails the request, so the others need not be awaited; if
 //     several have failed by then, the first in expectation order);
 //  4. replies on ReplyTo with a messages.Response envelope in the requested Content,
-//     routing and rc/ac/ai in headers, in chunks when above NATS's max payload, and then
-//     tells the RC (AggDone). Never after the deadline: the RC answers the timeout then.
+//     naming the expectation's AnswerID (the caller's id, so the GW has nothing to
+//     rewrite), its own payload wrapped without a copy or a second validation
+//     (Response.EncodeOwn), routing and rc/ac/ai in headers, in chunks when above NATS's
+//     max payload (leaving messages.RelayRoom in each for the GW, which passes them on
+//     as they come), and then tells the RC (AggDone). Never after the deadline: the RC
+//     answers the timeout then.
 //
 // Partials in windows (live.go): a DAP sends a large row partial as windows under the
 // Agg's credit (messages.PartialCredit on subjects.DAPCredit). A stream reader's rows

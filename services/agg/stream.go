@@ -226,8 +226,9 @@ func (fs *frameSender) encode(t messages.Table) ([]byte, error) {
 		return b, err
 	}
 	e := fs.e
-	return messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: e.RequestID,
-		API: e.API, LogCorr: e.LogCorr, Status: messages.StatusOK}, Payload: b, Content: fs.content}.Encode()
+	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: answerID(e),
+		API: e.API, LogCorr: e.LogCorr, Status: messages.StatusOK}, Payload: b, Content: fs.content}.EncodeOwn()
+	return body.Join(), err
 }
 
 // publish sends one frame; st goes in the headers of frame 0 and of an

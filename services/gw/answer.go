@@ -2,6 +2,7 @@ package gw
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +15,7 @@ type answer struct {
 	header nats.Header
 	data   []byte
 	err    error // the answer arrived but cannot be forwarded (too large, broken)
+	chunk  bool  // data is chunk 0 of an answer relayed chunk by chunk (core/relay.go): sent as it is
 }
 
 // forward sends an RC's or Agg's answer to the client unchanged.
@@ -31,10 +33,10 @@ func (g *GW) forward(ri *reqInfo, a answer) {
 		h[k] = vs
 	}
 	// Every drive runs under the GW's id (id~n after the first): the caller
-	// sees its own id.
+	// sees its own id. A relayed chunk's envelope names it already.
 	if got := h.Get(messages.HdrRequestID); got != ri.clientID {
 		h.Set(messages.HdrRequestID, ri.clientID)
-		if got != "" {
+		if got != "" && !a.chunk {
 			// The envelope's header only: the payload's bytes go on as they are.
 			if c, err := messages.DetectContent(h, a.data); err == nil {
 				if b, err := messages.RelabelResponse(c, a.data, ri.clientID); err == nil {
@@ -70,6 +72,9 @@ func (g *GW) relay(c core.Relay) {
 		ri.log.Error().Err(err).Msg("frame of an answer stream not sent")
 	case !c.Status.IsOK():
 		ri.log.Warn().Str("ai", c.Status.AI).Msg("answer stream ended with an error")
+	case c.End && h.Get(messages.HdrChunkIndex) != "":
+		ri.log.Info().Str("transfer", h.Get(messages.HdrChunkStream)).Str("chunks", h.Get(messages.HdrChunkCount)).
+			Str("bytes", h.Get(messages.HdrChunkTotal)).Dur("elapsed", time.Since(ri.received)).Msg("chunked answer relayed")
 	case c.End:
 		ri.log.Info().Str("stream", h.Get(messages.HdrStreamID)).Str("frames", h.Get(messages.HdrStreamSeq)).
 			Dur("elapsed", time.Since(ri.received)).Msg("answer stream relayed")
@@ -112,7 +117,7 @@ func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
 	chunks := 1
 	if ri.reply != "" {
 		switch {
-		case int64(len(body))+int64(wireHeaderSize(h)) <= g.nc.MaxPayload():
+		case int64(len(body))+int64(messages.HeaderSize(h)) <= g.nc.MaxPayload():
 			err = g.nc.PublishMsg(&nats.Msg{Subject: ri.reply, Header: h, Data: body})
 		case ri.chunks:
 			chunks, err = messages.SendChunked(g.nc, ri.reply, h, body, 0)
@@ -124,6 +129,13 @@ func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
 			return
 		}
 	}
+	size := len(body)
+	if h.Get(messages.HdrChunkIndex) == "0" {
+		// Chunk 0 of an answer relayed as it comes (core/relay.go): its size
+		// and chunks are the whole answer's.
+		chunks, _ = strconv.Atoi(h.Get(messages.HdrChunkCount))
+		size, _ = strconv.Atoi(h.Get(messages.HdrChunkTotal))
+	}
 	elapsed := time.Since(ri.received)
 	g.met.requests.WithLabelValues(ri.api, st.RC.String()).Inc()
 	g.met.latency.WithLabelValues(ri.api).Observe(elapsed.Seconds())
@@ -131,16 +143,6 @@ func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
 	if err != nil {
 		ev = ri.log.Error().Err(err)
 	}
-	ev.Str("rc", st.RC.String()).Str("ac", st.AC.String()).Str("ai", st.AI).Int("bytes", len(body)).
+	ev.Str("rc", st.RC.String()).Str("ac", st.AC.String()).Str("ai", st.AI).Int("bytes", size).
 		Int("chunks", chunks).Dur("elapsed", elapsed).Msg("request answered")
-}
-
-func wireHeaderSize(h nats.Header) int {
-	n := len("NATS/1.0\r\n") + 2
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
 }

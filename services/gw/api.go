@@ -65,6 +65,9 @@ func (g *GW) handle(api string, r micro.Request) {
 	}
 	// The caller reads the answer as a stream of frames: the Agg sends it so.
 	sub.Stream = msg.Header.Get(messages.HdrAcceptStream) == "1"
+	// The answer names the caller's id from the start: a chunked one is
+	// passed on as it comes, with nothing in it to rewrite (core/relay.go).
+	sub.AnswerID = ri.clientID
 	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
 		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Chunks: ri.chunks, Sub: *sub,
 		Received: received.UnixNano(), Deadline: sub.Deadline}}})

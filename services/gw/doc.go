@@ -30,9 +30,14 @@
 //     drives the request again on another, under a new drive id
 //     (messages.DriveID);
 //  6. forwards the first answer that arrives there (one message or chunks)
-//     to the client, bytes and headers unchanged but for the client's id,
-//     chunked again when it is above the client's max payload if the request
-//     said Sg-Accept-Chunks: 1, else replaced by one TOO_LARGE naming the
+//     to the client, bytes and headers unchanged but for the client's id
+//     (the submission's AnswerID: the Agg writes it in the envelope, so a
+//     chunked answer to a request that said Sg-Accept-Chunks: 1 is passed
+//     on chunk by chunk as it comes, checked in order, its last chunk only
+//     once the whole checked out (core/relay.go); any other chunked answer
+//     is reassembled first), chunked again when it is above the client's max
+//     payload if the request said Sg-Accept-Chunks: 1, else replaced by one
+//     TOO_LARGE naming the
 //     size and how to get the answer, with Config.AnswerStore after writing
 //     it to that object store, whose bucket and key the error names
 //     (answerstore.go; never a cut document); later answers

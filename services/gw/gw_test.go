@@ -528,3 +528,83 @@ func TestBusy(t *testing.T) {
 		t.Fatalf("first: %v", r.Header.Status)
 	}
 }
+
+// A caller that reassembles chunks gets an answer that names its id chunk
+// by chunk as the Agg sends it: chunk 0 reaches it before the Agg has sent
+// the last, and it reassembles the very answer, under its own id.
+func TestLargeAnswerRelayedAsItComes(t *testing.T) {
+	e := startGW(t, nil)
+	subs := make(chan messages.RCSubmission, 1)
+	e.fakeRC("bulk", "", func(s messages.RCSubmission) { subs <- s })
+	inbox := e.nc.NewInbox()
+	sub, err := e.nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set(messages.HdrAcceptChunks, "1")
+	h.Set(messages.HdrRequestID, "caller-1")
+	req := []byte(`{"header":{"api":"getData"},"payload":{"table":"t"}}`)
+	if err := e.nc.PublishMsg(&nats.Msg{Subject: e.s.GWAPI(subjects.APIGetData), Reply: inbox, Header: h, Data: req}); err != nil {
+		t.Fatal(err)
+	}
+	var s messages.RCSubmission
+	select {
+	case s = <-subs:
+	case <-time.After(wait):
+		t.Fatal("no submission")
+	}
+	if s.AnswerID != "caller-1" {
+		t.Fatalf("submission's answer id %q, want the caller's", s.AnswerID)
+	}
+	big := make([]byte, 4<<20)
+	for i := range big {
+		big[i] = byte(i*7 + i>>11)
+	}
+	payload, _ := json.Marshal(big)
+	body, err := messages.Response{Header: messages.ResponseHeader{V: 1, RequestID: s.AnswerID, API: s.Header.API},
+		Payload: payload, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rh := nats.Header{}
+	messages.StatusOK.Write(rh)
+	rh.Set(messages.HdrRequestID, s.RequestID)
+	rh.Set(messages.HdrContentType, string(messages.ContentJSON))
+	msgs, err := messages.SplitChunks(s.ReplyTo, rh, body, int(e.nc.MaxPayload())-messages.RelayRoom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := e.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := messages.NewReassembler(0)
+	m, err := sub.NextMsg(wait)
+	if err != nil {
+		t.Fatalf("nothing relayed before the last chunk was sent: %v", err)
+	}
+	if m.Header.Get(messages.HdrChunkIndex) != "0" || m.Header.Get(messages.HdrRequestID) != "caller-1" || m.Header.Get(messages.HdrTraceID) == "" {
+		t.Fatalf("first message headers %v", m.Header)
+	}
+	done, err := r.Add(m.Header, m.Data)
+	if err := e.nc.PublishMsg(msgs[len(msgs)-1]); err != nil {
+		t.Fatal(err)
+	}
+	for err == nil && !done {
+		if m, err = sub.NextMsg(wait); err == nil {
+			done, err = r.Add(m.Header, m.Data)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.Payload()
+	if !bytes.Equal(got, body) {
+		t.Fatalf("caller reassembled %d bytes, the Agg sent %d", len(got), len(body))
+	}
+}

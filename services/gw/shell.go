@@ -393,7 +393,7 @@ func (g *GW) answer(c core.Answer) {
 	ri := g.infoReq(c.Info)
 	switch {
 	case c.Forward:
-		g.forward(ri, answer{header: c.Header, data: c.Data, err: c.Err})
+		g.forward(ri, answer{header: c.Header, data: c.Data, err: c.Err, chunk: c.Chunk})
 	case c.Limit != "":
 		if c.Limit == LimitInFlight {
 			g.met.busy.Inc()

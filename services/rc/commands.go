@@ -125,6 +125,7 @@ func (r *RC) expect(requestID, agg string, refs, supersede []messages.PortionRef
 		V: messages.PortionVersion, RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API, Args: p.sub.Args,
 		Expect: refs, Supersede: supersede, Sealed: sealed, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
 		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr, Stream: p.sub.Stream,
+		AnswerID: p.sub.AnswerID,
 	}
 	r.publish(r.cfg.Subjects.AggExpect(agg), nil, &m)
 	return p

@@ -114,7 +114,7 @@ func (f *fixture) submit(id string, timeout time.Duration, reply string) {
 	f.publish(f.s.RCSubmit("rc-1"), &messages.RCSubmission{
 		V: messages.RCVersion, RequestID: id, GWID: "gw-1", Header: messages.RequestHeader{API: "getData"},
 		Args: args, ReplyTo: reply, Content: messages.ContentMsgpack,
-		Deadline: time.Now().Add(timeout).UnixNano(), ReceivedAt: time.Now().UnixNano(),
+		Deadline: time.Now().Add(timeout).UnixNano(), ReceivedAt: time.Now().UnixNano(), AnswerID: id + "-caller",
 	})
 }
 
@@ -153,7 +153,8 @@ func TestRCDispatchesAndTellsTheAgg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !ex.Sealed || len(ex.Expect) != 1 || ex.Expect[0].PortionID != pd.PortionID || ex.ReplyTo != "reply.q1" || ex.RCID != "rc-1" {
+	if !ex.Sealed || len(ex.Expect) != 1 || ex.Expect[0].PortionID != pd.PortionID || ex.ReplyTo != "reply.q1" || ex.RCID != "rc-1" ||
+		ex.AnswerID != "q1-caller" {
 		t.Fatalf("expectation %+v", ex)
 	}
 }

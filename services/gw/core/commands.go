@@ -53,10 +53,14 @@ type CancelDrive struct {
 // Answer: send the request's one answer to Info.Reply. Forward: the RC's or
 // Agg's bytes (Header, Data; Err when they cannot be forwarded), else the
 // GW's own Status; Limit and RetryAfter (seconds) name a limit that was hit.
-// Accepted is false for a refusal (the request was never admitted).
+// Accepted is false for a refusal (the request was never admitted). Chunk:
+// Data is chunk 0 of a chunked answer passed on as it comes (relay.go):
+// publish it as it is, with the caller's ids in its headers; the rest
+// follow as Relay.
 type Answer struct {
 	Info       Info
 	Forward    bool
+	Chunk      bool
 	Header     nats.Header
 	Data       []byte
 	Err        error

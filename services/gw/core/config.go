@@ -22,7 +22,11 @@ type Config struct {
 	MaxInFlight          int
 	MaxInFlightPerCaller int
 	MaxAnswerBytes       int64
-	RetryAfter           int // seconds, on a refusal over an in-flight limit
+	// MaxPayload is the NATS max payload: a chunked answer whose chunks fit
+	// it with the caller's ids in their headers is passed on chunk by chunk
+	// as it comes (0: never, every chunked answer is reassembled first).
+	MaxPayload int64
+	RetryAfter int // seconds, on a refusal over an in-flight limit
 
 	// Logged: a request log is kept (every accepted request is written
 	// before it is submitted, and `answered` before it is answered).

@@ -36,12 +36,113 @@ type Relay struct {
 
 func (Relay) isCommand() {}
 
-// relay is a stream being relayed: its request was answered with frame 0.
+// Chunked answers: a caller that reassembles chunks (Chunks) gets a chunked
+// answer chunk by chunk as it comes, never reassembled here, when the answer
+// names the caller's own request id (the Agg writes AggExpectation.AnswerID:
+// nothing in it to rewrite) and its chunks fit the max payload with the
+// caller's ids in their headers; any other chunked answer is reassembled
+// first (request.go). Chunk 0 decides the answer like a whole one and is
+// held while `answered` is written, with the chunks that come meanwhile (at
+// most the answer: MaxAnswerBytes). A messages.ChunkRelay checks them in
+// order, and the last is passed on only once the whole checked out (sizes,
+// checksum): a transfer that breaks (a chunk lost or forged, an Agg that
+// stops, the deadline) never completes at the caller, and ends with a
+// message messages.IsChunkEnd reports.
+
+// relayMargin covers what the headers of a later chunk may add to chunk 0's
+// (a wider index) when chunk 0 is checked against the max payload.
+const relayMargin = 32
+
+// chunkState is a chunked answer chunk 0 of which is held while `answered`
+// is written.
+type chunkState struct {
+	cr     *messages.ChunkRelay
+	held   []AnswerChunk
+	end    bool   // its last chunk came and the whole checked out
+	broken string // why it cannot complete ("" while it can)
+}
+
+// relay is a stream or chunked answer being relayed: its request was
+// answered with frame (chunk) 0.
 type relay struct {
 	info     Info
 	stream   string
 	next     int
-	deadline int64 // past it the stream is ended with an error
+	chunks   *messages.ChunkRelay // a chunked answer's, nil for a stream
+	deadline int64                // past it the stream is ended with an error
+}
+
+// relayChunk handles a chunk of a chunked answer that is relayed as it comes
+// or starts relaying one; false: request.go reassembles it (or drops it).
+func (c *Core) relayChunk(e AnswerChunk) bool {
+	if e.Header.Get(messages.HdrChunkIndex) == "" {
+		return false
+	}
+	stream := e.Header.Get(messages.HdrChunkStream)
+	if rl := c.relays[e.ID]; rl != nil {
+		if rl.chunks == nil || stream != rl.stream {
+			c.emit(Dropped{ID: e.ID, Why: "chunk of a second answer"})
+			return true
+		}
+		pass, last, err := rl.chunks.Add(e.Header, e.Data)
+		switch {
+		case err != nil:
+			c.endRelay(e.ID, rl, err.Error())
+		case pass:
+			rl.next++
+			c.emit(Relay{Info: rl.info, Header: e.Header, Data: e.Data, End: last})
+			if last {
+				delete(c.relays, e.ID)
+			}
+		default:
+			c.emit(Dropped{ID: e.ID, Why: "a repeated chunk"})
+		}
+		return true
+	}
+	r := c.reqs[e.ID]
+	if r == nil {
+		return false
+	}
+	if s := r.chunks; s != nil {
+		switch {
+		case stream != s.cr.Stream():
+			c.emit(Dropped{ID: e.ID, Why: "chunk of a second answer"})
+		case s.broken != "" || s.end:
+		default:
+			pass, last, err := s.cr.Add(e.Header, e.Data)
+			switch {
+			case err != nil:
+				s.broken = err.Error()
+			case pass:
+				s.held = append(s.held, e)
+				s.end = last
+			}
+		}
+		return true
+	}
+	if r.held != nil || len(r.streams) > 0 || !c.relayable(r, e) {
+		return false
+	}
+	cr := messages.NewChunkRelay(c.cfg.MaxAnswerBytes)
+	if pass, last, err := cr.Add(e.Header, e.Data); err != nil || !pass || last {
+		return false // reassembled: one chunk alone, or one that does not check out
+	}
+	r.chunks = &chunkState{cr: cr}
+	r.held = &answer{fwd: true, chunk: true, header: e.Header, data: e.Data}
+	c.advance(r)
+	return true
+}
+
+// relayable: chunk 0 of an answer to r that may be passed on as it comes.
+func (c *Core) relayable(r *request, e AnswerChunk) bool {
+	if !r.Chunks || c.cfg.MaxPayload <= 0 || e.Header.Get(messages.HdrChunkIndex) != "0" {
+		return false
+	}
+	ids := len(messages.HdrRequestID) + len(r.ClientID) + len(messages.HdrTraceID) + len(r.ID) + 8
+	if int64(len(e.Data)+messages.HeaderSize(e.Header)+ids+relayMargin) > c.cfg.MaxPayload {
+		return false
+	}
+	return messages.ResponseNamesID(r.Content, e.Data, r.ClientID)
 }
 
 // streamState is a stream frame 0 of which is held while `answered` is written.
@@ -61,7 +162,7 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		return
 	}
 	if rl := c.relays[e.ID]; rl != nil {
-		if f.ID != rl.stream {
+		if f.ID != rl.stream || rl.chunks != nil {
 			c.emit(Dropped{ID: e.ID, Why: "frame of a second answer stream"})
 			return
 		}
@@ -116,6 +217,10 @@ func (c *Core) streamFrame(e AnswerChunk) {
 // startRelay follows a request's Answer (frame 0): the frames held meanwhile
 // go out, and the rest are relayed as they come.
 func (c *Core) startRelay(r *request, info Info) {
+	if r.chunks != nil {
+		c.startChunkRelay(r, info)
+		return
+	}
 	s := r.stream
 	if s == nil {
 		return
@@ -127,24 +232,49 @@ func (c *Core) startRelay(r *request, info Info) {
 	if s.end && s.broken == "" {
 		return
 	}
-	rl := &relay{info: info, stream: s.id, next: s.next, deadline: r.Deadline + c.cfg.TimeoutMargin}
-	if s.broken != "" {
-		c.endRelay(r.ID, rl, s.broken)
+	c.follow(r.ID, &relay{info: info, stream: s.id, next: s.next, deadline: r.Deadline + c.cfg.TimeoutMargin}, s.broken)
+}
+
+// follow relays the rest of an answer as it comes, or ends it at once when
+// it broke while its first frame (chunk) was held.
+func (c *Core) follow(id string, rl *relay, broken string) {
+	if broken != "" {
+		c.endRelay(id, rl, broken)
 		return
 	}
 	if c.relays == nil {
 		c.relays = map[string]*relay{}
 	}
-	c.relays[r.ID] = rl
+	c.relays[id] = rl
 }
 
-// endRelay ends a stream that cannot go on with the GW's own last frame.
+// startChunkRelay follows a chunked answer's Answer (chunk 0): the chunks
+// held meanwhile go out, and the rest are relayed as they come.
+func (c *Core) startChunkRelay(r *request, info Info) {
+	s := r.chunks
+	for i, e := range s.held {
+		c.emit(Relay{Info: info, Header: e.Header, Data: e.Data, End: s.end && i == len(s.held)-1})
+	}
+	if s.end {
+		return
+	}
+	c.follow(r.ID, &relay{info: info, stream: s.cr.Stream(), next: s.cr.Next(), chunks: s.cr, deadline: r.Deadline + c.cfg.TimeoutMargin}, s.broken)
+}
+
+// endRelay ends a stream or chunked answer that cannot go on with the GW's
+// own last message: a frame, or a chunk end (messages.IsChunkEnd).
 func (c *Core) endRelay(id string, rl *relay, why string) {
 	delete(c.relays, id)
 	h := nats.Header{}
-	messages.SetStreamFrame(h, rl.stream, rl.next, true)
-	c.emit(Relay{Info: rl.info, Header: h, End: true,
-		Status: messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %s", rl.next, why)})
+	var st messages.Status
+	if rl.chunks != nil {
+		h.Set(messages.HdrChunkStream, rl.stream)
+		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer broken after %d of %d chunks: %s", rl.next, rl.chunks.Count(), why)
+	} else {
+		messages.SetStreamFrame(h, rl.stream, rl.next, true)
+		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %s", rl.next, why)
+	}
+	c.emit(Relay{Info: rl.info, Header: h, End: true, Status: st})
 }
 
 // endRelays ends every stream under way, in request id order.

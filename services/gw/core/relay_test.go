@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -176,5 +177,193 @@ func TestRCTimeoutDuringStreamIsNotASecondAnswer(t *testing.T) {
 	none[Answer](s)
 	if s.c.Relaying() != 0 || !s.c.Idle() {
 		t.Fatalf("relaying %d, idle %t after the last frame", s.c.Relaying(), s.c.Idle())
+	}
+}
+
+// chunkStory is a story with request r1 logged, its caller reassembling
+// chunks or not, and an Agg's chunked answer to it naming answerID.
+func chunkStory(t *testing.T, chunks bool, answerID string) (*story, []AnswerChunk, []byte) {
+	s := newStory(t, "gw-1", 1)
+	s.c.cfg.MaxPayload = 8 << 10
+	s.rc("rc-1", 1)
+	s.arrive("r1", 5000*ms)
+	s.c.reqs["r1"].Chunks = chunks
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	c, body := chunkedAnswer(t, "r1", answerID, 8<<10-messages.RelayRoom)
+	return s, c, body
+}
+
+// chunkedAnswer is an Agg's answer naming request id answerID, in chunks of
+// at most max bytes, and its body.
+func chunkedAnswer(t *testing.T, id, answerID string, max int) ([]AnswerChunk, []byte) {
+	t.Helper()
+	payload := make([]byte, 50_000)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	payload, _ = messages.EncodeSized(payload, 0) // a msgpack bin: a valid payload
+	body, err := messages.Response{Header: messages.ResponseHeader{RequestID: answerID, API: subjects.APIGetData},
+		Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	messages.Routing{RequestID: id + "~0", API: subjects.APIGetData}.Write(h)
+	messages.StatusOK.Write(h)
+	msgs, err := messages.SplitChunks("x", h, body, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]AnswerChunk, len(msgs))
+	for i, m := range msgs {
+		out[i] = AnswerChunk{ID: id, Header: m.Header, Data: m.Data}
+	}
+	return out, body
+}
+
+// reassemble is what the caller makes of what the GW sent it.
+func reassemble(msgs [][2]any) ([]byte, error) {
+	r := messages.NewReassembler(0)
+	for _, m := range msgs {
+		if done, err := r.Add(m[0].(nats.Header), m[1].([]byte)); err != nil || done {
+			if err != nil {
+				return nil, err
+			}
+			return r.Payload()
+		}
+	}
+	return nil, fmt.Errorf("incomplete")
+}
+
+// sent collects what the last step sent the caller (Answer, Relay).
+func sent(s *story, to *[][2]any) {
+	for _, c := range s.out {
+		switch c := c.(type) {
+		case Answer:
+			*to = append(*to, [2]any{c.Header, c.Data})
+		case Relay:
+			h := c.Header
+			if !c.Status.IsOK() {
+				h = nats.Header{messages.HdrChunkStream: c.Header[messages.HdrChunkStream]}
+				c.Status.Write(h)
+			}
+			*to = append(*to, [2]any{h, c.Data})
+		}
+	}
+}
+
+// A chunked answer that names the caller's id goes out chunk by chunk as it
+// comes: chunk 0 decides it and waits for `answered`, the chunks that come
+// meanwhile follow it, then each as it comes; a second answer's chunks and
+// repeats are dropped; the caller reassembles the very body.
+func TestChunkedAnswerRelayedAsItComes(t *testing.T) {
+	s, chunks, body := chunkStory(t, true, "k")
+	other, _ := chunkedAnswer(t, "r1", "k", 8<<10-messages.RelayRoom)
+	s.step(chunks[0])
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+		t.Fatalf("chunk 0 wrote %s, want answered", describe(w))
+	}
+	s.step(chunks[1])
+	s.step(other[0])
+	none[Relay](s)
+	var got [][2]any
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if an := only[Answer](s); !an.Chunk || !an.Forward {
+		t.Fatalf("answer %s, want chunk 0 forwarded as it is", describe(an))
+	}
+	sent(s, &got)
+	if len(got) != 2 {
+		t.Fatalf("%d messages after `answered`, want chunk 0 and the held chunk 1", len(got))
+	}
+	s.step(chunks[1]) // a repeat
+	only[Dropped](s)
+	s.step(other[1])
+	only[Dropped](s)
+	s.step(frame("r1", chunks[0].Header.Get(messages.HdrChunkStream), 2, false)) // a stream frame naming the transfer
+	only[Dropped](s)
+	for i, c := range chunks[2:] {
+		s.step(c)
+		r := only[Relay](s)
+		if r.End != (i == len(chunks)-3) {
+			t.Fatalf("chunk %d: end %t", i+2, r.End)
+		}
+		sent(s, &got)
+	}
+	if out, err := reassemble(got); err != nil || !bytes.Equal(out, body) {
+		t.Fatalf("caller reassembled %d bytes, %v", len(out), err)
+	}
+	if !s.c.Idle() {
+		t.Fatal("not idle after the last chunk")
+	}
+}
+
+// A chunked answer that does not check out never completes at the caller:
+// a forged or corrupt chunk (the checksum fails: the last chunk is held back)
+// or a lost one ends it with the GW's end message; so does the deadline.
+func TestChunkedAnswerBrokenNeverCompletes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(c []AnswerChunk) []AnswerChunk
+	}{
+		{"corrupt", func(c []AnswerChunk) []AnswerChunk {
+			d := bytes.Clone(c[2].Data)
+			d[10] ^= 1
+			c[2].Data = d
+			return c
+		}},
+		{"lost", func(c []AnswerChunk) []AnswerChunk { return append(c[:2:2], c[3:]...) }},
+		{"silent", func(c []AnswerChunk) []AnswerChunk { return c[:len(c)-1] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, chunks, _ := chunkStory(t, true, "k")
+			chunks = tc.spoil(chunks)
+			var got [][2]any
+			s.step(chunks[0])
+			s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+			sent(s, &got)
+			for _, c := range chunks[1:] {
+				s.step(c)
+				sent(s, &got)
+			}
+			s.now += 5000*ms + margin
+			s.step(Tick{At: s.now})
+			sent(s, &got)
+			last := got[len(got)-1][0].(nats.Header)
+			if !messages.IsChunkEnd(last) {
+				t.Fatalf("last message %v, want the GW's end of the transfer", last)
+			}
+			if out, err := reassemble(got); err == nil {
+				t.Fatalf("caller reassembled %d bytes from a broken transfer", len(out))
+			}
+			if !s.c.Idle() {
+				t.Fatal("not idle")
+			}
+		})
+	}
+}
+
+// Reassembled first, as before: an answer that names another id (an older
+// Agg's, the drive's), and any answer to a caller that does not reassemble
+// chunks.
+func TestChunkedAnswerReassembledWhenNotRelayable(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answerID string
+		chunks   bool
+	}{{"drive id", "r1~0", true}, {"whole caller", "k", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, chunks, body := chunkStory(t, tc.chunks, tc.answerID)
+			for _, c := range chunks[:len(chunks)-1] {
+				s.step(c)
+				none[WriteLog](s)
+			}
+			s.step(chunks[len(chunks)-1])
+			only[WriteLog](s)
+			s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+			if an := only[Answer](s); an.Chunk || !bytes.Equal(an.Data, body) {
+				t.Fatalf("answer chunk=%t with %d bytes, want the whole %d", an.Chunk, len(an.Data), len(body))
+			}
+			none[Relay](s)
+		})
 	}
 }

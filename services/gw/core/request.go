@@ -41,6 +41,7 @@ type request struct {
 	why       string // why the next submit is a re-drive ("" for a first drive)
 	streams   map[string]*messages.Reassembler
 	stream    *streamState // an answer stream whose frame 0 is held (relay.go)
+	chunks    *chunkState  // a chunked answer whose chunk 0 is held (relay.go)
 	gen       uint64       // current timer generation
 }
 
@@ -279,13 +280,13 @@ func (c *Core) finish(r *request) {
 	a := r.held
 	cmd := Answer{Info: r.infoNow(), Accepted: true}
 	if a.fwd {
-		cmd.Forward, cmd.Header, cmd.Data, cmd.Err = true, a.header, a.data, a.err
+		cmd.Forward, cmd.Chunk, cmd.Header, cmd.Data, cmd.Err = true, a.chunk, a.header, a.data, a.err
 	} else {
 		cmd.Status = a.status
 	}
 	c.emit(cmd)
 	if a.fwd {
-		c.startRelay(r, cmd.Info) // relay.go: the frames of a streamed answer
+		c.startRelay(r, cmd.Info) // relay.go: the frames of a streamed answer, the chunks of a chunked one
 	}
 	c.stats.Answered++
 	if r.logged {
@@ -405,6 +406,9 @@ const maxStreamsPerRequest = 4
 func (c *Core) answerChunk(e AnswerChunk) {
 	if messages.IsStreamFrame(e.Header) {
 		c.streamFrame(e) // relay.go
+		return
+	}
+	if c.relayChunk(e) { // relay.go
 		return
 	}
 	r := c.reqs[e.ID]

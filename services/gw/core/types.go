@@ -91,6 +91,7 @@ type RCInfo struct {
 // Agg's bytes (fwd), or a status of the GW's own.
 type answer struct {
 	fwd    bool
+	chunk  bool // data is chunk 0 of a chunked answer relayed as it comes
 	header nats.Header
 	data   []byte
 	err    error // arrived but cannot be forwarded (too large, broken)
