@@ -1,0 +1,182 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/gw"
+)
+
+// The NATS messages one small getData causes end to end (services/gw/doc.go
+// lists them, with who needs each): counted by a tap on every subject, and
+// checked against the server's own count (varz in_msgs), so that a message
+// added to the path, or one the tap cannot see, fails here.
+func TestMessagesPerSmallRequest(t *testing.T) {
+	for _, logged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("log=%v", logged), func(t *testing.T) {
+			nop := zerolog.Nop()
+			// Announcements every second: background, not the request's.
+			o := systemOptions{log: &nop, inProcess: true, announceEvery: time.Second}
+			if logged {
+				o.requestLog = &gw.Durability{}
+			}
+			sys := startSystem(t, o)
+			src, _ := engineSource(t, sys)
+			sys.startDAP(oneDAP(src, 1))
+			sys.waitDAPs(1)
+			args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
+				StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
+			do := func(n int) {
+				for range n {
+					resp, err := sys.client.Do(context.Background(), "getData", args, messages.Opts{})
+					if err != nil || !resp.Header.Status.IsOK() {
+						t.Fatalf("getData: %v %+v", err, resp.Header.Status)
+					}
+				}
+			}
+			do(10)
+
+			tap, err := nats.Connect(sys.url, nats.Name("tap"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tap.Close()
+			var mu sync.Mutex
+			seen := map[string]int{}
+			sub, err := tap.Subscribe(">", func(m *nats.Msg) {
+				mu.Lock()
+				seen[msgClass(sys, m.Subject)]++
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sub.SetPendingLimits(-1, -1); err != nil {
+				t.Fatal(err)
+			}
+			if err := tap.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			const n = 100
+			before, err := sys.srv.Varz(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			do(n)
+			// What the request set going after its answer (the Agg's done
+			// notice, the log's acknowledgement) has settled once the tap,
+			// flushed, saw as many messages as the server took in.
+			want := map[string]int{
+				"client request": n, "gw submit": n, "rc portion": n, "rc expect": n, "dap partial": n,
+				"dap completion": n, "agg answer": n, "inbox": n, "agg done": n,
+			}
+			acks := 0 // the server's own publishes: not in in_msgs
+			if logged {
+				want["log write"] = 2 * n
+				acks = 2 * n
+				want["inbox"] += acks
+			}
+			var got map[string]int
+			var in uint64
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if err := tap.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				after, err := sys.srv.Varz(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in = uint64(after.InMsgs - before.InMsgs)
+				mu.Lock()
+				got = maps.Clone(seen)
+				mu.Unlock()
+				total := -acks
+				for _, k := range got {
+					total += k
+				}
+				if uint64(total) == in && got["agg done"] >= want["agg done"] && got["inbox"] >= want["inbox"] {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the tap saw %v, the server took in %d messages", got, in)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			for _, c := range slices.Sorted(maps.Keys(got)) {
+				t.Logf("%-15s %5.2f per request", c, float64(got[c])/n)
+			}
+			for c, k := range got {
+				if _, ok := want[c]; !ok && !background[c] {
+					t.Errorf("%d messages of class %q on a small request's path", k, c)
+				}
+			}
+			for c, k := range want {
+				if got[c] != k {
+					t.Errorf("%s: %d messages for %d requests, want %d", c, got[c], n, k)
+				}
+			}
+		})
+	}
+}
+
+// background: messages that do not come with requests (liveness, fleet
+// state), counted but allowed in any number.
+var background = map[string]bool{"dap heartbeat": true, "rc announce": true, "rc heartbeat": true,
+	"agg heartbeat": true, "gw heartbeat": true, "dap state": true}
+
+// msgClass names a subject by what it carries.
+func msgClass(sys *system, subject string) string {
+	s := sys.s
+	pre := s.Prefix() + "."
+	switch {
+	case subject == s.GWAPI("getData"):
+		return "client request"
+	case subject == s.RCSubmit("rc-1"):
+		return "gw submit"
+	case subject == s.DAPPortion("d1"):
+		return "rc portion"
+	case subject == s.AggExpect("agg-1"):
+		return "rc expect"
+	case subject == s.AggPartial("agg-1"):
+		return "dap partial"
+	case subject == s.RCCompletion("rc-1"):
+		return "dap completion"
+	case subject == s.RCAggDone("rc-1"):
+		return "agg done"
+	case strings.HasPrefix(subject, strings.TrimSuffix(s.GWAnswer("gw-1", "x"), "x")):
+		return "agg answer"
+	case strings.HasPrefix(subject, strings.TrimSuffix(s.RequestLogEntry("gw-1", "x"), "x")):
+		return "log write"
+	case subject == s.DAPHeartbeat("d1"):
+		return "dap heartbeat"
+	case subject == s.DAPState("d1"):
+		return "dap state"
+	case subject == s.RCAnnounce("rc-1"):
+		return "rc announce"
+	case subject == s.RCHeartbeat("rc-1"):
+		return "rc heartbeat"
+	case subject == s.AggHeartbeat("agg-1"):
+		return "agg heartbeat"
+	case subject == s.GWHeartbeat("gw-1"):
+		return "gw heartbeat"
+	case strings.HasPrefix(subject, "_INBOX."):
+		// The GW's reply to the caller, or the acknowledgement of a log
+		// write (the GW's own inbox).
+		return "inbox"
+	case !strings.HasPrefix(subject, pre):
+		return "other: " + subject
+	}
+	return "sg: " + subject
+}
