@@ -560,10 +560,21 @@ func (m *AggExpectation) DecodeMsgpack(dec *msgpack.Decoder) error { return deco
 func (m AggDone) appendWire(w *wireWriter) {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
-	f.str("req", m.RequestID)
 	f.str("agg", m.AggID)
-	f.status("status", m.Status)
-	f.boolOmit("timedOut", m.TimedOut)
+	f.key("done")
+	if m.Done == nil {
+		w.nil()
+	} else {
+		w.arrayLen(len(m.Done))
+		for _, e := range m.Done {
+			g := w.openMap()
+			g.str("req", e.RequestID)
+			g.status("status", e.Status)
+			g.boolOmit("timedOut", e.TimedOut)
+			g.intOmit("held", e.Held)
+			g.close()
+		}
+	}
 	f.close()
 }
 
@@ -572,17 +583,53 @@ func (m *AggDone) decodeWire(r *wireReader) error {
 		switch string(k) {
 		case "v":
 			return r.u8(&m.V)
-		case "req":
-			return r.string(&m.RequestID)
 		case "agg":
 			return r.string(&m.AggID)
-		case "status":
-			return r.status(&m.Status)
-		case "timedOut":
-			return r.boolean(&m.TimedOut)
+		case "done":
+			return r.aggDoneEntries(&m.Done)
 		}
 		return r.skip()
 	})
+}
+
+// aggDoneEntries reads an AggDone's entries, growing the slice as they
+// arrive. An empty entry (nil, {}) is refused, as refs does: one byte must
+// not become a whole struct (limits.go, MaxAllocPerByte).
+func (r *wireReader) aggDoneEntries(p *[]AggDoneEntry) error {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		*p = nil
+		return err
+	}
+	out := make([]AggDoneEntry, 0, min(n, firstSliceCap))
+	for i := range n {
+		if r.pos < len(r.b) {
+			if c := r.b[r.pos]; c == 0xc0 || c == 0x80 || c == 0x90 {
+				return r.bad("entry %d of %d is empty (0x%02x)", i, n, c)
+			}
+		}
+		var e AggDoneEntry
+		err := wireFields(r, &e, "Agg done entry", func(k []byte) error {
+			switch string(k) {
+			case "req":
+				return r.string(&e.RequestID)
+			case "status":
+				return r.status(&e.Status)
+			case "timedOut":
+				return r.boolean(&e.TimedOut)
+			case "held":
+				return r.i64(&e.Held)
+			}
+			return r.skip()
+		})
+		if err != nil {
+			return err
+		}
+		out = append(out, e)
+	}
+	r.depth--
+	*p = out
+	return nil
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -36,8 +35,7 @@ type system struct {
 	wg     *sync.WaitGroup
 	errs   chan error
 	log    zerolog.Logger
-	url    string         // the NATS server's
-	srv    *server.Server // the embedded server (nil with systemOptions.url)
+	url    string // the NATS server's
 	// The GW runs under a context of its own, so a test can restart it
 	// (restartGW, async_test.go).
 	gwCfg  gw.Config
@@ -65,9 +63,8 @@ type systemOptions struct {
 func startSystem(t testing.TB, o systemOptions) *system {
 	t.Helper()
 	var opts []nats.Option
-	var srv *server.Server
 	if o.url == "" {
-		srv = natstest.Start(t)
+		srv := natstest.Start(t)
 		o.url = srv.ClientURL()
 		if o.inProcess {
 			opts = append(opts, nats.InProcessServer(srv))
@@ -87,7 +84,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	}
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
-	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64), log: log, url: o.url, srv: srv}
+	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64), log: log, url: o.url}
 	t.Cleanup(func() {
 		cancel()
 		done := make(chan struct{})
