@@ -18,6 +18,9 @@
 //  4. replies on ReplyTo with a messages.Response envelope in the requested Content,
 //     routing and rc/ac/ai in headers, in chunks when above NATS's max payload, and then
 //     tells the RC (AggDone). Never after the deadline: the RC answers the timeout then.
+//     The answer's notice waits up to Config.DoneDelay (defaults.AggDoneDelay, 2 ms)
+//     for others to the same RC and goes with them in one AggDone (done.go): the RC
+//     only forgets the request then. A timed-out notice goes at once.
 //
 // Partials in windows (live.go): a DAP sends a large row partial as windows under the
 // Agg's credit (messages.PartialCredit on subjects.DAPCredit). A stream reader's rows
