@@ -592,24 +592,10 @@ func (m *AggDone) decodeWire(r *wireReader) error {
 	})
 }
 
-// aggDoneEntries reads an AggDone's entries, growing the slice as they
-// arrive. An empty entry (nil, {}) is refused, as refs does: one byte must
-// not become a whole struct (limits.go, MaxAllocPerByte).
+// aggDoneEntries reads an AggDone's entries.
 func (r *wireReader) aggDoneEntries(p *[]AggDoneEntry) error {
-	n, err := r.arrayLen()
-	if err != nil || n < 0 {
-		*p = nil
-		return err
-	}
-	out := make([]AggDoneEntry, 0, min(n, firstSliceCap))
-	for i := range n {
-		if r.pos < len(r.b) {
-			if c := r.b[r.pos]; c == 0xc0 || c == 0x80 || c == 0x90 {
-				return r.bad("entry %d of %d is empty (0x%02x)", i, n, c)
-			}
-		}
-		var e AggDoneEntry
-		err := wireFields(r, &e, "Agg done entry", func(k []byte) error {
+	return wireStructs(r, p, "Agg done entries", func() (e AggDoneEntry, err error) {
+		err = wireFields(r, &e, "Agg done entry", func(k []byte) error {
 			switch string(k) {
 			case "req":
 				return r.string(&e.RequestID)
@@ -622,14 +608,8 @@ func (r *wireReader) aggDoneEntries(p *[]AggDoneEntry) error {
 			}
 			return r.skip()
 		})
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-	}
-	r.depth--
-	*p = out
-	return nil
+		return e, err
+	})
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.

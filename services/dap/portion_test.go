@@ -151,15 +151,7 @@ func TestConcurrencyLimitAndOrder(t *testing.T) {
 	for i := range n {
 		send(t, nc, d.ID(), dispatch(fmt.Sprintf("p%d", i), fmt.Sprint(i)))
 	}
-	recv := func() string {
-		select {
-		case id := <-src.started:
-			return id
-		case <-time.After(wait):
-			t.Fatal("no execution started")
-		}
-		return ""
-	}
+	recv := func() string { return receive(t, src.started, "an execution to start") }
 	first := map[string]bool{recv(): true, recv(): true}
 	if !first["0"] || !first["1"] {
 		t.Fatalf("first two executions %v, want 0 and 1", first)
@@ -357,7 +349,7 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	slow := dispatch("p1", "1")
 	slow.Deadline = time.Now().Add(100 * time.Millisecond).UnixNano()
 	send(t, nc, d.ID(), slow)
-	if id := receiveWithin(t, src.started, "the first portion to start"); id != "1" {
+	if id := receive(t, src.started, "the first portion to start"); id != "1" {
 		t.Fatalf("portion %s started", id)
 	}
 	next := dispatch("p2", "2")
@@ -375,7 +367,7 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	default:
 	}
 	close(src.release)
-	if id := receiveWithin(t, src.started, "the second portion to start"); id != "2" {
+	if id := receive(t, src.started, "the second portion to start"); id != "2" {
 		t.Fatalf("portion %s started", id)
 	}
 	c = nextAs[messages.PortionCompletion](t, completions)
@@ -384,16 +376,5 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	}
 	if pr := nextAs[messages.PartialResult](t, partials); !pr.Status.IsOK() || pr.Ref() != next.Ref() {
 		t.Fatalf("partial %+v, want the second portion's", pr)
-	}
-}
-
-func receiveWithin[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("waiting for %s", what)
-		panic("unreachable")
 	}
 }
