@@ -32,14 +32,23 @@ const allocBudgetPath = 560
 // whatever -v says: a log line per message is not what the path allocates.
 func smallRequests(t *testing.T) func(n int) {
 	t.Helper()
+	_, do := smallRequestsOn(t, systemOptions{})
+	return do
+}
+
+// smallRequestsOn is smallRequests on a system started with o (its log
+// replaced by none).
+func smallRequestsOn(t *testing.T, o systemOptions) (*system, func(n int)) {
+	t.Helper()
 	nop := zerolog.Nop()
-	sys := startSystem(t, systemOptions{log: &nop})
+	o.log = &nop
+	sys := startSystem(t, o)
 	src, _ := engineSource(t, sys)
 	sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
 	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
 		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
-	return func(n int) {
+	return sys, func(n int) {
 		for range n {
 			resp, err := sys.client.Do(context.Background(), "getData", args, messages.Opts{})
 			if err != nil || !resp.Header.Status.IsOK() {

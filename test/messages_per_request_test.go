@@ -1,7 +1,6 @@
 package test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,10 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
 )
 
@@ -24,26 +21,12 @@ import (
 func TestMessagesPerSmallRequest(t *testing.T) {
 	for _, logged := range []bool{false, true} {
 		t.Run(fmt.Sprintf("log=%v", logged), func(t *testing.T) {
-			nop := zerolog.Nop()
 			// Announcements every second: background, not the request's.
-			o := systemOptions{log: &nop, inProcess: true, announceEvery: time.Second}
+			o := systemOptions{inProcess: true, announceEvery: time.Second}
 			if logged {
 				o.requestLog = &gw.Durability{}
 			}
-			sys := startSystem(t, o)
-			src, _ := engineSource(t, sys)
-			sys.startDAP(oneDAP(src, 1))
-			sys.waitDAPs(1)
-			args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
-				StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
-			do := func(n int) {
-				for range n {
-					resp, err := sys.client.Do(context.Background(), "getData", args, messages.Opts{})
-					if err != nil || !resp.Header.Status.IsOK() {
-						t.Fatalf("getData: %v %+v", err, resp.Header.Status)
-					}
-				}
-			}
+			sys, do := smallRequestsOn(t, o)
 			tap, err := nats.Connect(sys.url, nats.Name("tap"))
 			if err != nil {
 				t.Fatal(err)
