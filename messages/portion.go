@@ -383,18 +383,34 @@ func (m *AggExpectation) Validate() error {
 	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
 }
 
-// AggDone tells the RC that the Agg has answered the caller (with the merged
-// result or a DAP's error), so the request is over at the RC.
+// AggDone tells an RC that the Agg has answered callers (with the merged
+// result or a DAP's error), so those requests are over at the RC. One notice
+// carries every request of that RC the Agg answered within
+// defaults.AggDoneDelay of the first (at most MaxAggDoneBatch): under load one
+// message says it for many, and none is on a request's critical path (the
+// answer went out before it).
 type AggDone struct {
-	V         uint8  `msgpack:"v"`
+	V     uint8          `msgpack:"v"`
+	AggID string         `msgpack:"agg"`
+	Done  []AggDoneEntry `msgpack:"done"`
+}
+
+// AggDoneEntry is one request of an AggDone.
+type AggDoneEntry struct {
 	RequestID string `msgpack:"req"`
-	AggID     string `msgpack:"agg"`
 	Status    Status `msgpack:"status"` // the answer's rc/ac/ai, for logs and metrics
 	// TimedOut: the Agg did NOT answer, its own execution of the request
-	// timed out (seed: the Agg notifies the RC of the timeout at once); the
-	// RC answers the caller with its timeout message.
+	// timed out (seed: the Agg notifies the RC of the timeout at once, and
+	// such a notice goes without waiting); the RC answers the caller with its
+	// timeout message.
 	TimedOut bool `msgpack:"timedOut,omitempty"`
+	// Held is how long the notice waited at the Agg for others (nanoseconds,
+	// the Agg's clock): the RC takes it off the request's latency.
+	Held int64 `msgpack:"held,omitempty"`
 }
+
+// MaxAggDoneBatch bounds the entries of one AggDone.
+const MaxAggDoneBatch = 256
 
 // Validate checks the notice.
 func (m *AggDone) Validate() error {
@@ -402,10 +418,21 @@ func (m *AggDone) Validate() error {
 	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
 		return err
 	}
-	if err := validateID(typ, "request id", m.RequestID); err != nil {
+	if err := validateID(typ, "Agg id", m.AggID); err != nil {
 		return err
 	}
-	return validateID(typ, "Agg id", m.AggID)
+	if len(m.Done) == 0 || len(m.Done) > MaxAggDoneBatch {
+		return invalid(typ, "%d requests, want 1..%d", len(m.Done), MaxAggDoneBatch)
+	}
+	for i := range m.Done {
+		if err := validateID(typ, "request id", m.Done[i].RequestID); err != nil {
+			return err
+		}
+		if m.Done[i].Held < 0 {
+			return invalid(typ, "held %d: want 0 or more nanoseconds", m.Done[i].Held)
+		}
+	}
+	return nil
 }
 
 // SecondaryDispatch hands the label sets that another RC's DAPs serve to

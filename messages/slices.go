@@ -21,6 +21,7 @@ func init() {
 	RegisterGrowingSlice[AggSpec]()
 	RegisterGrowingSlice[PortionRef]()
 	RegisterGrowingSlice[QueueEntry]()
+	RegisterGrowingSlice[AggDoneEntry]()
 }
 
 // firstSliceCap is the capacity a decoded slice starts with, whatever the

@@ -702,23 +702,10 @@ func (r *wireReader) status(s *Status) error {
 	})
 }
 
-// refs reads portion refs. As for the reflection decoder (slices.go), the
-// slice grows as elements arrive and an empty element (nil, {}) is refused.
+// refs reads portion refs.
 func (r *wireReader) refs(p *[]PortionRef) error {
-	n, err := r.arrayLen()
-	if err != nil || n < 0 {
-		*p = nil
-		return err
-	}
-	out := make([]PortionRef, 0, min(n, firstSliceCap))
-	for i := range n {
-		if r.pos < len(r.b) {
-			if c := r.b[r.pos]; c == 0xc0 || c == 0x80 || c == 0x90 {
-				return r.bad("element %d of %d portion refs is empty (0x%02x)", i, n, c)
-			}
-		}
-		var ref PortionRef
-		err := wireFields(r, &ref, "portion ref", func(k []byte) error {
+	return wireStructs(r, p, "portion refs", func() (ref PortionRef, err error) {
+		err = wireFields(r, &ref, "portion ref", func(k []byte) error {
 			switch string(k) {
 			case "id":
 				return r.string(&ref.PortionID)
@@ -727,10 +714,32 @@ func (r *wireReader) refs(p *[]PortionRef) error {
 			}
 			return r.skip()
 		})
+		return ref, err
+	})
+}
+
+// wireStructs reads an array of structs as the reflection decoder reads sg's
+// slices of structs (slices.go): the slice grows as elements arrive, and an
+// empty element (nil, {}, []) is refused, so that one byte never becomes a
+// whole struct. elem reads one element.
+func wireStructs[T any](r *wireReader, p *[]T, what string, elem func() (T, error)) error {
+	n, err := r.arrayLen()
+	if err != nil || n < 0 {
+		*p = nil
+		return err
+	}
+	out := make([]T, 0, min(n, firstSliceCap))
+	for i := range n {
+		if r.pos < len(r.b) {
+			if c := r.b[r.pos]; c == 0xc0 || c == 0x80 || c == 0x90 {
+				return r.bad("element %d of %d %s is empty (0x%02x)", i, n, what, c)
+			}
+		}
+		e, err := elem()
 		if err != nil {
 			return err
 		}
-		out = append(out, ref)
+		out = append(out, e)
 	}
 	r.depth--
 	*p = out

@@ -581,10 +581,21 @@ func (m *AggExpectation) DecodeMsgpack(dec *msgpack.Decoder) error { return deco
 func (m AggDone) appendWire(w *wireWriter) {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
-	f.str("req", m.RequestID)
 	f.str("agg", m.AggID)
-	f.status("status", m.Status)
-	f.boolOmit("timedOut", m.TimedOut)
+	f.key("done")
+	if m.Done == nil {
+		w.nil()
+	} else {
+		w.arrayLen(len(m.Done))
+		for _, e := range m.Done {
+			g := w.openMap()
+			g.str("req", e.RequestID)
+			g.status("status", e.Status)
+			g.boolOmit("timedOut", e.TimedOut)
+			g.intOmit("held", e.Held)
+			g.close()
+		}
+	}
 	f.close()
 }
 
@@ -593,16 +604,32 @@ func (m *AggDone) decodeWire(r *wireReader) error {
 		switch string(k) {
 		case "v":
 			return r.u8(&m.V)
-		case "req":
-			return r.string(&m.RequestID)
 		case "agg":
 			return r.string(&m.AggID)
-		case "status":
-			return r.status(&m.Status)
-		case "timedOut":
-			return r.boolean(&m.TimedOut)
+		case "done":
+			return r.aggDoneEntries(&m.Done)
 		}
 		return r.skip()
+	})
+}
+
+// aggDoneEntries reads an AggDone's entries.
+func (r *wireReader) aggDoneEntries(p *[]AggDoneEntry) error {
+	return wireStructs(r, p, "Agg done entries", func() (e AggDoneEntry, err error) {
+		err = wireFields(r, &e, "Agg done entry", func(k []byte) error {
+			switch string(k) {
+			case "req":
+				return r.string(&e.RequestID)
+			case "status":
+				return r.status(&e.Status)
+			case "timedOut":
+				return r.boolean(&e.TimedOut)
+			case "held":
+				return r.i64(&e.Held)
+			}
+			return r.skip()
+		})
+		return e, err
 	})
 }
 

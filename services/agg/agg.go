@@ -26,6 +26,7 @@ type Agg struct {
 	held     int64                // bytes of partial results held, all requests (Config.MaxHeldBytes)
 	transit  int64                // bytes of chunked partials still being reassembled (counted in MaxHeldBytes too)
 
+	dones     *doneNotices   // done notices waiting to go to their RCs (done.go)
 	answers   sync.WaitGroup // answers in progress; Run waits for them
 	answerers answerers      // the goroutines that run them (answerers.go)
 	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
@@ -73,8 +74,10 @@ func New(cfg Config) (*Agg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agg %s: %w", cfg.ID, err)
 	}
-	return &Agg{cfg: cfg, metrics: m, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
-		ready: make(chan struct{}), requests: map[string]*request{}, finished: map[string]time.Time{}, streams: map[string]*stream{}}, nil
+	a := &Agg{cfg: cfg, metrics: m, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
+		ready: make(chan struct{}), requests: map[string]*request{}, finished: map[string]time.Time{}, streams: map[string]*stream{}}
+	a.dones = newDoneNotices(a)
+	return a, nil
 }
 
 // Stats returns the current counters.
@@ -136,6 +139,10 @@ func (a *Agg) Run(ctx context.Context) error {
 	defer sweep.Stop()
 	beat := time.NewTicker(a.cfg.Heartbeat)
 	defer beat.Stop()
+	doneTimer := time.NewTimer(time.Hour)
+	doneTimer.Stop()
+	defer doneTimer.Stop()
+	doneArmed := false
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
@@ -144,8 +151,24 @@ func (a *Agg) Run(ctx context.Context) error {
 			a.sweep(now)
 		case <-beat.C:
 			a.heartbeat(false)
+		case <-a.dones.wake:
+			switch {
+			case a.dones.takeUrgent():
+				doneTimer.Stop()
+				doneArmed = false
+				a.dones.flush()
+			case !doneArmed:
+				doneTimer.Reset(a.cfg.DoneDelay)
+				doneArmed = true
+			}
+		case <-doneTimer.C:
+			doneArmed = false
+			a.dones.flush()
 		}
 	}
+	// The requests answered are over at their RCs before this Agg is gone:
+	// none is driven again elsewhere.
+	a.dones.flush()
 	// RCs drive what we hold again elsewhere now, rather than after missed beats.
 	a.heartbeat(true)
 	_ = expect.Unsubscribe()
@@ -157,6 +180,8 @@ func (a *Agg) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	a.answers.Wait()
 	a.answerers.stop()
+	a.dones.flush() // the answers that were under way
+
 	if err := nc.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		a.log.Warn().Err(err).Msg("flush on stop")
 	}

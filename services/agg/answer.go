@@ -94,21 +94,6 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 	a.tellDone(e, st, log)
 }
 
-// tellDone tells the request's RC that its answer went out.
-func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status, log zerolog.Logger) {
-	if e.RCID == "" {
-		return
-	}
-	done := messages.AggDone{V: messages.PortionVersion, RequestID: e.RequestID, AggID: a.cfg.ID, Status: st}
-	b, err := messages.Encode(&done)
-	if err == nil {
-		err = a.cfg.NC.Publish(a.cfg.Subjects.RCAggDone(e.RCID), b)
-	}
-	if err != nil {
-		log.Error().Err(err).Msg("AggDone not sent")
-	}
-}
-
 // encode wraps the answer in a response envelope; an answer above MaxAnswerBytes becomes
 // a TOO_LARGE error, so nothing is ever cut silently. The payload is the Agg's
 // own encoders' (result): it is wrapped, not validated nor copied.

@@ -55,6 +55,9 @@ type Config struct {
 	// Heartbeat is the period of the heartbeat on subjects.AggHeartbeat(ID), by which
 	// RCs know the Agg is alive. Default DefaultHeartbeat.
 	Heartbeat time.Duration
+	// DoneDelay is how long a done notice to an RC waits for others to the
+	// same RC, to go in one message (done.go). Default defaults.AggDoneDelay.
+	DoneDelay time.Duration
 }
 
 // Environment names of the Agg's limits (README: Configuration).
@@ -92,6 +95,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StreamWindow == 0 {
 		c.StreamWindow = defaults.AggStreamWindow
 	}
+	if c.DoneDelay == 0 {
+		c.DoneDelay = defaults.AggDoneDelay
+	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = c.MaxAnswerBytes
 	}
@@ -113,6 +119,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Heartbeat < 0 || c.Heartbeat > time.Hour {
 		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to 1h", c.Heartbeat))
+	}
+	if c.DoneDelay < 0 || c.DoneDelay > time.Minute {
+		errs = append(errs, fmt.Errorf("DoneDelay %v: want 0 (default) up to 1m", c.DoneDelay))
 	}
 	if c.StreamWindow < 0 {
 		errs = append(errs, fmt.Errorf("StreamWindow %d is negative", c.StreamWindow))

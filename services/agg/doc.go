@@ -22,6 +22,9 @@
 //     max payload (leaving messages.RelayRoom in each for the GW, which passes them on
 //     as they come), and then tells the RC (AggDone). Never after the deadline: the RC
 //     answers the timeout then.
+//     The answer's notice waits up to Config.DoneDelay (defaults.AggDoneDelay, 2 ms)
+//     for others to the same RC and goes with them in one AggDone (done.go): the RC
+//     only forgets the request then. A timed-out notice goes at once.
 //
 // Partials in windows (live.go): a DAP sends a large row partial as windows under the
 // Agg's credit (messages.PartialCredit on subjects.DAPCredit). A stream reader's rows

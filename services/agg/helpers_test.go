@@ -37,6 +37,8 @@ type env struct {
 	agg     *Agg
 	answers *nats.Subscription // every answer to gw1
 	done    *nats.Subscription // AggDone to rc1
+	dones   []doneSeen         // requests of the AggDones read, not yet returned
+	stop    func()             // stops the Agg and waits for Run to return
 }
 
 func newEnv(t *testing.T, mutate func(*Config)) *env {
@@ -58,7 +60,8 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	e.stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(e.stop)
 	select {
 	case <-a.Ready():
 	case <-time.After(wait):
@@ -122,16 +125,31 @@ func (e *env) answer() (messages.Response, nats.Header) {
 	return r, h
 }
 
-func (e *env) aggDone() messages.AggDone {
+// doneSeen is one request of an AggDone, with the Agg that sent it.
+type doneSeen struct {
+	messages.AggDoneEntry
+	AggID string
+}
+
+// aggDone returns the next request the Agg told rc1 it is done with (an
+// AggDone may carry several).
+func (e *env) aggDone() doneSeen {
 	e.t.Helper()
-	m, err := e.done.NextMsg(wait)
-	if err != nil {
-		e.t.Fatal(err)
+	if len(e.dones) == 0 {
+		m, err := e.done.NextMsg(wait)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		d, err := messages.DecodeValid[messages.AggDone](m.Data)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, x := range d.Done {
+			e.dones = append(e.dones, doneSeen{AggDoneEntry: x, AggID: d.AggID})
+		}
 	}
-	d, err := messages.DecodeValid[messages.AggDone](m.Data)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	d := e.dones[0]
+	e.dones = e.dones[1:]
 	return d
 }
 

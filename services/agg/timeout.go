@@ -16,12 +16,5 @@ func (a *Agg) tellTimedOut(e *messages.AggExpectation, what string, now time.Tim
 	}
 	late := time.Duration(now.UnixNano() - e.Deadline)
 	st := messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Agg %s: %s, %s after the deadline", a.cfg.ID, what, late.Round(time.Millisecond))
-	done := messages.AggDone{V: messages.PortionVersion, RequestID: e.RequestID, AggID: a.cfg.ID, Status: st, TimedOut: true}
-	b, err := messages.Encode(&done)
-	if err == nil {
-		err = a.cfg.NC.Publish(a.cfg.Subjects.RCAggDone(e.RCID), b)
-	}
-	if err != nil {
-		a.log.Error().Err(err).Str("request_id", e.RequestID).Msg("timeout notice to the RC not sent")
-	}
+	a.dones.add(e.RCID, messages.AggDoneEntry{RequestID: e.RequestID, Status: st, TimedOut: true}, true)
 }

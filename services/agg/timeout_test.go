@@ -12,9 +12,10 @@ import (
 // TestAggTellsTheRCItTimedOut: when the Agg's own execution of a request
 // times out (the expectation comes too late, or the deadline passes while
 // partials are missing) it does not answer and tells the RC at once, with
-// AggDone.TimedOut, so the RC answers its timeout message.
+// AggDone.TimedOut, so the RC answers its timeout message. Such a notice
+// does not wait for others (Config.DoneDelay, a minute here).
 func TestAggTellsTheRCItTimedOut(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.PartialTTL = 40 * time.Millisecond })
+	e := newEnv(t, func(c *Config) { c.PartialTTL = 40 * time.Millisecond; c.DoneDelay = time.Minute })
 	late := expectation("late", subjects.APIPing, nil, ref("a", 1))
 	late.Deadline = time.Now().Add(-time.Millisecond).UnixNano()
 	e.expect(late)
@@ -30,5 +31,37 @@ func TestAggTellsTheRCItTimedOut(t *testing.T) {
 	d = e.aggDone() // the sweep finds the deadline passed with b missing
 	if d.RequestID != "slow" || !d.TimedOut || !strings.Contains(d.Status.AI, "deadline passed before every partial came") {
 		t.Fatalf("AggDone %+v", d)
+	}
+}
+
+// The done notices of requests answered within Config.DoneDelay of each
+// other go to their RC in one AggDone, each saying how long it was held;
+// those still held when the Agg stops go before it stops.
+func TestAggDoneNoticesGoTogether(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
+	ids := []string{"q1", "q2", "q3"}
+	for _, id := range ids {
+		e.expect(expectation(id, subjects.APIPing, nil, ref("a", 1)))
+		e.partial(okPartial(id, ref("a", 1), "dap0", []byte{0xc3}))
+		if resp, _ := e.answer(); resp.Header.RequestID != id || !resp.Header.Status.IsOK() {
+			t.Fatalf("answer %+v, want %s answered", resp.Header, id)
+		}
+	}
+	e.stop()
+	m, err := e.done.NextMsg(wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := messages.DecodeValid[messages.AggDone](m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.AggID != "agg1" || len(d.Done) != len(ids) {
+		t.Fatalf("AggDone %+v, want one notice for %v", d, ids)
+	}
+	for i, x := range d.Done {
+		if x.RequestID != ids[i] || !x.Status.IsOK() || x.TimedOut || x.Held <= 0 {
+			t.Fatalf("entry %d: %+v, want %s answered and held a while", i, x, ids[i])
+		}
 	}
 }

@@ -100,7 +100,7 @@ func (d *DAP) retry(p *messages.PortionDispatch, reason string) {
 // Its logger (the portion's fields on the DAP's) is built only where it logs: a
 // portion that runs and succeeds logs at debug level at most, and building it
 // for every portion cost allocations on every small request.
-func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *executor) {
+func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	// The versions may have changed while the portion waited for a slot. The source is
 	// taken in the same critical section as the check: a portion runs on the data of the
 	// versions it was dispatched with, even if Apply swaps them a moment later.
@@ -129,27 +129,14 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 
 	start := time.Now()
 	defer d.metrics.executing()() // metrics.go
-	// On the slot's executor, so that this goroutine can answer the RC at the deadline or
-	// a cancel while a Source is slow to stop; the slot is given back only once it has.
-	done := ex.run(func() (r execResult) {
-		if ps, ok := src.(PartialSource); ok {
-			if part, ok, err := ps.ExecutePartial(execCtx, p.API, p.Args, p.Labels, p.Range); ok {
-				return d.partialResult(part, err)
-			}
-		}
-		if rc, ok := src.(RowCounter); ok {
-			r.payload, r.rows, r.err = rc.ExecuteRows(execCtx, p.API, p.Args, p.Labels, p.Range)
-		} else {
-			r.payload, r.err = src.Execute(execCtx, p.API, p.Args, p.Labels, p.Range)
-		}
-		return r
-	})
-	var r execResult
-	select {
-	case r = <-done:
-	case <-execCtx.Done():
-		// Answer now, so the RC need not wait for a Source that is slow to stop; the
-		// slot stays taken until it does.
+	// The Source runs on the slot's own goroutine, whose stack has grown through the
+	// engine and the codecs already (handing it to another goroutine and back cost two
+	// goroutine switches per portion). If the deadline or a cancel comes first, a
+	// goroutine of context.AfterFunc answers the RC at once, so the RC need not wait for
+	// a Source that is slow to stop; the slot is given back only once it has returned.
+	answered := make(chan struct{})
+	watch := context.AfterFunc(execCtx, func() {
+		defer close(answered)
 		switch {
 		case ctx.Err() != nil: // shutdown: DAPLost tells the RC
 		case errors.Is(context.Cause(cancelCtx), errCancelled):
@@ -157,7 +144,10 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch, ex *ex
 		default:
 			d.timedOut(&p, time.Since(start))
 		}
-		<-done
+	})
+	r := d.execute(execCtx, src, &p)
+	if !watch() { // answered already
+		<-answered
 		return
 	}
 	elapsed := time.Since(start)
@@ -277,34 +267,17 @@ type execResult struct {
 	err     error
 }
 
-// executor is one slot's goroutine that runs Sources, kept for the DAP's life (see
-// dispatchLoop). Its slot hands it one portion at a time and waits for the result.
-type executor struct {
-	jobs    chan func() execResult
-	done    chan execResult // capacity 1: a result is never blocked on its reader
-	stopped chan struct{}
-}
-
-func startExecutor() *executor {
-	ex := &executor{jobs: make(chan func() execResult), done: make(chan execResult, 1), stopped: make(chan struct{})}
-	go func() { // owned by its slot: ends when the slot stops it (stop), after its last job
-		defer close(ex.stopped)
-		for job := range ex.jobs {
-			ex.done <- job()
+// execute runs the portion on its Source.
+func (d *DAP) execute(ctx context.Context, src Source, p *messages.PortionDispatch) (r execResult) {
+	if ps, ok := src.(PartialSource); ok {
+		if part, ok, err := ps.ExecutePartial(ctx, p.API, p.Args, p.Labels, p.Range); ok {
+			return d.partialResult(part, err)
 		}
-	}()
-	return ex
-}
-
-// run starts job and returns where its result arrives. The slot reads each result
-// before it runs the next job.
-func (ex *executor) run(job func() execResult) <-chan execResult {
-	ex.jobs <- job
-	return ex.done
-}
-
-// stop ends the executor and waits for it (its slot has read every result).
-func (ex *executor) stop() {
-	close(ex.jobs)
-	<-ex.stopped
+	}
+	if rc, ok := src.(RowCounter); ok {
+		r.payload, r.rows, r.err = rc.ExecuteRows(ctx, p.API, p.Args, p.Labels, p.Range)
+	} else {
+		r.payload, r.err = src.Execute(ctx, p.API, p.Args, p.Labels, p.Range)
+	}
+	return r
 }

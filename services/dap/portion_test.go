@@ -151,15 +151,7 @@ func TestConcurrencyLimitAndOrder(t *testing.T) {
 	for i := range n {
 		send(t, nc, d.ID(), dispatch(fmt.Sprintf("p%d", i), fmt.Sprint(i)))
 	}
-	recv := func() string {
-		select {
-		case id := <-src.started:
-			return id
-		case <-time.After(wait):
-			t.Fatal("no execution started")
-		}
-		return ""
-	}
+	recv := func() string { return receive(t, src.started, "an execution to start") }
 	first := map[string]bool{recv(): true, recv(): true}
 	if !first["0"] || !first["1"] {
 		t.Fatalf("first two executions %v, want 0 and 1", first)
@@ -325,5 +317,64 @@ func TestLargePartialIsChunked(t *testing.T) {
 	}
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.Bytes != int64(len(payload)) {
 		t.Fatalf("completion %+v", c)
+	}
+}
+
+// stubbornSource ignores its context: it returns only when released.
+type stubbornSource struct {
+	started chan string
+	release chan struct{}
+}
+
+func (s *stubbornSource) Execute(_ context.Context, _ string, args msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+	var id string
+	_ = msgpack.Unmarshal(args, &id)
+	s.started <- id
+	<-s.release
+	return pingPayload, nil
+}
+
+// A Source that does not stop at the deadline: the RC and the Agg hear TIMEOUT
+// at the deadline all the same, no result follows when the Source returns, and
+// the slot stays taken until it has returned.
+func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
+	nc := startNATS(t, 0)
+	src := &stubbornSource{started: make(chan string, 10), release: make(chan struct{})}
+	cfg := testConfig(nc, src)
+	cfg.Concurrency = 1
+	d := started(t, cfg)
+	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
+	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
+
+	slow := dispatch("p1", "1")
+	slow.Deadline = time.Now().Add(100 * time.Millisecond).UnixNano()
+	send(t, nc, d.ID(), slow)
+	if id := receive(t, src.started, "the first portion to start"); id != "1" {
+		t.Fatalf("portion %s started", id)
+	}
+	next := dispatch("p2", "2")
+	send(t, nc, d.ID(), next)
+	c := nextAs[messages.PortionCompletion](t, completions) // while the Source still runs
+	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeTimeout || c.Ref() != slow.Ref() {
+		t.Fatalf("completion %+v", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); pr.Status.RC != messages.CodeTimeout || pr.Ref() != slow.Ref() {
+		t.Fatalf("partial %+v", pr)
+	}
+	select {
+	case id := <-src.started:
+		t.Fatalf("portion %s started while the slot's Source still ran", id)
+	default:
+	}
+	close(src.release)
+	if id := receive(t, src.started, "the second portion to start"); id != "2" {
+		t.Fatalf("portion %s started", id)
+	}
+	c = nextAs[messages.PortionCompletion](t, completions)
+	if c.Outcome != messages.OutcomeOK || c.Ref() != next.Ref() {
+		t.Fatalf("completion %+v, want the second portion's, none more for the first", c)
+	}
+	if pr := nextAs[messages.PartialResult](t, partials); !pr.Status.IsOK() || pr.Ref() != next.Ref() {
+		t.Fatalf("partial %+v, want the second portion's", pr)
 	}
 }

@@ -81,22 +81,21 @@ func (q *fifo) len() int {
 
 // dispatchLoop starts queued portions in arrival order, at most Concurrency at once: one
 // slot goroutine per unit of concurrency takes the oldest queued portion whenever it is
-// free. Slots (and their executors) live as long as the DAP, not a goroutine per portion:
-// a new goroutine's stack grows again through the engine and the codecs every time,
-// which cost a tenth of a small request's CPU. It returns once every slot has ended.
+// free, and runs it on its own goroutine (runPortion). Slots live as long as the DAP, not
+// a goroutine per portion: a new goroutine's stack grows again through the engine and the
+// codecs every time, which cost a tenth of a small request's CPU. It returns once every
+// slot has ended.
 func (d *DAP) dispatchLoop(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for range d.cfg.Concurrency {
 		wg.Go(func() {
-			ex := startExecutor()
-			defer ex.stop()
 			for {
 				p, ok := d.nextPortion(ctx)
 				if !ok {
 					return
 				}
-				d.runPortion(ctx, p, ex)
+				d.runPortion(ctx, p)
 			}
 		})
 	}

@@ -42,6 +42,12 @@ const (
 	DAPHeartbeat      = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
 )
 
+// AggDoneDelay is how long an Agg holds a done notice (the RC may forget the
+// request: it was answered) for others to the same RC, so that under load
+// one message carries many (messages.AggDone). The answer has gone out
+// before: only the RC's bookkeeping waits.
+const AggDoneDelay = 2 * time.Millisecond
+
 // AggStreamWindow is the size in bytes of one frame of an answer streamed to
 // a caller that reads streams (Sg-Accept-Stream), at most the max payload:
 // what the Agg, the GW and the caller hold of the answer at once.

@@ -63,4 +63,31 @@
 // next incarnation (recovery.go), which drives them again or answers the
 // timeout. README.md (Deployment, durability and recovery) has the whole
 // story, what is guaranteed and what is not, and the durability settings.
+//
+// # The messages of one small request
+//
+// A getData that one DAP answers in one partial costs these NATS messages
+// end to end (test/messages_per_request_test.go counts them, by subject):
+//
+//	#  from -> to    subject                     critical path  why
+//	1  client -> GW  sg.api.getData              yes            the request
+//	2  GW -> RC      sg.rc.<rc>.submit           yes            the drive
+//	3  RC -> DAP     sg.dap.<dap>.portion        yes            the portion
+//	4  RC -> Agg     sg.agg.<agg>.expect         beside 3-5     what makes the answer (Seq 1, sealed)
+//	5  DAP -> Agg    sg.agg.<agg>.partial        yes            the partial result
+//	6  DAP -> RC     sg.rc.<rc>.completion       no             frees the DAP's slot; RETRY, vintage
+//	7  Agg -> GW     sg.gw.<gw>.answer.<id>      yes            the answer
+//	8  GW -> client  the caller's inbox          yes            the reply
+//	9  Agg -> RC     sg.rc.<rc>.aggdone          no             the RC forgets the request; one
+//	                                                            message for the requests answered
+//	                                                            within defaults.AggDoneDelay (0.1-0.7
+//	                                                            per request with one caller)
+//
+// With the request log on, two JetStream writes and their acknowledgements
+// more: the entry (sg.log.req.<gw>.<id>, expecting no earlier record),
+// published just after 2, its acknowledgement beside 3-7; and `answered`
+// (expecting the entry's sequence, with a TTL) between 7 and 8, with its
+// acknowledgement: the only one on the critical path, and what makes the
+// answer exactly-once against an adopter. Heartbeats and announcements do
+// not come with requests. The floor is six one-way hops (1, 2, 3, 5, 7, 8).
 package gw

@@ -26,7 +26,7 @@ func testLogWrites(t *testing.T) (*logWrites, *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lw := newLogWrites(&requestLog{g: g, poisoned: map[uint64]struct{}{}}, nc.NewInbox()+".")
+	lw := newLogWrites(g.newRequestLog(nil, nil), nc.NewInbox()+".")
 	sub, err := nc.ChanSubscribe(lw.prefix+"*", lw.acks)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +48,14 @@ func TestDecodeAckHostile(t *testing.T) {
 		errCode jetstream.ErrorCode
 	}{
 		{name: "ack", data: `{"stream":"` + stream + `","seq":7}`, seq: 7},
+		{name: "duplicate", data: `{"stream":"` + stream + `","seq":7,"duplicate":true}`, seq: 7},
+		{name: "sequence 0", data: `{"stream":"` + stream + `","seq":0}`},
+		{name: "negative", data: `{"stream":"` + stream + `","seq":-7}`},
+		{name: "signed", data: `{"stream":"` + stream + `","seq":+7}`},
+		{name: "overflow", data: `{"stream":"` + stream + `","seq":99999999999999999999}`},
+		{name: "unclosed", data: `{"stream":"` + stream + `","seq":7`},
+		{name: "closed twice", data: `{"stream":"` + stream + `","seq":7}}`},
+		{name: "stream prefix", data: `{"stream":"` + stream + `X","seq":7}`},
 		{name: "other stream", data: `{"stream":"X","seq":7}`},
 		{name: "no sequence", data: `{"stream":"` + stream + `"}`},
 		{name: "not JSON", data: `{"stream":`},

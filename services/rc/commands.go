@@ -2,6 +2,7 @@ package rc
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -151,7 +152,7 @@ func (r *RC) reply(c core.Reply) {
 		messages.SetInt(h, messages.HdrRetryAfter, int64(c.RetryAfter))
 	}
 	r.answerWith(p.sub, st, nil, h)
-	r.finish(c.Request, st)
+	r.finish(c.Request, st, 0)
 }
 
 // publishCancel sends a cancel: no body, the request id in Sg-Request-Id and, to stop
@@ -222,12 +223,16 @@ func (r *RC) answerWith(sub messages.RCSubmission, st messages.Status, payload [
 }
 
 // finish forgets a request once it has been answered (by the RC or the Agg).
-func (r *RC) finish(requestID string, st messages.Status) {
+func (r *RC) finish(requestID string, st messages.Status, held time.Duration) {
 	p := r.pending[requestID]
 	if p == nil {
 		return
 	}
 	delete(r.pending, requestID)
-	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(r.cfg.Now().Sub(p.arrived).Seconds())
-	r.metrics.kxCompleteTime.Observe(r.cfg.Now().Sub(p.arrived).Seconds())
+	// The latency ends when the answer went out: the Agg's notice of it may
+	// have waited (held) for others to this RC.
+	took := r.cfg.Now().Sub(p.arrived)
+	took -= min(max(held, 0), took)
+	r.metrics.latency.WithLabelValues(st.RC.String()).Observe(took.Seconds())
+	r.metrics.kxCompleteTime.Observe(took.Seconds())
 }

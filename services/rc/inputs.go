@@ -73,13 +73,15 @@ func (r *RC) handle(in input) {
 		if r.bad(in, err) {
 			return
 		}
-		if d.TimedOut {
-			r.reqLog(d.RequestID).Info().Str("agg", d.AggID).Str("ai", d.Status.AI).Msg("the Agg's execution timed out")
-			r.step(core.AggTimedOut{At: now.UnixNano(), Request: d.RequestID, Agg: d.AggID})
-			return
+		for _, e := range d.Done {
+			if e.TimedOut {
+				r.reqLog(e.RequestID).Info().Str("agg", d.AggID).Str("ai", e.Status.AI).Msg("the Agg's execution timed out")
+				r.step(core.AggTimedOut{At: now.UnixNano(), Request: e.RequestID, Agg: d.AggID})
+				continue
+			}
+			r.step(core.AggDone{At: now.UnixNano(), Request: e.RequestID})
+			r.finish(e.RequestID, e.Status, time.Duration(e.Held))
 		}
-		r.step(core.AggDone{At: now.UnixNano(), Request: d.RequestID})
-		r.finish(d.RequestID, d.Status)
 	case r.announceOf(in.subject): // last: every other case is one comparison
 		a, err := messages.DecodeValid[messages.RCAnnouncement](in.msg.Data)
 		if r.bad(in, err) {

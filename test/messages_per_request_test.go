@@ -1,0 +1,190 @@
+package test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw"
+)
+
+// The NATS messages one small getData causes end to end (services/gw/doc.go
+// lists them, with who needs each), counted by a tap on every subject: a
+// message added to the path fails here.
+func TestMessagesPerSmallRequest(t *testing.T) {
+	for _, logged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("log=%v", logged), func(t *testing.T) {
+			// Announcements every second: background, not the request's.
+			o := systemOptions{inProcess: true, announceEvery: time.Second}
+			if logged {
+				o.requestLog = &gw.Durability{}
+			}
+			sys, do := smallRequestsOn(t, o)
+			tap, err := nats.Connect(sys.url, nats.Name("tap"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tap.Close()
+			var mu sync.Mutex
+			seen := map[string]int{}
+			doneEntries := 0                  // requests the Agg's done notices name
+			changed := make(chan struct{}, 1) // the tap saw a message
+			sub, err := tap.Subscribe(">", func(m *nats.Msg) {
+				c := msgClass(sys, m.Subject)
+				d, _ := messages.DecodeValid[messages.AggDone](m.Data)
+				mu.Lock()
+				seen[c]++
+				if c == "agg done" {
+					doneEntries += len(d.Done)
+				}
+				mu.Unlock()
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			})
+			bound := time.After(20 * time.Second)
+			await := func(what string) {
+				select {
+				case <-changed:
+				case <-bound:
+					t.Fatalf("waiting for %s", what)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sub.SetPendingLimits(-1, -1); err != nil {
+				t.Fatal(err)
+			}
+			if err := tap.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			// Warm up, and wait for the warm-up's done notices before counting.
+			const warm = 10
+			do(warm)
+			for {
+				mu.Lock()
+				settled := doneEntries >= warm
+				if settled {
+					clear(seen)
+					doneEntries = 0
+				}
+				mu.Unlock()
+				if settled {
+					break
+				}
+				await("the warm-up's done notices")
+			}
+			const n = 100
+			do(n)
+			// What the requests set going after their answers (the Agg's
+			// done notices, held up to defaults.AggDoneDelay; the log's
+			// acknowledgements) has settled once the tap saw every
+			// request's done notice, reply and log write; a message more
+			// would have come before those.
+			want := map[string]int{
+				"client request": n, "gw submit": n, "rc portion": n, "rc expect": n, "dap partial": n,
+				"dap completion": n, "agg answer": n, "inbox": n,
+			}
+			if logged {
+				want["log write"] = 2 * n
+				want["inbox"] += 2 * n // the writes' acknowledgements
+			}
+			var got map[string]int
+			var entries int
+			for {
+				if err := tap.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				mu.Lock()
+				got = maps.Clone(seen)
+				entries = doneEntries
+				mu.Unlock()
+				if entries >= n && got["inbox"] >= want["inbox"] && got["log write"] >= want["log write"] {
+					break
+				}
+				await(fmt.Sprintf("every request's messages (seen %v)", got))
+			}
+			for _, c := range slices.Sorted(maps.Keys(got)) {
+				t.Logf("%-15s %5.2f per request", c, float64(got[c])/n)
+			}
+			// One done notice says it for the requests answered within
+			// defaults.AggDoneDelay: never more notices than requests, and
+			// every request named once.
+			if entries != n || got["agg done"] > n {
+				t.Errorf("the Agg's done notices: %d messages naming %d requests, want at most %d naming %d", got["agg done"], entries, n, n)
+			}
+			for c, k := range got {
+				if _, ok := want[c]; !ok && !background[c] && c != "agg done" {
+					t.Errorf("%d messages of class %q on a small request's path", k, c)
+				}
+			}
+			for c, k := range want {
+				if got[c] != k {
+					t.Errorf("%s: %d messages for %d requests, want %d", c, got[c], n, k)
+				}
+			}
+		})
+	}
+}
+
+// background: messages that do not come with requests (liveness, fleet
+// state), counted but allowed in any number.
+var background = map[string]bool{"dap heartbeat": true, "rc announce": true, "rc heartbeat": true,
+	"agg heartbeat": true, "gw heartbeat": true, "dap state": true, "jetstream": true}
+
+// msgClass names a subject by what it carries.
+func msgClass(sys *system, subject string) string {
+	s := sys.s
+	pre := s.Prefix() + "."
+	switch {
+	case subject == s.GWAPI("getData"):
+		return "client request"
+	case subject == s.RCSubmit("rc-1"):
+		return "gw submit"
+	case subject == s.DAPPortion("d1"):
+		return "rc portion"
+	case subject == s.AggExpect("agg-1"):
+		return "rc expect"
+	case subject == s.AggPartial("agg-1"):
+		return "dap partial"
+	case subject == s.RCCompletion("rc-1"):
+		return "dap completion"
+	case subject == s.RCAggDone("rc-1"):
+		return "agg done"
+	case strings.HasPrefix(subject, strings.TrimSuffix(s.GWAnswer("gw-1", "x"), "x")):
+		return "agg answer"
+	case strings.HasPrefix(subject, strings.TrimSuffix(s.RequestLogEntry("gw-1", "x"), "x")):
+		return "log write"
+	case subject == s.DAPHeartbeat("d1"):
+		return "dap heartbeat"
+	case subject == s.DAPState("d1"):
+		return "dap state"
+	case subject == s.RCAnnounce("rc-1"):
+		return "rc announce"
+	case subject == s.RCHeartbeat("rc-1"):
+		return "rc heartbeat"
+	case subject == s.AggHeartbeat("agg-1"):
+		return "agg heartbeat"
+	case subject == s.GWHeartbeat("gw-1"):
+		return "gw heartbeat"
+	case strings.HasPrefix(subject, "_INBOX."):
+		// The GW's reply to the caller, or the acknowledgement of a log
+		// write (the GW's own inbox).
+		return "inbox"
+	case strings.HasPrefix(subject, "$JS."):
+		// The GW's sweeps of the request log, and the server's advisories.
+		return "jetstream"
+	case !strings.HasPrefix(subject, pre):
+		return "other: " + subject
+	}
+	return "sg: " + subject
+}
