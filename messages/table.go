@@ -99,6 +99,13 @@ type ColumnSpec struct {
 
 // Column is one named, typed column. Exactly one slice is used, chosen by Type:
 // Strings (symbol, string), Floats (float), Ints (int, timestamp as Unix ns), Bools (bool).
+//
+// A symbol column may instead be dictionary-coded: Codes, one per row, index
+// Dict (Coded reports it; Dict is then non-nil). Only DecodeCoded and the
+// Agg's merge make such columns: a symbol is then never a string of its own
+// per row (16 bytes the GC scans), and is re-encoded without hashing it.
+// Code that reads Strings directly must read a column that is not coded, or
+// call Str, or Uncode it first; Column's and Table's methods take either.
 type Column struct {
 	Name    string
 	Type    ColumnType
@@ -106,6 +113,8 @@ type Column struct {
 	Floats  []float64
 	Ints    []int64
 	Bools   []bool
+	Codes   []uint32
+	Dict    []string
 }
 
 // Table is a list of columns of equal length.
@@ -122,10 +131,36 @@ func NewTable(schema []ColumnSpec) Table {
 	return t
 }
 
+// Coded reports whether the column is a dictionary-coded symbol column.
+func (c *Column) Coded() bool { return c.Dict != nil }
+
+// Str is row i of a symbol or string column, coded or not.
+func (c *Column) Str(i int) string {
+	if c.Dict != nil {
+		return c.Dict[c.Codes[i]]
+	}
+	return c.Strings[i]
+}
+
+// Uncode turns a coded column into one of Strings (a no-op for any other).
+func (c *Column) Uncode() {
+	if c.Dict == nil {
+		return
+	}
+	s := make([]string, len(c.Codes))
+	for i, code := range c.Codes {
+		s[i] = c.Dict[code]
+	}
+	c.Strings, c.Codes, c.Dict = s, nil, nil
+}
+
 // Len is the number of values in the column.
 func (c *Column) Len() int {
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			return len(c.Codes)
+		}
 		return len(c.Strings)
 	case TypeFloat:
 		return len(c.Floats)
@@ -141,7 +176,7 @@ func (c *Column) Len() int {
 func (c *Column) Value(i int) any {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		return c.Strings[i]
+		return c.Str(i)
 	case TypeFloat:
 		return c.Floats[i]
 	case TypeInt:
@@ -159,7 +194,10 @@ func (c *Column) Value(i int) any {
 func (c *Column) Compare(i int, o *Column, j int) int {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		return cmp.Compare(c.Strings[i], o.Strings[j])
+		if c.Dict != nil && o.Dict != nil && c.Codes[i] == o.Codes[j] && sameDict(c.Dict, o.Dict) {
+			return 0
+		}
+		return cmp.Compare(c.Str(i), o.Str(j))
 	case TypeFloat:
 		return cmp.Compare(c.Floats[i], o.Floats[j])
 	case TypeInt, TypeTimestamp:
@@ -180,11 +218,22 @@ func cmpBool(a, b bool) int {
 	return 1
 }
 
-// AppendFrom appends row i of src, which must have the same type, to c.
+// sameDict reports whether a and b are the same dictionary (not a copy).
+func sameDict(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// AppendFrom appends row i of src, which must have the same type, to c. A
+// coded c is uncoded first (Column.Uncode), unless src shares its dictionary.
 func (c *Column) AppendFrom(src *Column, i int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		c.Strings = append(c.Strings, src.Strings[i])
+		if c.Dict != nil && src.Dict != nil && sameDict(c.Dict, src.Dict) {
+			c.Codes = append(c.Codes, src.Codes[i])
+			return
+		}
+		c.Uncode()
+		c.Strings = append(c.Strings, src.Str(i))
 	case TypeFloat:
 		c.Floats = append(c.Floats, src.Floats[i])
 	case TypeInt, TypeTimestamp:
@@ -198,6 +247,10 @@ func (c *Column) AppendFrom(src *Column, i int) {
 func (c *Column) Grow(n int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			c.Codes = slices.Grow(c.Codes, n)
+			return
+		}
 		c.Strings = slices.Grow(c.Strings, n)
 	case TypeFloat:
 		c.Floats = slices.Grow(c.Floats, n)
@@ -208,11 +261,17 @@ func (c *Column) Grow(n int) {
 	}
 }
 
-// SetFrom overwrites row i of c with row j of src, which must have the same type.
+// SetFrom overwrites row i of c with row j of src, which must have the same
+// type. A coded c is uncoded first, unless src shares its dictionary.
 func (c *Column) SetFrom(i int, src *Column, j int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		c.Strings[i] = src.Strings[j]
+		if c.Dict != nil && src.Dict != nil && sameDict(c.Dict, src.Dict) {
+			c.Codes[i] = src.Codes[j]
+			return
+		}
+		c.Uncode()
+		c.Strings[i] = src.Str(j)
 	case TypeFloat:
 		c.Floats[i] = src.Floats[j]
 	case TypeInt, TypeTimestamp:
@@ -223,11 +282,80 @@ func (c *Column) SetFrom(i int, src *Column, j int) {
 }
 
 // AppendColumn appends all rows of src, which must have the same type, to c.
+// Coded columns stay coded: src's codes are mapped into c's dictionary, which
+// grows by the values it lacks (an empty c takes src's dictionary).
 func (c *Column) AppendColumn(src *Column) {
+	if src.Dict != nil || c.Dict != nil {
+		c.appendSymbols(src)
+		return
+	}
 	c.Strings = append(c.Strings, src.Strings...)
 	c.Floats = append(c.Floats, src.Floats...)
 	c.Ints = append(c.Ints, src.Ints...)
 	c.Bools = append(c.Bools, src.Bools...)
+}
+
+// appendSymbols is AppendColumn where c or src is coded.
+func (c *Column) appendSymbols(src *Column) {
+	switch {
+	case c.Len() == 0 && src.Dict != nil:
+		c.Strings = nil
+		c.Dict = src.Dict[:len(src.Dict):len(src.Dict)] // shared: appending to it copies
+		c.Codes = append(c.Codes[:0], src.Codes...)
+	case c.Dict != nil && src.Dict != nil:
+		if !sameDict(c.Dict, src.Dict) {
+			d := NewDictBuilder(c.Dict)
+			remap := make([]uint32, len(src.Dict))
+			for k, s := range src.Dict {
+				remap[k] = d.Code(s)
+			}
+			c.Dict = d.Dict()
+			for _, code := range src.Codes {
+				c.Codes = append(c.Codes, remap[code])
+			}
+			return
+		}
+		c.Codes = append(c.Codes, src.Codes...)
+	default:
+		c.Uncode()
+		for i := range src.Len() {
+			c.Strings = append(c.Strings, src.Str(i))
+		}
+	}
+}
+
+// DictBuilder builds a dictionary of distinct symbols, handing out their codes.
+type DictBuilder struct {
+	dict  []string
+	index map[string]uint32
+}
+
+// NewDictBuilder starts from dict (its values distinct); appending copies it.
+func NewDictBuilder(dict []string) *DictBuilder {
+	d := &DictBuilder{dict: dict[:len(dict):len(dict)], index: make(map[string]uint32, len(dict))}
+	for k, s := range dict {
+		d.index[s] = uint32(k)
+	}
+	return d
+}
+
+// Code is s's code, added to the dictionary when new.
+func (d *DictBuilder) Code(s string) uint32 {
+	code, ok := d.index[s]
+	if !ok {
+		code = uint32(len(d.dict))
+		d.index[s] = code
+		d.dict = append(d.dict, s)
+	}
+	return code
+}
+
+// Dict is the dictionary so far (never nil).
+func (d *DictBuilder) Dict() []string {
+	if d.dict == nil {
+		return []string{}
+	}
+	return d.dict
 }
 
 // Append appends one Go value, converting it to the column type when that loses nothing
@@ -236,6 +364,7 @@ func (c *Column) Append(v any) error {
 	switch c.Type {
 	case TypeSymbol, TypeString:
 		if s, ok := v.(string); ok {
+			c.Uncode()
 			c.Strings = append(c.Strings, s)
 			return nil
 		}
@@ -283,6 +412,13 @@ func (c *Column) Take(idx []int) Column {
 	out := Column{Name: c.Name, Type: c.Type}
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			out.Dict, out.Codes = c.Dict[:len(c.Dict):len(c.Dict)], make([]uint32, len(idx))
+			for k, i := range idx {
+				out.Codes[k] = c.Codes[i]
+			}
+			break
+		}
 		out.Strings = make([]string, len(idx))
 		for k, i := range idx {
 			out.Strings[k] = c.Strings[i]
@@ -311,6 +447,10 @@ func (c *Column) Slice(lo, hi int) Column {
 	out := Column{Name: c.Name, Type: c.Type}
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			out.Dict, out.Codes = c.Dict[:len(c.Dict):len(c.Dict)], c.Codes[lo:hi:hi]
+			break
+		}
 		out.Strings = c.Strings[lo:hi:hi]
 	case TypeFloat:
 		out.Floats = c.Floats[lo:hi:hi]
@@ -387,6 +527,7 @@ func (t *Table) Truncate() {
 	for k := range t.Columns {
 		c := &t.Columns[k]
 		c.Strings, c.Floats, c.Ints, c.Bools = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0]
+		c.Codes, c.Dict = c.Codes[:0], nil // uncoded: a coded column's dictionary may be shared
 	}
 }
 
@@ -423,13 +564,18 @@ func (t *Table) Validate() error {
 		}
 		seen[c.Name] = true
 		used := 0
-		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools)} {
+		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools), len(c.Codes)} {
 			if l > 0 {
 				used++
 			}
 		}
-		if used > 1 || (used == 1 && c.Len() == 0) {
+		if used > 1 || (used == 1 && c.Len() == 0) || (c.Dict != nil && c.Type != TypeSymbol) {
 			return fmt.Errorf("%w: column %q of type %s holds values of another type", ErrMalformedTable, c.Name, c.Type)
+		}
+		if c.Dict != nil {
+			if code, ok := checkCodes(c.Codes, len(c.Dict)); !ok {
+				return fmt.Errorf("%w: column %q: code %d outside its dictionary of %d", ErrMalformedTable, c.Name, code, len(c.Dict))
+			}
 		}
 		if n >= 0 && c.Len() != n {
 			return fmt.Errorf("%w: column %q has %d rows, expected %d", ErrMalformedTable, c.Name, c.Len(), n)
@@ -486,7 +632,13 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 	}
 	switch c.Type {
 	case TypeSymbol:
-		dict, b := dictEncode(c.Strings)
+		var dict []string
+		var b []byte
+		if c.Dict != nil {
+			dict, b = recode(c.Dict, c.Codes)
+		} else {
+			dict, b = dictEncode(c.Strings)
+		}
 		if err := enc.EncodeArrayLen(2); err != nil {
 			return err
 		}
@@ -700,6 +852,47 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 	return dict, codes
 }
 
+// recode is dictEncode of a coded column, without hashing a value: the
+// values its codes use, in first-seen order, and their codes. dict's values
+// are distinct (DecodeCoded's, or a DictBuilder's), so the result is
+// dictEncode's of the same values.
+func recode(dict []string, codes []uint32) (used []string, b []byte) {
+	remap := make([]uint32, len(dict)) // code+1 in used; 0: not seen yet
+	width := 1
+	b = make([]byte, 0, len(codes))
+	for i, code := range codes {
+		k := remap[code]
+		if k == 0 {
+			used = append(used, dict[code])
+			k = uint32(len(used))
+			remap[code] = k
+			if w := codeWidth(len(used)); w != width {
+				b = widenCodes(b[:i*width], width, w, len(codes))
+				width = w
+			}
+		}
+		switch width {
+		case 1:
+			b = append(b, byte(k-1))
+		case 2:
+			b = binary.LittleEndian.AppendUint16(b, uint16(k-1))
+		default:
+			b = binary.LittleEndian.AppendUint32(b, k-1)
+		}
+	}
+	return used, b
+}
+
+// checkCodes reports the first code not below n, if any.
+func checkCodes(codes []uint32, n int) (uint32, bool) {
+	for _, code := range codes {
+		if int(code) >= n {
+			return code, false
+		}
+	}
+	return 0, true
+}
+
 // codeWidth is the width in bytes of the codes of a dictionary of n values.
 func codeWidth(n int) int {
 	switch {
@@ -772,6 +965,8 @@ func (t *Table) DecodeMsgpack(dec *msgpack.Decoder) error {
 
 func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 	var c Column
+	r, _ := dec.Buffered().(*sliceReader)
+	coded := r != nil && r.coded
 	bad := func(format string, args ...any) (Column, error) {
 		return Column{}, fmt.Errorf("%w: column %q: %s", ErrMalformedTable, c.Name, fmt.Sprintf(format, args...))
 	}
@@ -814,20 +1009,33 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if rows > len(b)/width || len(b) != rows*width { // rows first: rows*width may overflow
 			return bad("%d code bytes for %d rows of width %d", len(b), rows, width)
 		}
+		codes := make([]uint32, rows)
+		switch width {
+		case 1:
+			for i := range codes {
+				codes[i] = uint32(b[i])
+			}
+		case 2:
+			for i := range codes {
+				codes[i] = uint32(binary.LittleEndian.Uint16(b[2*i:]))
+			}
+		default:
+			for i := range codes {
+				codes[i] = binary.LittleEndian.Uint32(b[4*i:])
+			}
+		}
+		if code, ok := checkCodes(codes, len(dict)); !ok {
+			return bad("code %d outside dictionary of %d", code, len(dict))
+		}
+		if coded {
+			if !distinct(dict) {
+				return bad("dictionary repeats a value")
+			}
+			c.Dict, c.Codes = dict, codes
+			break
+		}
 		c.Strings = make([]string, rows)
-		for i := range c.Strings {
-			var code uint32
-			switch width {
-			case 1:
-				code = uint32(b[i])
-			case 2:
-				code = uint32(binary.LittleEndian.Uint16(b[2*i:]))
-			default:
-				code = binary.LittleEndian.Uint32(b[4*i:])
-			}
-			if int(code) >= len(dict) {
-				return bad("code %d outside dictionary of %d", code, len(dict))
-			}
+		for i, code := range codes {
 			c.Strings[i] = dict[code]
 		}
 	case TypeString:
@@ -881,6 +1089,21 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		return bad("unknown type %d", typ)
 	}
 	return c, nil
+}
+
+// distinct reports whether no value of dict repeats.
+func distinct(dict []string) bool {
+	if len(dict) < 2 {
+		return true
+	}
+	seen := make(map[string]struct{}, len(dict))
+	for _, s := range dict {
+		if _, ok := seen[s]; ok {
+			return false
+		}
+		seen[s] = struct{}{}
+	}
+	return true
 }
 
 // decodeStrings reads an array of strings; want >= 0 requires that many. The slice grows as
@@ -993,7 +1216,7 @@ func EncodeTableJSON(t Table, workers int) ([]byte, error) {
 func appendJSONValue(b []byte, c *Column, i int) []byte {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		return appendJSONString(b, c.Strings[i])
+		return appendJSONString(b, c.Str(i))
 	case TypeFloat:
 		f := c.Floats[i]
 		if math.IsNaN(f) || math.IsInf(f, 0) {

@@ -228,14 +228,17 @@ func EncodePartial(p Partial) ([]byte, error) {
 	return messages.EncodeSized(&p, hint)
 }
 
-// DecodePartial decodes and validates bytes from the network; it never panics.
+// DecodePartial decodes and validates bytes from the network; it never
+// panics. Its tables' symbol columns are coded (messages.Column.Coded).
 func DecodePartial(b []byte) (p Partial, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = Partial{}, fmt.Errorf("%w: decoder panic: %v", ErrInvalidPartial, r)
 		}
 	}()
-	if err := messages.DecodeLimited(b, &p, messages.PayloadLimits); err != nil {
+	// Symbol columns stay coded: the merge gathers their codes and the
+	// answer's encoder re-codes them, no string per row (messages.DecodeCoded).
+	if err := messages.DecodeCoded(b, &p, messages.PayloadLimits); err != nil {
 		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
 	}
 	if err := p.Validate(); err != nil {

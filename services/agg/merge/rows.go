@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 
@@ -87,36 +86,14 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 	}
 	out := messages.NewTable(schema)
 	if len(keys) == 0 {
-		// Each part is already in canonical order: a k-way merge, stopped at the limit.
-		// Row by row: label sets interleave in time, so most runs of one part are a row
-		// or two, and deciding runs first, or the order first and then each column in
-		// a loop of its own, measured slower (BenchmarkMerge100/rows-interleaved).
-		h := &rowHeap{}
+		// Each part is already in canonical order: a k-way merge, stopped at
+		// the limit, in one window: the order of the rows first, then each
+		// column gathered in a loop of its own.
 		total := 0
 		for _, p := range parts {
-			if p.Rows.NumRows() > 0 {
-				h.cursors = append(h.cursors, cursor{p: p})
-				total += p.Rows.NumRows()
-			}
+			total += p.Rows.NumRows()
 		}
-		if args.Limit > 0 {
-			total = min(total, args.Limit)
-		}
-		// Sized once: appending row by row would reallocate every column
-		// log(n) times over a large answer.
-		for k := range out.Columns {
-			out.Columns[k].Grow(total)
-		}
-		heap.Init(h)
-		for h.Len() > 0 && (args.Limit == 0 || out.NumRows() < args.Limit) {
-			c := &h.cursors[0]
-			out.AppendRowFrom(&c.p.Rows, c.i)
-			if c.i++; c.i == c.p.Rows.NumRows() {
-				heap.Pop(h)
-			} else {
-				heap.Fix(h, 0)
-			}
-		}
+		rowWindows(schema, parts, args.Limit).NextInto(&out, total)
 		return out, nil
 	}
 	// With sortCols: concatenate, sort by sortCols then canonical order, cut.
@@ -141,9 +118,10 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 }
 
 type cursor struct {
-	p   *Partial
-	i   int
-	src int // the source of a streamed merge (Merger.Stream)
+	p    *Partial
+	i    int
+	src  int // the source of a streamed merge (Merger.Stream)
+	part int // p's index in the window being gathered (Windows.parts); -1: none yet
 }
 
 // rowHeap orders cursors by their current row in canonical order.
