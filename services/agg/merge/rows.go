@@ -120,22 +120,83 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 type cursor struct {
 	p    *Partial
 	i    int
-	src  int // the source of a streamed merge (Merger.Stream)
-	part int // p's index in the window being gathered (Windows.parts); -1: none yet
+	src  int   // the source of a streamed merge (Merger.Stream)
+	part int   // p's index in the window being gathered (Windows.parts); -1: none yet
+	t    int64 // p.Times[i], for rowHeap
 }
 
-// rowHeap orders cursors by their current row in canonical order.
-type rowHeap struct{ cursors []cursor }
+// rowHeap orders cursors by their current row in canonical order: a binary
+// min-heap written out for the merge's one move (take the least row, move
+// its cursor on, sift it down), without container/heap's call through an
+// interface per comparison. The heap holds the cursors' indexes, which move
+// without a write barrier; each cursor caches its row's time, which decides
+// most comparisons.
+type rowHeap struct {
+	cursors []cursor
+	heap    []int32 // indexes into cursors, heap-ordered
+}
 
-func (h *rowHeap) Len() int { return len(h.cursors) }
-func (h *rowHeap) Less(a, b int) bool {
+func (h *rowHeap) Len() int { return len(h.heap) }
+
+// top is the cursor at the least row.
+func (h *rowHeap) top() *cursor { return &h.cursors[h.heap[0]] }
+
+func (h *rowHeap) less(a, b int32) bool {
 	x, y := &h.cursors[a], &h.cursors[b]
-	return compareRows(&x.p.Rows, x.p.Times, x.i, &y.p.Rows, y.p.Times, y.i) < 0
+	if x.t != y.t {
+		return x.t < y.t
+	}
+	return compareValues(&x.p.Rows, x.i, &y.p.Rows, y.i) < 0
 }
-func (h *rowHeap) Swap(a, b int) { h.cursors[a], h.cursors[b] = h.cursors[b], h.cursors[a] }
-func (h *rowHeap) Push(x any)    { h.cursors = append(h.cursors, x.(cursor)) }
-func (h *rowHeap) Pop() any {
-	c := h.cursors[len(h.cursors)-1]
-	h.cursors = h.cursors[:len(h.cursors)-1]
-	return c
+
+// init orders every cursor.
+func (h *rowHeap) init() {
+	h.heap = h.heap[:0]
+	for i := range h.cursors {
+		c := &h.cursors[i]
+		c.t = c.p.Times[c.i]
+		h.heap = append(h.heap, int32(i))
+	}
+	for i := len(h.heap)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// fix0 puts the top cursor, moved on or given a new window, in its place.
+func (h *rowHeap) fix0() {
+	c := h.top()
+	c.t = c.p.Times[c.i]
+	h.down(0)
+}
+
+// pop0 removes the top cursor.
+func (h *rowHeap) pop0() {
+	n := len(h.heap) - 1
+	h.heap[0] = h.heap[n]
+	h.heap = h.heap[:n]
+	if n > 0 {
+		h.down(0)
+	}
+}
+
+// clear removes every cursor.
+func (h *rowHeap) clear() { h.heap = h.heap[:0] }
+
+func (h *rowHeap) down(i int) {
+	hp := h.heap
+	for {
+		l := 2*i + 1
+		if l >= len(hp) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(hp) && h.less(hp[r], hp[l]) {
+			m = r
+		}
+		if !h.less(hp[m], hp[i]) {
+			return
+		}
+		hp[i], hp[m] = hp[m], hp[i]
+		i = m
+	}
 }

@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 
@@ -57,7 +56,7 @@ func rowWindows(schema []messages.ColumnSpec, parts []*Partial, limit int) *Wind
 			w.h.cursors = append(w.h.cursors, cursor{p: p})
 		}
 	}
-	heap.Init(w.h)
+	w.h.init()
 	return w
 }
 
@@ -99,18 +98,18 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 	}
 	w.refs = slices.Grow(w.refs, min(n, left))
 	for len(w.refs) < n && w.h.Len() > 0 {
-		c := &w.h.cursors[0]
+		c := w.h.top()
 		if c.part < 0 {
 			c.part = len(w.parts)
 			w.parts = append(w.parts, c.p)
 		}
 		w.refs = append(w.refs, rowRef{part: uint32(c.part), row: uint32(c.i)})
 		if c.i++; c.i < c.p.Rows.NumRows() {
-			heap.Fix(w.h, 0)
+			w.h.fix0()
 			continue
 		}
 		if w.fetch == nil {
-			heap.Pop(w.h)
+			w.h.pop0()
 			continue
 		}
 		// The window is used up: its source's next one, before any other row
@@ -119,12 +118,12 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 		switch {
 		case err != nil:
 			w.err = err
-			w.h.cursors = nil
+			w.h.clear()
 		case p == nil:
-			heap.Pop(w.h)
+			w.h.pop0()
 		default:
 			c.p, c.i, c.part = p, 0, -1
-			heap.Fix(w.h, 0)
+			w.h.fix0()
 		}
 	}
 	gather(t, w.parts, w.refs)
@@ -197,7 +196,7 @@ func (m *Merger) Stream(sources []Fetch) (*Windows, error) {
 		return &Windows{whole: &messages.Table{}, limit: -1}, nil
 	}
 	w.schema = m.first.Rows.Schema()
-	heap.Init(w.h)
+	w.h.init()
 	return w, nil
 }
 
