@@ -1,10 +1,14 @@
 package merge
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -126,6 +130,62 @@ func TestCodedMergeIsMerge(t *testing.T) {
 		}
 		if !reflect.DeepEqual(tableRows(&got), tableRows(&want)) {
 			t.Fatalf("seed %d: coded aggregation\n%v\nwant\n%v", seed, tableRows(&got), tableRows(&want))
+		}
+	}
+}
+
+// TestTimesFromColumn: a row partial whose time column holds its times sends
+// them once (TimesCol), and decodes with the same times; one whose times
+// differ from every column sends them. A TimesCol from the network that names
+// no timestamp column, comes with times, or comes in an older version or an
+// aggregate, is refused.
+func TestTimesFromColumn(t *testing.T) {
+	schema := []messages.ColumnSpec{{Name: "q", Type: messages.TypeInt}, {Name: "time", Type: messages.TypeTimestamp}}
+	tb := messages.NewTable(schema)
+	times := []int64{5, 7, 7, 1 << 40}
+	for i, ts := range times {
+		_ = tb.AppendRow(int64(i), ts)
+	}
+	p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, times)
+	if err != nil {
+		t.Fatal(err)
+	}
+	with, err := EncodePartial(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted := p
+	shifted.Times = []int64{6, 7, 7, 1 << 40} // not the column's: sent
+	without, err := EncodePartial(shifted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with) >= len(without) {
+		t.Errorf("times in the column: %d bytes, not fewer than with the times sent (%d)", len(with), len(without))
+	}
+	for name, c := range map[string]struct {
+		b    []byte
+		want []int64
+	}{"from the column": {with, times}, "sent": {without, shifted.Times}} {
+		got, err := DecodePartial(c.b)
+		if err != nil || !slices.Equal(got.Times, c.want) || got.TimesCol != 0 {
+			t.Errorf("%s: times %v tc %d (%v), want %v", name, got.Times, got.TimesCol, err, c.want)
+		}
+	}
+	for name, raw := range map[string]map[string]any{
+		"column outside":  {"v": PartialVersion, "r": p.Rows, "tc": 3},
+		"negative":        {"v": PartialVersion, "r": p.Rows, "tc": -1},
+		"not a timestamp": {"v": PartialVersion, "r": p.Rows, "tc": 1},
+		"times sent too":  {"v": PartialVersion, "r": p.Rows, "tc": 2, "t": p.Times},
+		"version 2":       {"v": 2, "r": p.Rows, "tc": 2},
+		"aggregated":      {"v": PartialVersion, "r": p.Rows, "tc": 2, "g": true},
+	} {
+		b, err := msgpack.Marshal(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodePartial(b); !errors.Is(err, ErrInvalidPartial) {
+			t.Errorf("%s: %v, want ErrInvalidPartial", name, err)
 		}
 	}
 }
