@@ -1130,28 +1130,35 @@ func decodeStrings(dec *msgpack.Decoder, want int) ([]string, error) {
 // ---- JSON ----
 
 // MarshalJSON writes the table as an array of row objects, keys in column order.
-func (t Table) MarshalJSON() ([]byte, error) {
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	n := t.NumRows()
-	b := make([]byte, 0, 64+n*len(t.Columns)*16)
-	b = append(b, '[')
-	b = t.appendJSONRows(b, t.jsonKeys(), 0, n)
-	return append(b, ']'), nil
+func (t Table) MarshalJSON() ([]byte, error) { return EncodeTableJSON(t, 1) }
+
+// jsonColumns is what writing rows as JSON needs of a table's columns,
+// computed once: each name as an object key with its colon, and a coded
+// column's dictionary already quoted, so that a symbol is copied, not
+// checked for characters to escape, row after row.
+type jsonColumns struct {
+	keys   [][]byte
+	quoted [][][]byte // by column; nil unless the column is coded
 }
 
-// jsonKeys are the columns' names as JSON object keys, with their colon.
-func (t *Table) jsonKeys() [][]byte {
-	names := make([][]byte, len(t.Columns))
+func (t *Table) jsonColumns() *jsonColumns {
+	jc := &jsonColumns{keys: make([][]byte, len(t.Columns)), quoted: make([][][]byte, len(t.Columns))}
 	for k := range t.Columns {
-		names[k] = append(appendJSONString(nil, t.Columns[k].Name), ':')
+		c := &t.Columns[k]
+		jc.keys[k] = append(appendJSONString(nil, c.Name), ':')
+		if c.Dict != nil {
+			jc.quoted[k] = make([][]byte, len(c.Dict))
+			for code, s := range c.Dict {
+				jc.quoted[k][code] = appendJSONString(nil, s)
+			}
+		}
 	}
-	return names
+	return jc
 }
 
 // appendJSONRows appends rows [lo, hi) as JSON objects separated by commas.
-func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
+func (t *Table) appendJSONRows(b []byte, jc *jsonColumns, lo, hi int) []byte {
+	days := make([]jsonDay, len(t.Columns)) // a timestamp column's day, written once per day
 	for i := lo; i < hi; i++ {
 		if i > lo {
 			b = append(b, ',')
@@ -1161,8 +1168,18 @@ func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
 			if k > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, names[k]...)
-			b = appendJSONValue(b, &t.Columns[k], i)
+			b = append(b, jc.keys[k]...)
+			c := &t.Columns[k]
+			switch {
+			case jc.quoted[k] != nil:
+				b = append(b, jc.quoted[k][c.Codes[i]]...)
+			case c.Type == TypeTimestamp:
+				b = append(b, '"')
+				b = days[k].appendTimestamp(b, c.Ints[i])
+				b = append(b, '"')
+			default:
+				b = appendJSONValue(b, c, i)
+			}
 		}
 		b = append(b, '}')
 	}
@@ -1175,19 +1192,19 @@ func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
 // msgpack form, and one core wrote it row after row. The goroutines end
 // before it returns.
 func EncodeTableJSON(t Table, workers int) ([]byte, error) {
-	n := t.NumRows()
-	workers = min(workers, n/parallelEncodeRows)
-	if workers <= 1 {
-		return t.MarshalJSON()
-	}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	names := t.jsonKeys()
+	n := t.NumRows()
+	workers = max(1, min(workers, n/parallelEncodeRows))
+	jc := t.jsonColumns()
 	// Each buffer is sized from the first rows' bytes, with a margin, so that
 	// it is not regrown on the way.
 	sample := min(n, 256)
-	perRow := (len(t.appendJSONRows(nil, names, 0, sample))/sample + 1) * 9 / 8
+	perRow := 16 * len(t.Columns)
+	if sample > 0 {
+		perRow = (len(t.appendJSONRows(nil, jc, 0, sample))/sample + 1) * 9 / 8
+	}
 	// The first range is written into the answer's buffer, sized for all of
 	// it, and the others are appended to it: one copy of (workers-1)/workers
 	// of the answer, not of all of it.
@@ -1195,15 +1212,20 @@ func EncodeTableJSON(t Table, workers int) ([]byte, error) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Go(func() {
+		write := func() {
 			var b []byte
 			if w == 0 {
 				b = append(make([]byte, 0, 64+n*perRow), '[')
 			} else {
 				b = append(make([]byte, 0, 64+(hi-lo)*perRow), ',')
 			}
-			parts[w] = t.appendJSONRows(b, names, lo, hi)
-		})
+			parts[w] = t.appendJSONRows(b, jc, lo, hi)
+		}
+		if workers == 1 {
+			write()
+		} else {
+			wg.Go(write)
+		}
 	}
 	wg.Wait()
 	b := parts[0]
@@ -1226,8 +1248,9 @@ func appendJSONValue(b []byte, c *Column, i int) []byte {
 	case TypeInt:
 		return strconv.AppendInt(b, c.Ints[i], 10)
 	case TypeTimestamp:
+		var d jsonDay
 		b = append(b, '"')
-		b = appendTimestamp(b, c.Ints[i])
+		b = d.appendTimestamp(b, c.Ints[i])
 		return append(b, '"')
 	case TypeBool:
 		return strconv.AppendBool(b, c.Bools[i])
@@ -1235,43 +1258,64 @@ func appendJSONValue(b []byte, c *Column, i int) []byte {
 	return append(b, "null"...)
 }
 
-// appendJSONString quotes s, taking the fast path when nothing needs escaping.
-// appendTimestamp appends ns (Unix ns) in TimeFormat, UTC, without
-// time.AppendFormat's layout parsing: it was half of writing a large answer
-// as JSON. Every int64 of nanoseconds is a year of four digits.
-func appendTimestamp(b []byte, ns int64) []byte {
-	t := time.Unix(0, ns).UTC()
-	y, mo, d := t.Date()
-	if y < 0 || y > 9999 {
-		return t.AppendFormat(b, TimeFormat)
-	}
-	h, mi, s := t.Clock()
-	digits := func(b []byte, v, n int) []byte {
-		for k := n - 1; k >= 0; k-- {
-			b = append(b, 0)
-		}
-		for k := len(b) - 1; k >= len(b)-n; k-- {
-			b[k] = byte('0' + v%10)
-			v /= 10
-		}
-		return b
-	}
-	b = digits(b, y, 4)
-	b = append(b, '-')
-	b = digits(b, int(mo), 2)
-	b = append(b, '-')
-	b = digits(b, d, 2)
-	b = append(b, 'T')
-	b = digits(b, h, 2)
-	b = append(b, ':')
-	b = digits(b, mi, 2)
-	b = append(b, ':')
-	b = digits(b, s, 2)
-	b = append(b, '.')
-	b = digits(b, t.Nanosecond(), 9)
-	return append(b, 'Z')
+// jsonDay is the day of the timestamp a column last wrote, and its date as
+// written ("2006-01-02T"): the rows of an answer are mostly of a few days.
+type jsonDay struct {
+	day  int64
+	set  bool
+	date [11]byte
 }
 
+const nsPerDay = 86400 * 1e9
+
+// appendTimestamp appends ns (Unix ns) in TimeFormat, UTC, without
+// time.AppendFormat's layout parsing (it was half of writing a large answer
+// as JSON) and computing the date only when the day changes. Every int64 of
+// nanoseconds is a year of four digits (1677-2262).
+func (d *jsonDay) appendTimestamp(b []byte, ns int64) []byte {
+	day, rem := ns/nsPerDay, ns%nsPerDay
+	if rem < 0 {
+		day, rem = day-1, rem+nsPerDay
+	}
+	if !d.set || d.day != day {
+		y, mo, dd := time.Unix(day*86400, 0).UTC().Date()
+		putDigits(d.date[0:4], y)
+		d.date[4] = '-'
+		putDigits(d.date[5:7], int(mo))
+		d.date[7] = '-'
+		putDigits(d.date[8:10], dd)
+		d.date[10] = 'T'
+		d.day, d.set = day, true
+	}
+	var clock [19]byte // 15:04:05.000000000Z
+	secs, nanos := int(rem/1e9), int(rem%1e9)
+	putDigits(clock[0:2], secs/3600)
+	clock[2] = ':'
+	putDigits(clock[3:5], secs/60%60)
+	clock[5] = ':'
+	putDigits(clock[6:8], secs%60)
+	clock[8] = '.'
+	putDigits(clock[9:18], nanos)
+	clock[18] = 'Z'
+	b = append(b, d.date[:]...)
+	return append(b, clock[:]...)
+}
+
+// putDigits writes v in decimal into all of b, with leading zeros.
+func putDigits(b []byte, v int) {
+	for k := len(b) - 1; k >= 0; k-- {
+		b[k] = byte('0' + v%10)
+		v /= 10
+	}
+}
+
+// appendTimestamp is jsonDay.appendTimestamp without a day to reuse.
+func appendTimestamp(b []byte, ns int64) []byte {
+	var d jsonDay
+	return d.appendTimestamp(b, ns)
+}
+
+// appendJSONString quotes s, taking the fast path when nothing needs escaping.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {

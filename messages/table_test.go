@@ -296,10 +296,21 @@ func TestAppendTimestampMatchesFormat(t *testing.T) {
 	for i := range 10000 {
 		vals = append(vals, int64(uint64(i)*0x9E3779B97F4A7C15))
 	}
+	// Runs within a day and across midnight, before and after 1970, as a
+	// column writes them with one jsonDay.
+	for _, start := range []int64{0, -1, 1_700_000_000_123_456_789, -nsPerDay - 7, math.MinInt64, math.MaxInt64 - 3*nsPerDay} {
+		for k := range int64(200) {
+			vals = append(vals, start+k*(nsPerDay/64)+k)
+		}
+	}
+	var day jsonDay
 	for _, v := range vals {
 		want := time.Unix(0, v).UTC().AppendFormat(nil, TimeFormat)
 		if got := appendTimestamp(nil, v); string(got) != string(want) {
 			t.Fatalf("%d: %s, want %s", v, got, want)
+		}
+		if got := day.appendTimestamp(nil, v); string(got) != string(want) {
+			t.Fatalf("%d after the day of the one before: %s, want %s", v, got, want)
 		}
 	}
 }
