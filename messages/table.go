@@ -653,9 +653,16 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 			return err
 		}
 		w := newBinWriter(enc, 8*len(c.Floats))
-		for _, f := range c.Floats {
-			w.room(8)
-			w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
+		for fs := c.Floats; len(fs) > 0; {
+			k := min(len(fs), (cap(w.b)-len(w.b))/8)
+			if k == 0 {
+				_ = w.flush()
+				continue
+			}
+			for _, f := range fs[:k] {
+				w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
+			}
+			fs = fs[k:]
 		}
 		return w.flush()
 	case TypeInt:
@@ -678,6 +685,38 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		return w.flush()
 	}
 	return fmt.Errorf("encode column %q: unknown type %d", c.Name, c.Type)
+}
+
+// ReadVarints fills out from b, len(out) zigzag varints (the differences to
+// the one before when delta, wrapping as WriteVarints wraps) and nothing
+// more. Values of one or two bytes, most of a column's, are read inline.
+func ReadVarints(out []int64, b []byte, delta bool) error {
+	var prev int64
+	for i := range out {
+		var ux uint64
+		switch {
+		case len(b) >= 1 && b[0] < 0x80:
+			ux, b = uint64(b[0]), b[1:]
+		case len(b) >= 2 && b[1] < 0x80:
+			ux, b = uint64(b[0]&0x7f)|uint64(b[1])<<7, b[2:]
+		default:
+			x, k := binary.Uvarint(b)
+			if k <= 0 {
+				return fmt.Errorf("bad varint at row %d", i)
+			}
+			ux, b = x, b[k:]
+		}
+		v := int64(ux>>1) ^ -int64(ux&1)
+		if delta {
+			v += prev
+			prev = v
+		}
+		out[i] = v
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%d trailing bytes", len(b))
+	}
+	return nil
 }
 
 // varintsLen is the size of vals as zigzag varints (deltas when delta).
@@ -706,13 +745,21 @@ func WriteVarints(enc *msgpack.Encoder, vals []int64, delta bool) error {
 	}
 	w := newBinWriter(enc, n)
 	prev := int64(0)
-	for _, v := range vals {
-		d := v
-		if delta {
-			d, prev = v-prev, v
+	for len(vals) > 0 {
+		// As many values as surely fit in the buffer, without a check each.
+		k := min(len(vals), (cap(w.b)-len(w.b))/binary.MaxVarintLen64)
+		if k == 0 {
+			_ = w.flush()
+			continue
 		}
-		w.room(binary.MaxVarintLen64)
-		w.b = binary.AppendVarint(w.b, d)
+		for _, v := range vals[:k] {
+			d := v
+			if delta {
+				d, prev = v-prev, v
+			}
+			w.b = binary.AppendVarint(w.b, d)
+		}
+		vals = vals[k:]
 	}
 	if err := w.flush(); err != nil {
 		return err
@@ -858,6 +905,21 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 // dictEncode's of the same values.
 func recode(dict []string, codes []uint32) (used []string, b []byte) {
 	remap := make([]uint32, len(dict)) // code+1 in used; 0: not seen yet
+	if codeWidth(len(dict)) == 1 {
+		// At most 256 values used: one byte a code, known before the first
+		// (the usual symbol column: a loop without a width to check).
+		b = make([]byte, len(codes))
+		for i, code := range codes {
+			k := remap[code]
+			if k == 0 {
+				used = append(used, dict[code])
+				k = uint32(len(used))
+				remap[code] = k
+			}
+			b[i] = byte(k - 1)
+		}
+		return used, b
+	}
 	width := 1
 	b = make([]byte, 0, len(codes))
 	for i, code := range codes {
@@ -883,14 +945,13 @@ func recode(dict []string, codes []uint32) (used []string, b []byte) {
 	return used, b
 }
 
-// checkCodes reports the first code not below n, if any.
+// checkCodes reports whether every code is below n, and else the largest.
 func checkCodes(codes []uint32, n int) (uint32, bool) {
+	var top uint32 // a max without a branch a code
 	for _, code := range codes {
-		if int(code) >= n {
-			return code, false
-		}
+		top = max(top, code)
 	}
-	return 0, true
+	return top, len(codes) == 0 || int(top) < n
 }
 
 // codeWidth is the width in bytes of the codes of a dictionary of n values.
@@ -1010,22 +1071,26 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("%d code bytes for %d rows of width %d", len(b), rows, width)
 		}
 		codes := make([]uint32, rows)
+		var top uint32 // the largest code, checked once against the dictionary
 		switch width {
 		case 1:
-			for i := range codes {
-				codes[i] = uint32(b[i])
+			for i, x := range b[:rows] {
+				codes[i] = uint32(x)
+				top = max(top, uint32(x))
 			}
 		case 2:
 			for i := range codes {
 				codes[i] = uint32(binary.LittleEndian.Uint16(b[2*i:]))
+				top = max(top, codes[i])
 			}
 		default:
 			for i := range codes {
 				codes[i] = binary.LittleEndian.Uint32(b[4*i:])
+				top = max(top, codes[i])
 			}
 		}
-		if code, ok := checkCodes(codes, len(dict)); !ok {
-			return bad("code %d outside dictionary of %d", code, len(dict))
+		if rows > 0 && int(top) >= len(dict) {
+			return bad("code %d outside dictionary of %d", top, len(dict))
 		}
 		if coded {
 			if !distinct(dict) {
@@ -1057,21 +1122,8 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("int payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
 		c.Ints = make([]int64, rows)
-		var prev int64
-		for i := range c.Ints {
-			v, k := binary.Varint(b)
-			if k <= 0 {
-				return bad("bad varint at row %d", i)
-			}
-			b = b[k:]
-			if c.Type == TypeTimestamp {
-				v += prev
-				prev = v
-			}
-			c.Ints[i] = v
-		}
-		if len(b) != 0 {
-			return bad("%d trailing bytes", len(b))
+		if err := ReadVarints(c.Ints, b, c.Type == TypeTimestamp); err != nil {
+			return bad("%v", err)
 		}
 	case TypeBool:
 		b, err := binView(dec)

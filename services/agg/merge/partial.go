@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -116,18 +115,8 @@ func (t *Times) DecodeMsgpack(dec *msgpack.Decoder) error {
 		return fmt.Errorf("times: %d bytes for %d times (%v)", len(b), count, err)
 	}
 	out := make([]int64, count)
-	var prev int64
-	for i := range out {
-		v, k := binary.Varint(b)
-		if k <= 0 {
-			return fmt.Errorf("times: bad varint at %d", i)
-		}
-		b = b[k:]
-		prev += v
-		out[i] = prev
-	}
-	if len(b) != 0 {
-		return fmt.Errorf("times: %d trailing bytes", len(b))
+	if err := messages.ReadVarints(out, b, true); err != nil {
+		return fmt.Errorf("times: %w", err)
 	}
 	*t = out
 	return nil
