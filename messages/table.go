@@ -887,14 +887,7 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 			}
 			*e = slot{p: p, n: len(v), code: code}
 		}
-		switch width {
-		case 1:
-			codes = append(codes, byte(code))
-		case 2:
-			codes = binary.LittleEndian.AppendUint16(codes, uint16(code))
-		default:
-			codes = binary.LittleEndian.AppendUint32(codes, code)
-		}
+		codes = appendCode(codes, width, code)
 	}
 	return dict, codes
 }
@@ -904,45 +897,43 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 // are distinct (DecodeCoded's, or a DictBuilder's), so the result is
 // dictEncode's of the same values.
 func recode(dict []string, codes []uint32) (used []string, b []byte) {
-	remap := make([]uint32, len(dict)) // code+1 in used; 0: not seen yet
+	u := usedCodes{dict: dict, remap: make([]uint32, len(dict))}
 	if codeWidth(len(dict)) == 1 {
 		// At most 256 values used: one byte a code, known before the first
 		// (the usual symbol column: a loop without a width to check).
 		b = make([]byte, len(codes))
 		for i, code := range codes {
-			k := remap[code]
-			if k == 0 {
-				used = append(used, dict[code])
-				k = uint32(len(used))
-				remap[code] = k
-			}
-			b[i] = byte(k - 1)
+			b[i] = byte(u.code(code))
 		}
-		return used, b
+		return u.used, b
 	}
 	width := 1
 	b = make([]byte, 0, len(codes))
 	for i, code := range codes {
-		k := remap[code]
-		if k == 0 {
-			used = append(used, dict[code])
-			k = uint32(len(used))
-			remap[code] = k
-			if w := codeWidth(len(used)); w != width {
-				b = widenCodes(b[:i*width], width, w, len(codes))
-				width = w
-			}
+		k := u.code(code)
+		if w := codeWidth(len(u.used)); w != width {
+			b = widenCodes(b[:i*width], width, w, len(codes))
+			width = w
 		}
-		switch width {
-		case 1:
-			b = append(b, byte(k-1))
-		case 2:
-			b = binary.LittleEndian.AppendUint16(b, uint16(k-1))
-		default:
-			b = binary.LittleEndian.AppendUint32(b, k-1)
-		}
+		b = appendCode(b, width, k)
 	}
-	return used, b
+	return u.used, b
+}
+
+// usedCodes numbers a dictionary's values in the order first used (recode).
+type usedCodes struct {
+	dict, used []string
+	remap      []uint32 // by code: 1 + the code in used; 0: not used yet
+}
+
+func (u *usedCodes) code(code uint32) uint32 {
+	k := u.remap[code]
+	if k == 0 {
+		u.used = append(u.used, u.dict[code])
+		k = uint32(len(u.used))
+		u.remap[code] = k
+	}
+	return k - 1
 }
 
 // checkCodes reports whether every code is below n, and else the largest.
@@ -952,6 +943,17 @@ func checkCodes(codes []uint32, n int) (uint32, bool) {
 		top = max(top, code)
 	}
 	return top, len(codes) == 0 || int(top) < n
+}
+
+// appendCode appends code in width bytes, little endian.
+func appendCode(b []byte, width int, code uint32) []byte {
+	switch width {
+	case 1:
+		return append(b, byte(code))
+	case 2:
+		return binary.LittleEndian.AppendUint16(b, uint16(code))
+	}
+	return binary.LittleEndian.AppendUint32(b, code)
 }
 
 // codeWidth is the width in bytes of the codes of a dictionary of n values.
@@ -979,11 +981,7 @@ func widenCodes(codes []byte, from, to, rows int) []byte {
 		default:
 			code = binary.LittleEndian.Uint32(codes[i:])
 		}
-		if to == 2 {
-			out = binary.LittleEndian.AppendUint16(out, uint16(code))
-		} else {
-			out = binary.LittleEndian.AppendUint32(out, code)
-		}
+		out = appendCode(out, to, code)
 	}
 	return out
 }

@@ -15,7 +15,7 @@ import (
 
 // roundTrip is p as the Agg has it: encoded, then decoded with its symbol
 // columns coded.
-func roundTrip(t *testing.T, p Partial) Partial {
+func roundTrip(t testing.TB, p Partial) Partial {
 	t.Helper()
 	b, err := EncodePartial(p)
 	if err != nil {

@@ -129,15 +129,7 @@ func BenchmarkMerge100(b *testing.B) {
 	// The same, as the Agg has them: encoded and decoded (DecodePartial).
 	var decoded []Partial
 	for _, p := range mixed {
-		data, err := EncodePartial(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		q, err := DecodePartial(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		decoded = append(decoded, q)
+		decoded = append(decoded, roundTrip(b, p))
 	}
 	b.Run("rows-interleaved-decoded", func(b *testing.B) {
 		b.ReportAllocs()
