@@ -178,6 +178,43 @@ func BenchmarkTable(b *testing.B) {
 			}
 		}
 	})
+	// The Agg's answer: symbol columns coded (DecodeCoded, the merge).
+	var coded Table
+	if err := DecodeCoded(data, &coded, PayloadLimits); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("EncodeCoded", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := EncodeSized(coded, len(data)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("JSONCoded", func(b *testing.B) {
+		js, err := coded.MarshalJSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(js)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := coded.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("DecodeCoded", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var out Table
+			if err := DecodeCoded(data, &out, PayloadLimits); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("Decode", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()

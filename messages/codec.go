@@ -130,11 +130,20 @@ type limiter interface{ decodeLimits() Limits }
 // DecodeLimited is Decode with explicit limits, for payloads that are not
 // internal messages (answers, partials, local snapshots).
 func DecodeLimited(data []byte, v any, lim Limits) (err error) {
-	return decodeLimited(data, v, lim, false)
+	return decodeLimited(data, v, lim, sliceReader{})
 }
 
-// decodeLimited is DecodeLimited; with alias, RawMsgpack fields share data.
-func decodeLimited(data []byte, v any, lim Limits, alias bool) (err error) {
+// DecodeCoded is DecodeLimited leaving the symbol columns of v's tables
+// dictionary-coded (Column.Coded), their dictionaries checked for repeated
+// values: for a receiver that merges and re-encodes them (the Agg), which
+// then never makes a string per row.
+func DecodeCoded(data []byte, v any, lim Limits) error {
+	return decodeLimited(data, v, lim, sliceReader{coded: true})
+}
+
+// decodeLimited is DecodeLimited in mode's alias and coded modes (sliceReader).
+func decodeLimited(data []byte, v any, lim Limits, mode sliceReader) (err error) {
+	alias := mode.alias
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %T: decoder panic: %v", ErrMalformed, v, r)
@@ -157,7 +166,7 @@ func decodeLimited(data []byte, v any, lim Limits, alias bool) (err error) {
 	// before the Put): its state is unknown.
 	d := decoders.Get().(*decoderState)
 	d.rd.reset(data)
-	d.rd.alias = alias
+	d.rd.alias, d.rd.coded = mode.alias, mode.coded
 	d.dec.Reset(&d.rd)
 	err = d.dec.Decode(v)
 	n := d.rd.Len()
@@ -205,7 +214,7 @@ func DecodeValidAliasing[T any, P interface {
 	if l, ok := any(&v).(limiter); ok {
 		lim = l.decodeLimits()
 	}
-	if err := decodeLimited(data, &v, lim, true); err != nil {
+	if err := decodeLimited(data, &v, lim, sliceReader{alias: true}); err != nil {
 		return v, err
 	}
 	if err := P(&v).Validate(); err != nil {

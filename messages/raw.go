@@ -81,9 +81,10 @@ type sliceReader struct {
 	data  []byte
 	pos   int
 	alias bool // RawMsgpack values share data instead of copying it (DecodeValidAliasing)
+	coded bool // symbol columns stay dictionary-coded (DecodeCoded)
 }
 
-func (r *sliceReader) reset(b []byte) { r.data, r.pos, r.alias = b, 0, false }
+func (r *sliceReader) reset(b []byte) { r.data, r.pos, r.alias, r.coded = b, 0, false, false }
 
 func (r *sliceReader) Len() int { return len(r.data) - r.pos }
 

@@ -99,6 +99,13 @@ type ColumnSpec struct {
 
 // Column is one named, typed column. Exactly one slice is used, chosen by Type:
 // Strings (symbol, string), Floats (float), Ints (int, timestamp as Unix ns), Bools (bool).
+//
+// A symbol column may instead be dictionary-coded: Codes, one per row, index
+// Dict (Coded reports it; Dict is then non-nil). Only DecodeCoded and the
+// Agg's merge make such columns: a symbol is then never a string of its own
+// per row (16 bytes the GC scans), and is re-encoded without hashing it.
+// Code that reads Strings directly must read a column that is not coded, or
+// call Str, or Uncode it first; Column's and Table's methods take either.
 type Column struct {
 	Name    string
 	Type    ColumnType
@@ -106,6 +113,8 @@ type Column struct {
 	Floats  []float64
 	Ints    []int64
 	Bools   []bool
+	Codes   []uint32
+	Dict    []string
 }
 
 // Table is a list of columns of equal length.
@@ -122,10 +131,36 @@ func NewTable(schema []ColumnSpec) Table {
 	return t
 }
 
+// Coded reports whether the column is a dictionary-coded symbol column.
+func (c *Column) Coded() bool { return c.Dict != nil }
+
+// Str is row i of a symbol or string column, coded or not.
+func (c *Column) Str(i int) string {
+	if c.Dict != nil {
+		return c.Dict[c.Codes[i]]
+	}
+	return c.Strings[i]
+}
+
+// Uncode turns a coded column into one of Strings (a no-op for any other).
+func (c *Column) Uncode() {
+	if c.Dict == nil {
+		return
+	}
+	s := make([]string, len(c.Codes))
+	for i, code := range c.Codes {
+		s[i] = c.Dict[code]
+	}
+	c.Strings, c.Codes, c.Dict = s, nil, nil
+}
+
 // Len is the number of values in the column.
 func (c *Column) Len() int {
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			return len(c.Codes)
+		}
 		return len(c.Strings)
 	case TypeFloat:
 		return len(c.Floats)
@@ -141,7 +176,7 @@ func (c *Column) Len() int {
 func (c *Column) Value(i int) any {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		return c.Strings[i]
+		return c.Str(i)
 	case TypeFloat:
 		return c.Floats[i]
 	case TypeInt:
@@ -159,7 +194,10 @@ func (c *Column) Value(i int) any {
 func (c *Column) Compare(i int, o *Column, j int) int {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		return cmp.Compare(c.Strings[i], o.Strings[j])
+		if c.Dict != nil && o.Dict != nil && c.Codes[i] == o.Codes[j] && sameDict(c.Dict, o.Dict) {
+			return 0
+		}
+		return cmp.Compare(c.Str(i), o.Str(j))
 	case TypeFloat:
 		return cmp.Compare(c.Floats[i], o.Floats[j])
 	case TypeInt, TypeTimestamp:
@@ -180,11 +218,22 @@ func cmpBool(a, b bool) int {
 	return 1
 }
 
-// AppendFrom appends row i of src, which must have the same type, to c.
+// sameDict reports whether a and b are the same dictionary (not a copy).
+func sameDict(a, b []string) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// AppendFrom appends row i of src, which must have the same type, to c. A
+// coded c is uncoded first (Column.Uncode), unless src shares its dictionary.
 func (c *Column) AppendFrom(src *Column, i int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		c.Strings = append(c.Strings, src.Strings[i])
+		if c.Dict != nil && src.Dict != nil && sameDict(c.Dict, src.Dict) {
+			c.Codes = append(c.Codes, src.Codes[i])
+			return
+		}
+		c.Uncode()
+		c.Strings = append(c.Strings, src.Str(i))
 	case TypeFloat:
 		c.Floats = append(c.Floats, src.Floats[i])
 	case TypeInt, TypeTimestamp:
@@ -198,6 +247,10 @@ func (c *Column) AppendFrom(src *Column, i int) {
 func (c *Column) Grow(n int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			c.Codes = slices.Grow(c.Codes, n)
+			return
+		}
 		c.Strings = slices.Grow(c.Strings, n)
 	case TypeFloat:
 		c.Floats = slices.Grow(c.Floats, n)
@@ -208,11 +261,17 @@ func (c *Column) Grow(n int) {
 	}
 }
 
-// SetFrom overwrites row i of c with row j of src, which must have the same type.
+// SetFrom overwrites row i of c with row j of src, which must have the same
+// type. A coded c is uncoded first, unless src shares its dictionary.
 func (c *Column) SetFrom(i int, src *Column, j int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		c.Strings[i] = src.Strings[j]
+		if c.Dict != nil && src.Dict != nil && sameDict(c.Dict, src.Dict) {
+			c.Codes[i] = src.Codes[j]
+			return
+		}
+		c.Uncode()
+		c.Strings[i] = src.Str(j)
 	case TypeFloat:
 		c.Floats[i] = src.Floats[j]
 	case TypeInt, TypeTimestamp:
@@ -223,11 +282,80 @@ func (c *Column) SetFrom(i int, src *Column, j int) {
 }
 
 // AppendColumn appends all rows of src, which must have the same type, to c.
+// Coded columns stay coded: src's codes are mapped into c's dictionary, which
+// grows by the values it lacks (an empty c takes src's dictionary).
 func (c *Column) AppendColumn(src *Column) {
+	if src.Dict != nil || c.Dict != nil {
+		c.appendSymbols(src)
+		return
+	}
 	c.Strings = append(c.Strings, src.Strings...)
 	c.Floats = append(c.Floats, src.Floats...)
 	c.Ints = append(c.Ints, src.Ints...)
 	c.Bools = append(c.Bools, src.Bools...)
+}
+
+// appendSymbols is AppendColumn where c or src is coded.
+func (c *Column) appendSymbols(src *Column) {
+	switch {
+	case c.Len() == 0 && src.Dict != nil:
+		c.Strings = nil
+		c.Dict = src.Dict[:len(src.Dict):len(src.Dict)] // shared: appending to it copies
+		c.Codes = append(c.Codes[:0], src.Codes...)
+	case c.Dict != nil && src.Dict != nil:
+		if !sameDict(c.Dict, src.Dict) {
+			d := NewDictBuilder(c.Dict)
+			remap := make([]uint32, len(src.Dict))
+			for k, s := range src.Dict {
+				remap[k] = d.Code(s)
+			}
+			c.Dict = d.Dict()
+			for _, code := range src.Codes {
+				c.Codes = append(c.Codes, remap[code])
+			}
+			return
+		}
+		c.Codes = append(c.Codes, src.Codes...)
+	default:
+		c.Uncode()
+		for i := range src.Len() {
+			c.Strings = append(c.Strings, src.Str(i))
+		}
+	}
+}
+
+// DictBuilder builds a dictionary of distinct symbols, handing out their codes.
+type DictBuilder struct {
+	dict  []string
+	index map[string]uint32
+}
+
+// NewDictBuilder starts from dict (its values distinct); appending copies it.
+func NewDictBuilder(dict []string) *DictBuilder {
+	d := &DictBuilder{dict: dict[:len(dict):len(dict)], index: make(map[string]uint32, len(dict))}
+	for k, s := range dict {
+		d.index[s] = uint32(k)
+	}
+	return d
+}
+
+// Code is s's code, added to the dictionary when new.
+func (d *DictBuilder) Code(s string) uint32 {
+	code, ok := d.index[s]
+	if !ok {
+		code = uint32(len(d.dict))
+		d.index[s] = code
+		d.dict = append(d.dict, s)
+	}
+	return code
+}
+
+// Dict is the dictionary so far (never nil).
+func (d *DictBuilder) Dict() []string {
+	if d.dict == nil {
+		return []string{}
+	}
+	return d.dict
 }
 
 // Append appends one Go value, converting it to the column type when that loses nothing
@@ -236,6 +364,7 @@ func (c *Column) Append(v any) error {
 	switch c.Type {
 	case TypeSymbol, TypeString:
 		if s, ok := v.(string); ok {
+			c.Uncode()
 			c.Strings = append(c.Strings, s)
 			return nil
 		}
@@ -283,6 +412,13 @@ func (c *Column) Take(idx []int) Column {
 	out := Column{Name: c.Name, Type: c.Type}
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			out.Dict, out.Codes = c.Dict[:len(c.Dict):len(c.Dict)], make([]uint32, len(idx))
+			for k, i := range idx {
+				out.Codes[k] = c.Codes[i]
+			}
+			break
+		}
 		out.Strings = make([]string, len(idx))
 		for k, i := range idx {
 			out.Strings[k] = c.Strings[i]
@@ -311,6 +447,10 @@ func (c *Column) Slice(lo, hi int) Column {
 	out := Column{Name: c.Name, Type: c.Type}
 	switch c.Type {
 	case TypeSymbol, TypeString:
+		if c.Dict != nil {
+			out.Dict, out.Codes = c.Dict[:len(c.Dict):len(c.Dict)], c.Codes[lo:hi:hi]
+			break
+		}
 		out.Strings = c.Strings[lo:hi:hi]
 	case TypeFloat:
 		out.Floats = c.Floats[lo:hi:hi]
@@ -387,6 +527,7 @@ func (t *Table) Truncate() {
 	for k := range t.Columns {
 		c := &t.Columns[k]
 		c.Strings, c.Floats, c.Ints, c.Bools = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0]
+		c.Codes, c.Dict = c.Codes[:0], nil // uncoded: a coded column's dictionary may be shared
 	}
 }
 
@@ -423,13 +564,18 @@ func (t *Table) Validate() error {
 		}
 		seen[c.Name] = true
 		used := 0
-		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools)} {
+		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools), len(c.Codes)} {
 			if l > 0 {
 				used++
 			}
 		}
-		if used > 1 || (used == 1 && c.Len() == 0) {
+		if used > 1 || (used == 1 && c.Len() == 0) || (c.Dict != nil && c.Type != TypeSymbol) {
 			return fmt.Errorf("%w: column %q of type %s holds values of another type", ErrMalformedTable, c.Name, c.Type)
+		}
+		if c.Dict != nil {
+			if code, ok := checkCodes(c.Codes, len(c.Dict)); !ok {
+				return fmt.Errorf("%w: column %q: code %d outside its dictionary of %d", ErrMalformedTable, c.Name, code, len(c.Dict))
+			}
 		}
 		if n >= 0 && c.Len() != n {
 			return fmt.Errorf("%w: column %q has %d rows, expected %d", ErrMalformedTable, c.Name, c.Len(), n)
@@ -486,7 +632,13 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 	}
 	switch c.Type {
 	case TypeSymbol:
-		dict, b := dictEncode(c.Strings)
+		var dict []string
+		var b []byte
+		if c.Dict != nil {
+			dict, b = recode(c.Dict, c.Codes)
+		} else {
+			dict, b = dictEncode(c.Strings)
+		}
 		if err := enc.EncodeArrayLen(2); err != nil {
 			return err
 		}
@@ -501,9 +653,16 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 			return err
 		}
 		w := newBinWriter(enc, 8*len(c.Floats))
-		for _, f := range c.Floats {
-			w.room(8)
-			w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
+		for fs := c.Floats; len(fs) > 0; {
+			k := min(len(fs), (cap(w.b)-len(w.b))/8)
+			if k == 0 {
+				_ = w.flush()
+				continue
+			}
+			for _, f := range fs[:k] {
+				w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(f))
+			}
+			fs = fs[k:]
 		}
 		return w.flush()
 	case TypeInt:
@@ -526,6 +685,38 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		return w.flush()
 	}
 	return fmt.Errorf("encode column %q: unknown type %d", c.Name, c.Type)
+}
+
+// ReadVarints fills out from b, len(out) zigzag varints (the differences to
+// the one before when delta, wrapping as WriteVarints wraps) and nothing
+// more. Values of one or two bytes, most of a column's, are read inline.
+func ReadVarints(out []int64, b []byte, delta bool) error {
+	var prev int64
+	for i := range out {
+		var ux uint64
+		switch {
+		case len(b) >= 1 && b[0] < 0x80:
+			ux, b = uint64(b[0]), b[1:]
+		case len(b) >= 2 && b[1] < 0x80:
+			ux, b = uint64(b[0]&0x7f)|uint64(b[1])<<7, b[2:]
+		default:
+			x, k := binary.Uvarint(b)
+			if k <= 0 {
+				return fmt.Errorf("bad varint at row %d", i)
+			}
+			ux, b = x, b[k:]
+		}
+		v := int64(ux>>1) ^ -int64(ux&1)
+		if delta {
+			v += prev
+			prev = v
+		}
+		out[i] = v
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%d trailing bytes", len(b))
+	}
+	return nil
 }
 
 // varintsLen is the size of vals as zigzag varints (deltas when delta).
@@ -554,13 +745,21 @@ func WriteVarints(enc *msgpack.Encoder, vals []int64, delta bool) error {
 	}
 	w := newBinWriter(enc, n)
 	prev := int64(0)
-	for _, v := range vals {
-		d := v
-		if delta {
-			d, prev = v-prev, v
+	for len(vals) > 0 {
+		// As many values as surely fit in the buffer, without a check each.
+		k := min(len(vals), (cap(w.b)-len(w.b))/binary.MaxVarintLen64)
+		if k == 0 {
+			_ = w.flush()
+			continue
 		}
-		w.room(binary.MaxVarintLen64)
-		w.b = binary.AppendVarint(w.b, d)
+		for _, v := range vals[:k] {
+			d := v
+			if delta {
+				d, prev = v-prev, v
+			}
+			w.b = binary.AppendVarint(w.b, d)
+		}
+		vals = vals[k:]
 	}
 	if err := w.flush(); err != nil {
 		return err
@@ -688,16 +887,73 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 			}
 			*e = slot{p: p, n: len(v), code: code}
 		}
-		switch width {
-		case 1:
-			codes = append(codes, byte(code))
-		case 2:
-			codes = binary.LittleEndian.AppendUint16(codes, uint16(code))
-		default:
-			codes = binary.LittleEndian.AppendUint32(codes, code)
-		}
+		codes = appendCode(codes, width, code)
 	}
 	return dict, codes
+}
+
+// recode is dictEncode of a coded column, without hashing a value: the
+// values its codes use, in first-seen order, and their codes. dict's values
+// are distinct (DecodeCoded's, or a DictBuilder's), so the result is
+// dictEncode's of the same values.
+func recode(dict []string, codes []uint32) (used []string, b []byte) {
+	u := usedCodes{dict: dict, remap: make([]uint32, len(dict))}
+	if codeWidth(len(dict)) == 1 {
+		// At most 256 values used: one byte a code, known before the first
+		// (the usual symbol column: a loop without a width to check).
+		b = make([]byte, len(codes))
+		for i, code := range codes {
+			b[i] = byte(u.code(code))
+		}
+		return u.used, b
+	}
+	width := 1
+	b = make([]byte, 0, len(codes))
+	for i, code := range codes {
+		k := u.code(code)
+		if w := codeWidth(len(u.used)); w != width {
+			b = widenCodes(b[:i*width], width, w, len(codes))
+			width = w
+		}
+		b = appendCode(b, width, k)
+	}
+	return u.used, b
+}
+
+// usedCodes numbers a dictionary's values in the order first used (recode).
+type usedCodes struct {
+	dict, used []string
+	remap      []uint32 // by code: 1 + the code in used; 0: not used yet
+}
+
+func (u *usedCodes) code(code uint32) uint32 {
+	k := u.remap[code]
+	if k == 0 {
+		u.used = append(u.used, u.dict[code])
+		k = uint32(len(u.used))
+		u.remap[code] = k
+	}
+	return k - 1
+}
+
+// checkCodes reports whether every code is below n, and else the largest.
+func checkCodes(codes []uint32, n int) (uint32, bool) {
+	var top uint32 // a max without a branch a code
+	for _, code := range codes {
+		top = max(top, code)
+	}
+	return top, len(codes) == 0 || int(top) < n
+}
+
+// appendCode appends code in width bytes, little endian.
+func appendCode(b []byte, width int, code uint32) []byte {
+	switch width {
+	case 1:
+		return append(b, byte(code))
+	case 2:
+		return binary.LittleEndian.AppendUint16(b, uint16(code))
+	}
+	return binary.LittleEndian.AppendUint32(b, code)
 }
 
 // codeWidth is the width in bytes of the codes of a dictionary of n values.
@@ -725,11 +981,7 @@ func widenCodes(codes []byte, from, to, rows int) []byte {
 		default:
 			code = binary.LittleEndian.Uint32(codes[i:])
 		}
-		if to == 2 {
-			out = binary.LittleEndian.AppendUint16(out, uint16(code))
-		} else {
-			out = binary.LittleEndian.AppendUint32(out, code)
-		}
+		out = appendCode(out, to, code)
 	}
 	return out
 }
@@ -772,6 +1024,8 @@ func (t *Table) DecodeMsgpack(dec *msgpack.Decoder) error {
 
 func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 	var c Column
+	r, _ := dec.Buffered().(*sliceReader)
+	coded := r != nil && r.coded
 	bad := func(format string, args ...any) (Column, error) {
 		return Column{}, fmt.Errorf("%w: column %q: %s", ErrMalformedTable, c.Name, fmt.Sprintf(format, args...))
 	}
@@ -814,20 +1068,37 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if rows > len(b)/width || len(b) != rows*width { // rows first: rows*width may overflow
 			return bad("%d code bytes for %d rows of width %d", len(b), rows, width)
 		}
+		codes := make([]uint32, rows)
+		var top uint32 // the largest code, checked once against the dictionary
+		switch width {
+		case 1:
+			for i, x := range b[:rows] {
+				codes[i] = uint32(x)
+				top = max(top, uint32(x))
+			}
+		case 2:
+			for i := range codes {
+				codes[i] = uint32(binary.LittleEndian.Uint16(b[2*i:]))
+				top = max(top, codes[i])
+			}
+		default:
+			for i := range codes {
+				codes[i] = binary.LittleEndian.Uint32(b[4*i:])
+				top = max(top, codes[i])
+			}
+		}
+		if rows > 0 && int(top) >= len(dict) {
+			return bad("code %d outside dictionary of %d", top, len(dict))
+		}
+		if coded {
+			if !distinct(dict) {
+				return bad("dictionary repeats a value")
+			}
+			c.Dict, c.Codes = dict, codes
+			break
+		}
 		c.Strings = make([]string, rows)
-		for i := range c.Strings {
-			var code uint32
-			switch width {
-			case 1:
-				code = uint32(b[i])
-			case 2:
-				code = uint32(binary.LittleEndian.Uint16(b[2*i:]))
-			default:
-				code = binary.LittleEndian.Uint32(b[4*i:])
-			}
-			if int(code) >= len(dict) {
-				return bad("code %d outside dictionary of %d", code, len(dict))
-			}
+		for i, code := range codes {
 			c.Strings[i] = dict[code]
 		}
 	case TypeString:
@@ -849,21 +1120,8 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("int payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
 		c.Ints = make([]int64, rows)
-		var prev int64
-		for i := range c.Ints {
-			v, k := binary.Varint(b)
-			if k <= 0 {
-				return bad("bad varint at row %d", i)
-			}
-			b = b[k:]
-			if c.Type == TypeTimestamp {
-				v += prev
-				prev = v
-			}
-			c.Ints[i] = v
-		}
-		if len(b) != 0 {
-			return bad("%d trailing bytes", len(b))
+		if err := ReadVarints(c.Ints, b, c.Type == TypeTimestamp); err != nil {
+			return bad("%v", err)
 		}
 	case TypeBool:
 		b, err := binView(dec)
@@ -881,6 +1139,21 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		return bad("unknown type %d", typ)
 	}
 	return c, nil
+}
+
+// distinct reports whether no value of dict repeats.
+func distinct(dict []string) bool {
+	if len(dict) < 2 {
+		return true
+	}
+	seen := make(map[string]struct{}, len(dict))
+	for _, s := range dict {
+		if _, ok := seen[s]; ok {
+			return false
+		}
+		seen[s] = struct{}{}
+	}
+	return true
 }
 
 // decodeStrings reads an array of strings; want >= 0 requires that many. The slice grows as
@@ -907,28 +1180,35 @@ func decodeStrings(dec *msgpack.Decoder, want int) ([]string, error) {
 // ---- JSON ----
 
 // MarshalJSON writes the table as an array of row objects, keys in column order.
-func (t Table) MarshalJSON() ([]byte, error) {
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
-	n := t.NumRows()
-	b := make([]byte, 0, 64+n*len(t.Columns)*16)
-	b = append(b, '[')
-	b = t.appendJSONRows(b, t.jsonKeys(), 0, n)
-	return append(b, ']'), nil
+func (t Table) MarshalJSON() ([]byte, error) { return EncodeTableJSON(t, 1) }
+
+// jsonColumns is what writing rows as JSON needs of a table's columns,
+// computed once: each name as an object key with its colon, and a coded
+// column's dictionary already quoted, so that a symbol is copied, not
+// checked for characters to escape, row after row.
+type jsonColumns struct {
+	keys   [][]byte
+	quoted [][][]byte // by column; nil unless the column is coded
 }
 
-// jsonKeys are the columns' names as JSON object keys, with their colon.
-func (t *Table) jsonKeys() [][]byte {
-	names := make([][]byte, len(t.Columns))
+func (t *Table) jsonColumns() *jsonColumns {
+	jc := &jsonColumns{keys: make([][]byte, len(t.Columns)), quoted: make([][][]byte, len(t.Columns))}
 	for k := range t.Columns {
-		names[k] = append(appendJSONString(nil, t.Columns[k].Name), ':')
+		c := &t.Columns[k]
+		jc.keys[k] = append(appendJSONString(nil, c.Name), ':')
+		if c.Dict != nil {
+			jc.quoted[k] = make([][]byte, len(c.Dict))
+			for code, s := range c.Dict {
+				jc.quoted[k][code] = appendJSONString(nil, s)
+			}
+		}
 	}
-	return names
+	return jc
 }
 
 // appendJSONRows appends rows [lo, hi) as JSON objects separated by commas.
-func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
+func (t *Table) appendJSONRows(b []byte, jc *jsonColumns, lo, hi int) []byte {
+	days := make([]jsonDay, len(t.Columns)) // a timestamp column's day, written once per day
 	for i := lo; i < hi; i++ {
 		if i > lo {
 			b = append(b, ',')
@@ -938,8 +1218,18 @@ func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
 			if k > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, names[k]...)
-			b = appendJSONValue(b, &t.Columns[k], i)
+			b = append(b, jc.keys[k]...)
+			c := &t.Columns[k]
+			switch {
+			case jc.quoted[k] != nil:
+				b = append(b, jc.quoted[k][c.Codes[i]]...)
+			case c.Type == TypeTimestamp:
+				b = append(b, '"')
+				b = days[k].appendTimestamp(b, c.Ints[i])
+				b = append(b, '"')
+			default:
+				b = appendJSONValue(b, c, i)
+			}
 		}
 		b = append(b, '}')
 	}
@@ -952,19 +1242,19 @@ func (t *Table) appendJSONRows(b []byte, names [][]byte, lo, hi int) []byte {
 // msgpack form, and one core wrote it row after row. The goroutines end
 // before it returns.
 func EncodeTableJSON(t Table, workers int) ([]byte, error) {
-	n := t.NumRows()
-	workers = min(workers, n/parallelEncodeRows)
-	if workers <= 1 {
-		return t.MarshalJSON()
-	}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	names := t.jsonKeys()
+	n := t.NumRows()
+	workers = max(1, min(workers, n/parallelEncodeRows))
+	jc := t.jsonColumns()
 	// Each buffer is sized from the first rows' bytes, with a margin, so that
 	// it is not regrown on the way.
 	sample := min(n, 256)
-	perRow := (len(t.appendJSONRows(nil, names, 0, sample))/sample + 1) * 9 / 8
+	perRow := 16 * len(t.Columns)
+	if sample > 0 {
+		perRow = (len(t.appendJSONRows(nil, jc, 0, sample))/sample + 1) * 9 / 8
+	}
 	// The first range is written into the answer's buffer, sized for all of
 	// it, and the others are appended to it: one copy of (workers-1)/workers
 	// of the answer, not of all of it.
@@ -972,15 +1262,20 @@ func EncodeTableJSON(t Table, workers int) ([]byte, error) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		lo, hi := n*w/workers, n*(w+1)/workers
-		wg.Go(func() {
+		write := func() {
 			var b []byte
 			if w == 0 {
 				b = append(make([]byte, 0, 64+n*perRow), '[')
 			} else {
 				b = append(make([]byte, 0, 64+(hi-lo)*perRow), ',')
 			}
-			parts[w] = t.appendJSONRows(b, names, lo, hi)
-		})
+			parts[w] = t.appendJSONRows(b, jc, lo, hi)
+		}
+		if workers == 1 {
+			write()
+		} else {
+			wg.Go(write)
+		}
 	}
 	wg.Wait()
 	b := parts[0]
@@ -993,7 +1288,7 @@ func EncodeTableJSON(t Table, workers int) ([]byte, error) {
 func appendJSONValue(b []byte, c *Column, i int) []byte {
 	switch c.Type {
 	case TypeSymbol, TypeString:
-		return appendJSONString(b, c.Strings[i])
+		return appendJSONString(b, c.Str(i))
 	case TypeFloat:
 		f := c.Floats[i]
 		if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -1003,8 +1298,9 @@ func appendJSONValue(b []byte, c *Column, i int) []byte {
 	case TypeInt:
 		return strconv.AppendInt(b, c.Ints[i], 10)
 	case TypeTimestamp:
+		var d jsonDay
 		b = append(b, '"')
-		b = appendTimestamp(b, c.Ints[i])
+		b = d.appendTimestamp(b, c.Ints[i])
 		return append(b, '"')
 	case TypeBool:
 		return strconv.AppendBool(b, c.Bools[i])
@@ -1012,43 +1308,64 @@ func appendJSONValue(b []byte, c *Column, i int) []byte {
 	return append(b, "null"...)
 }
 
-// appendJSONString quotes s, taking the fast path when nothing needs escaping.
-// appendTimestamp appends ns (Unix ns) in TimeFormat, UTC, without
-// time.AppendFormat's layout parsing: it was half of writing a large answer
-// as JSON. Every int64 of nanoseconds is a year of four digits.
-func appendTimestamp(b []byte, ns int64) []byte {
-	t := time.Unix(0, ns).UTC()
-	y, mo, d := t.Date()
-	if y < 0 || y > 9999 {
-		return t.AppendFormat(b, TimeFormat)
-	}
-	h, mi, s := t.Clock()
-	digits := func(b []byte, v, n int) []byte {
-		for k := n - 1; k >= 0; k-- {
-			b = append(b, 0)
-		}
-		for k := len(b) - 1; k >= len(b)-n; k-- {
-			b[k] = byte('0' + v%10)
-			v /= 10
-		}
-		return b
-	}
-	b = digits(b, y, 4)
-	b = append(b, '-')
-	b = digits(b, int(mo), 2)
-	b = append(b, '-')
-	b = digits(b, d, 2)
-	b = append(b, 'T')
-	b = digits(b, h, 2)
-	b = append(b, ':')
-	b = digits(b, mi, 2)
-	b = append(b, ':')
-	b = digits(b, s, 2)
-	b = append(b, '.')
-	b = digits(b, t.Nanosecond(), 9)
-	return append(b, 'Z')
+// jsonDay is the day of the timestamp a column last wrote, and its date as
+// written ("2006-01-02T"): the rows of an answer are mostly of a few days.
+type jsonDay struct {
+	day  int64
+	set  bool
+	date [11]byte
 }
 
+const nsPerDay = 86400 * 1e9
+
+// appendTimestamp appends ns (Unix ns) in TimeFormat, UTC, without
+// time.AppendFormat's layout parsing (it was half of writing a large answer
+// as JSON) and computing the date only when the day changes. Every int64 of
+// nanoseconds is a year of four digits (1677-2262).
+func (d *jsonDay) appendTimestamp(b []byte, ns int64) []byte {
+	day, rem := ns/nsPerDay, ns%nsPerDay
+	if rem < 0 {
+		day, rem = day-1, rem+nsPerDay
+	}
+	if !d.set || d.day != day {
+		y, mo, dd := time.Unix(day*86400, 0).UTC().Date()
+		putDigits(d.date[0:4], y)
+		d.date[4] = '-'
+		putDigits(d.date[5:7], int(mo))
+		d.date[7] = '-'
+		putDigits(d.date[8:10], dd)
+		d.date[10] = 'T'
+		d.day, d.set = day, true
+	}
+	var clock [19]byte // 15:04:05.000000000Z
+	secs, nanos := int(rem/1e9), int(rem%1e9)
+	putDigits(clock[0:2], secs/3600)
+	clock[2] = ':'
+	putDigits(clock[3:5], secs/60%60)
+	clock[5] = ':'
+	putDigits(clock[6:8], secs%60)
+	clock[8] = '.'
+	putDigits(clock[9:18], nanos)
+	clock[18] = 'Z'
+	b = append(b, d.date[:]...)
+	return append(b, clock[:]...)
+}
+
+// putDigits writes v in decimal into all of b, with leading zeros.
+func putDigits(b []byte, v int) {
+	for k := len(b) - 1; k >= 0; k-- {
+		b[k] = byte('0' + v%10)
+		v /= 10
+	}
+}
+
+// appendTimestamp is jsonDay.appendTimestamp without a day to reuse.
+func appendTimestamp(b []byte, ns int64) []byte {
+	var d jsonDay
+	return d.appendTimestamp(b, ns)
+}
+
+// appendJSONString quotes s, taking the fast path when nothing needs escaping.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,8 +200,29 @@ func FuzzDecodeTableMsgpack(f *testing.F) {
 		if err := tb.Validate(); err != nil {
 			t.Fatalf("decoded an invalid table: %v", err)
 		}
-		if _, err := tb.MarshalJSON(); err != nil {
+		js, err := tb.MarshalJSON()
+		if err != nil {
 			t.Fatalf("decoded table does not marshal: %v", err)
+		}
+		// Coded, the same table: the same JSON, and encoded again the
+		// same bytes as the table of strings.
+		var coded Table
+		if err := DecodeCoded(data, &coded, PayloadLimits); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("coded: error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		if err := coded.Validate(); err != nil {
+			t.Fatalf("decoded an invalid coded table: %v", err)
+		}
+		if cjs, err := coded.MarshalJSON(); err != nil || !bytes.Equal(cjs, js) {
+			t.Fatalf("the coded table's JSON differs (%v):\n%s\n%s", err, cjs, js)
+		}
+		plain, err1 := Encode(&tb)
+		again, err2 := Encode(&coded)
+		if err1 != nil || err2 != nil || !bytes.Equal(plain, again) {
+			t.Fatalf("the coded table encodes differently (%v, %v)", err1, err2)
 		}
 	})
 }
@@ -255,6 +277,14 @@ func TestSymbolDictionaryWidths(t *testing.T) {
 			if !slices.Equal(got.Columns[0].Strings, c.Strings) {
 				t.Fatalf("%d distinct (shared %v): the column does not round-trip", distinct, shared)
 			}
+			// Coded, and encoded again without hashing: the same bytes.
+			var coded Table
+			if err := DecodeCoded(data, &coded, PayloadLimits); err != nil || !coded.Columns[0].Coded() {
+				t.Fatalf("%d distinct (shared %v): coded: %v", distinct, shared, err)
+			}
+			if again, err := Encode(&coded); err != nil || !bytes.Equal(again, data) {
+				t.Fatalf("%d distinct (shared %v): the coded column encodes differently (%v)", distinct, shared, err)
+			}
 		}
 	}
 }
@@ -266,10 +296,21 @@ func TestAppendTimestampMatchesFormat(t *testing.T) {
 	for i := range 10000 {
 		vals = append(vals, int64(uint64(i)*0x9E3779B97F4A7C15))
 	}
+	// Runs within a day and across midnight, before and after 1970, as a
+	// column writes them with one jsonDay.
+	for _, start := range []int64{0, -1, 1_700_000_000_123_456_789, -nsPerDay - 7, math.MinInt64, math.MaxInt64 - 3*nsPerDay} {
+		for k := range int64(200) {
+			vals = append(vals, start+k*(nsPerDay/64)+k)
+		}
+	}
+	var day jsonDay
 	for _, v := range vals {
 		want := time.Unix(0, v).UTC().AppendFormat(nil, TimeFormat)
 		if got := appendTimestamp(nil, v); string(got) != string(want) {
 			t.Fatalf("%d: %s, want %s", v, got, want)
+		}
+		if got := day.appendTimestamp(nil, v); string(got) != string(want) {
+			t.Fatalf("%d after the day of the one before: %s, want %s", v, got, want)
 		}
 	}
 }
@@ -316,5 +357,157 @@ func TestEncodeTableJSONMatchesMarshalJSON(t *testing.T) {
 	bad.Columns[2].Name = bad.Columns[1].Name
 	if _, err := EncodeTableJSON(bad, 2); err == nil {
 		t.Fatal("a table with two columns of one name encoded")
+	}
+}
+
+// codedSample is sampleTable decoded with its symbol column coded.
+func codedSample(t *testing.T) (plain, coded Table) {
+	plain = sampleTable(t)
+	data, err := Encode(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeCoded(data, &coded, PayloadLimits); err != nil {
+		t.Fatal(err)
+	}
+	if c := coded.Col("sym"); !c.Coded() || len(c.Strings) != 0 || len(c.Dict) != 2 {
+		t.Fatalf("sym decoded as %+v, want coded with a dictionary of 2", c)
+	}
+	if coded.Col("note").Coded() {
+		t.Fatal("a string column came coded")
+	}
+	return plain, coded
+}
+
+// rowsOf is a table's rows as Go values, whatever its columns' forms.
+func rowsOf(tb *Table) [][]any {
+	out := make([][]any, tb.NumRows())
+	for i := range out {
+		for k := range tb.Columns {
+			out[i] = append(out[i], tb.Columns[k].Value(i))
+		}
+	}
+	return out
+}
+
+// TestCodedColumn: a dictionary-coded symbol column reads, compares, slices,
+// takes and appends as the same column of strings does, whatever the other
+// side's form, and keeps its codes where that is exact.
+func TestCodedColumn(t *testing.T) {
+	plain, coded := codedSample(t)
+	if !reflect.DeepEqual(rowsOf(&coded), rowsOf(&plain)) {
+		t.Fatalf("coded rows %v, want %v", rowsOf(&coded), rowsOf(&plain))
+	}
+	pc, cc := plain.Col("sym"), coded.Col("sym")
+	for i := range 3 {
+		for j := range 3 {
+			if got, want := cc.Compare(i, cc, j), pc.Compare(i, pc, j); got != want {
+				t.Errorf("Compare(%d, %d) coded %d, strings %d", i, j, got, want)
+			}
+			if got, want := cc.Compare(i, pc, j), pc.Compare(i, pc, j); got != want {
+				t.Errorf("Compare(%d, %d) coded with strings %d, want %d", i, j, got, want)
+			}
+		}
+	}
+	idx := []int{2, 0, 2}
+	if taken := coded.Take(idx); !taken.Col("sym").Coded() || !reflect.DeepEqual(rowsOf(&taken), rowsOf(new(plain.Take(idx)))) {
+		t.Errorf("Take: %v", rowsOf(&taken))
+	}
+	if sl := coded.Slice(1, 3); !sl.Col("sym").Coded() || !reflect.DeepEqual(rowsOf(&sl), rowsOf(new(plain.Slice(1, 3)))) {
+		t.Errorf("Slice: %v", rowsOf(&sl))
+	}
+	// Same dictionary: codes appended; another form: strings.
+	same := coded.Slice(0, 1)
+	same.AppendRowFrom(&coded, 2)
+	if !same.Col("sym").Coded() || same.Col("sym").Str(1) != "VOD.L" {
+		t.Errorf("AppendRowFrom, same dictionary: %+v", same.Col("sym"))
+	}
+	mixed := coded.Slice(0, 1)
+	mixed.AppendRowFrom(&plain, 1)
+	if mixed.Col("sym").Coded() || !slices.Equal(mixed.Col("sym").Strings, []string{"VOD.L", "BP.L"}) {
+		t.Errorf("AppendRowFrom, strings into coded: %+v", mixed.Col("sym"))
+	}
+	set := coded.Slice(0, 3)
+	set.Col("sym").SetFrom(0, pc, 1)
+	if got := set.Col("sym"); got.Str(0) != "BP.L" || cc.Str(0) != "VOD.L" {
+		t.Errorf("SetFrom: %v, the source column now %v", got.Value(0), cc.Value(0))
+	}
+	// Another dictionary: the codes are mapped, the dictionary grows by
+	// what it lacks, and the first column's dictionary is not written.
+	other := Column{Name: "sym", Type: TypeSymbol, Dict: []string{"RIO.L", "VOD.L"}, Codes: []uint32{1, 0, 0}}
+	app := cc.Slice(0, 3)
+	app.AppendColumn(&other)
+	want := []string{"VOD.L", "BP.L", "VOD.L", "VOD.L", "RIO.L", "RIO.L"}
+	if !app.Coded() || len(app.Dict) != 3 || app.Len() != 6 {
+		t.Fatalf("AppendColumn of another dictionary: %+v", app)
+	}
+	for i, w := range want {
+		if app.Str(i) != w {
+			t.Errorf("AppendColumn row %d: %q, want %q", i, app.Str(i), w)
+		}
+	}
+	if len(cc.Dict) != 2 {
+		t.Errorf("AppendColumn grew the source's dictionary: %v", cc.Dict)
+	}
+	empty := Column{Name: "sym", Type: TypeSymbol}
+	empty.AppendColumn(cc)
+	if !empty.Coded() || empty.Len() != 3 || empty.Str(2) != "VOD.L" {
+		t.Errorf("AppendColumn into an empty column: %+v", empty)
+	}
+	// JSON and msgpack: the same as the table of strings.
+	pj, _ := plain.MarshalJSON()
+	if cj, err := coded.MarshalJSON(); err != nil || !bytes.Equal(cj, pj) {
+		t.Errorf("JSON %s (%v), want %s", cj, err, pj)
+	}
+	if cj, err := EncodeTableJSON(coded, 2); err != nil || !bytes.Equal(cj, pj) {
+		t.Errorf("EncodeTableJSON %s (%v), want %s", cj, err, pj)
+	}
+	// Uncode: a column of strings.
+	u := cc.Slice(0, 3)
+	u.Uncode()
+	if u.Coded() || !slices.Equal(u.Strings, pc.Strings) {
+		t.Errorf("Uncode: %+v", u)
+	}
+	// Truncate leaves no dictionary behind.
+	tr := coded.Slice(0, 3)
+	tr.Truncate()
+	if tr.Col("sym").Coded() || tr.NumRows() != 0 || tr.Validate() != nil {
+		t.Errorf("Truncate: %+v", tr.Col("sym"))
+	}
+}
+
+// TestCodedColumnHostile: codes outside the dictionary, a dictionary that
+// repeats a value, or codes beside strings are refused, by the decoder and by
+// Validate.
+func TestCodedColumnHostile(t *testing.T) {
+	repeated := Table{Columns: []Column{{Name: "sym", Type: TypeSymbol, Dict: []string{"a", "a"}, Codes: []uint32{0, 1}}}}
+	data, err := Encode(&repeated) // recode keeps both: what a hostile sender could send
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb Table
+	if err := DecodeCoded(data, &tb, PayloadLimits); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a dictionary repeating a value: %v, want ErrMalformed", err)
+	}
+	if err := Decode(data, &tb); err != nil || !slices.Equal(tb.Columns[0].Strings, []string{"a", "a"}) {
+		t.Errorf("a dictionary repeating a value, as strings: %v %v", tb.Columns[0].Strings, err)
+	}
+	for name, c := range map[string]Column{
+		"code outside":      {Name: "s", Type: TypeSymbol, Dict: []string{"a"}, Codes: []uint32{0, 1}},
+		"codes and strings": {Name: "s", Type: TypeSymbol, Dict: []string{"a"}, Codes: []uint32{0}, Strings: []string{"a"}},
+		"coded float":       {Name: "s", Type: TypeFloat, Dict: []string{}, Floats: []float64{1}},
+	} {
+		tb := Table{Columns: []Column{c}}
+		if err := tb.Validate(); !errors.Is(err, ErrMalformedTable) {
+			t.Errorf("%s: Validate %v, want ErrMalformedTable", name, err)
+		}
+	}
+	// A code outside the dictionary on the wire (1-byte codes, dictionary of 1).
+	bad, err := msgpack.Marshal([]any{TableVersion, []any{[]any{"s", uint8(TypeSymbol), 2, []any{[]string{"a"}, []byte{0, 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DecodeCoded(bad, &tb, PayloadLimits); !errors.Is(err, ErrMalformed) {
+		t.Errorf("a code outside the dictionary: %v, want ErrMalformed", err)
 	}
 }

@@ -1,8 +1,8 @@
 package dap
 
 import (
+	"bytes"
 	"context"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +105,12 @@ func TestRunDemoFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 		want, _ := merge.Merge(q, []merge.Partial{one})
-		if !reflect.DeepEqual(got, want) || got.NumRows() == 0 {
+		// Compared encoded: the fleet's partials were decoded with their
+		// symbols coded, the one store's are strings; the same table
+		// encodes to the same bytes either way.
+		gb, err1 := messages.Encode(&got)
+		wb, err2 := messages.Encode(&want)
+		if err1 != nil || err2 != nil || !bytes.Equal(gb, wb) || got.NumRows() == 0 {
 			t.Fatalf("%s: fleet answer (%d rows) differs from one store (%d rows)", q.Table, got.NumRows(), want.NumRows())
 		}
 	}

@@ -53,8 +53,9 @@ func (x *groupIndex) lookup(src []*messages.Column, i int) (g int, isNew bool) {
 func appendKey(b []byte, c *messages.Column, i int) []byte {
 	switch c.Type {
 	case messages.TypeSymbol, messages.TypeString:
-		b = binary.AppendUvarint(b, uint64(len(c.Strings[i])))
-		return append(b, c.Strings[i]...)
+		s := c.Str(i)
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		return append(b, s...)
 	case messages.TypeFloat:
 		return binary.LittleEndian.AppendUint64(b, math.Float64bits(canonicalFloat(c.Floats[i])))
 	case messages.TypeInt, messages.TypeTimestamp:

@@ -126,6 +126,19 @@ func BenchmarkMerge100(b *testing.B) {
 		}
 		mixed = append(mixed, rp)
 	}
+	// The same, as the Agg has them: encoded and decoded (DecodePartial).
+	var decoded []Partial
+	for _, p := range mixed {
+		decoded = append(decoded, roundTrip(b, p))
+	}
+	b.Run("rows-interleaved-decoded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Merge(rowArgs, decoded); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("rows-interleaved", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := Merge(rowArgs, mixed); err != nil {

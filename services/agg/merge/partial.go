@@ -1,9 +1,9 @@
 package merge
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -12,8 +12,9 @@ import (
 )
 
 // PartialVersion is the version of the msgpack form of Partial. 2: Times is
-// delta-varint bytes (Times), not an array of integers.
-const PartialVersion = 2
+// delta-varint bytes (Times), not an array of integers. 3: Times may be left
+// off the wire for a timestamp column of Rows that holds them (TimesCol).
+const PartialVersion = 3
 
 // Partial is what one DAP returns for one portion of a getData request. A row query fills
 // Rows and Times; an aggregating query (groupBy and/or agg) fills Groups, Keys and Aggs.
@@ -25,6 +26,11 @@ type Partial struct {
 	// time column is not projected, because the merge orders by it; 0 for reference tables.
 	Rows  messages.Table `msgpack:"r"`
 	Times Times          `msgpack:"t,omitempty"`
+	// TimesCol, on the wire only, is 1 + the index of the timestamp column of
+	// Rows equal to Times, which are then not sent (the projected time
+	// column of a row query: a fifth of a partial's bytes); 0: Times are
+	// sent. EncodePartial sets it, DecodePartial reads Times from the column.
+	TimesCol int `msgpack:"tc,omitempty"`
 
 	// Aggregating: Groups groups, Keys their groupBy values (no columns when there is no
 	// groupBy), Aggs one state per AggSpec of the request, in the same order.
@@ -109,20 +115,25 @@ func (t *Times) DecodeMsgpack(dec *msgpack.Decoder) error {
 		return fmt.Errorf("times: %d bytes for %d times (%v)", len(b), count, err)
 	}
 	out := make([]int64, count)
-	var prev int64
-	for i := range out {
-		v, k := binary.Varint(b)
-		if k <= 0 {
-			return fmt.Errorf("times: bad varint at %d", i)
-		}
-		b = b[k:]
-		prev += v
-		out[i] = prev
-	}
-	if len(b) != 0 {
-		return fmt.Errorf("times: %d trailing bytes", len(b))
+	if err := messages.ReadVarints(out, b, true); err != nil {
+		return fmt.Errorf("times: %w", err)
 	}
 	*t = out
+	return nil
+}
+
+// timesFromColumn sets the Times of a decoded partial that names the column
+// holding them (TimesCol); the column is shared, never written.
+func (p *Partial) timesFromColumn() error {
+	if p.TimesCol == 0 {
+		return nil
+	}
+	k := p.TimesCol - 1
+	if p.Version < 3 || p.Aggregated || len(p.Times) > 0 || k < 0 || k >= len(p.Rows.Columns) || p.Rows.Columns[k].Type != messages.TypeTimestamp {
+		return fmt.Errorf("%w: times in column %d of %d (version %d, aggregated %t, %d times sent)",
+			ErrInvalidPartial, p.TimesCol, len(p.Rows.Columns), p.Version, p.Aggregated, len(p.Times))
+	}
+	p.Times, p.TimesCol = p.Rows.Columns[k].Ints, 0
 	return nil
 }
 
@@ -219,8 +230,18 @@ func checkAggType(f messages.AggFunc, t messages.ColumnType) error {
 }
 
 // EncodePartial is the msgpack form sent from DAP to Agg, in a buffer sized
-// once for it.
+// once for it. A row partial's times are left off when a timestamp column
+// of its rows holds them (TimesCol).
 func EncodePartial(p Partial) ([]byte, error) {
+	p.TimesCol = 0
+	if !p.Aggregated {
+		for k := range p.Rows.Columns {
+			if c := &p.Rows.Columns[k]; c.Type == messages.TypeTimestamp && slices.Equal(c.Ints, p.Times) {
+				p.TimesCol, p.Times = k+1, nil
+				break
+			}
+		}
+	}
 	hint := p.Rows.SizeHint() + 5*len(p.Times) + p.Keys.SizeHint()
 	for i := range p.Aggs {
 		hint += 64 + 16*p.Groups + p.Aggs[i].Value.SizeHint()
@@ -228,15 +249,21 @@ func EncodePartial(p Partial) ([]byte, error) {
 	return messages.EncodeSized(&p, hint)
 }
 
-// DecodePartial decodes and validates bytes from the network; it never panics.
+// DecodePartial decodes and validates bytes from the network; it never
+// panics. Its tables' symbol columns are coded (messages.Column.Coded).
 func DecodePartial(b []byte) (p Partial, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = Partial{}, fmt.Errorf("%w: decoder panic: %v", ErrInvalidPartial, r)
 		}
 	}()
-	if err := messages.DecodeLimited(b, &p, messages.PayloadLimits); err != nil {
+	// Symbol columns stay coded: the merge gathers their codes and the
+	// answer's encoder re-codes them, no string per row (messages.DecodeCoded).
+	if err := messages.DecodeCoded(b, &p, messages.PayloadLimits); err != nil {
 		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
+	}
+	if err := p.timesFromColumn(); err != nil {
+		return Partial{}, err
 	}
 	if err := p.Validate(); err != nil {
 		return Partial{}, err

@@ -52,9 +52,19 @@ func FuzzDecodePartial(f *testing.F) {
 			return
 		}
 		start = time.Now()
-		_, _ = Merge(messages.GetDataArgs{Table: "t"}, []Partial{p, p})
+		merged, err := Merge(messages.GetDataArgs{Table: "t"}, []Partial{p, p})
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("merging a partial of %d bytes took %v", len(data), d)
+		}
+		if err != nil {
+			return
+		}
+		// The merge of what decoded (its symbols coded) is an answer.
+		if _, err := messages.Encode(&merged); err != nil {
+			t.Fatalf("the merge of a decoded partial does not encode: %v", err)
+		}
+		if _, err := merged.MarshalJSON(); err != nil {
+			t.Fatalf("the merge of a decoded partial does not marshal: %v", err)
 		}
 	})
 }

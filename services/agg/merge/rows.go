@@ -1,7 +1,6 @@
 package merge
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 
@@ -87,36 +86,14 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 	}
 	out := messages.NewTable(schema)
 	if len(keys) == 0 {
-		// Each part is already in canonical order: a k-way merge, stopped at the limit.
-		// Row by row: label sets interleave in time, so most runs of one part are a row
-		// or two, and deciding runs first, or the order first and then each column in
-		// a loop of its own, measured slower (BenchmarkMerge100/rows-interleaved).
-		h := &rowHeap{}
+		// Each part is already in canonical order: a k-way merge, stopped at
+		// the limit, in one window: the order of the rows first, then each
+		// column gathered in a loop of its own.
 		total := 0
 		for _, p := range parts {
-			if p.Rows.NumRows() > 0 {
-				h.cursors = append(h.cursors, cursor{p: p})
-				total += p.Rows.NumRows()
-			}
+			total += p.Rows.NumRows()
 		}
-		if args.Limit > 0 {
-			total = min(total, args.Limit)
-		}
-		// Sized once: appending row by row would reallocate every column
-		// log(n) times over a large answer.
-		for k := range out.Columns {
-			out.Columns[k].Grow(total)
-		}
-		heap.Init(h)
-		for h.Len() > 0 && (args.Limit == 0 || out.NumRows() < args.Limit) {
-			c := &h.cursors[0]
-			out.AppendRowFrom(&c.p.Rows, c.i)
-			if c.i++; c.i == c.p.Rows.NumRows() {
-				heap.Pop(h)
-			} else {
-				heap.Fix(h, 0)
-			}
-		}
+		rowWindows(schema, parts, args.Limit).NextInto(&out, total)
 		return out, nil
 	}
 	// With sortCols: concatenate, sort by sortCols then canonical order, cut.
@@ -141,23 +118,85 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 }
 
 type cursor struct {
-	p   *Partial
-	i   int
-	src int // the source of a streamed merge (Merger.Stream)
+	p    *Partial
+	i    int
+	src  int   // the source of a streamed merge (Merger.Stream)
+	part int   // p's index in the window being gathered (Windows.parts); -1: none yet
+	t    int64 // p.Times[i], for rowHeap
 }
 
-// rowHeap orders cursors by their current row in canonical order.
-type rowHeap struct{ cursors []cursor }
+// rowHeap orders cursors by their current row in canonical order: a binary
+// min-heap written out for the merge's one move (take the least row, move
+// its cursor on, sift it down), without container/heap's call through an
+// interface per comparison. The heap holds the cursors' indexes, which move
+// without a write barrier; each cursor caches its row's time, which decides
+// most comparisons.
+type rowHeap struct {
+	cursors []cursor
+	heap    []int32 // indexes into cursors, heap-ordered
+}
 
-func (h *rowHeap) Len() int { return len(h.cursors) }
-func (h *rowHeap) Less(a, b int) bool {
+func (h *rowHeap) Len() int { return len(h.heap) }
+
+// top is the cursor at the least row.
+func (h *rowHeap) top() *cursor { return &h.cursors[h.heap[0]] }
+
+func (h *rowHeap) less(a, b int32) bool {
 	x, y := &h.cursors[a], &h.cursors[b]
-	return compareRows(&x.p.Rows, x.p.Times, x.i, &y.p.Rows, y.p.Times, y.i) < 0
+	if x.t != y.t {
+		return x.t < y.t
+	}
+	return compareValues(&x.p.Rows, x.i, &y.p.Rows, y.i) < 0
 }
-func (h *rowHeap) Swap(a, b int) { h.cursors[a], h.cursors[b] = h.cursors[b], h.cursors[a] }
-func (h *rowHeap) Push(x any)    { h.cursors = append(h.cursors, x.(cursor)) }
-func (h *rowHeap) Pop() any {
-	c := h.cursors[len(h.cursors)-1]
-	h.cursors = h.cursors[:len(h.cursors)-1]
-	return c
+
+// init orders every cursor.
+func (h *rowHeap) init() {
+	h.heap = h.heap[:0]
+	for i := range h.cursors {
+		c := &h.cursors[i]
+		c.t = c.p.Times[c.i]
+		h.heap = append(h.heap, int32(i))
+	}
+	for i := len(h.heap)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// fix0 puts the top cursor, moved on or given a new window, in its place.
+func (h *rowHeap) fix0() {
+	c := h.top()
+	c.t = c.p.Times[c.i]
+	h.down(0)
+}
+
+// pop0 removes the top cursor.
+func (h *rowHeap) pop0() {
+	n := len(h.heap) - 1
+	h.heap[0] = h.heap[n]
+	h.heap = h.heap[:n]
+	if n > 0 {
+		h.down(0)
+	}
+}
+
+// clear removes every cursor.
+func (h *rowHeap) clear() { h.heap = h.heap[:0] }
+
+func (h *rowHeap) down(i int) {
+	hp := h.heap
+	for {
+		l := 2*i + 1
+		if l >= len(hp) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(hp) && h.less(hp[r], hp[l]) {
+			m = r
+		}
+		if !h.less(hp[m], hp[i]) {
+			return
+		}
+		hp[i], hp[m] = hp[m], hp[i]
+		i = m
+	}
 }

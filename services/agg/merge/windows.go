@@ -1,8 +1,8 @@
 package merge
 
 import (
-	"container/heap"
 	"fmt"
+	"slices"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -20,6 +20,11 @@ type Windows struct {
 	whole  *messages.Table
 	pos    int
 
+	// The window being gathered: the partials its rows come from, and its
+	// rows in order.
+	parts []*Partial
+	refs  []rowRef
+
 	// A streamed merge (Stream): each cursor's source, fetched window by window.
 	m     *Merger
 	fetch []Fetch
@@ -36,17 +41,23 @@ func (m *Merger) Windows() (*Windows, error) {
 		}
 		return &Windows{whole: &t, limit: -1}, nil
 	}
-	w := &Windows{h: &rowHeap{}, schema: m.first.Rows.Schema(), limit: -1}
-	if m.args.Limit > 0 {
-		w.limit = m.args.Limit
+	return rowWindows(m.first.Rows.Schema(), m.rows, m.args.Limit), nil
+}
+
+// rowWindows is the k-way merge of row partials in canonical order (doc item
+// 1), each already in that order, cut at limit (0: none).
+func rowWindows(schema []messages.ColumnSpec, parts []*Partial, limit int) *Windows {
+	w := &Windows{h: &rowHeap{}, schema: schema, limit: -1}
+	if limit > 0 {
+		w.limit = limit
 	}
-	for _, p := range m.rows {
+	for _, p := range parts {
 		if p.Rows.NumRows() > 0 {
 			w.h.cursors = append(w.h.cursors, cursor{p: p})
 		}
 	}
-	heap.Init(w.h)
-	return w, nil
+	w.h.init()
+	return w
 }
 
 // Next returns the next window of at most n rows (n >= 1) and whether any row
@@ -77,19 +88,28 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 	if !w.reusable(t) {
 		*t = messages.NewTable(w.schema)
 	}
-	t.Truncate()
-	for k := range t.Columns {
-		t.Columns[k].Grow(min(n, 1<<16))
+	// The order first, then each column in a loop of its own (gather).
+	w.parts, w.refs = w.parts[:0], w.refs[:0]
+	left := 0 // the rows of the windows at hand: the most this one takes unless more are fetched
+	for i := range w.h.cursors {
+		c := &w.h.cursors[i]
+		c.part = -1
+		left += c.p.Rows.NumRows() - c.i
 	}
-	for t.NumRows() < n && w.h.Len() > 0 {
-		c := &w.h.cursors[0]
-		t.AppendRowFrom(&c.p.Rows, c.i)
+	w.refs = slices.Grow(w.refs, min(n, left))
+	for len(w.refs) < n && w.h.Len() > 0 {
+		c := w.h.top()
+		if c.part < 0 {
+			c.part = len(w.parts)
+			w.parts = append(w.parts, c.p)
+		}
+		w.refs = append(w.refs, rowRef{part: uint32(c.part), row: uint32(c.i)})
 		if c.i++; c.i < c.p.Rows.NumRows() {
-			heap.Fix(w.h, 0)
+			w.h.fix0()
 			continue
 		}
 		if w.fetch == nil {
-			heap.Pop(w.h)
+			w.h.pop0()
 			continue
 		}
 		// The window is used up: its source's next one, before any other row
@@ -98,14 +118,16 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 		switch {
 		case err != nil:
 			w.err = err
-			w.h.cursors = nil
+			w.h.clear()
 		case p == nil:
-			heap.Pop(w.h)
+			w.h.pop0()
 		default:
-			c.p, c.i = p, 0
-			heap.Fix(w.h, 0)
+			c.p, c.i, c.part = p, 0, -1
+			w.h.fix0()
 		}
 	}
+	gather(t, w.parts, w.refs)
+	clear(w.parts) // the used-up windows are not kept beyond this one
 	if w.limit >= 0 {
 		w.limit -= t.NumRows()
 	}
@@ -174,7 +196,7 @@ func (m *Merger) Stream(sources []Fetch) (*Windows, error) {
 		return &Windows{whole: &messages.Table{}, limit: -1}, nil
 	}
 	w.schema = m.first.Rows.Schema()
-	heap.Init(w.h)
+	w.h.init()
 	return w, nil
 }
 
@@ -210,9 +232,7 @@ func (w *Windows) Rest(hint int) (messages.Table, error) {
 		return t, nil
 	}
 	t := messages.NewTable(w.schema)
-	for k := range t.Columns {
-		t.Columns[k].Grow(hint) // NextInto grows a window by at most 1<<16 rows
-	}
+	w.refs = slices.Grow(w.refs[:0], hint) // the order of every row; the columns are sized by it
 	more := w.NextInto(&t, max(1, hint))
 	for more && w.err == nil {
 		var next messages.Table

@@ -1,0 +1,88 @@
+package merge
+
+import (
+	"slices"
+
+	"github.com/sg-project/sg/messages"
+)
+
+// rowRef names one row of a merge's output: row row of part part.
+type rowRef struct{ part, row uint32 }
+
+// gather replaces t's rows by the rows refs name, column by column, each in
+// one typed loop: the k-way merge decides the order once (Windows.NextInto),
+// and no row is appended through a switch per column. t's storage is reused.
+// A symbol column whose every part is coded (DecodeCoded) comes out coded,
+// its dictionary the values of the parts' that the rows use, each hashed
+// once per part, not once per row; otherwise the column is of strings.
+func gather(t *messages.Table, parts []*Partial, refs []rowRef) {
+	n := len(refs)
+	for k := range t.Columns {
+		c := &t.Columns[k]
+		c.Strings, c.Floats, c.Ints, c.Bools, c.Codes = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0], c.Codes[:0]
+		c.Dict = nil
+		switch c.Type {
+		case messages.TypeSymbol, messages.TypeString:
+			if allCoded(parts, k) {
+				c.Codes, c.Dict = gatherCodes(c.Codes, parts, k, refs)
+				break
+			}
+			c.Strings = slices.Grow(c.Strings, n)[:n]
+			for i, r := range refs {
+				c.Strings[i] = parts[r.part].Rows.Columns[k].Str(int(r.row))
+			}
+		case messages.TypeFloat:
+			c.Floats = gatherValues(c.Floats, parts, refs, func(c *messages.Column) []float64 { return c.Floats }, k)
+		case messages.TypeInt, messages.TypeTimestamp:
+			c.Ints = gatherValues(c.Ints, parts, refs, func(c *messages.Column) []int64 { return c.Ints }, k)
+		case messages.TypeBool:
+			c.Bools = gatherValues(c.Bools, parts, refs, func(c *messages.Column) []bool { return c.Bools }, k)
+		}
+	}
+}
+
+// gatherValues writes column k's values at refs into out (its storage reused).
+func gatherValues[T any](out []T, parts []*Partial, refs []rowRef, values func(*messages.Column) []T, k int) []T {
+	src := make([][]T, len(parts))
+	for p, part := range parts {
+		src[p] = values(&part.Rows.Columns[k])
+	}
+	out = slices.Grow(out[:0], len(refs))[:len(refs)]
+	for i, r := range refs {
+		out[i] = src[r.part][r.row]
+	}
+	return out
+}
+
+func allCoded(parts []*Partial, k int) bool {
+	for _, p := range parts {
+		if !p.Rows.Columns[k].Coded() {
+			return false
+		}
+	}
+	return len(parts) > 0
+}
+
+// gatherCodes is gather for a symbol column k coded in every part: each
+// part's code is mapped to the output dictionary's the first time a row uses
+// it.
+func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) ([]uint32, []string) {
+	d := messages.NewDictBuilder(nil)
+	codes := make([][]uint32, len(parts))
+	remap := make([][]uint32, len(parts)) // output code + 1; 0: not used yet
+	for p, part := range parts {
+		c := &part.Rows.Columns[k]
+		codes[p], remap[p] = c.Codes, make([]uint32, len(c.Dict))
+	}
+	out = slices.Grow(out[:0], len(refs))[:len(refs)]
+	for i, r := range refs {
+		code := codes[r.part][r.row]
+		m := remap[r.part][code]
+		if m == 0 {
+			m = d.Code(parts[r.part].Rows.Columns[k].Dict[code]) + 1
+			remap[r.part][code] = m
+		}
+		out[i] = m - 1
+	}
+	return out, d.Dict()
+}
