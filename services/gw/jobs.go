@@ -341,7 +341,10 @@ func (j *jobStore) putNew(rec *jobRecord) error {
 }
 
 // start runs a job in a goroutine owned by the store (waited for by wait).
+// The job runs on its own copy of the record: the submitter goes on reading
+// rec (status) while run writes the job's outcome into its copy.
 func (j *jobStore) start(rec *jobRecord) {
+	own := *rec
 	j.mu.Lock()
 	j.running++
 	j.mu.Unlock()
@@ -353,7 +356,7 @@ func (j *jobStore) start(rec *jobRecord) {
 			j.mu.Unlock()
 			j.g.met.jobsRunning.Dec()
 		}()
-		j.run(rec)
+		j.run(&own)
 	})
 }
 
