@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,9 +83,15 @@ type env struct {
 
 func start(t *testing.T, cfg httpapi.Config, tune ...func(*server.Options)) *env {
 	t.Helper()
+	cfg.Log = zerolog.Nop()
+	return startLogged(t, cfg, tune...)
+}
+
+// startLogged is start with the adapter logging to cfg.Log.
+func startLogged(t *testing.T, cfg httpapi.Config, tune ...func(*server.Options)) *env {
+	t.Helper()
 	srv := natstest.Start(t, tune...)
 	nc := natstest.Connect(t, srv)
-	cfg.Log = zerolog.Nop()
 	a, err := httpapi.New(natstest.Connect(t, srv), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +288,119 @@ func TestBrokenTransferAborts(t *testing.T) {
 	defer resp.Body.Close()
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Fatal("a broken transfer read to the end without an error")
+	}
+}
+
+// logBuffer is a log the adapter's handlers write while a test reads it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// line returns the first logged line that has every one of want, or "".
+func (l *logBuffer) line(want ...string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+next:
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		for _, w := range want {
+			if !strings.Contains(line, w) {
+				continue next
+			}
+		}
+		return line
+	}
+	return ""
+}
+
+// sendChunkEnd ends a chunked transfer on reply as the GW does when it
+// cannot complete (messages.IsChunkEnd): the transfer's stream, a status
+// that is not OK, no index and no data.
+func sendChunkEnd(t *testing.T, nc *nats.Conn, reply, stream, why string) {
+	t.Helper()
+	h := nats.Header{}
+	h.Set(messages.HdrChunkStream, stream)
+	messages.Errorf(messages.CodeErr, messages.CodeErr, "%s", why).Write(h)
+	if !messages.IsChunkEnd(h) {
+		t.Fatal("the test's chunk end is not one")
+	}
+	if err := nc.PublishMsg(&nats.Msg{Subject: reply, Header: h}); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Error(err)
+	}
+}
+
+// A chunked answer that the GW ends broken (a chunk end) before any chunk
+// came is answered with the chunk end's status and reason, and the reason is
+// logged with the request id.
+func TestChunkEndBeforeAnyChunkAnswersItsStatus(t *testing.T) {
+	var logs logBuffer
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs)})
+	const why = "Answer broken after 0 of 7 chunks: the Agg stopped"
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) { sendChunkEnd(t, e.nc, m.Reply, "t-1", why) })
+	resp, b := e.post(t, "/v1/getMeta", `{}`, "X-Request-Id", "r-end-0")
+	if resp.StatusCode != httpapi.Status(messages.CodeErr) {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, httpapi.Status(messages.CodeErr), b)
+	}
+	r := decode(t, b)
+	if r.Header.Status.RC != messages.CodeErr || r.Header.Status.AI != why || r.Header.RequestID != "r-end-0" {
+		t.Fatalf("answer header %+v: want rc ERR, ai %q, request id r-end-0", r.Header, why)
+	}
+	if logs.line(`"request_id":"r-end-0"`, why) == "" {
+		t.Fatalf("no log line names the request and the reason:\n%s", logs.String())
+	}
+}
+
+// A chunked answer that the GW ends broken after some chunks were written
+// aborts the HTTP connection (the caller never reads a cut document to its
+// end), and the reason is logged with the request id.
+func TestChunkEndMidTransferAborts(t *testing.T) {
+	var logs logBuffer
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs)}, func(o *server.Options) { o.MaxPayload = 16 << 10 })
+	const why = "Answer broken after 3 of 7 chunks: chunk 4 came, 3 expected: chunks were lost"
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion},
+			Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
+		h := nats.Header{}
+		messages.Status{}.Write(h)
+		msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
+		if err != nil || len(msgs) != 7 {
+			t.Errorf("%d chunks, want 7: %v", len(msgs), err)
+			return
+		}
+		for _, c := range msgs[:3] {
+			if err := e.nc.PublishMsg(c); err != nil {
+				t.Error(err)
+			}
+		}
+		sendChunkEnd(t, e.nc, m.Reply, msgs[0].Header.Get(messages.HdrChunkStream), why)
+	})
+	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getMeta", strings.NewReader(`{}`))
+	req.Header.Set("X-Request-Id", "r-end-3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the status line should be out with chunk 0: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d, want 200 (chunk 0's)", resp.StatusCode)
+	}
+	if b, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("a transfer ended broken read to the end without an error (%d bytes)", len(b))
+	}
+	if logs.line(`"request_id":"r-end-3"`, why) == "" {
+		t.Fatalf("no log line names the request and the reason:\n%s", logs.String())
 	}
 }
 
