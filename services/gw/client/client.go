@@ -199,44 +199,89 @@ type answer struct {
 // The request carries Sg-Request-Id: h's, or a new one per attempt. When ctx
 // ends before the answer, the client tells the GW it gave up (GWCancel).
 func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body []byte) (nats.Header, []byte, error) {
-	if err := c.setup(); err != nil {
-		return nil, nil, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
-		defer cancel()
-	}
-	subject := c.s.GWAPI(api)
-	ep, err := c.endpoint(subject)
+	k, err := c.admit(ctx, api)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The endpoint's bound on requests in flight, fast path or not.
+	defer k.end()
+	a, err := attempts(c, k, func(ctx context.Context) (answer, nats.Header, []byte, error) {
+		a, err := c.send(ctx, k.subject, h, body)
+		return a, a.h, a.data, err
+	})
+	return a.h, a.data, err
+}
+
+// call is one request admitted to its GW endpoint (admit): ctx bounds it,
+// and it holds one of the endpoint's MaxInFlight slots until end.
+type call struct {
+	ctx     context.Context
+	subject string
+	ep      *gwEndpoint
+	cancel  context.CancelFunc // of the DefaultWait bound; nil when ctx had a deadline
+}
+
+// admit sets the client up and admits a request to api's GW endpoint: ctx
+// bounded by DefaultWait when it has no deadline, and one of the endpoint's
+// MaxInFlight slots taken (fast path or not), waiting for one as long as ctx
+// allows. Call end when the request is over.
+func (c *Client) admit(ctx context.Context, api string) (call, error) {
+	if err := c.setup(); err != nil {
+		return call{}, err
+	}
+	k := call{ctx: ctx, subject: c.s.GWAPI(api)}
+	ep, err := c.endpoint(k.subject)
+	if err != nil {
+		return call{}, err
+	}
+	k.ep = ep
+	if _, ok := ctx.Deadline(); !ok {
+		k.ctx, k.cancel = context.WithTimeout(ctx, DefaultWait)
+	}
 	select {
 	case ep.slots <- struct{}{}:
-		defer func() { <-ep.slots }()
-	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", subject, cap(ep.slots), context.Cause(ctx))
-	}
-	var last answer
-	var replay error // a rate limit met on the fast path, for the actor to act on
-	if ep.actor.Open() {
-		// Nobody is paused or waiting: send directly, without the actor's
-		// goroutine hops; only a rate-limited answer goes through it.
-		a, err := c.send(ctx, subject, h, body)
-		if err == nil {
-			d, limited := c.rateLimited(a.h, a.data)
-			if !limited {
-				return a.h, a.data, nil
-			}
-			last, replay = a, &ratelimit.Error{Endpoint: subject, Delay: d}
+		return k, nil
+	case <-k.ctx.Done():
+		err := fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", k.subject, cap(ep.slots), context.Cause(k.ctx))
+		if k.cancel != nil {
+			k.cancel()
 		}
-		if replay == nil {
-			return nil, nil, c.sendErr(subject, err)
-		}
+		return call{}, err
 	}
-	err = ep.actor.Do(ctx, func(ctx context.Context, _ int) error {
+}
+
+// end frees the call's slot and its DefaultWait bound.
+func (k call) end() {
+	<-k.ep.slots
+	if k.cancel != nil {
+		k.cancel()
+	}
+}
+
+// attempts sends k's request with attempt (one send and the wait for the
+// answer's first message; it returns the answer and the headers and data a
+// rate limit is read from) through the endpoint's rate-limit actor. When
+// nobody is paused or waiting, the first attempt goes directly, without the
+// actor's goroutine hops, and only a RATE_LIMITED answer goes through it: it
+// pauses every caller of the endpoint, then the request is sent again (up to
+// MaxAttempts; then the last RATE_LIMITED answer is returned, not an error).
+func attempts[T any](c *Client, k call, attempt func(context.Context) (T, nats.Header, []byte, error)) (T, error) {
+	var (
+		last   T
+		got    bool  // last holds an answer
+		replay error // a rate limit met on the fast path, for the actor to act on
+	)
+	if k.ep.actor.Open() {
+		v, h, data, err := attempt(k.ctx)
+		if err != nil {
+			return last, c.sendErr(k.subject, err)
+		}
+		d, limited := c.rateLimited(h, data)
+		if !limited {
+			return v, nil
+		}
+		last, got, replay = v, true, &ratelimit.Error{Endpoint: k.subject, Delay: d}
+	}
+	err := k.ep.actor.Do(k.ctx, func(ctx context.Context, _ int) error {
 		if replay != nil {
 			// The first attempt was the fast path's: its rate limit pauses
 			// every caller of the endpoint and the request is sent again
@@ -245,24 +290,24 @@ func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body 
 			replay = nil
 			return err
 		}
-		a, err := c.send(ctx, subject, h, body)
+		v, h, data, err := attempt(ctx)
 		if err != nil {
 			return err
 		}
-		last = a
-		if d, limited := c.rateLimited(a.h, a.data); limited {
-			return &ratelimit.Error{Endpoint: subject, Delay: d}
+		last, got = v, true
+		if d, limited := c.rateLimited(h, data); limited {
+			return &ratelimit.Error{Endpoint: k.subject, Delay: d}
 		}
 		return nil
 	})
-	switch {
-	case err == nil:
-		return last.h, last.data, nil
-	case errors.Is(err, ratelimit.ErrRateLimited) && last.h != nil:
-		// Asked to pause MaxAttempts times: the caller gets the GW's answer.
-		return last.h, last.data, nil
+	// Asked to pause MaxAttempts times, the caller gets the GW's answer.
+	// (errors.Is first: after a ctx error the actor may still be running
+	// the attempt, which writes last and got.)
+	if err == nil || (errors.Is(err, ratelimit.ErrRateLimited) && got) {
+		return last, nil
 	}
-	return nil, nil, c.sendErr(subject, err)
+	var zero T
+	return zero, c.sendErr(k.subject, err)
 }
 
 func (c *Client) sendErr(subject string, err error) error {

@@ -2,14 +2,12 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -63,25 +61,12 @@ func (c *Client) StreamTables(ctx context.Context, hdr messages.RequestHeader, a
 // it gave up.
 func (c *Client) stream(ctx context.Context, api string, content messages.Content, body []byte,
 	read func(ctx context.Context, first *nats.Msg, sub *nats.Subscription) error) error {
-	if err := c.setup(); err != nil {
-		return err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
-		defer cancel()
-	}
-	subject := c.s.GWAPI(api)
-	ep, err := c.endpoint(subject)
+	k, err := c.admit(ctx, api)
 	if err != nil {
 		return err
 	}
-	select {
-	case ep.slots <- struct{}{}:
-		defer func() { <-ep.slots }()
-	case <-ctx.Done():
-		return fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", subject, cap(ep.slots), context.Cause(ctx))
-	}
+	defer k.end()
+	ctx = k.ctx
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -92,59 +77,28 @@ func (c *Client) stream(ctx context.Context, api string, content messages.Conten
 		return fmt.Errorf("client: pending limits: %w", err)
 	}
 	var id string
-	// attempt sends the request (a new id each time) and waits for the
+	// One attempt sends the request (a new id each time) and waits for the
 	// first message of its answer.
-	attempt := func(ctx context.Context) (*nats.Msg, error) {
+	first, err := attempts(c, k, func(ctx context.Context) (*nats.Msg, nats.Header, []byte, error) {
 		id = nuid.Next()
 		h := nats.Header{}
 		messages.SetString(h, messages.HdrContentType, string(content))
 		messages.SetString(h, messages.HdrAcceptStream, "1")
 		messages.SetString(h, messages.HdrRequestID, id)
-		if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: body}); err != nil {
-			return nil, fmt.Errorf("publish: %w", err)
+		if err := c.nc.PublishMsg(&nats.Msg{Subject: k.subject, Reply: inbox, Header: h, Data: body}); err != nil {
+			return nil, nil, nil, fmt.Errorf("publish: %w", err)
 		}
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				c.cancel(id)
 			}
-			return nil, fmt.Errorf("waiting for the answer to request %s: %w", id, err)
+			return nil, nil, nil, fmt.Errorf("waiting for the answer to request %s: %w", id, err)
 		}
-		return m, nil
-	}
-	var (
-		first  *nats.Msg
-		replay error // a rate limit met on the fast path, for the actor to act on
-	)
-	if ep.actor.Open() {
-		if first, err = attempt(ctx); err != nil {
-			return c.sendErr(subject, err)
-		}
-		if d, limited := c.rateLimited(first.Header, first.Data); limited {
-			replay = &ratelimit.Error{Endpoint: subject, Delay: d}
-		}
-	}
-	if first == nil || replay != nil {
-		err := ep.actor.Do(ctx, func(ctx context.Context, _ int) error {
-			if replay != nil {
-				err := replay
-				replay = nil
-				return err
-			}
-			m, err := attempt(ctx)
-			if err != nil {
-				return err
-			}
-			first = m
-			if d, limited := c.rateLimited(m.Header, m.Data); limited {
-				return &ratelimit.Error{Endpoint: subject, Delay: d}
-			}
-			return nil
-		})
-		// Asked to pause MaxAttempts times, the caller reads the GW's answer.
-		if err != nil && !(errors.Is(err, ratelimit.ErrRateLimited) && first != nil) {
-			return c.sendErr(subject, err)
-		}
+		return m, m.Header, m.Data, nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := read(ctx, first, sub); err != nil {
 		if ctx.Err() != nil {
