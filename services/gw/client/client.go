@@ -261,31 +261,33 @@ func (k call) end() {
 // answer's first message; it returns the answer and the headers and data a
 // rate limit is read from) through the endpoint's rate-limit actor. When
 // nobody is paused or waiting, the first attempt goes directly, without the
-// actor's goroutine hops, and only a RATE_LIMITED answer goes through it: it
-// pauses every caller of the endpoint, then the request is sent again (up to
-// MaxAttempts; then the last RATE_LIMITED answer is returned, not an error).
+// actor's goroutine hops, and only a RATE_LIMITED answer goes through it
+// (throughActor).
 func attempts[T any](c *Client, k call, attempt func(context.Context) (T, nats.Header, []byte, error)) (T, error) {
-	var (
-		last   T
-		got    bool  // last holds an answer
-		replay error // a rate limit met on the fast path, for the actor to act on
-	)
-	if k.ep.actor.Open() {
-		v, h, data, err := attempt(k.ctx)
-		if err != nil {
-			return last, c.sendErr(k.subject, err)
-		}
-		d, limited := c.rateLimited(h, data)
-		if !limited {
-			return v, nil
-		}
-		last, got, replay = v, true, &ratelimit.Error{Endpoint: k.subject, Delay: d}
+	var none T
+	if !k.ep.actor.Open() {
+		return throughActor(c, k, attempt, none, false, nil)
 	}
+	v, h, data, err := attempt(k.ctx)
+	if err != nil {
+		return none, c.sendErr(k.subject, err)
+	}
+	d, limited := c.rateLimited(h, data)
+	if !limited {
+		return v, nil
+	}
+	return throughActor(c, k, attempt, v, true, &ratelimit.Error{Endpoint: k.subject, Delay: d})
+}
+
+// throughActor sends k's request with attempt through the endpoint's actor:
+// a RATE_LIMITED answer pauses every caller of the endpoint, then the
+// request is sent again, up to MaxAttempts; then the last RATE_LIMITED
+// answer is returned, not an error. replay is the rate limit of a fast-path
+// attempt, whose answer is last (got); the actor acts on it first. (Apart
+// from attempts so that its state is on the heap only on this path.)
+func throughActor[T any](c *Client, k call, attempt func(context.Context) (T, nats.Header, []byte, error), last T, got bool, replay error) (T, error) {
 	err := k.ep.actor.Do(k.ctx, func(ctx context.Context, _ int) error {
 		if replay != nil {
-			// The first attempt was the fast path's: its rate limit pauses
-			// every caller of the endpoint and the request is sent again
-			// after the pause.
 			err := replay
 			replay = nil
 			return err
@@ -300,14 +302,13 @@ func attempts[T any](c *Client, k call, attempt func(context.Context) (T, nats.H
 		}
 		return nil
 	})
-	// Asked to pause MaxAttempts times, the caller gets the GW's answer.
-	// (errors.Is first: after a ctx error the actor may still be running
-	// the attempt, which writes last and got.)
+	// errors.Is first: after a ctx error the actor may still be running the
+	// attempt, which writes last and got.
 	if err == nil || (errors.Is(err, ratelimit.ErrRateLimited) && got) {
 		return last, nil
 	}
-	var zero T
-	return zero, c.sendErr(k.subject, err)
+	var none T
+	return none, c.sendErr(k.subject, err)
 }
 
 func (c *Client) sendErr(subject string, err error) error {
