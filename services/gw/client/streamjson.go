@@ -72,20 +72,19 @@ func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription
 		if err != nil {
 			return st, err
 		}
-		if seq == 0 {
-			resp, err := messages.DecodeResponse(m.Header, m.Data)
-			if err != nil {
-				return st, fmt.Errorf("frame 0: %w", err)
-			}
-			st, id = resp.Header.Status, f.ID
-		} else if f.ID != id {
+		if seq > 0 && f.ID != id {
 			return st, fmt.Errorf("frame %d of stream %q after frame %d of %q: frames were lost", f.Seq, f.ID, seq-1, id)
 		}
 		if s, err := messages.ReadStatus(m.Header); err == nil && !s.IsOK() {
 			return s, &AnswerError{Status: s}
 		}
+		// The writer checks every frame before it writes it, frame 0 as
+		// DecodeResponse would: its header is the answer's.
 		if err := out.Frame(f.Seq, m.Data); err != nil {
 			return st, err
+		}
+		if seq == 0 {
+			st, id = out.Header().Status, f.ID
 		}
 		if f.End {
 			return st, out.End()
