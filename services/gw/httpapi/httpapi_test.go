@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/sg-project/sg/services/gw/httpapi"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 // fakeGW answers sg.api.* as a GW would, with whatever answer builds; it
@@ -291,40 +291,6 @@ func TestBrokenTransferAborts(t *testing.T) {
 	}
 }
 
-// logBuffer is a log the adapter's handlers write while a test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// line returns the first logged line that has every one of want, or "".
-func (l *logBuffer) line(want ...string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-next:
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		for _, w := range want {
-			if !strings.Contains(line, w) {
-				continue next
-			}
-		}
-		return line
-	}
-	return ""
-}
-
 // sendChunkEnd ends a chunked transfer on reply as the GW does when it
 // cannot complete (messages.IsChunkEnd): the transfer's stream, a status
 // that is not OK, no index and no data.
@@ -345,7 +311,7 @@ func sendChunkEnd(t *testing.T, nc *nats.Conn, reply, stream, why string) {
 // came is answered with the chunk end's status and reason, and the reason is
 // logged with the request id.
 func TestChunkEndBeforeAnyChunkAnswersItsStatus(t *testing.T) {
-	var logs logBuffer
+	var logs testlog.Buffer
 	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs)})
 	const why = "Answer broken after 0 of 7 chunks: the Agg stopped"
 	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) { sendChunkEnd(t, e.nc, m.Reply, "t-1", why) })
@@ -357,7 +323,7 @@ func TestChunkEndBeforeAnyChunkAnswersItsStatus(t *testing.T) {
 	if r.Header.Status.RC != messages.CodeErr || r.Header.Status.AI != why || r.Header.RequestID != "r-end-0" {
 		t.Fatalf("answer header %+v: want rc ERR, ai %q, request id r-end-0", r.Header, why)
 	}
-	if logs.line(`"request_id":"r-end-0"`, why) == "" {
+	if logs.Line(`"request_id":"r-end-0"`, why) == "" {
 		t.Fatalf("no log line names the request and the reason:\n%s", logs.String())
 	}
 }
@@ -366,7 +332,7 @@ func TestChunkEndBeforeAnyChunkAnswersItsStatus(t *testing.T) {
 // aborts the HTTP connection (the caller never reads a cut document to its
 // end), and the reason is logged with the request id.
 func TestChunkEndMidTransferAborts(t *testing.T) {
-	var logs logBuffer
+	var logs testlog.Buffer
 	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs)}, func(o *server.Options) { o.MaxPayload = 16 << 10 })
 	const why = "Answer broken after 3 of 7 chunks: chunk 4 came, 3 expected: chunks were lost"
 	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
@@ -399,7 +365,7 @@ func TestChunkEndMidTransferAborts(t *testing.T) {
 	if b, err := io.ReadAll(resp.Body); err == nil {
 		t.Fatalf("a transfer ended broken read to the end without an error (%d bytes)", len(b))
 	}
-	if logs.line(`"request_id":"r-end-3"`, why) == "" {
+	if logs.Line(`"request_id":"r-end-3"`, why) == "" {
 		t.Fatalf("no log line names the request and the reason:\n%s", logs.String())
 	}
 }
