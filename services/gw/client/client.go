@@ -147,14 +147,7 @@ func (c *Client) Do(ctx context.Context, api string, args any, opts messages.Opt
 
 // DoRequest is Do with a full request header (scope, opts).
 func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args any) (messages.Response, error) {
-	payload, scope, err := encodeArgs(hdr.API, args)
-	if err != nil {
-		return messages.Response{}, err
-	}
-	if hdr.Scope == (messages.Scope{}) {
-		hdr.Scope = scope
-	}
-	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	body, err := msgpackRequest(hdr, args)
 	if err != nil {
 		return messages.Response{}, err
 	}
@@ -171,11 +164,7 @@ func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args
 // DoJSON sends args (raw JSON, may be nil) in a JSON envelope and returns the
 // JSON envelope of the answer, byte for byte what a plain NATS client gets.
 func (c *Client) DoJSON(ctx context.Context, api string, args []byte, opts messages.Opts) ([]byte, error) {
-	args = bytes.TrimSpace(args)
-	if len(args) > 0 && !json.Valid(args) {
-		return nil, fmt.Errorf("client: arguments are not valid JSON")
-	}
-	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	body, err := jsonRequest(api, args, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -406,6 +395,37 @@ func (c *Client) rateLimited(h nats.Header, data []byte) (time.Duration, bool) {
 	return 0, true
 }
 
+// msgpackRequest encodes a request to hdr.API with args (as Do takes them)
+// in msgpack; a scope among args is the request's unless hdr names one.
+func msgpackRequest(hdr messages.RequestHeader, args any) ([]byte, error) {
+	payload, scope, err := encodeArgs(hdr.API, args)
+	if err != nil {
+		return nil, err
+	}
+	if hdr.Scope == (messages.Scope{}) {
+		hdr.Scope = scope
+	}
+	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("client: encode %s request: %w", hdr.API, err)
+	}
+	return body, nil
+}
+
+// jsonRequest encodes a request to api with args (raw JSON, may be nil) in
+// a JSON envelope.
+func jsonRequest(api string, args []byte, opts messages.Opts) ([]byte, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) > 0 && !json.Valid(args) {
+		return nil, fmt.Errorf("client: %s arguments are not valid JSON", api)
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("client: encode %s request: %w", api, err)
+	}
+	return body, nil
+}
+
 // encodeArgs turns args into the msgpack payload of api and finds a scope
 // given among them.
 func encodeArgs(api string, args any) ([]byte, messages.Scope, error) {
@@ -443,32 +463,30 @@ func encodeArgs(api string, args any) ([]byte, messages.Scope, error) {
 		Scope messages.Scope `json:"scope"`
 	}
 	_ = json.Unmarshal(raw, &w) // a scope is optional; the API decoder reports bad JSON
+	var (
+		v   any
+		err error
+	)
 	switch api {
 	case subjects.APIGetData:
-		a, err := messages.DecodeGetDataArgsJSON(raw)
-		if err != nil {
-			return nil, w.Scope, err
-		}
-		b, err := messages.Encode(a)
-		return b, w.Scope, err
+		v, err = messages.DecodeGetDataArgsJSON(raw)
 	case subjects.APIPing:
-		a, err := messages.DecodePingArgsJSON(raw)
-		if err != nil {
-			return nil, w.Scope, err
+		v, err = messages.DecodePingArgsJSON(raw)
+	default:
+		err = json.Unmarshal(raw, &v)
+		if m, ok := v.(map[string]any); ok && err == nil {
+			delete(m, "scope")
+			if len(m) == 0 {
+				return nil, w.Scope, nil
+			}
 		}
-		b, err := messages.Encode(a)
-		return b, w.Scope, err
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err != nil {
 		return nil, w.Scope, fmt.Errorf("client: %s arguments: %w", api, err)
 	}
-	if m, ok := v.(map[string]any); ok {
-		delete(m, "scope")
-		if len(m) == 0 {
-			return nil, w.Scope, nil
-		}
-	}
 	b, err := messages.Encode(v)
-	return b, w.Scope, err
+	if err != nil {
+		return nil, w.Scope, fmt.Errorf("client: encode %s arguments: %w", api, err)
+	}
+	return b, w.Scope, nil
 }

@@ -32,14 +32,7 @@ func (c *Client) GetDataStream(ctx context.Context, q GetDataQuery, each func(me
 // StreamTables is GetDataStream for any API whose answer is a table (getData,
 // sql), with args as Do takes them.
 func (c *Client) StreamTables(ctx context.Context, hdr messages.RequestHeader, args any, each func(messages.Table) error) (messages.ResponseHeader, error) {
-	payload, scope, err := encodeArgs(hdr.API, args)
-	if err != nil {
-		return messages.ResponseHeader{}, err
-	}
-	if hdr.Scope == (messages.Scope{}) {
-		hdr.Scope = scope
-	}
-	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	body, err := msgpackRequest(hdr, args)
 	if err != nil {
 		return messages.ResponseHeader{}, err
 	}

@@ -1,9 +1,7 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -20,11 +18,7 @@ import (
 // returns the answer's status; a stream that breaks after some of it was
 // written returns an error, and what w got has no closing bracket.
 func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts messages.Opts, w io.Writer) (messages.Status, error) {
-	args = bytes.TrimSpace(args)
-	if len(args) > 0 && !json.Valid(args) {
-		return messages.Status{}, fmt.Errorf("client: arguments are not valid JSON")
-	}
-	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	body, err := jsonRequest(api, args, opts)
 	if err != nil {
 		return messages.Status{}, err
 	}
