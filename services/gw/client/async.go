@@ -37,7 +37,7 @@ func (c *Client) Submit(ctx context.Context, hdr messages.RequestHeader, args an
 	}
 	resp, err := messages.DecodeResponse(rh, data)
 	if err != nil {
-		return Job{}, err
+		return Job{}, fmt.Errorf("client: submit %s: answer: %w", hdr.API, err)
 	}
 	job, err := jobOf(resp)
 	var ae *AnswerError

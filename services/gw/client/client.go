@@ -158,7 +158,11 @@ func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args
 	if err != nil {
 		return messages.Response{}, err
 	}
-	return messages.DecodeResponse(rh, data)
+	resp, err := messages.DecodeResponse(rh, data)
+	if err != nil {
+		return messages.Response{}, fmt.Errorf("client: %s answer: %w", hdr.API, err)
+	}
+	return resp, nil
 }
 
 // DoJSON sends args (raw JSON, may be nil) in a JSON envelope and returns the

@@ -105,45 +105,23 @@ func (c *Client) stream(ctx context.Context, api string, content messages.Conten
 // readStream reads one answer from sub: a whole answer (an error, or a
 // caller's answer that was not streamed) or the frames of a stream, in order.
 func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, each func(messages.Table) error) (messages.ResponseHeader, error) {
-	var (
-		rh   messages.ResponseHeader
-		next int
-		id   string
-	)
+	var rh messages.ResponseHeader
+	fr := frames{first: first, sub: sub}
 	for {
-		m, err := nextMsg(ctx, &first, sub)
+		m, f, whole, err := fr.next(ctx)
 		if err != nil {
-			if next > 0 {
-				return rh, fmt.Errorf("after %d frames: %w", next, err)
-			}
 			return rh, err
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return rh, nats.ErrNoResponders
-		}
-		if !messages.IsStreamFrame(m.Header) {
-			if next > 0 {
-				return rh, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", next)
-			}
+		if whole {
 			return rh, oneTable(m, each)
 		}
-		f, err := messages.ReadStreamFrame(m.Header)
-		if err != nil {
-			return rh, err
-		}
-		switch {
-		case next == 0 && f.Seq != 0:
-			return rh, fmt.Errorf("stream began with frame %d: frames were lost", f.Seq)
-		case next > 0 && (f.ID != id || f.Seq != next):
-			return rh, fmt.Errorf("frame %d of stream %q came after frame %d of %q: frames were lost", f.Seq, f.ID, next-1, id)
-		}
 		var t messages.Table
-		if next == 0 {
+		if f.Seq == 0 {
 			resp, err := messages.DecodeResponse(m.Header, m.Data)
 			if err != nil {
 				return rh, err
 			}
-			rh, id = resp.Header, f.ID
+			rh = resp.Header
 			if err := StatusError(resp); err != nil {
 				return rh, err
 			}
@@ -155,10 +133,9 @@ func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, ea
 				return rh, &AnswerError{Status: st}
 			}
 			if err := decodeTable(m.Data, &t); err != nil {
-				return rh, fmt.Errorf("frame %d: %w", next, err)
+				return rh, fmt.Errorf("frame %d: %w", f.Seq, err)
 			}
 		}
-		next++
 		if err := each(t); err != nil {
 			return rh, err
 		}
@@ -166,6 +143,51 @@ func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, ea
 			return rh, nil
 		}
 	}
+}
+
+// frames reads one answer from sub, first its first message: a whole
+// answer, or the frames of one stream in order.
+type frames struct {
+	first *nats.Msg // returned by the first next
+	sub   *nats.Subscription
+	n     int    // frames read
+	id    string // the stream's
+}
+
+// next returns the answer's next message: whole, a message that is not a
+// stream frame (only as the first), or frame f of the stream. A lost frame,
+// a frame of another stream, a whole answer after frames and NATS's "no
+// responders" are errors.
+func (r *frames) next(ctx context.Context) (m *nats.Msg, f messages.StreamFrame, whole bool, err error) {
+	if m, r.first = r.first, nil; m == nil {
+		if m, err = r.sub.NextMsgWithContext(ctx); err != nil {
+			if r.n > 0 {
+				return nil, f, false, fmt.Errorf("after %d frames: %w", r.n, err)
+			}
+			return nil, f, false, err
+		}
+	}
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		return nil, f, false, nats.ErrNoResponders
+	}
+	if !messages.IsStreamFrame(m.Header) {
+		if r.n > 0 {
+			return nil, f, false, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", r.n)
+		}
+		return m, f, true, nil
+	}
+	if f, err = messages.ReadStreamFrame(m.Header); err != nil {
+		return nil, f, false, err
+	}
+	switch {
+	case r.n == 0 && f.Seq != 0:
+		return nil, f, false, fmt.Errorf("stream began with frame %d: frames were lost", f.Seq)
+	case r.n > 0 && (f.ID != r.id || f.Seq != r.n):
+		return nil, f, false, fmt.Errorf("frame %d of stream %q came after frame %d of %q: frames were lost", f.Seq, f.ID, r.n-1, r.id)
+	}
+	r.id = f.ID
+	r.n++
+	return m, f, false, nil
 }
 
 // oneTable hands a whole answer to each.
@@ -189,13 +211,4 @@ func decodeTable(b []byte, t *messages.Table) error {
 		return err
 	}
 	return t.Validate()
-}
-
-// nextMsg returns *first once (and forgets it), then sub's next message.
-func nextMsg(ctx context.Context, first **nats.Msg, sub *nats.Subscription) (*nats.Msg, error) {
-	if m := *first; m != nil {
-		*first = nil
-		return m, nil
-	}
-	return sub.NextMsgWithContext(ctx)
 }

@@ -34,25 +34,14 @@ func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts m
 // stream, and writes it to w as one JSON envelope.
 func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, w io.Writer) (messages.Status, error) {
 	out := messages.NewJSONStreamWriter(w)
-	var (
-		st messages.Status
-		id string
-	)
-	for seq := 0; ; seq++ {
-		m, err := nextMsg(ctx, &first, sub)
+	var st messages.Status
+	fr := frames{first: first, sub: sub}
+	for {
+		m, f, whole, err := fr.next(ctx)
 		if err != nil {
-			if seq > 0 {
-				return st, fmt.Errorf("after %d frames: %w", seq, err)
-			}
 			return st, err
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return st, nats.ErrNoResponders
-		}
-		if !messages.IsStreamFrame(m.Header) {
-			if seq > 0 {
-				return st, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", seq)
-			}
+		if whole {
 			resp, err := messages.DecodeResponse(m.Header, m.Data)
 			if err != nil {
 				return st, err
@@ -62,13 +51,6 @@ func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription
 			}
 			return resp.Header.Status, nil
 		}
-		f, err := messages.ReadStreamFrame(m.Header)
-		if err != nil {
-			return st, err
-		}
-		if seq > 0 && f.ID != id {
-			return st, fmt.Errorf("frame %d of stream %q after frame %d of %q: frames were lost", f.Seq, f.ID, seq-1, id)
-		}
 		if s, err := messages.ReadStatus(m.Header); err == nil && !s.IsOK() {
 			return s, &AnswerError{Status: s}
 		}
@@ -77,8 +59,8 @@ func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription
 		if err := out.Frame(f.Seq, m.Data); err != nil {
 			return st, err
 		}
-		if seq == 0 {
-			st, id = out.Header().Status, f.ID
+		if f.Seq == 0 {
+			st = out.Header().Status
 		}
 		if f.End {
 			return st, out.End()
