@@ -408,18 +408,35 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.
 				return
 			}
 		}
-		idle.Reset(s.cfg.ChunkIdle)
-		select {
-		case m = <-ch:
-		case <-idle.C:
-			fail(messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Answer stalled after %d of %d chunks", cr.Next(), cr.Count()),
-				log.Error(), "chunked answer stalled")
-			return
-		case <-ctx.Done():
-			fail(messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Answer not finished after %d of %d chunks: %v", cr.Next(), cr.Count(), ctx.Err()),
-				log.Warn().Err(ctx.Err()), "chunked answer not finished")
+		if m, err = s.await(ctx, ch, idle); err != nil {
+			fail(messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Answer not finished after %d of %d chunks: %v", cr.Next(), cr.Count(), err),
+				awaitLog(ctx, log).Err(err), "chunked answer not finished")
 			return
 		}
+	}
+}
+
+// awaitLog is the level of await's error: a warning when ctx ended (the
+// caller went away, say), else an error.
+func awaitLog(ctx context.Context, log zerolog.Logger) *zerolog.Event {
+	if ctx.Err() != nil {
+		return log.Warn()
+	}
+	return log.Error()
+}
+
+// await returns the next message of an answer under way from ch: an error
+// when none comes within ChunkIdle (idle is the answer's timer) or when ctx
+// ends first.
+func (s *Server) await(ctx context.Context, ch <-chan *nats.Msg, idle *time.Timer) (*nats.Msg, error) {
+	idle.Reset(s.cfg.ChunkIdle)
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-idle.C:
+		return nil, fmt.Errorf("the answer stalled: nothing came for %s", s.cfg.ChunkIdle)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the answer did not finish: %w", context.Cause(ctx))
 	}
 }
 
@@ -466,13 +483,8 @@ func (s *Server) streamFrames(ctx context.Context, w http.ResponseWriter, log ze
 			log.Info().Int("frames", f.Seq+1).Int64("bytes", out.Written()).Msg("answer stream written")
 			return
 		}
-		idle.Reset(s.cfg.ChunkIdle)
-		select {
-		case m = <-ch:
-		case <-idle.C:
-			abort(log.Error(), "answer stream stalled")
-		case <-ctx.Done():
-			abort(log.Warn().Err(ctx.Err()), "answer stream not finished")
+		if m, err = s.await(ctx, ch, idle); err != nil {
+			abort(awaitLog(ctx, log).Err(err), "answer stream not finished")
 		}
 		if !messages.IsStreamFrame(m.Header) {
 			abort(log.Error(), "a whole answer in the middle of an answer stream")

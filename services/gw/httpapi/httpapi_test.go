@@ -370,6 +370,43 @@ func TestChunkEndMidTransferAborts(t *testing.T) {
 	}
 }
 
+// A chunked answer whose chunks stop coming aborts the HTTP connection after
+// ChunkIdle, and says so in the log with the request id.
+func TestStalledChunkedAnswerAborts(t *testing.T) {
+	var logs testlog.Buffer
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs), ChunkIdle: 300 * time.Millisecond},
+		func(o *server.Options) { o.MaxPayload = 16 << 10 })
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion},
+			Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
+		h := nats.Header{}
+		messages.Status{}.Write(h)
+		msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, c := range msgs[:2] { // and then nothing
+			if err := e.nc.PublishMsg(c); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getMeta", strings.NewReader(`{}`))
+	req.Header.Set("X-Request-Id", "r-stall")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the status line should be out with chunk 0: %v", err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("a stalled transfer read to the end without an error (%d bytes)", len(b))
+	}
+	if logs.Line(`"request_id":"r-stall"`, "stalled") == "" {
+		t.Fatalf("no log line says the answer stalled:\n%s", logs.String())
+	}
+}
+
 // A caller that goes away cancels its request at the GW, from the inbox the
 // request came from (the GW matches the caller by it).
 func TestDisconnectCancels(t *testing.T) {
