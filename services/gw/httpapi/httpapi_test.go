@@ -328,82 +328,60 @@ func TestChunkEndBeforeAnyChunkAnswersItsStatus(t *testing.T) {
 	}
 }
 
-// A chunked answer that the GW ends broken after some chunks were written
-// aborts the HTTP connection (the caller never reads a cut document to its
-// end), and the reason is logged with the request id.
-func TestChunkEndMidTransferAborts(t *testing.T) {
-	var logs testlog.Buffer
-	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs)}, func(o *server.Options) { o.MaxPayload = 16 << 10 })
+// A chunked answer that breaks after some chunks were written aborts the
+// HTTP connection (the caller never reads a cut document to its end), and
+// the reason is logged with the request id: the GW ended it (a chunk end,
+// its ai logged), or its chunks stopped coming for ChunkIdle.
+func TestChunkedAnswerBrokenMidTransferAborts(t *testing.T) {
 	const why = "Answer broken after 3 of 7 chunks: chunk 4 came, 3 expected: chunks were lost"
-	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
-		body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion},
-			Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
-		h := nats.Header{}
-		messages.Status{}.Write(h)
-		msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
-		if err != nil || len(msgs) != 7 {
-			t.Errorf("%d chunks, want 7: %v", len(msgs), err)
-			return
-		}
-		for _, c := range msgs[:3] {
-			if err := e.nc.PublishMsg(c); err != nil {
-				t.Error(err)
+	for name, c := range map[string]struct {
+		chunks int  // of the 7 sent
+		end    bool // then a chunk end
+		log    string
+	}{
+		"chunk end": {chunks: 3, end: true, log: why},
+		"stalled":   {chunks: 2, log: "stalled"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs testlog.Buffer
+			e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs), ChunkIdle: 300 * time.Millisecond},
+				func(o *server.Options) { o.MaxPayload = 16 << 10 })
+			startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+				body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion},
+					Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
+				h := nats.Header{}
+				messages.Status{}.Write(h)
+				msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
+				if err != nil || len(msgs) != 7 {
+					t.Errorf("%d chunks, want 7: %v", len(msgs), err)
+					return
+				}
+				for _, chunk := range msgs[:c.chunks] {
+					if err := e.nc.PublishMsg(chunk); err != nil {
+						t.Error(err)
+					}
+				}
+				if c.end {
+					sendChunkEnd(t, e.nc, m.Reply, msgs[0].Header.Get(messages.HdrChunkStream), why)
+				}
+			})
+			req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getMeta", strings.NewReader(`{}`))
+			req.Header.Set("X-Request-Id", "r-broken")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("the status line should be out with chunk 0: %v", err)
 			}
-		}
-		sendChunkEnd(t, e.nc, m.Reply, msgs[0].Header.Get(messages.HdrChunkStream), why)
-	})
-	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getMeta", strings.NewReader(`{}`))
-	req.Header.Set("X-Request-Id", "r-end-3")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("the status line should be out with chunk 0: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d, want 200 (chunk 0's)", resp.StatusCode)
-	}
-	if b, err := io.ReadAll(resp.Body); err == nil {
-		t.Fatalf("a transfer ended broken read to the end without an error (%d bytes)", len(b))
-	}
-	if logs.Line(`"request_id":"r-end-3"`, why) == "" {
-		t.Fatalf("no log line names the request and the reason:\n%s", logs.String())
-	}
-}
-
-// A chunked answer whose chunks stop coming aborts the HTTP connection after
-// ChunkIdle, and says so in the log with the request id.
-func TestStalledChunkedAnswerAborts(t *testing.T) {
-	var logs testlog.Buffer
-	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs), ChunkIdle: 300 * time.Millisecond},
-		func(o *server.Options) { o.MaxPayload = 16 << 10 })
-	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
-		body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion},
-			Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
-		h := nats.Header{}
-		messages.Status{}.Write(h)
-		msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for _, c := range msgs[:2] { // and then nothing
-			if err := e.nc.PublishMsg(c); err != nil {
-				t.Error(err)
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d, want 200 (chunk 0's)", resp.StatusCode)
 			}
-		}
-	})
-	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getMeta", strings.NewReader(`{}`))
-	req.Header.Set("X-Request-Id", "r-stall")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("the status line should be out with chunk 0: %v", err)
-	}
-	defer resp.Body.Close()
-	if b, err := io.ReadAll(resp.Body); err == nil {
-		t.Fatalf("a stalled transfer read to the end without an error (%d bytes)", len(b))
-	}
-	if logs.Line(`"request_id":"r-stall"`, "stalled") == "" {
-		t.Fatalf("no log line says the answer stalled:\n%s", logs.String())
+			if b, err := io.ReadAll(resp.Body); err == nil {
+				t.Fatalf("a broken transfer read to the end without an error (%d bytes)", len(b))
+			}
+			if logs.Line(`"request_id":"r-broken"`, c.log) == "" {
+				t.Fatalf("no log line names the request and %q:\n%s", c.log, logs.String())
+			}
+		})
 	}
 }
 
