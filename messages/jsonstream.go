@@ -15,14 +15,18 @@ import (
 //
 // Frame 0 is an envelope whose payload is a JSON array of rows; frames 1..
 // are arrays of rows. Every frame comes from the network and is checked
-// (valid JSON, the expected shape) before a byte of it is written, so a bad
-// frame stops the document short of its closing bracket: never a valid
-// document that is cut.
+// (valid JSON, the expected shape; frame 0's header as DecodeResponse checks
+// it) before a byte of it is written, so a bad frame stops the document
+// short of its closing bracket: never a valid document that is cut. Each
+// frame is checked in one pass (CheckJSON, then the syntax of what is not
+// the header), not decoded: Header gives frame 0's header, so a reader need
+// not decode frame 0 again.
 type JSONStreamWriter struct {
 	w       io.Writer
 	next    int  // the sequence number of the frame expected next
 	rows    bool // a row was written: the next frame's rows need a comma
 	written int64
+	header  ResponseHeader // frame 0's
 }
 
 // NewJSONStreamWriter writes the document to w.
@@ -31,30 +35,48 @@ func NewJSONStreamWriter(w io.Writer) *JSONStreamWriter { return &JSONStreamWrit
 // Written is the number of bytes written so far.
 func (j *JSONStreamWriter) Written() int64 { return j.written }
 
+// Header is the response header of frame 0, once Frame took it (decoded and
+// validated as DecodeResponse does).
+func (j *JSONStreamWriter) Header() ResponseHeader { return j.header }
+
+// rawResponseHeader is a response header decoded from JSON that keeps its
+// bytes, so that frame 0's header is written as it came.
+type rawResponseHeader struct {
+	ResponseHeader
+	raw []byte
+}
+
+func (h *rawResponseHeader) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &h.ResponseHeader); err != nil {
+		return err
+	}
+	h.raw = bytes.Clone(b) // a json.Decoder's buffer may move under b
+	return nil
+}
+
 // Frame writes frame seq (its data as it came: an envelope for 0, rows after).
 func (j *JSONStreamWriter) Frame(seq int, data []byte) error {
 	if seq != j.next {
 		return fmt.Errorf("%w: stream frame %d where %d was expected", ErrChunk, seq, j.next)
 	}
 	rows := data
-	var head []byte
+	var (
+		head []byte
+		hdr  rawResponseHeader
+	)
 	if seq == 0 {
-		if err := validJSON(data); err != nil {
-			return fmt.Errorf("stream frame 0: %w", err)
-		}
-		var env struct {
-			Header  json.RawMessage `json:"header"`
-			Payload json.RawMessage `json:"payload"`
-		}
-		if err := json.Unmarshal(data, &env); err != nil {
+		var err error
+		if hdr, rows, err = decodeJSONEnvelope[rawResponseHeader](data, PayloadLimits); err != nil {
 			return fmt.Errorf("%w: stream frame 0 is not a response envelope: %w", ErrInvalid, err)
 		}
-		if len(env.Header) == 0 || env.Header[0] != '{' {
+		if len(hdr.raw) == 0 || hdr.raw[0] != '{' {
 			return fmt.Errorf("%w: stream frame 0 has no header object", ErrInvalid)
 		}
-		head = make([]byte, 0, len(env.Header)+32)
-		head = append(append(append(head, `{"header":`...), env.Header...), `,"payload":[`...)
-		rows = env.Payload
+		if err := hdr.Validate(); err != nil {
+			return fmt.Errorf("stream frame 0: %w", err)
+		}
+		head = make([]byte, 0, len(hdr.raw)+32)
+		head = append(append(append(head, `{"header":`...), hdr.raw...), `,"payload":[`...)
 	}
 	inner, err := jsonRows(rows, seq == 0)
 	if err != nil {
@@ -64,6 +86,7 @@ func (j *JSONStreamWriter) Frame(seq int, data []byte) error {
 		if err := j.write(head); err != nil {
 			return err
 		}
+		j.header = hdr.ResponseHeader
 	}
 	if len(inner) > 0 {
 		if j.rows {
@@ -98,8 +121,8 @@ func (j *JSONStreamWriter) write(b []byte) error {
 }
 
 // jsonRows returns the elements of the JSON array b without its brackets.
-// checked says b was validated already (frame 0's payload, a part of a valid
-// envelope).
+// checked says b was validated already (frame 0's payload, checked with its
+// envelope by decodeJSONEnvelope).
 func jsonRows(b []byte, checked bool) ([]byte, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,9 @@ func TestJSONStreamWriterWritesTheWholeEnvelope(t *testing.T) {
 		if err := j.End(); err != nil {
 			t.Fatal(err)
 		}
+		if h := j.Header(); h.RequestID != "r1" || h.API != "getData" || h.V != RequestVersion || !h.Status.IsOK() {
+			t.Fatalf("Header %+v: want frame 0's", h)
+		}
 		if !bytes.Equal(out.Bytes(), whole) {
 			t.Fatalf("%+v: streamed document differs from the whole answer:\n%s\nwant\n%s", c, out.Bytes(), whole)
 		}
@@ -126,6 +130,9 @@ func TestJSONStreamWriterRefusesBadFrames(t *testing.T) {
 		"rows for an envelope": frames[1],
 		"no header":            []byte(`{"payload":[]}`),
 		"payload not rows":     []byte(`{"header":{"v":1},"payload":{"a":1}}`),
+		"header without v":     []byte(`{"header":{"requestId":"r"},"payload":[]}`),
+		"header not an object": []byte(`{"header":[1],"payload":[]}`),
+		"payload not JSON":     []byte(`{"header":{"v":1},"payload":[1,}`),
 	} {
 		var out bytes.Buffer
 		if err := NewJSONStreamWriter(&out).Frame(0, f0); !errors.Is(err, ErrInvalid) || out.Len() != 0 {
@@ -162,4 +169,18 @@ func FuzzJSONStreamWriter(f *testing.F) {
 			t.Fatalf("document %q is not an envelope: %v", out.Bytes(), err)
 		}
 	})
+}
+
+// BenchmarkJSONStreamFrame0: checking and writing frame 0 of a JSON answer
+// stream (an envelope around a window of about 512 KiB).
+func BenchmarkJSONStreamFrame0(b *testing.B) {
+	t := &testing.T{}
+	frames, _ := jsonFrames(t, streamTable(t, 8000), 8000)
+	b.SetBytes(int64(len(frames[0])))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := NewJSONStreamWriter(io.Discard).Frame(0, frames[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -230,28 +230,34 @@ func decodeEnvelope[H envelopeHeader](c Content, data []byte, lim Limits) (h H, 
 		}
 		return e.header, e.payload, nil
 	case ContentJSON:
-		// The payload stays raw and is decoded later (by the API's decoder,
-		// or generically by the GW): checked here once for the whole body.
-		if err := CheckJSON(data, lim); err != nil {
-			return h, nil, fmt.Errorf("%w: JSON envelope: %w", ErrMalformed, err)
-		}
-		if h, payload, ok := decodeJSONEnvelopeFast[H](data); ok {
-			return h, payload, nil
-		}
-		var e envelope[H, json.RawMessage]
-		dec := json.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(&e); err != nil {
-			return h, nil, fmt.Errorf("%w: JSON envelope: %v", ErrMalformed, err)
-		}
-		if dec.More() {
-			return h, nil, fmt.Errorf("%w: JSON envelope: data after the closing brace", ErrMalformed)
-		}
-		if bytes.Equal(bytes.TrimSpace(e.Payload), []byte("null")) {
-			e.Payload = nil
-		}
-		return e.Header, e.Payload, nil
+		return decodeJSONEnvelope[H](data, lim)
 	}
 	return h, nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+}
+
+// decodeJSONEnvelope is decodeEnvelope's JSON case, for any header type H
+// (JSONStreamWriter's keeps the header's bytes). The payload stays raw and
+// is decoded later (by the API's decoder, or generically by the GW): checked
+// here once for the whole body.
+func decodeJSONEnvelope[H any](data []byte, lim Limits) (h H, payload []byte, err error) {
+	if err := CheckJSON(data, lim); err != nil {
+		return h, nil, fmt.Errorf("%w: JSON envelope: %w", ErrMalformed, err)
+	}
+	if h, payload, ok := decodeJSONEnvelopeFast[H](data); ok {
+		return h, payload, nil
+	}
+	var e envelope[H, json.RawMessage]
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&e); err != nil {
+		return h, nil, fmt.Errorf("%w: JSON envelope: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return h, nil, fmt.Errorf("%w: JSON envelope: data after the closing brace", ErrMalformed)
+	}
+	if bytes.Equal(bytes.TrimSpace(e.Payload), []byte("null")) {
+		e.Payload = nil
+	}
+	return e.Header, e.Payload, nil
 }
 
 // Encode encodes the request in r.Content (msgpack when empty).

@@ -25,14 +25,7 @@ type Job struct {
 // after MaxAttempts pauses) is an *AnswerError.
 func (c *Client) Submit(ctx context.Context, hdr messages.RequestHeader, args any) (Job, error) {
 	hdr.Opts.Async = true
-	payload, scope, err := encodeArgs(hdr.API, args)
-	if err != nil {
-		return Job{}, err
-	}
-	if hdr.Scope == (messages.Scope{}) {
-		hdr.Scope = scope
-	}
-	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	body, err := msgpackRequest(hdr, args)
 	if err != nil {
 		return Job{}, err
 	}
@@ -44,7 +37,7 @@ func (c *Client) Submit(ctx context.Context, hdr messages.RequestHeader, args an
 	}
 	resp, err := messages.DecodeResponse(rh, data)
 	if err != nil {
-		return Job{}, err
+		return Job{}, fmt.Errorf("client: submit %s: answer: %w", hdr.API, err)
 	}
 	job, err := jobOf(resp)
 	var ae *AnswerError

@@ -147,14 +147,7 @@ func (c *Client) Do(ctx context.Context, api string, args any, opts messages.Opt
 
 // DoRequest is Do with a full request header (scope, opts).
 func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args any) (messages.Response, error) {
-	payload, scope, err := encodeArgs(hdr.API, args)
-	if err != nil {
-		return messages.Response{}, err
-	}
-	if hdr.Scope == (messages.Scope{}) {
-		hdr.Scope = scope
-	}
-	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	body, err := msgpackRequest(hdr, args)
 	if err != nil {
 		return messages.Response{}, err
 	}
@@ -165,17 +158,17 @@ func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args
 	if err != nil {
 		return messages.Response{}, err
 	}
-	return messages.DecodeResponse(rh, data)
+	resp, err := messages.DecodeResponse(rh, data)
+	if err != nil {
+		return messages.Response{}, fmt.Errorf("client: %s answer: %w", hdr.API, err)
+	}
+	return resp, nil
 }
 
 // DoJSON sends args (raw JSON, may be nil) in a JSON envelope and returns the
 // JSON envelope of the answer, byte for byte what a plain NATS client gets.
 func (c *Client) DoJSON(ctx context.Context, api string, args []byte, opts messages.Opts) ([]byte, error) {
-	args = bytes.TrimSpace(args)
-	if len(args) > 0 && !json.Valid(args) {
-		return nil, fmt.Errorf("client: arguments are not valid JSON")
-	}
-	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	body, err := jsonRequest(api, args, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -199,70 +192,116 @@ type answer struct {
 // The request carries Sg-Request-Id: h's, or a new one per attempt. When ctx
 // ends before the answer, the client tells the GW it gave up (GWCancel).
 func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body []byte) (nats.Header, []byte, error) {
-	if err := c.setup(); err != nil {
-		return nil, nil, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
-		defer cancel()
-	}
-	subject := c.s.GWAPI(api)
-	ep, err := c.endpoint(subject)
+	k, err := c.admit(ctx, api)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The endpoint's bound on requests in flight, fast path or not.
+	defer k.end()
+	a, err := attempts(c, k, func(ctx context.Context) (answer, nats.Header, []byte, error) {
+		a, err := c.send(ctx, k.subject, h, body)
+		return a, a.h, a.data, err
+	})
+	return a.h, a.data, err
+}
+
+// call is one request admitted to its GW endpoint (admit): ctx bounds it,
+// and it holds one of the endpoint's MaxInFlight slots until end.
+type call struct {
+	ctx     context.Context
+	subject string
+	ep      *gwEndpoint
+	cancel  context.CancelFunc // of the DefaultWait bound; nil when ctx had a deadline
+}
+
+// admit sets the client up and admits a request to api's GW endpoint: ctx
+// bounded by DefaultWait when it has no deadline, and one of the endpoint's
+// MaxInFlight slots taken (fast path or not), waiting for one as long as ctx
+// allows. Call end when the request is over.
+func (c *Client) admit(ctx context.Context, api string) (call, error) {
+	if err := c.setup(); err != nil {
+		return call{}, err
+	}
+	k := call{ctx: ctx, subject: c.s.GWAPI(api)}
+	ep, err := c.endpoint(k.subject)
+	if err != nil {
+		return call{}, err
+	}
+	k.ep = ep
+	if _, ok := ctx.Deadline(); !ok {
+		k.ctx, k.cancel = context.WithTimeout(ctx, DefaultWait)
+	}
 	select {
 	case ep.slots <- struct{}{}:
-		defer func() { <-ep.slots }()
-	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", subject, cap(ep.slots), context.Cause(ctx))
-	}
-	var last answer
-	var replay error // a rate limit met on the fast path, for the actor to act on
-	if ep.actor.Open() {
-		// Nobody is paused or waiting: send directly, without the actor's
-		// goroutine hops; only a rate-limited answer goes through it.
-		a, err := c.send(ctx, subject, h, body)
-		if err == nil {
-			d, limited := c.rateLimited(a.h, a.data)
-			if !limited {
-				return a.h, a.data, nil
-			}
-			last, replay = a, &ratelimit.Error{Endpoint: subject, Delay: d}
+		return k, nil
+	case <-k.ctx.Done():
+		err := fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", k.subject, cap(ep.slots), context.Cause(k.ctx))
+		if k.cancel != nil {
+			k.cancel()
 		}
-		if replay == nil {
-			return nil, nil, c.sendErr(subject, err)
-		}
+		return call{}, err
 	}
-	err = ep.actor.Do(ctx, func(ctx context.Context, _ int) error {
+}
+
+// end frees the call's slot and its DefaultWait bound.
+func (k call) end() {
+	<-k.ep.slots
+	if k.cancel != nil {
+		k.cancel()
+	}
+}
+
+// attempts sends k's request with attempt (one send and the wait for the
+// answer's first message; it returns the answer and the headers and data a
+// rate limit is read from) through the endpoint's rate-limit actor. When
+// nobody is paused or waiting, the first attempt goes directly, without the
+// actor's goroutine hops, and only a RATE_LIMITED answer goes through it
+// (throughActor).
+func attempts[T any](c *Client, k call, attempt func(context.Context) (T, nats.Header, []byte, error)) (T, error) {
+	var none T
+	if !k.ep.actor.Open() {
+		return throughActor(c, k, attempt, none, false, nil)
+	}
+	v, h, data, err := attempt(k.ctx)
+	if err != nil {
+		return none, c.sendErr(k.subject, err)
+	}
+	d, limited := c.rateLimited(h, data)
+	if !limited {
+		return v, nil
+	}
+	return throughActor(c, k, attempt, v, true, &ratelimit.Error{Endpoint: k.subject, Delay: d})
+}
+
+// throughActor sends k's request with attempt through the endpoint's actor:
+// a RATE_LIMITED answer pauses every caller of the endpoint, then the
+// request is sent again, up to MaxAttempts; then the last RATE_LIMITED
+// answer is returned, not an error. replay is the rate limit of a fast-path
+// attempt, whose answer is last (got); the actor acts on it first. (Apart
+// from attempts so that its state is on the heap only on this path.)
+func throughActor[T any](c *Client, k call, attempt func(context.Context) (T, nats.Header, []byte, error), last T, got bool, replay error) (T, error) {
+	err := k.ep.actor.Do(k.ctx, func(ctx context.Context, _ int) error {
 		if replay != nil {
-			// The first attempt was the fast path's: its rate limit pauses
-			// every caller of the endpoint and the request is sent again
-			// after the pause.
 			err := replay
 			replay = nil
 			return err
 		}
-		a, err := c.send(ctx, subject, h, body)
+		v, h, data, err := attempt(ctx)
 		if err != nil {
 			return err
 		}
-		last = a
-		if d, limited := c.rateLimited(a.h, a.data); limited {
-			return &ratelimit.Error{Endpoint: subject, Delay: d}
+		last, got = v, true
+		if d, limited := c.rateLimited(h, data); limited {
+			return &ratelimit.Error{Endpoint: k.subject, Delay: d}
 		}
 		return nil
 	})
-	switch {
-	case err == nil:
-		return last.h, last.data, nil
-	case errors.Is(err, ratelimit.ErrRateLimited) && last.h != nil:
-		// Asked to pause MaxAttempts times: the caller gets the GW's answer.
-		return last.h, last.data, nil
+	// errors.Is first: after a ctx error the actor may still be running the
+	// attempt, which writes last and got.
+	if err == nil || (errors.Is(err, ratelimit.ErrRateLimited) && got) {
+		return last, nil
 	}
-	return nil, nil, c.sendErr(subject, err)
+	var none T
+	return none, c.sendErr(k.subject, err)
 }
 
 func (c *Client) sendErr(subject string, err error) error {
@@ -360,6 +399,37 @@ func (c *Client) rateLimited(h nats.Header, data []byte) (time.Duration, bool) {
 	return 0, true
 }
 
+// msgpackRequest encodes a request to hdr.API with args (as Do takes them)
+// in msgpack; a scope among args is the request's unless hdr names one.
+func msgpackRequest(hdr messages.RequestHeader, args any) ([]byte, error) {
+	payload, scope, err := encodeArgs(hdr.API, args)
+	if err != nil {
+		return nil, err
+	}
+	if hdr.Scope == (messages.Scope{}) {
+		hdr.Scope = scope
+	}
+	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("client: encode %s request: %w", hdr.API, err)
+	}
+	return body, nil
+}
+
+// jsonRequest encodes a request to api with args (raw JSON, may be nil) in
+// a JSON envelope.
+func jsonRequest(api string, args []byte, opts messages.Opts) ([]byte, error) {
+	args = bytes.TrimSpace(args)
+	if len(args) > 0 && !json.Valid(args) {
+		return nil, fmt.Errorf("client: %s arguments are not valid JSON", api)
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("client: encode %s request: %w", api, err)
+	}
+	return body, nil
+}
+
 // encodeArgs turns args into the msgpack payload of api and finds a scope
 // given among them.
 func encodeArgs(api string, args any) ([]byte, messages.Scope, error) {
@@ -397,32 +467,30 @@ func encodeArgs(api string, args any) ([]byte, messages.Scope, error) {
 		Scope messages.Scope `json:"scope"`
 	}
 	_ = json.Unmarshal(raw, &w) // a scope is optional; the API decoder reports bad JSON
+	var (
+		v   any
+		err error
+	)
 	switch api {
 	case subjects.APIGetData:
-		a, err := messages.DecodeGetDataArgsJSON(raw)
-		if err != nil {
-			return nil, w.Scope, err
-		}
-		b, err := messages.Encode(a)
-		return b, w.Scope, err
+		v, err = messages.DecodeGetDataArgsJSON(raw)
 	case subjects.APIPing:
-		a, err := messages.DecodePingArgsJSON(raw)
-		if err != nil {
-			return nil, w.Scope, err
+		v, err = messages.DecodePingArgsJSON(raw)
+	default:
+		err = json.Unmarshal(raw, &v)
+		if m, ok := v.(map[string]any); ok && err == nil {
+			delete(m, "scope")
+			if len(m) == 0 {
+				return nil, w.Scope, nil
+			}
 		}
-		b, err := messages.Encode(a)
-		return b, w.Scope, err
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err != nil {
 		return nil, w.Scope, fmt.Errorf("client: %s arguments: %w", api, err)
 	}
-	if m, ok := v.(map[string]any); ok {
-		delete(m, "scope")
-		if len(m) == 0 {
-			return nil, w.Scope, nil
-		}
-	}
 	b, err := messages.Encode(v)
-	return b, w.Scope, err
+	if err != nil {
+		return nil, w.Scope, fmt.Errorf("client: encode %s arguments: %w", api, err)
+	}
+	return b, w.Scope, nil
 }

@@ -346,3 +346,65 @@ func TestStreamsGoThroughTheRateLimitActor(t *testing.T) {
 		t.Errorf("the stream was asked for again %s before the pause ended", pauseEnd.Sub(arrived[1]))
 	}
 }
+
+// StreamJSON writes a JSON answer stream as the one envelope a whole answer
+// is and returns the status frame 0's header names (checked once, by the
+// writer); a frame 0 whose header does not validate writes nothing.
+func TestStreamJSONWritesOneEnvelope(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	windows := []string{`[{"i":0}]`, `[]`, `[{"i":1},{"i":2}]`}
+	st := messages.Status{RC: messages.CodeOK, AC: messages.CodeOK, AI: "2 of 3 DAPs answered"}
+	var (
+		mu     sync.Mutex
+		frame0 []byte
+	)
+	g.handle(subjects.APIGetData, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		for seq, w := range windows {
+			h := nats.Header{}
+			messages.SetStreamFrame(h, "s1", seq, seq == len(windows)-1)
+			data := []byte(w)
+			if seq == 0 {
+				messages.StatusOK.Write(h)
+				data = frame0
+			}
+			if err := g.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: data}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	hdr := messages.ResponseHeader{V: messages.RequestVersion, RequestID: "r1", API: subjects.APIGetData, Status: st}
+	f0, err := messages.Response{Header: hdr, Payload: []byte(windows[0]), Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	setFrame0 := func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		frame0 = b
+	}
+	setFrame0(f0)
+	whole, err := messages.Response{Header: hdr, Payload: []byte(`[{"i":0},{"i":1},{"i":2}]`), Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := client.New(cnc, subjects.Default())
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out strings.Builder
+	got, err := cl.StreamJSON(ctx, subjects.APIGetData, []byte(`{"table":"trade"}`), messages.Opts{}, &out)
+	if err != nil || got != st {
+		t.Fatalf("StreamJSON: status %+v, %v; want %+v", got, err, st)
+	}
+	if out.String() != string(whole) {
+		t.Fatalf("wrote %s\nwant %s", out.String(), whole)
+	}
+
+	setFrame0([]byte(`{"header":{"requestId":"r1"},"payload":[{"i":0}]}`)) // no version
+	out.Reset()
+	if _, err := cl.StreamJSON(ctx, subjects.APIGetData, nil, messages.Opts{}, &out); !errors.Is(err, messages.ErrInvalid) || out.Len() != 0 {
+		t.Fatalf("a frame 0 without a version: %v, wrote %q", err, out.String())
+	}
+}

@@ -2,14 +2,12 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -34,14 +32,7 @@ func (c *Client) GetDataStream(ctx context.Context, q GetDataQuery, each func(me
 // StreamTables is GetDataStream for any API whose answer is a table (getData,
 // sql), with args as Do takes them.
 func (c *Client) StreamTables(ctx context.Context, hdr messages.RequestHeader, args any, each func(messages.Table) error) (messages.ResponseHeader, error) {
-	payload, scope, err := encodeArgs(hdr.API, args)
-	if err != nil {
-		return messages.ResponseHeader{}, err
-	}
-	if hdr.Scope == (messages.Scope{}) {
-		hdr.Scope = scope
-	}
-	body, err := messages.Request{Header: hdr, Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	body, err := msgpackRequest(hdr, args)
 	if err != nil {
 		return messages.ResponseHeader{}, err
 	}
@@ -63,25 +54,12 @@ func (c *Client) StreamTables(ctx context.Context, hdr messages.RequestHeader, a
 // it gave up.
 func (c *Client) stream(ctx context.Context, api string, content messages.Content, body []byte,
 	read func(ctx context.Context, first *nats.Msg, sub *nats.Subscription) error) error {
-	if err := c.setup(); err != nil {
-		return err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
-		defer cancel()
-	}
-	subject := c.s.GWAPI(api)
-	ep, err := c.endpoint(subject)
+	k, err := c.admit(ctx, api)
 	if err != nil {
 		return err
 	}
-	select {
-	case ep.slots <- struct{}{}:
-		defer func() { <-ep.slots }()
-	case <-ctx.Done():
-		return fmt.Errorf("client: %s: waiting for one of %d requests in flight to finish: %w", subject, cap(ep.slots), context.Cause(ctx))
-	}
+	defer k.end()
+	ctx = k.ctx
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
@@ -92,59 +70,28 @@ func (c *Client) stream(ctx context.Context, api string, content messages.Conten
 		return fmt.Errorf("client: pending limits: %w", err)
 	}
 	var id string
-	// attempt sends the request (a new id each time) and waits for the
+	// One attempt sends the request (a new id each time) and waits for the
 	// first message of its answer.
-	attempt := func(ctx context.Context) (*nats.Msg, error) {
+	first, err := attempts(c, k, func(ctx context.Context) (*nats.Msg, nats.Header, []byte, error) {
 		id = nuid.Next()
 		h := nats.Header{}
 		messages.SetString(h, messages.HdrContentType, string(content))
 		messages.SetString(h, messages.HdrAcceptStream, "1")
 		messages.SetString(h, messages.HdrRequestID, id)
-		if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: h, Data: body}); err != nil {
-			return nil, fmt.Errorf("publish: %w", err)
+		if err := c.nc.PublishMsg(&nats.Msg{Subject: k.subject, Reply: inbox, Header: h, Data: body}); err != nil {
+			return nil, nil, nil, fmt.Errorf("publish: %w", err)
 		}
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				c.cancel(id)
 			}
-			return nil, fmt.Errorf("waiting for the answer to request %s: %w", id, err)
+			return nil, nil, nil, fmt.Errorf("waiting for the answer to request %s: %w", id, err)
 		}
-		return m, nil
-	}
-	var (
-		first  *nats.Msg
-		replay error // a rate limit met on the fast path, for the actor to act on
-	)
-	if ep.actor.Open() {
-		if first, err = attempt(ctx); err != nil {
-			return c.sendErr(subject, err)
-		}
-		if d, limited := c.rateLimited(first.Header, first.Data); limited {
-			replay = &ratelimit.Error{Endpoint: subject, Delay: d}
-		}
-	}
-	if first == nil || replay != nil {
-		err := ep.actor.Do(ctx, func(ctx context.Context, _ int) error {
-			if replay != nil {
-				err := replay
-				replay = nil
-				return err
-			}
-			m, err := attempt(ctx)
-			if err != nil {
-				return err
-			}
-			first = m
-			if d, limited := c.rateLimited(m.Header, m.Data); limited {
-				return &ratelimit.Error{Endpoint: subject, Delay: d}
-			}
-			return nil
-		})
-		// Asked to pause MaxAttempts times, the caller reads the GW's answer.
-		if err != nil && !(errors.Is(err, ratelimit.ErrRateLimited) && first != nil) {
-			return c.sendErr(subject, err)
-		}
+		return m, m.Header, m.Data, nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := read(ctx, first, sub); err != nil {
 		if ctx.Err() != nil {
@@ -158,45 +105,23 @@ func (c *Client) stream(ctx context.Context, api string, content messages.Conten
 // readStream reads one answer from sub: a whole answer (an error, or a
 // caller's answer that was not streamed) or the frames of a stream, in order.
 func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, each func(messages.Table) error) (messages.ResponseHeader, error) {
-	var (
-		rh   messages.ResponseHeader
-		next int
-		id   string
-	)
+	var rh messages.ResponseHeader
+	fr := frames{first: first, sub: sub}
 	for {
-		m, err := nextMsg(ctx, &first, sub)
+		m, f, whole, err := fr.next(ctx)
 		if err != nil {
-			if next > 0 {
-				return rh, fmt.Errorf("after %d frames: %w", next, err)
-			}
 			return rh, err
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return rh, nats.ErrNoResponders
-		}
-		if !messages.IsStreamFrame(m.Header) {
-			if next > 0 {
-				return rh, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", next)
-			}
+		if whole {
 			return rh, oneTable(m, each)
 		}
-		f, err := messages.ReadStreamFrame(m.Header)
-		if err != nil {
-			return rh, err
-		}
-		switch {
-		case next == 0 && f.Seq != 0:
-			return rh, fmt.Errorf("stream began with frame %d: frames were lost", f.Seq)
-		case next > 0 && (f.ID != id || f.Seq != next):
-			return rh, fmt.Errorf("frame %d of stream %q came after frame %d of %q: frames were lost", f.Seq, f.ID, next-1, id)
-		}
 		var t messages.Table
-		if next == 0 {
+		if f.Seq == 0 {
 			resp, err := messages.DecodeResponse(m.Header, m.Data)
 			if err != nil {
 				return rh, err
 			}
-			rh, id = resp.Header, f.ID
+			rh = resp.Header
 			if err := StatusError(resp); err != nil {
 				return rh, err
 			}
@@ -208,10 +133,9 @@ func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, ea
 				return rh, &AnswerError{Status: st}
 			}
 			if err := decodeTable(m.Data, &t); err != nil {
-				return rh, fmt.Errorf("frame %d: %w", next, err)
+				return rh, fmt.Errorf("frame %d: %w", f.Seq, err)
 			}
 		}
-		next++
 		if err := each(t); err != nil {
 			return rh, err
 		}
@@ -219,6 +143,51 @@ func readStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, ea
 			return rh, nil
 		}
 	}
+}
+
+// frames reads one answer from sub, first its first message: a whole
+// answer, or the frames of one stream in order.
+type frames struct {
+	first *nats.Msg // returned by the first next
+	sub   *nats.Subscription
+	n     int    // frames read
+	id    string // the stream's
+}
+
+// next returns the answer's next message: whole, a message that is not a
+// stream frame (only as the first), or frame f of the stream. A lost frame,
+// a frame of another stream, a whole answer after frames and NATS's "no
+// responders" are errors.
+func (r *frames) next(ctx context.Context) (m *nats.Msg, f messages.StreamFrame, whole bool, err error) {
+	if m, r.first = r.first, nil; m == nil {
+		if m, err = r.sub.NextMsgWithContext(ctx); err != nil {
+			if r.n > 0 {
+				return nil, f, false, fmt.Errorf("after %d frames: %w", r.n, err)
+			}
+			return nil, f, false, err
+		}
+	}
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		return nil, f, false, nats.ErrNoResponders
+	}
+	if !messages.IsStreamFrame(m.Header) {
+		if r.n > 0 {
+			return nil, f, false, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", r.n)
+		}
+		return m, f, true, nil
+	}
+	if f, err = messages.ReadStreamFrame(m.Header); err != nil {
+		return nil, f, false, err
+	}
+	switch {
+	case r.n == 0 && f.Seq != 0:
+		return nil, f, false, fmt.Errorf("stream began with frame %d: frames were lost", f.Seq)
+	case r.n > 0 && (f.ID != r.id || f.Seq != r.n):
+		return nil, f, false, fmt.Errorf("frame %d of stream %q came after frame %d of %q: frames were lost", f.Seq, f.ID, r.n-1, r.id)
+	}
+	r.id = f.ID
+	r.n++
+	return m, f, false, nil
 }
 
 // oneTable hands a whole answer to each.
@@ -242,13 +211,4 @@ func decodeTable(b []byte, t *messages.Table) error {
 		return err
 	}
 	return t.Validate()
-}
-
-// nextMsg returns *first once (and forgets it), then sub's next message.
-func nextMsg(ctx context.Context, first **nats.Msg, sub *nats.Subscription) (*nats.Msg, error) {
-	if m := *first; m != nil {
-		*first = nil
-		return m, nil
-	}
-	return sub.NextMsgWithContext(ctx)
 }

@@ -1,9 +1,7 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -20,11 +18,7 @@ import (
 // returns the answer's status; a stream that breaks after some of it was
 // written returns an error, and what w got has no closing bracket.
 func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts messages.Opts, w io.Writer) (messages.Status, error) {
-	args = bytes.TrimSpace(args)
-	if len(args) > 0 && !json.Valid(args) {
-		return messages.Status{}, fmt.Errorf("client: arguments are not valid JSON")
-	}
-	body, err := messages.Request{Header: messages.RequestHeader{API: api, Opts: opts}, Payload: args, Content: messages.ContentJSON}.Encode()
+	body, err := jsonRequest(api, args, opts)
 	if err != nil {
 		return messages.Status{}, err
 	}
@@ -40,25 +34,14 @@ func (c *Client) StreamJSON(ctx context.Context, api string, args []byte, opts m
 // stream, and writes it to w as one JSON envelope.
 func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription, w io.Writer) (messages.Status, error) {
 	out := messages.NewJSONStreamWriter(w)
-	var (
-		st messages.Status
-		id string
-	)
-	for seq := 0; ; seq++ {
-		m, err := nextMsg(ctx, &first, sub)
+	var st messages.Status
+	fr := frames{first: first, sub: sub}
+	for {
+		m, f, whole, err := fr.next(ctx)
 		if err != nil {
-			if seq > 0 {
-				return st, fmt.Errorf("after %d frames: %w", seq, err)
-			}
 			return st, err
 		}
-		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
-			return st, nats.ErrNoResponders
-		}
-		if !messages.IsStreamFrame(m.Header) {
-			if seq > 0 {
-				return st, fmt.Errorf("a whole answer in the middle of a stream, after %d frames", seq)
-			}
+		if whole {
 			resp, err := messages.DecodeResponse(m.Header, m.Data)
 			if err != nil {
 				return st, err
@@ -68,24 +51,16 @@ func readJSONStream(ctx context.Context, first *nats.Msg, sub *nats.Subscription
 			}
 			return resp.Header.Status, nil
 		}
-		f, err := messages.ReadStreamFrame(m.Header)
-		if err != nil {
-			return st, err
-		}
-		if seq == 0 {
-			resp, err := messages.DecodeResponse(m.Header, m.Data)
-			if err != nil {
-				return st, fmt.Errorf("frame 0: %w", err)
-			}
-			st, id = resp.Header.Status, f.ID
-		} else if f.ID != id {
-			return st, fmt.Errorf("frame %d of stream %q after frame %d of %q: frames were lost", f.Seq, f.ID, seq-1, id)
-		}
 		if s, err := messages.ReadStatus(m.Header); err == nil && !s.IsOK() {
 			return s, &AnswerError{Status: s}
 		}
+		// The writer checks every frame before it writes it, frame 0 as
+		// DecodeResponse would: its header is the answer's.
 		if err := out.Frame(f.Seq, m.Data); err != nil {
 			return st, err
+		}
+		if f.Seq == 0 {
+			st = out.Header().Status
 		}
 		if f.End {
 			return st, out.End()

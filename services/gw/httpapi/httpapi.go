@@ -19,11 +19,15 @@
 // and sql ask for an answer stream (Sg-Accept-Stream, messages/stream.go):
 // its frames are written as they come, as the one JSON envelope a whole
 // answer would be (messages.JSONStreamWriter), in memory bounded by a frame.
-// Other large answers come from the GW in chunks and are written chunk by
-// chunk, in memory bounded by the chunks that arrive out of order. A transfer
-// that breaks after the status line was written (a lost frame or chunk, an
-// error frame, a checksum mismatch) aborts the HTTP connection, so the caller
-// sees a failed transfer, never a cut document that looks whole.
+// Other large answers come from the GW in chunks, in order, and are written
+// chunk by chunk as they come (checked by messages.ChunkRelay: the last is
+// written only once the whole has its size and checksum), in memory bounded
+// by a chunk. A transfer that breaks after the status line was written (a
+// lost frame or chunk, an error frame, a checksum mismatch, the GW's chunk
+// end, messages.IsChunkEnd) aborts the HTTP connection, so the caller sees a
+// failed transfer, never a cut document that looks whole; one that breaks
+// before is answered with its status. The reason (the status's ai) is logged
+// with the request id.
 //
 // A caller that closes its connection before the answer cancels its request:
 // the adapter sends the GW a cancel (subjects.GWCancel) from the same inbox.
@@ -39,7 +43,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"slices"
@@ -323,12 +326,18 @@ func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http
 		s.streamFrames(ctx, w, log, reqID, first, ch)
 		return
 	}
-	if first.Header.Get(messages.HdrChunkCount) == "" {
+	if !chunked(first.Header) {
 		writeAnswer(w, reqID, first.Header, int64(len(first.Data)))
 		_, _ = w.Write(first.Data)
 		return
 	}
-	s.stream(ctx, w, log, reqID, first, ch)
+	s.stream(ctx, w, log, api, reqID, first, ch)
+}
+
+// chunked reports whether h is of a chunked transfer: a chunk, or the end of
+// one that broke (messages.IsChunkEnd).
+func chunked(h nats.Header) bool {
+	return h.Get(messages.HdrChunkIndex) != "" || h.Get(messages.HdrChunkCount) != "" || messages.IsChunkEnd(h)
 }
 
 // cancel tells the GW the caller gave up on reqID; its answer is not awaited.
@@ -343,46 +352,91 @@ func (s *Server) cancel(reqID string, log zerolog.Logger) {
 	log.Info().Msg("HTTP caller went away: request cancelled")
 }
 
-// stream writes a chunked answer as its chunks arrive, in order, checking
-// that the chunks belong together and add up to the announced size and
-// checksum. Once the status line is out, a broken transfer can only abort
-// the connection.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, reqID string, first *nats.Msg, ch <-chan *nats.Msg) {
-	tr, err := newTransfer(first.Header, s.cfg.MaxAnswerBytes)
-	if err != nil {
-		code := messages.CodeErr
-		if errors.Is(err, messages.ErrTooLarge) {
-			code = messages.CodeTooLarge
-		}
-		writeStatus(w, reqID, first.Header.Get(messages.HdrAPI), messages.Errorf(code, messages.CodeErr, "Answer could not be received: %v", err))
-		return
-	}
-	writeAnswer(w, reqID, first.Header, -1) // no length: chunked transfer encoding
+// stream writes a chunked answer as its chunks come, in order (the GW passes
+// them on so), checked by a messages.ChunkRelay: one transfer, the sizes, the
+// limit, and the checksum before the last chunk is written. The status line
+// goes out with the first chunk the relay passes. A transfer that cannot
+// complete (too large, a bad chunk, a stall, a chunk end: messages.IsChunkEnd,
+// whose status says why) is answered with its status while nothing was
+// written, and aborts the connection once the status line is out.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, api, reqID string, first *nats.Msg, ch <-chan *nats.Msg) {
+	cr := messages.NewChunkRelay(s.cfg.MaxAnswerBytes)
+	began := false
 	flusher, _ := w.(http.Flusher)
-	m := first
-	idle := time.NewTimer(s.cfg.ChunkIdle)
-	defer idle.Stop()
-	for {
-		if err := tr.add(m.Header, m.Data, w); err != nil {
-			log.Error().Err(err).Msg("chunked answer broke mid-stream; aborting the HTTP transfer")
-			panic(http.ErrAbortHandler)
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		if tr.complete() {
+	// fail ends the answer: with st while nothing was written, else by
+	// aborting the HTTP connection.
+	fail := func(st messages.Status, ev *zerolog.Event, msg string) {
+		ev = ev.Int("chunks", cr.Next()).Int("count", cr.Count())
+		if !began {
+			ev.Msg(msg + "; answering its status")
+			writeStatus(w, reqID, api, st)
 			return
 		}
-		idle.Reset(s.cfg.ChunkIdle)
-		select {
-		case m = <-ch:
-		case <-idle.C:
-			log.Error().Int("missing", tr.count-tr.next).Msg("chunked answer stalled; aborting the HTTP transfer")
-			panic(http.ErrAbortHandler)
-		case <-ctx.Done():
-			log.Warn().Err(ctx.Err()).Msg("chunked answer not finished; aborting the HTTP transfer")
-			panic(http.ErrAbortHandler)
+		ev.Msg(msg + "; aborting the HTTP transfer")
+		panic(http.ErrAbortHandler)
+	}
+	idle := time.NewTimer(s.cfg.ChunkIdle)
+	defer idle.Stop()
+	for m := first; ; {
+		if messages.IsChunkEnd(m.Header) {
+			st, _ := messages.ReadStatus(m.Header) // IsChunkEnd read it
+			fail(st, log.Error().Stringer("rc", st.RC).Str("ai", st.AI).Str("stream", m.Header.Get(messages.HdrChunkStream)),
+				"chunked answer ended broken")
+			return
 		}
+		pass, last, err := cr.Add(m.Header, m.Data)
+		if err != nil {
+			code := messages.CodeErr
+			if errors.Is(err, messages.ErrTooLarge) {
+				code = messages.CodeTooLarge
+			}
+			fail(messages.Errorf(code, messages.CodeErr, "Answer could not be received: %v", err), log.Error().Err(err), "chunked answer broke")
+			return
+		}
+		if pass {
+			if !began {
+				writeAnswer(w, reqID, m.Header, -1) // no length: chunked transfer encoding
+				began = true
+			}
+			if _, err := w.Write(m.Data); err != nil {
+				fail(messages.Status{}, log.Warn().Err(err), "chunked answer could not be written")
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			if last {
+				return
+			}
+		}
+		if m, err = s.await(ctx, ch, idle); err != nil {
+			fail(messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Answer not finished after %d of %d chunks: %v", cr.Next(), cr.Count(), err),
+				awaitLog(ctx, log).Err(err), "chunked answer not finished")
+			return
+		}
+	}
+}
+
+// awaitLog is the level of await's error: a warning when ctx ended (the
+// caller went away, say), else an error.
+func awaitLog(ctx context.Context, log zerolog.Logger) *zerolog.Event {
+	if ctx.Err() != nil {
+		return log.Warn()
+	}
+	return log.Error()
+}
+
+// await returns the next message of an answer under way from ch: an error
+// when none comes within ChunkIdle (idle is the answer's timer) or when ctx
+// ends first.
+func (s *Server) await(ctx context.Context, ch <-chan *nats.Msg, idle *time.Timer) (*nats.Msg, error) {
+	idle.Reset(s.cfg.ChunkIdle)
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-idle.C:
+		return nil, fmt.Errorf("the answer stalled: nothing came for %s", s.cfg.ChunkIdle)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the answer did not finish: %w", context.Cause(ctx))
 	}
 }
 
@@ -429,99 +483,14 @@ func (s *Server) streamFrames(ctx context.Context, w http.ResponseWriter, log ze
 			log.Info().Int("frames", f.Seq+1).Int64("bytes", out.Written()).Msg("answer stream written")
 			return
 		}
-		idle.Reset(s.cfg.ChunkIdle)
-		select {
-		case m = <-ch:
-		case <-idle.C:
-			abort(log.Error(), "answer stream stalled")
-		case <-ctx.Done():
-			abort(log.Warn().Err(ctx.Err()), "answer stream not finished")
+		if m, err = s.await(ctx, ch, idle); err != nil {
+			abort(awaitLog(ctx, log).Err(err), "answer stream not finished")
 		}
 		if !messages.IsStreamFrame(m.Header) {
 			abort(log.Error(), "a whole answer in the middle of an answer stream")
 		}
 		if f, err = messages.ReadStreamFrame(m.Header); err != nil || f.ID != id {
 			abort(log.Error().AnErr("frame", err).Str("stream", f.ID), "a frame of another answer stream")
-		}
-	}
-}
-
-// transfer writes the chunks of one answer in index order. Chunks that
-// arrive early wait in held, whose size is bounded by the answer's limit.
-type transfer struct {
-	stream, sum  string
-	count, next  int
-	total, wrote int64
-	held         map[int][]byte
-	heldBytes    int64
-	limit        int64
-	crc          uint32
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func newTransfer(h nats.Header, limit int64) (*transfer, error) {
-	count, err := messages.GetInt(h, messages.HdrChunkCount)
-	if err != nil {
-		return nil, err
-	}
-	total, err := messages.GetInt(h, messages.HdrChunkTotal)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case total > limit:
-		return nil, fmt.Errorf("%w: answer of %d bytes is above the limit of %d bytes", messages.ErrTooLarge, total, limit)
-	case total < 0 || count < 1 || (total > 0 && count > total) || (total == 0 && count != 1):
-		return nil, fmt.Errorf("%w: chunk count %d does not fit an answer of %d bytes", messages.ErrChunk, count, total)
-	}
-	return &transfer{stream: h.Get(messages.HdrChunkStream), sum: h.Get(messages.HdrChunkSum), count: int(count),
-		total: total, held: map[int][]byte{}, limit: limit}, nil
-}
-
-func (t *transfer) complete() bool { return t.next == t.count }
-
-func (t *transfer) add(h nats.Header, data []byte, w io.Writer) error {
-	idx, err := messages.GetInt(h, messages.HdrChunkIndex)
-	if err != nil {
-		return err
-	}
-	if h.Get(messages.HdrChunkStream) != t.stream || h.Get(messages.HdrChunkSum) != t.sum {
-		return fmt.Errorf("%w: a chunk of another transfer", messages.ErrChunk)
-	}
-	if idx < 0 || idx >= int64(t.count) {
-		return fmt.Errorf("%w: chunk index %d outside 0..%d", messages.ErrChunk, idx, t.count-1)
-	}
-	i := int(idx)
-	if _, dup := t.held[i]; dup || i < t.next {
-		return nil // a duplicate
-	}
-	if t.wrote+t.heldBytes+int64(len(data)) > t.total {
-		return fmt.Errorf("%w: chunks add up to more than the announced %d bytes", messages.ErrChunk, t.total)
-	}
-	t.held[i] = data
-	t.heldBytes += int64(len(data))
-	for {
-		b, ok := t.held[t.next]
-		if !ok {
-			return nil
-		}
-		delete(t.held, t.next)
-		t.heldBytes -= int64(len(b))
-		if _, err := w.Write(b); err != nil {
-			return fmt.Errorf("httpapi: write chunk %d: %w", t.next, err)
-		}
-		t.crc = crc32.Update(t.crc, castagnoli, b)
-		t.wrote += int64(len(b))
-		t.next++
-		if t.complete() {
-			if t.wrote != t.total {
-				return fmt.Errorf("%w: %d chunks carried %d bytes, announced %d", messages.ErrChunk, t.count, t.wrote, t.total)
-			}
-			if t.sum != "" && strconv.FormatUint(uint64(t.crc), 16) != t.sum {
-				return fmt.Errorf("%w: checksum mismatch", messages.ErrChunk)
-			}
-			return nil
 		}
 	}
 }

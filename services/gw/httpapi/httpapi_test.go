@@ -22,6 +22,7 @@ import (
 	"github.com/sg-project/sg/services/gw/httpapi"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 // fakeGW answers sg.api.* as a GW would, with whatever answer builds; it
@@ -82,9 +83,15 @@ type env struct {
 
 func start(t *testing.T, cfg httpapi.Config, tune ...func(*server.Options)) *env {
 	t.Helper()
+	cfg.Log = zerolog.Nop()
+	return startLogged(t, cfg, tune...)
+}
+
+// startLogged is start with the adapter logging to cfg.Log.
+func startLogged(t *testing.T, cfg httpapi.Config, tune ...func(*server.Options)) *env {
+	t.Helper()
 	srv := natstest.Start(t, tune...)
 	nc := natstest.Connect(t, srv)
-	cfg.Log = zerolog.Nop()
 	a, err := httpapi.New(natstest.Connect(t, srv), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -281,6 +288,100 @@ func TestBrokenTransferAborts(t *testing.T) {
 	defer resp.Body.Close()
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Fatal("a broken transfer read to the end without an error")
+	}
+}
+
+// sendChunkEnd ends a chunked transfer on reply as the GW does when it
+// cannot complete (messages.IsChunkEnd): the transfer's stream, a status
+// that is not OK, no index and no data.
+func sendChunkEnd(t *testing.T, nc *nats.Conn, reply, stream, why string) {
+	t.Helper()
+	h := nats.Header{}
+	h.Set(messages.HdrChunkStream, stream)
+	messages.Errorf(messages.CodeErr, messages.CodeErr, "%s", why).Write(h)
+	if !messages.IsChunkEnd(h) {
+		t.Fatal("the test's chunk end is not one")
+	}
+	if err := nc.PublishMsg(&nats.Msg{Subject: reply, Header: h}); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Error(err)
+	}
+}
+
+// A chunked answer that the GW ends broken (a chunk end) before any chunk
+// came is answered with the chunk end's status and reason, and the reason is
+// logged with the request id.
+func TestChunkEndBeforeAnyChunkAnswersItsStatus(t *testing.T) {
+	var logs testlog.Buffer
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs)})
+	const why = "Answer broken after 0 of 7 chunks: the Agg stopped"
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) { sendChunkEnd(t, e.nc, m.Reply, "t-1", why) })
+	resp, b := e.post(t, "/v1/getMeta", `{}`, "X-Request-Id", "r-end-0")
+	if resp.StatusCode != httpapi.Status(messages.CodeErr) {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, httpapi.Status(messages.CodeErr), b)
+	}
+	r := decode(t, b)
+	if r.Header.Status.RC != messages.CodeErr || r.Header.Status.AI != why || r.Header.RequestID != "r-end-0" {
+		t.Fatalf("answer header %+v: want rc ERR, ai %q, request id r-end-0", r.Header, why)
+	}
+	if logs.Line(`"request_id":"r-end-0"`, why) == "" {
+		t.Fatalf("no log line names the request and the reason:\n%s", logs.String())
+	}
+}
+
+// A chunked answer that breaks after some chunks were written aborts the
+// HTTP connection (the caller never reads a cut document to its end), and
+// the reason is logged with the request id: the GW ended it (a chunk end,
+// its ai logged), or its chunks stopped coming for ChunkIdle.
+func TestChunkedAnswerBrokenMidTransferAborts(t *testing.T) {
+	const why = "Answer broken after 3 of 7 chunks: chunk 4 came, 3 expected: chunks were lost"
+	for name, c := range map[string]struct {
+		chunks int  // of the 7 sent
+		end    bool // then a chunk end
+		log    string
+	}{
+		"chunk end": {chunks: 3, end: true, log: why},
+		"stalled":   {chunks: 2, log: "stalled"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs testlog.Buffer
+			e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs), ChunkIdle: 300 * time.Millisecond},
+				func(o *server.Options) { o.MaxPayload = 16 << 10 })
+			startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+				body, _ := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion},
+					Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
+				h := nats.Header{}
+				messages.Status{}.Write(h)
+				msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
+				if err != nil || len(msgs) != 7 {
+					t.Errorf("%d chunks, want 7: %v", len(msgs), err)
+					return
+				}
+				for _, chunk := range msgs[:c.chunks] {
+					if err := e.nc.PublishMsg(chunk); err != nil {
+						t.Error(err)
+					}
+				}
+				if c.end {
+					sendChunkEnd(t, e.nc, m.Reply, msgs[0].Header.Get(messages.HdrChunkStream), why)
+				}
+			})
+			req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/getMeta", strings.NewReader(`{}`))
+			req.Header.Set("X-Request-Id", "r-broken")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("the status line should be out with chunk 0: %v", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d, want 200 (chunk 0's)", resp.StatusCode)
+			}
+			if b, err := io.ReadAll(resp.Body); err == nil {
+				t.Fatalf("a broken transfer read to the end without an error (%d bytes)", len(b))
+			}
+			if logs.Line(`"request_id":"r-broken"`, c.log) == "" {
+				t.Fatalf("no log line names the request and %q:\n%s", c.log, logs.String())
+			}
+		})
 	}
 }
 
