@@ -358,9 +358,22 @@ func TestStreamJSONWritesOneEnvelope(t *testing.T) {
 		mu     sync.Mutex
 		frame0 []byte
 	)
+	// The fake GW sends every frame even after the client has stopped reading:
+	// the test waits for it to finish before the next request and the end
+	// (it published on a closed connection when the test ended first).
+	sent := make(chan struct{}, 2)
+	waitSent := func() {
+		t.Helper()
+		select {
+		case <-sent:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the fake GW did not finish sending its frames")
+		}
+	}
 	g.handle(subjects.APIGetData, func(m *nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
+		defer func() { sent <- struct{}{} }()
 		for seq, w := range windows {
 			h := nats.Header{}
 			messages.SetStreamFrame(h, "s1", seq, seq == len(windows)-1)
@@ -401,10 +414,12 @@ func TestStreamJSONWritesOneEnvelope(t *testing.T) {
 	if out.String() != string(whole) {
 		t.Fatalf("wrote %s\nwant %s", out.String(), whole)
 	}
+	waitSent()
 
 	setFrame0([]byte(`{"header":{"requestId":"r1"},"payload":[{"i":0}]}`)) // no version
 	out.Reset()
 	if _, err := cl.StreamJSON(ctx, subjects.APIGetData, nil, messages.Opts{}, &out); !errors.Is(err, messages.ErrInvalid) || out.Len() != 0 {
 		t.Fatalf("a frame 0 without a version: %v, wrote %q", err, out.String())
 	}
+	waitSent()
 }
