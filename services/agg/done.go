@@ -20,8 +20,10 @@ import (
 //
 // Run owns the timer: add wakes it for the first notice of an empty set (or
 // an urgent one), and it sends everything when the delay has passed, and
-// before the Agg's last heartbeat, so that an RC never drives again a request
-// this Agg answered because it stopped.
+// before the Agg's last heartbeat, so that an RC does not drive again a
+// request this Agg answered because it stopped (answers still being sent at
+// the stop tell theirs after it). A notice near its request's deadline goes
+// at once: the RC would answer TIMEOUT before a held one came.
 type doneNotices struct {
 	a    *Agg
 	wake chan struct{} // capacity 1: Run arms the timer, or sends at once (urgent)
@@ -115,5 +117,12 @@ func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status, _ zerolog
 	if e.RCID == "" {
 		return
 	}
-	a.dones.add(e.RCID, messages.AggDoneEntry{RequestID: e.RequestID, Status: st}, false)
+	// The RC reads only an answered request's return code: its ai (a DAP's
+	// may take up to 64 KiB) would let a batch pass the max payload and be
+	// lost whole.
+	st.AI = ""
+	// The RC answers TIMEOUT at the deadline unless the notice has come: one
+	// held past the deadline would make that a second answer.
+	urgent := time.Until(time.Unix(0, e.Deadline)) < 2*a.cfg.DoneDelay
+	a.dones.add(e.RCID, messages.AggDoneEntry{RequestID: e.RequestID, Status: st}, urgent)
 }

@@ -41,7 +41,9 @@ func TestAggDoneNoticesGoTogether(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
 	ids := []string{"q1", "q2", "q3"}
 	for _, id := range ids {
-		e.expect(expectation(id, subjects.APIPing, nil, ref("a", 1)))
+		x := expectation(id, subjects.APIPing, nil, ref("a", 1))
+		x.Deadline = time.Now().Add(10 * time.Minute).UnixNano() // far: a notice near its deadline goes at once
+		e.expect(x)
 		e.partial(okPartial(id, ref("a", 1), "dap0", []byte{0xc3}))
 		if resp, _ := e.answer(); resp.Header.RequestID != id || !resp.Header.Status.IsOK() {
 			t.Fatalf("answer %+v, want %s answered", resp.Header, id)
@@ -63,5 +65,25 @@ func TestAggDoneNoticesGoTogether(t *testing.T) {
 		if x.RequestID != ids[i] || !x.Status.IsOK() || x.TimedOut || x.Held <= 0 {
 			t.Fatalf("entry %d: %+v, want %s answered and held a while", i, x, ids[i])
 		}
+	}
+}
+
+// A notice whose request's deadline is nearer than twice the delay goes at
+// once (the RC answers TIMEOUT at the deadline unless it has come), and an
+// answered request's notice carries its return code, not the ai (a DAP's may
+// be 64 KiB: a batch of them would pass the max payload).
+func TestAggDoneNearTheDeadlineGoesAtOnce(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
+	x := expectation("near", subjects.APIPing, nil, ref("a", 1)) // deadline in a minute: within 2 x DoneDelay
+	e.expect(x)
+	failed := okPartial("near", ref("a", 1), "dap0", nil)
+	failed.Status = messages.Errorf(messages.CodeApp, messages.CodeErr, "%s", strings.Repeat("x", 60<<10))
+	e.partial(failed)
+	if resp, _ := e.answer(); resp.Header.Status.RC != messages.CodeApp {
+		t.Fatalf("answer %+v, want the DAP's APP", resp.Header)
+	}
+	d := e.aggDone() // within wait, not the minute's delay
+	if d.RequestID != "near" || d.TimedOut || d.Status.RC != messages.CodeApp || d.Status.AI != "" {
+		t.Fatalf("AggDone %+v, want near answered APP without its ai", d)
 	}
 }
