@@ -104,7 +104,8 @@ func TestDAPErrorIsAnswered(t *testing.T) {
 	if err != nil || st != bad.Status || resp.Header.Status != bad.Status || len(resp.Payload) != 0 {
 		t.Fatalf("answer %+v, headers %+v (%v)", resp.Header, st, err)
 	}
-	if d := e.aggDone(); d.Status != bad.Status {
+	// The RC hears the return code; the ai stays with the caller's answer.
+	if d := e.aggDone(); d.Status.RC != bad.Status.RC || d.Status.AC != bad.Status.AC || d.Status.AI != "" {
 		t.Fatalf("AggDone %+v", d)
 	}
 	// An error partial that is not expected (a superseded attempt's) fails nothing.
