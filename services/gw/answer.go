@@ -119,6 +119,14 @@ func (g *GW) send(ri *reqInfo, h nats.Header, body []byte, st messages.Status) {
 		switch {
 		case int64(len(body))+int64(messages.HeaderSize(h)) <= g.nc.MaxPayload():
 			err = g.nc.PublishMsg(&nats.Msg{Subject: ri.reply, Header: h, Data: body})
+		case h.Get(messages.HdrChunkIndex) != "":
+			// Chunk 0 of an answer passed on as it comes (core/relay.go) that
+			// no longer fits (a server with a smaller max payload since): cut
+			// again, it would be a transfer of its own, complete and cut.
+			ri.log.Error().Int("bytes", len(body)).Int64("max_payload", g.nc.MaxPayload()).Msg("first chunk of an answer above max payload: not passed on")
+			g.respondStatus(ri, messages.Errorf(messages.CodeErr, messages.CodeErr,
+				"Answer could not be passed on: its first chunk of %d bytes is above the max payload of %d bytes", len(body), g.nc.MaxPayload()))
+			return
 		case ri.chunks:
 			chunks, err = messages.SendChunked(g.nc, ri.reply, h, body, 0)
 		default:
