@@ -377,6 +377,7 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 type ChunkRelay struct {
 	limit    int64
 	first    chunkHeader
+	size0    int64 // chunk 0's bytes: every chunk but the last has as many
 	next     int64
 	received int64
 	crc      uint32
@@ -424,7 +425,12 @@ func (r *ChunkRelay) Add(h nats.Header, data []byte) (pass, last bool, err error
 		if c.index != 0 || c.stream == "" || c.sum == "" {
 			return fail(fmt.Errorf("%w: a relayed transfer begins with chunk 0 and names its stream and sum (chunk %d)", ErrChunk, c.index))
 		}
-		r.first = c
+		// SplitChunks' shape: every chunk but the last as large as chunk 0,
+		// so the count follows from the sizes (no transfer of empty chunks).
+		if c.count > 1 && (len(data) == 0 || (c.total+int64(len(data))-1)/int64(len(data)) != c.count) {
+			return fail(fmt.Errorf("%w: %d chunks of %d bytes for %d bytes: chunks are cut at chunk 0's size", ErrChunk, c.count, len(data), c.total))
+		}
+		r.first, r.size0 = c, int64(len(data))
 	} else if !c.sameTransfer(r.first) {
 		return fail(fmt.Errorf("%w: chunk of transfer %q (count %d, total %d) mixed into transfer %q (count %d, total %d)",
 			ErrChunk, c.stream, c.count, c.total, r.first.stream, r.first.count, r.first.total))
@@ -436,6 +442,8 @@ func (r *ChunkRelay) Add(h nats.Header, data []byte) (pass, last bool, err error
 		return fail(fmt.Errorf("%w: chunk %d came, %d expected: chunks were lost", ErrChunk, c.index, r.next))
 	case r.received+int64(len(data)) > r.first.total:
 		return fail(fmt.Errorf("%w: chunks add up to more than the announced %d bytes", ErrChunk, r.first.total))
+	case c.index+1 < r.first.count && int64(len(data)) != r.size0:
+		return fail(fmt.Errorf("%w: chunk %d of %d bytes, chunk 0 had %d: chunks are cut at chunk 0's size", ErrChunk, c.index, len(data), r.size0))
 	}
 	r.received += int64(len(data))
 	r.crc = crc32.Update(r.crc, castagnoli, data)

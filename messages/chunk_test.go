@@ -311,3 +311,60 @@ func TestReassemblerChunkEnd(t *testing.T) {
 		t.Fatal("payload after the end")
 	}
 }
+
+// ChunkRelay passes a transfer as SplitChunks cuts it, chunk by chunk, the
+// last only once the whole checks out; it refuses transfers of another shape
+// (empty chunks, chunks of other sizes: a sender could make their count as
+// large as the bytes), a gap, and a corrupt byte.
+func TestChunkRelay(t *testing.T) {
+	payload := randomPayload(10_000, 9)
+	msgs, err := SplitChunks("x", nats.Header{}, payload, 3_000)
+	if err != nil || len(msgs) < 4 {
+		t.Fatalf("%d chunks, %v", len(msgs), err)
+	}
+	run := func(msgs []*nats.Msg) (passed []byte, last bool, err error) {
+		r := NewChunkRelay(0)
+		for _, m := range msgs {
+			pass, l, err := r.Add(m.Header, m.Data)
+			if err != nil {
+				return passed, false, err
+			}
+			if pass {
+				passed = append(passed, m.Data...)
+			}
+			last = l
+		}
+		return passed, last, nil
+	}
+	if got, last, err := run(msgs); err != nil || !last || !bytes.Equal(got, payload) {
+		t.Fatalf("whole transfer: last %v, %v, equal %v", last, err, bytes.Equal(got, payload))
+	}
+	with := func(i int, data []byte, set map[string]string) []*nats.Msg {
+		out := make([]*nats.Msg, len(msgs))
+		for j, m := range msgs {
+			out[j] = &nats.Msg{Header: cloneHeader(m.Header), Data: m.Data}
+		}
+		out[i].Data = data
+		for k, v := range set {
+			out[i].Header.Set(k, v)
+		}
+		return out
+	}
+	// The same bytes in the same order, chunk 1 empty and chunk 2 carrying
+	// its bytes too: size and checksum add up, the shape does not.
+	emptyMiddle := with(1, nil, nil)
+	emptyMiddle[2].Data = append(bytes.Clone(msgs[1].Data), msgs[2].Data...)
+	corrupt := bytes.Clone(msgs[1].Data)
+	corrupt[0] ^= 1
+	for name, bad := range map[string][]*nats.Msg{
+		"gap":            append(append([]*nats.Msg{}, msgs[:1]...), msgs[2:]...),
+		"corrupt":        with(1, corrupt, nil),
+		"empty middle":   emptyMiddle,
+		"empty chunk 0":  with(0, nil, map[string]string{HdrChunkCount: "10000", HdrChunkTotal: "10000"}),
+		"count too high": with(0, msgs[0].Data, map[string]string{HdrChunkCount: "10000"}),
+	} {
+		if _, last, err := run(bad); err == nil || last || !errors.Is(err, ErrChunk) {
+			t.Errorf("%s: last %v, err %v; want ErrChunk and never the last", name, last, err)
+		}
+	}
+}

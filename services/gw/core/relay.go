@@ -22,6 +22,12 @@ import (
 // once the answer goes out.
 const maxHeldFrames = 32
 
+// maxHeldChunks bounds the chunks of a chunked answer held while `answered`
+// is written, in number (their bytes are bounded by MaxAnswerBytes): 4,096
+// chunks of a 64 KiB max payload are 256 MiB. Past it the answer is ended
+// with a chunk end once it goes out.
+const maxHeldChunks = 4096
+
 // Relay: publish one frame of an answer stream to Info.Reply (after the
 // request's Answer). Header and Data are the Agg's frame; with Status not
 // OK and no Data, it is the GW's own last frame ending a broken stream
@@ -113,6 +119,8 @@ func (c *Core) relayChunk(e AnswerChunk) bool {
 			switch {
 			case err != nil:
 				s.broken = err.Error()
+			case pass && len(s.held) >= maxHeldChunks:
+				s.broken = "the request log's write held the answer past " + itoa(maxHeldChunks) + " chunks"
 			case pass:
 				s.held = append(s.held, e)
 				s.end = last

@@ -197,7 +197,13 @@ func chunkStory(t *testing.T, chunks bool, answerID string) (*story, []AnswerChu
 // at most max bytes, and its body.
 func chunkedAnswer(t *testing.T, id, answerID string, max int) ([]AnswerChunk, []byte) {
 	t.Helper()
-	payload := make([]byte, 50_000)
+	return chunkedAnswerOf(t, id, answerID, max, 50_000)
+}
+
+// chunkedAnswerOf is chunkedAnswer with a payload of n bytes.
+func chunkedAnswerOf(t *testing.T, id, answerID string, max, n int) ([]AnswerChunk, []byte) {
+	t.Helper()
+	payload := make([]byte, n)
 	for i := range payload {
 		payload[i] = byte(i * 7)
 	}
@@ -365,5 +371,43 @@ func TestChunkedAnswerReassembledWhenNotRelayable(t *testing.T) {
 			}
 			none[Relay](s)
 		})
+	}
+}
+
+// The chunks held while `answered` is written are bounded in number, not
+// only in bytes (a transfer of tiny chunks): past maxHeldChunks the answer
+// is ended with a chunk end once it goes out, and never completes.
+func TestChunkedAnswerHeldChunksBounded(t *testing.T) {
+	s, _, _ := chunkStory(t, true, "k")
+	h := nats.Header{}
+	messages.Routing{RequestID: "r1~0", API: subjects.APIGetData}.Write(h)
+	messages.StatusOK.Write(h)
+	// The smallest message size SplitChunks accepts leaves one byte a chunk;
+	// 100 more make chunk 0 hold the envelope's header (it names the
+	// caller's id: relayable), and 600 KB make more than maxHeldChunks.
+	size := 64
+	for ; ; size++ {
+		if _, err := messages.SplitChunks("x", h, []byte("xx"), size); err == nil {
+			break
+		}
+	}
+	chunks, _ := chunkedAnswerOf(t, "r1", "k", size+100, 600_000)
+	if len(chunks) <= maxHeldChunks+1 {
+		t.Fatalf("%d chunks, want more than %d", len(chunks), maxHeldChunks+1)
+	}
+	var got [][2]any
+	for _, c := range chunks { // all before `answered` is written: held
+		s.step(c)
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	sent(s, &got)
+	if n := len(got); n > maxHeldChunks+2 {
+		t.Fatalf("%d messages sent, want at most %d held chunks, chunk 0 and an end", n, maxHeldChunks)
+	}
+	if last := got[len(got)-1][0].(nats.Header); !messages.IsChunkEnd(last) {
+		t.Fatalf("last message %v, want the GW's end of the transfer", last)
+	}
+	if out, err := reassemble(got); err == nil {
+		t.Fatalf("caller reassembled %d bytes from a transfer past the bound", len(out))
 	}
 }
