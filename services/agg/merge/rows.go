@@ -97,13 +97,17 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 		return out, nil
 	}
 	// With sortCols: concatenate, sort by sortCols then canonical order, cut.
+	// Concatenated by gather, in one pass for all parts: appending part by
+	// part re-built a coded column's dictionary for each (parts x values).
 	var times []int64
-	for _, p := range parts {
-		for k := range out.Columns {
-			out.Columns[k].AppendColumn(&p.Rows.Columns[k])
+	var refs []rowRef
+	for pi, p := range parts {
+		for r := range p.Rows.NumRows() {
+			refs = append(refs, rowRef{part: uint32(pi), row: uint32(r)})
 		}
 		times = append(times, p.Times...)
 	}
+	gather(&out, parts, refs)
 	idx := identity(out.NumRows())
 	slices.SortFunc(idx, func(i, j int) int {
 		if c := compareSort(keys, &out, i, &out, j); c != 0 {
