@@ -57,3 +57,23 @@ func FuzzAggHeartbeat(f *testing.F) {
 		}
 	})
 }
+
+// AggDone v2 carries a list; v1 (an older Agg's, one request a notice) and a
+// newer version are refused as versions, so the log says which side is old.
+func TestAggDoneVersions(t *testing.T) {
+	ok := AggDone{V: AggDoneVersion, AggID: "agg-1", Done: []AggDoneEntry{{RequestID: "r1", Status: StatusOK}}}
+	b, err := Encode(&ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeValid[AggDone](b); err != nil || len(got.Done) != 1 || got.Done[0].RequestID != "r1" {
+		t.Fatalf("v%d: %+v, %v", AggDoneVersion, got, err)
+	}
+	for _, v := range []uint8{1, AggDoneVersion + 1} {
+		old := ok
+		old.V = v
+		if err := old.Validate(); !errors.Is(err, ErrVersion) {
+			t.Errorf("v%d: %v, want ErrVersion", v, err)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func BenchmarkHop(b *testing.B) {
 	}
 	b.Run("AggDone", func(b *testing.B) {
 		b.ReportAllocs()
-		v := &AggDone{V: 1, AggID: "agg-1", Done: []AggDoneEntry{{RequestID: "req", Status: StatusOK}}}
+		v := &AggDone{V: AggDoneVersion, AggID: "agg-1", Done: []AggDoneEntry{{RequestID: "req", Status: StatusOK}}}
 		for b.Loop() {
 			data, err := Encode(v)
 			if err != nil {

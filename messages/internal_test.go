@@ -38,7 +38,7 @@ func envSamples() []any {
 		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", DAPID: "d", Status: StatusOK, Payload: RawMsgpack(envArgs())},
 		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", Attempt: 2, DAPID: "d", Status: StatusOK, Payload: RawMsgpack(envArgs()), Window: 3, More: true},
 		&PartialCredit{V: 1, RequestID: "req", PortionID: "p1", Attempt: 2, AggID: "agg-1", Windows: 5, Stop: true},
-		&AggDone{V: 1, AggID: "agg-1", Done: []AggDoneEntry{{RequestID: "req", Status: Errorf(CodeErr, CodeErr, "no such table"), TimedOut: true},
+		&AggDone{V: AggDoneVersion, AggID: "agg-1", Done: []AggDoneEntry{{RequestID: "req", Status: Errorf(CodeErr, CodeErr, "no such table"), TimedOut: true},
 			{RequestID: "req2", Status: StatusOK, Held: 1500000}}},
 		&AggExpectation{V: 1, RequestID: "req", Seq: 2, API: "getData", Args: envArgs(), Expect: []PortionRef{{"p1", 1}},
 			Supersede: []PortionRef{{"p1", 0}}, Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline, Stream: true},

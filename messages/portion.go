@@ -412,11 +412,19 @@ type AggDoneEntry struct {
 // MaxAggDoneBatch bounds the entries of one AggDone.
 const MaxAggDoneBatch = 256
 
+// AggDoneVersion is AggDone's version: 2 carries a list of requests (Done);
+// v1, an older Agg's, named one request and is refused by name, as an older
+// RC refuses v2 (ErrVersion): an RC and its Aggs are upgraded together.
+const AggDoneVersion = 2
+
 // Validate checks the notice.
 func (m *AggDone) Validate() error {
 	const typ = "Agg done"
-	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+	if err := checkVersion(typ, m.V, AggDoneVersion); err != nil {
 		return err
+	}
+	if m.V < AggDoneVersion {
+		return fmt.Errorf("%w: %s v%d (an older Agg's, one request a notice): this build reads v%d", ErrVersion, typ, m.V, AggDoneVersion)
 	}
 	if err := validateID(typ, "Agg id", m.AggID); err != nil {
 		return err

@@ -98,7 +98,7 @@ func (d *doneNotices) flush() {
 
 // send publishes one notice for rcID with the entries held.
 func (d *doneNotices) send(rcID string, held []heldDone, now time.Time) {
-	m := messages.AggDone{V: messages.PortionVersion, AggID: d.a.cfg.ID, Done: make([]messages.AggDoneEntry, len(held))}
+	m := messages.AggDone{V: messages.AggDoneVersion, AggID: d.a.cfg.ID, Done: make([]messages.AggDoneEntry, len(held))}
 	for i, h := range held {
 		m.Done[i] = h.e
 		m.Done[i].Held = int64(now.Sub(h.since))

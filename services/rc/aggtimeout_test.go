@@ -26,7 +26,7 @@ func TestAggTimeoutNoticeAnswersAtOnce(t *testing.T) {
 		DAPID: "d1", Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
 	})
 	next(t, expects)
-	f.publish(f.s.RCAggDone("rc-1"), &messages.AggDone{V: messages.PortionVersion, AggID: "agg-1", Done: []messages.AggDoneEntry{{RequestID: "qa",
+	f.publish(f.s.RCAggDone("rc-1"), &messages.AggDone{V: messages.AggDoneVersion, AggID: "agg-1", Done: []messages.AggDoneEntry{{RequestID: "qa",
 		Status: messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Agg agg-1: deadline passed"), TimedOut: true}}})
 	m := next(t, replies) // within 5 s, long before the 30 s deadline
 	st, err := messages.ReadStatus(m.Header)
