@@ -47,6 +47,9 @@ type rawResponseHeader struct {
 }
 
 func (h *rawResponseHeader) UnmarshalJSON(b []byte) error {
+	// A document with "header" twice decodes it twice: start afresh, so the
+	// fields validated are those of the bytes kept (not the first's merged in).
+	h.ResponseHeader = ResponseHeader{}
 	if err := json.Unmarshal(b, &h.ResponseHeader); err != nil {
 		return err
 	}

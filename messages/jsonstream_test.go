@@ -132,6 +132,7 @@ func TestJSONStreamWriterRefusesBadFrames(t *testing.T) {
 		"payload not rows":     []byte(`{"header":{"v":1},"payload":{"a":1}}`),
 		"header without v":     []byte(`{"header":{"requestId":"r"},"payload":[]}`),
 		"header not an object": []byte(`{"header":[1],"payload":[]}`),
+		"a second header":      []byte(`{"header":{"v":1},"header":{"x":1},"payload":[]}`), // the kept bytes' fields are validated
 		"payload not JSON":     []byte(`{"header":{"v":1},"payload":[1,}`),
 	} {
 		var out bytes.Buffer
