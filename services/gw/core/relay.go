@@ -28,10 +28,11 @@ const maxHeldFrames = 32
 // with a chunk end once it goes out.
 const maxHeldChunks = 4096
 
-// Relay: publish one frame of an answer stream to Info.Reply (after the
-// request's Answer). Header and Data are the Agg's frame; with Status not
-// OK and no Data, it is the GW's own last frame ending a broken stream
-// (Header carries the stream id and sequence).
+// Relay: publish one frame of an answer stream, or one chunk of a chunked
+// answer passed on as it comes, to Info.Reply (after the request's Answer).
+// Header and Data are the Agg's; with Status not OK and no Data, it is the
+// GW's own last message ending a broken stream (Header carries the stream id
+// and sequence) or transfer (a chunk end: messages.IsChunkEnd).
 type Relay struct {
 	Info   Info
 	Header nats.Header
@@ -246,6 +247,11 @@ func (c *Core) startRelay(r *request, info Info) {
 // follow relays the rest of an answer as it comes, or ends it at once when
 // it broke while its first frame (chunk) was held.
 func (c *Core) follow(id string, rl *relay, broken string) {
+	if broken == "" && c.aborted {
+		// Begun after Abort (its `answered` came since): the GW stops before
+		// it could pass on the rest, and Abort ended the others already.
+		broken = "the gateway is stopping"
+	}
 	if broken != "" {
 		c.endRelay(id, rl, broken)
 		return
@@ -297,16 +303,18 @@ func (c *Core) endRelays(why string) {
 	}
 }
 
-// expireRelays ends the streams whose Agg fell silent past the deadline.
+// expireRelays ends the answers still being passed on at their request's
+// deadline plus TimeoutMargin, the last frame or chunk not come by then
+// (an Agg that fell silent, or one too slow for the deadline).
 func (c *Core) expireRelays() {
 	for id, rl := range c.relays {
 		if c.now >= rl.deadline {
-			c.endRelay(id, rl, "no frame came before the request's deadline")
+			c.endRelay(id, rl, "the answer was not whole by the request's deadline")
 		}
 	}
 }
 
-// Relaying is the number of answer streams being relayed.
+// Relaying is the number of answer streams and chunked answers being passed on.
 func (c *Core) Relaying() int { return len(c.relays) }
 
 func itoa(n int) string {

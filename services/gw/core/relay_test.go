@@ -411,3 +411,24 @@ func TestChunkedAnswerHeldChunksBounded(t *testing.T) {
 		t.Fatalf("caller reassembled %d bytes from a transfer past the bound", len(out))
 	}
 }
+
+// A chunked answer whose `answered` write is acknowledged after Abort goes
+// out with chunk 0 and ends at once with a chunk end: the GW stops before it
+// could pass on the rest (Abort ended the relays it had; this one began after).
+func TestChunkedAnswerBegunAfterAbortEnds(t *testing.T) {
+	s, chunks, _ := chunkStory(t, true, "k")
+	s.step(chunks[0])
+	s.step(Abort{At: s.now})
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	var got [][2]any
+	sent(s, &got)
+	if len(got) == 0 {
+		t.Fatal("nothing sent")
+	}
+	if last := got[len(got)-1][0].(nats.Header); len(got) > 1 && !messages.IsChunkEnd(last) {
+		t.Fatalf("last of %d messages %v, want the GW's end of the transfer", len(got), last)
+	}
+	if s.c.Relaying() != 0 {
+		t.Fatalf("relaying %d after the abort", s.c.Relaying())
+	}
+}
