@@ -67,6 +67,18 @@ func allCoded(parts []*Partial, k int) bool {
 // part's code is mapped to the output dictionary's the first time a row uses
 // it.
 func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) ([]uint32, []string) {
+	if len(parts) == 1 {
+		// One part (a small request's one DAP): its codes and dictionary as
+		// they are, the dictionary shared (capped: appending copies it). The
+		// encoder writes only the values the rows use (recode), so the bytes
+		// are those of a dictionary built here.
+		c := &parts[0].Rows.Columns[k]
+		out = slices.Grow(out[:0], len(refs))[:len(refs)]
+		for i, r := range refs {
+			out[i] = c.Codes[r.row]
+		}
+		return out, c.Dict[:len(c.Dict):len(c.Dict)]
+	}
 	d := messages.NewDictBuilder(nil)
 	codes := make([][]uint32, len(parts))
 	remap := make([][]uint32, len(parts)) // output code + 1; 0: not used yet
