@@ -272,8 +272,16 @@ func TestHostileClient(t *testing.T) {
 	}
 	d.crash("rc-1")
 	r := d.startRC("rc-1", rcOpts{durable: true})
-	if n := r.RecoveredDAPs(); n != 9 {
-		t.Fatalf("the restarted RC rebuilt %d DAPs from the DAP state stream, want 9", n)
+	// The stream keeps one record per subject, and the hostile sends above
+	// put garbage on realDAP's registration subject: unless realDAP has
+	// registered again since (a slower run, -race, often has), that garbage
+	// is the subject's last record, which the replay skips as poison; realDAP
+	// then comes back when it registers on the restarted RC's announcement
+	// (the check below needs it to answer). Every other DAP is rebuilt from
+	// the stream. (Without -race this failed 3 runs in 4, before this session
+	// too: the test assumed the re-registration came first.)
+	if n := r.RecoveredDAPs(); n != 9 && n != 8 {
+		t.Fatalf("the restarted RC rebuilt %d DAPs from the DAP state stream, want 9 (8 if %s's last record is the hostile one)", n, realDAP)
 	}
 	if n := depCounter(t, d.proc("rc-1").reg, poison.MetricName, map[string]string{"stream": s.DAPStateStream()}); n < 1 {
 		t.Fatalf("the restarted RC counted %v poison records, want at least the 13-byte message", n)
