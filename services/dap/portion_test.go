@@ -361,6 +361,11 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	if pr := nextAs[messages.PartialResult](t, partials); pr.Status.RC != messages.CodeTimeout || pr.Ref() != slow.Ref() {
 		t.Fatalf("partial %+v", pr)
 	}
+	// p2 was sent before p1's deadline: it waits in the queue, the slot
+	// still taken by p1's Source (not a check that passes before p2 came).
+	if st := d.Stats(); st.Received != 2 || st.Queued != 1 || st.Running != 1 {
+		t.Fatalf("after p1's timeout: %+v, want p2 received and queued behind p1's running Source", st)
+	}
 	select {
 	case id := <-src.started:
 		t.Fatalf("portion %s started while the slot's Source still ran", id)
