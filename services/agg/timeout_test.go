@@ -87,3 +87,34 @@ func TestAggDoneNearTheDeadlineGoesAtOnce(t *testing.T) {
 		t.Fatalf("AggDone %+v, want near answered APP without its ai", d)
 	}
 }
+
+// With the Agg running, the notices held go when DoneDelay has passed since
+// the first, together, without a stop or an urgent one to push them.
+func TestAggDoneNoticesGoAfterTheDelay(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.DoneDelay = 2 * time.Second })
+	ids := []string{"d1", "d2"}
+	start := time.Now()
+	for _, id := range ids {
+		x := expectation(id, subjects.APIPing, nil, ref("a", 1))
+		x.Deadline = time.Now().Add(10 * time.Minute).UnixNano() // far: not urgent
+		e.expect(x)
+		e.partial(okPartial(id, ref("a", 1), "dap0", []byte{0xc3}))
+		if resp, _ := e.answer(); resp.Header.RequestID != id {
+			t.Fatalf("answer %+v, want %s", resp.Header, id)
+		}
+	}
+	m, err := e.done.NextMsg(wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("AggDone after %v, before the delay of 2s", took)
+	}
+	d, err := messages.DecodeValid[messages.AggDone](m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Done) != len(ids) || d.Done[0].RequestID != "d1" || d.Done[1].RequestID != "d2" || d.Done[0].Held < d.Done[1].Held {
+		t.Fatalf("AggDone %+v, want d1 and d2 together, d1 held longer", d)
+	}
+}
