@@ -15,13 +15,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/services/auth"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 func sg(t *testing.T, args ...string) (string, error) {
@@ -189,7 +189,7 @@ func TestRunWithAuth(t *testing.T) {
 		t.Skip("starts the whole system")
 	}
 	authDir := filepath.Join(t.TempDir(), "auth")
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	text, stop := startRunLogging(t, &logs, "--auth", authDir)
 	defer stop()
 	if !strings.Contains(text, "made 8 credentials") || !strings.Contains(text, "(6 rows)") {
@@ -219,24 +219,6 @@ func TestRunWithAuth(t *testing.T) {
 	if l := logs.String(); strings.Contains(l, "violation") {
 		t.Fatalf("sg run --auth logged violations:\n%s", l)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that sg run's goroutines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestReloadAfterRotate: what sg nats does on SIGHUP. After a rotation and a

@@ -14,6 +14,7 @@ import (
 	"github.com/sg-project/sg/services/auth"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 // clientCreds: --jobs-creds wins; else, with a GW credential, the client
@@ -66,7 +67,7 @@ func TestGWJobsUnderAuth(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	url := srv.ClientURL()
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()

@@ -1,11 +1,9 @@
 package rc
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 // hugeTables is the 13-byte message of issue 8: a registration whose tables
@@ -30,7 +29,7 @@ func TestReplaySkipsPoisonRecords(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := natstest.Connect(t, srv)
 	s := subjects.Default()
-	run := func(reg *prometheus.Registry, logs *syncBuffer) *RC {
+	run := func(reg *prometheus.Registry, logs *testlog.Buffer) *RC {
 		t.Helper()
 		r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.New(logs), Registry: reg,
 			JetStream: &Durability{Memory: true}, TickEvery: 50 * time.Millisecond, AnnounceEvery: 50 * time.Millisecond})
@@ -60,7 +59,7 @@ func TestReplaySkipsPoisonRecords(t *testing.T) {
 		}
 		return r
 	}
-	var logs1 syncBuffer
+	var logs1 testlog.Buffer
 	run(nil, &logs1) // creates the stream; the records below reach it live too
 
 	good := messages.DAPRegistration{V: messages.DAPVersion, DAPID: "dap-a", Labels: messages.LabelSet{"region": "eu"},
@@ -106,7 +105,7 @@ func TestReplaySkipsPoisonRecords(t *testing.T) {
 	// A second RC (the first still runs: same stream, another id is not
 	// needed for the replay) rebuilds the fleet from the stream.
 	reg := prometheus.NewRegistry()
-	var logs2 syncBuffer
+	var logs2 testlog.Buffer
 	r2 := run(reg, &logs2)
 	if n := r2.RecoveredDAPs(); n != 1 {
 		t.Fatalf("recovered %d DAPs, want 1 (dap-a)", n)
@@ -145,24 +144,6 @@ func poisonCount(t *testing.T, reg *prometheus.Registry, stream string) float64 
 	return 0
 }
 
-// syncBuffer is a log sink the RC writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A replay that overruns RecoverTimeout (here at once) is cut short, and the
 // RC comes up anyway with what it read.
 func TestReplayCutShortStillComesUp(t *testing.T) {
@@ -187,7 +168,7 @@ func TestReplayCutShortStillComesUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs testlog.Buffer
 	r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.New(&logs), JetStream: &Durability{Memory: true},
 		RecoverTimeout: time.Nanosecond, TickEvery: 50 * time.Millisecond, AnnounceEvery: 50 * time.Millisecond})
 	if err != nil {
