@@ -153,13 +153,7 @@ func TestStreamEndsWithErrorWhenTheGatewayStops(t *testing.T) {
 func TestRCTimeoutDuringStreamIsNotASecondAnswer(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.rc("rc-1", 1)
-	s.arriveStreaming("r1", 5000*ms)
-	only[WriteLog](s)
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
-	s.step(frame("r1", "A", 0, false))
-	only[WriteLog](s)
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
-	only[Answer](s)
+	s.streamBegun("r1", "A")
 
 	h := nats.Header{}
 	h.Set(messages.HdrRequestID, "r1")
