@@ -213,7 +213,7 @@ func NewReassembler(limit int64) *Reassembler {
 	if limit <= 0 {
 		limit = DefaultChunkLimit
 	}
-	return &Reassembler{limit: limit, parts: map[int][]byte{}}
+	return &Reassembler{limit: limit}
 }
 
 // Limit returns the size limit.
@@ -227,11 +227,15 @@ func (r *Reassembler) Missing() int {
 	if !r.started {
 		return -1
 	}
+	if r.done {
+		return 0
+	}
 	return int(r.first.count) - len(r.parts)
 }
 
 // Header returns the headers of the first chunk received (routing, rc/ac/ai),
-// without the chunk headers.
+// without the chunk headers: a copy when it had any, else the first
+// message's own map.
 func (r *Reassembler) Header() nats.Header { return r.header }
 
 // Payload returns the reassembled payload once Done.
@@ -313,6 +317,18 @@ func IsChunkEnd(h nats.Header) bool {
 	return err == nil && !st.IsOK()
 }
 
+// chunkHeaders are the headers of a chunk transfer, not of the payload.
+var chunkHeaders = []string{HdrChunkStream, HdrChunkIndex, HdrChunkCount, HdrChunkTotal, HdrChunkSum}
+
+func hasChunkHeader(h nats.Header) bool {
+	for _, k := range chunkHeaders {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Add takes one chunk (its headers and data) and reports whether the
 // transfer is complete. A message without chunk headers is a whole payload
 // of its own; one that ends the transfer (IsChunkEnd) fails it with its
@@ -334,9 +350,12 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 	}
 	if !r.started {
 		r.started, r.first = true, c
-		r.header = cloneHeader(h)
-		for _, k := range []string{HdrChunkStream, HdrChunkIndex, HdrChunkCount, HdrChunkTotal, HdrChunkSum} {
-			r.header.Del(k)
+		r.header = h
+		if hasChunkHeader(h) {
+			r.header = cloneHeader(h)
+			for _, k := range chunkHeaders {
+				r.header.Del(k)
+			}
 		}
 	} else if !c.sameTransfer(r.first) {
 		return r.fail(fmt.Errorf("%w: chunk of transfer %q (count %d, total %d) mixed into transfer %q (count %d, total %d)",
@@ -347,6 +366,21 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 	}
 	if r.received+int64(len(data)) > r.first.total {
 		return r.fail(fmt.Errorf("%w: chunks add up to more than the announced %d bytes", ErrChunk, r.first.total))
+	}
+	if r.first.count == 1 {
+		// A payload in one message (most answers): kept as it is, with
+		// nothing to gather or copy.
+		if int64(len(data)) != r.first.total {
+			return r.fail(fmt.Errorf("%w: all %d chunks arrived with %d bytes, announced %d", ErrChunk, r.first.count, len(data), r.first.total))
+		}
+		if r.first.sum != "" && checksum(data) != r.first.sum {
+			return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, checksum(data)))
+		}
+		r.received, r.payload, r.done = int64(len(data)), data, true
+		return true, nil
+	}
+	if r.parts == nil {
+		r.parts = map[int][]byte{}
 	}
 	r.parts[int(c.index)] = data
 	r.received += int64(len(data))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,6 +154,56 @@ func TestReassemblerAnyOrderAndDuplicates(t *testing.T) {
 	}
 	if done, err := r.Add(msgs[0].Header, msgs[0].Data); !done || err != nil {
 		t.Errorf("duplicate after completion: %v %v", done, err)
+	}
+}
+
+// A payload in one message is kept as it came, not copied; a transfer of
+// one chunk loses its chunk headers and is checked as any transfer.
+func TestReassemblerOneMessage(t *testing.T) {
+	data := []byte("a whole answer")
+	h := nats.Header{HdrAPI: []string{"getData"}}
+	r := NewReassembler(0)
+	if done, err := r.Add(h, data); !done || err != nil {
+		t.Fatalf("whole message: %v %v", done, err)
+	}
+	got, err := r.Payload()
+	if err != nil || &got[0] != &data[0] || len(got) != len(data) || r.Header().Get(HdrAPI) != "getData" || r.Missing() != 0 {
+		t.Fatalf("whole message: %q %v, header %v, missing %d", got, err, r.Header(), r.Missing())
+	}
+	if done, err := r.Add(h, data); !done || err != nil {
+		t.Errorf("duplicate after completion: %v %v", done, err)
+	}
+
+	one := split(t, data, 1<<10)
+	if len(one) != 1 {
+		t.Fatalf("%d chunks, want 1", len(one))
+	}
+	r = NewReassembler(0)
+	if done, err := r.Add(one[0].Header, one[0].Data); !done || err != nil {
+		t.Fatalf("one chunk: %v %v", done, err)
+	}
+	if got, _ := r.Payload(); !bytes.Equal(got, data) || r.Header().Get(HdrChunkStream) != "" || r.Header().Get(HdrAPI) != "getData" {
+		t.Fatalf("one chunk: %q, header %v", got, r.Header())
+	}
+	if one[0].Header.Get(HdrChunkStream) == "" {
+		t.Error("the chunk's own header lost its chunk headers")
+	}
+
+	for _, tc := range []struct {
+		name string
+		data []byte
+		set  func(nats.Header)
+	}{
+		{"bad checksum", data, func(h nats.Header) { h.Set(HdrChunkSum, "0") }},
+		{"fewer bytes than announced", data[1:], func(nats.Header) {}},
+		{"more bytes than announced", append(slices.Clone(data), 'x'), func(nats.Header) {}},
+	} {
+		h := cloneHeader(one[0].Header)
+		tc.set(h)
+		r := NewReassembler(0)
+		if done, err := r.Add(h, tc.data); done || !errors.Is(err, ErrChunk) {
+			t.Errorf("%s: %v %v", tc.name, done, err)
+		}
 	}
 }
 

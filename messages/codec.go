@@ -39,6 +39,29 @@ func Encode(v any) ([]byte, error) {
 // encoder's buffer is sized once instead of doubling up to the payload's size.
 type sizeHinter interface{ encodedSizeHint() int }
 
+// WithEncoded calls fn with v encoded as Encode encodes it, in a pooled
+// buffer that is valid only during the call: for a publish, which copies
+// what it sends into the connection's buffer (nats.go), so that the bytes
+// need no copy of their own. It returns fn's error, or the encoding's.
+func WithEncoded(v any, fn func(data []byte) error) error {
+	we, ok := v.(wireEncoder)
+	if h, hinted := v.(sizeHinter); !ok || (hinted && h.encodedSizeHint() > maxPooledBuffer) {
+		data, err := Encode(v)
+		if err != nil {
+			return err
+		}
+		return fn(data)
+	}
+	w := wireWriters.Get().(*wireWriter)
+	w.b = w.b[:0]
+	we.appendWire(w)
+	err := fn(w.b)
+	if cap(w.b) <= maxPooledBuffer {
+		wireWriters.Put(w)
+	}
+	return err
+}
+
 // EncodeSized is Encode for a value of about hint bytes (a merged table:
 // the sum of its partials), encoded into one buffer of that size.
 func EncodeSized(v any, hint int) ([]byte, error) { return encodeSized(v, hint) }

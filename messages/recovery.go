@@ -49,7 +49,12 @@ const (
 // LogEntry is one request in the request log: everything a GW needs to
 // answer the caller and to drive the request again, should its GW or RC die.
 type LogEntry struct {
-	V         uint8  `msgpack:"v"`
+	V uint8 `msgpack:"v"`
+	// Chunks: the caller reassembles chunked answers (Sg-Accept-Chunks), so
+	// an adopter passes a chunked answer on as the owner would. Absent in an
+	// older GW's entry (false), and ignored by an older GW's decoder. (Beside
+	// V: in its padding.)
+	Chunks    bool   `msgpack:"chunks,omitempty"`
 	RequestID string `msgpack:"req"` // the GW's unique id of the request (the submission carries the drive's)
 	// ClientRequestID is the caller's own id, a label echoed on the answer;
 	// Caller is what per-caller limits count (the reply's inbox prefix).

@@ -217,6 +217,12 @@ func jsonNeedsCompact(b []byte) bool {
 // decodeEnvelope decodes an envelope within lim: MessageLimits for requests,
 // PayloadLimits for responses, whose payload may be a whole answer.
 func decodeEnvelope[H envelopeHeader](c Content, data []byte, lim Limits) (h H, payload []byte, err error) {
+	return decodeEnvelopeMode[H](c, data, lim, sliceReader{})
+}
+
+// decodeEnvelopeMode is decodeEnvelope; with mode.alias a msgpack payload
+// shares data instead of copying it.
+func decodeEnvelopeMode[H envelopeHeader](c Content, data []byte, lim Limits, mode sliceReader) (h H, payload []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: envelope: decoder panic: %v", ErrMalformed, r)
@@ -225,7 +231,7 @@ func decodeEnvelope[H envelopeHeader](c Content, data []byte, lim Limits) (h H, 
 	switch c {
 	case ContentMsgpack:
 		var e wireEnvelope[H]
-		if err := DecodeLimited(data, &e, lim); err != nil {
+		if err := decodeLimited(data, &e, lim, mode); err != nil {
 			return h, nil, err
 		}
 		return e.header, e.payload, nil
@@ -345,11 +351,22 @@ func (r Response) EncodeOwn() (Body, error) {
 
 // DecodeResponse decodes and validates a response envelope (clients, tests).
 func DecodeResponse(h nats.Header, data []byte) (Response, error) {
+	return decodeResponse(h, data, sliceReader{})
+}
+
+// DecodeResponseAliasing is DecodeResponse for a receiver that owns data and
+// never changes it (a reassembled answer): the payload shares data instead of
+// copying it, a copy of a large answer less.
+func DecodeResponseAliasing(h nats.Header, data []byte) (Response, error) {
+	return decodeResponse(h, data, sliceReader{alias: true})
+}
+
+func decodeResponse(h nats.Header, data []byte, mode sliceReader) (Response, error) {
 	c, err := DetectContent(h, data)
 	if err != nil {
 		return Response{}, err
 	}
-	hdr, payload, err := decodeEnvelope[ResponseHeader](c, data, PayloadLimits)
+	hdr, payload, err := decodeEnvelopeMode[ResponseHeader](c, data, PayloadLimits, mode)
 	if err != nil {
 		return Response{}, err
 	}

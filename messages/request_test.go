@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
@@ -207,5 +208,41 @@ func TestEncodeOwnIsEncode(t *testing.T) {
 				t.Errorf("%s: decoded %+v, %v", name, back.Header, err)
 			}
 		}
+	}
+}
+
+// DecodeResponseAliasing gives the payload DecodeResponse gives, sharing the
+// answer's bytes (a large answer is not copied again); DecodeResponse's own
+// payload is a copy.
+func TestDecodeResponseAliasing(t *testing.T) {
+	payload, err := Encode(map[string]string{"rows": strings.Repeat("x", 1<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewResponse("r", Request{Header: RequestHeader{API: "getData"}}, StatusOK, payload).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := DecodeResponseAliasing(nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := DecodeResponse(nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(shared.Payload, payload) || !bytes.Equal(copied.Payload, payload) || shared.Header != copied.Header {
+		t.Fatalf("aliasing decode %+v (%d bytes), copying %+v (%d bytes), want the same", shared.Header, len(shared.Payload), copied.Header, len(copied.Payload))
+	}
+	within := func(p []byte) bool {
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		at := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+		return at >= start && at < start+uintptr(len(b))
+	}
+	if !within(shared.Payload) || within(copied.Payload) {
+		t.Fatalf("aliasing payload within the answer's bytes: %v, copying: %v; want true, false", within(shared.Payload), within(copied.Payload))
+	}
+	if cap(shared.Payload) != len(shared.Payload) {
+		t.Fatalf("shared payload's capacity %d beyond its length %d: an append would write into the answer", cap(shared.Payload), len(shared.Payload))
 	}
 }

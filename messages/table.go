@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -101,8 +102,9 @@ type ColumnSpec struct {
 // Strings (symbol, string), Floats (float), Ints (int, timestamp as Unix ns), Bools (bool).
 //
 // A symbol column may instead be dictionary-coded: Codes, one per row, index
-// Dict (Coded reports it; Dict is then non-nil). Only DecodeCoded and the
-// Agg's merge make such columns: a symbol is then never a string of its own
+// Dict (Coded reports it; Dict is then non-nil). DecodeCoded, the Agg's
+// merge and the DAP engine's store make such columns (so the partials a DAP
+// hands out are coded too): a symbol is then never a string of its own
 // per row (16 bytes the GC scans), and is re-encoded without hashing it.
 // Code that reads Strings directly must read a column that is not coded, or
 // call Str, or Uncode it first; Column's and Table's methods take either.
@@ -350,12 +352,58 @@ func (d *DictBuilder) Code(s string) uint32 {
 	return code
 }
 
-// Dict is the dictionary so far (never nil).
+// AppendCodes appends the codes of src's values (a symbol or string column,
+// coded or not) to codes, adding the values the dictionary lacks. A coded src
+// costs one lookup per value its rows use, not one per row; values of its
+// dictionary that no row uses are not added (a view of a long-lived store
+// shares a dictionary larger than its rows need).
+func (d *DictBuilder) AppendCodes(codes []uint32, src *Column) []uint32 {
+	codes = slices.Grow(codes, src.Len())
+	if src.Dict != nil {
+		return d.appendCoded(codes, src, nil, true)
+	}
+	last, lastCode := "", uint32(0)
+	for i, s := range src.Strings {
+		// Runs of one value (a label column) cost a comparison, not a lookup.
+		if i == 0 || s != last {
+			last, lastCode = s, d.Code(s)
+		}
+		codes = append(codes, lastCode)
+	}
+	return codes
+}
+
+// appendCoded appends the codes of coded src's rows at idx (every row with
+// all), each value of src's dictionary looked up on its first use.
+func (d *DictBuilder) appendCoded(codes []uint32, src *Column, idx []int, all bool) []uint32 {
+	remap := make([]uint32, len(src.Dict)) // code+1; 0: not looked up yet
+	code := func(c uint32) uint32 {
+		r := remap[c]
+		if r == 0 {
+			r = d.Code(src.Dict[c]) + 1
+			remap[c] = r
+		}
+		return r - 1
+	}
+	if all {
+		for _, c := range src.Codes {
+			codes = append(codes, code(c))
+		}
+		return codes
+	}
+	for _, i := range idx {
+		codes = append(codes, code(src.Codes[i]))
+	}
+	return codes
+}
+
+// Dict is the dictionary so far (never nil). Its values are never changed,
+// only appended to: a slice of it taken earlier (Column.Slice) stays as it was.
 func (d *DictBuilder) Dict() []string {
 	if d.dict == nil {
 		return []string{}
 	}
-	return d.dict
+	return d.dict[:len(d.dict):len(d.dict)] // appending to it copies
 }
 
 // Append appends one Go value, converting it to the column type when that loses nothing
@@ -407,16 +455,18 @@ func (c *Column) Append(v any) error {
 	return fmt.Errorf("column %q of type %s: cannot append %T", c.Name, c.Type, v)
 }
 
-// Take returns a new column with the rows at idx, in that order.
+// Take returns a new column with the rows at idx, in that order. A coded
+// column's dictionary is the values those rows use, in first-use order: a
+// store copied again and again (a live DAP's rolls) keeps what its rows
+// need, not every symbol it ever held.
 func (c *Column) Take(idx []int) Column {
 	out := Column{Name: c.Name, Type: c.Type}
 	switch c.Type {
 	case TypeSymbol, TypeString:
 		if c.Dict != nil {
-			out.Dict, out.Codes = c.Dict[:len(c.Dict):len(c.Dict)], make([]uint32, len(idx))
-			for k, i := range idx {
-				out.Codes[k] = c.Codes[i]
-			}
+			d := NewDictBuilder(nil)
+			out.Codes = d.appendCoded(make([]uint32, 0, len(idx)), c, idx, false)
+			out.Dict = d.Dict()
 			break
 		}
 		out.Strings = make([]string, len(idx))
@@ -600,13 +650,7 @@ func (t *Table) Validate() error {
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (t Table) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if err := enc.EncodeArrayLen(2); err != nil {
-		return err
-	}
-	if err := enc.EncodeInt(TableVersion); err != nil {
-		return err
-	}
-	if err := enc.EncodeArrayLen(len(t.Columns)); err != nil {
+	if err := encodeTableHead(enc, len(t.Columns)); err != nil {
 		return err
 	}
 	for i := range t.Columns {
@@ -739,6 +783,10 @@ func varintsLen(vals []int64, delta bool) int {
 // the encoder's writer in small pieces: a large column is not built in a
 // buffer of its own first and then copied.
 func WriteVarints(enc *msgpack.Encoder, vals []int64, delta bool) error {
+	if buf, ok := enc.Writer().(*bytes.Buffer); ok {
+		writeVarintsTo(buf, vals, delta)
+		return nil
+	}
 	n := varintsLen(vals, delta)
 	if err := enc.EncodeBytesLen(n); err != nil {
 		return err
@@ -768,6 +816,45 @@ func WriteVarints(enc *msgpack.Encoder, vals []int64, delta bool) error {
 		return fmt.Errorf("encode varints: wrote %d bytes, announced %d", w.n, n)
 	}
 	return nil
+}
+
+// writeVarintsTo is WriteVarints into a buffer (every table encoded by this
+// package): the values are written straight into its free room, block by
+// block, without a first pass to count their bytes; the bin's header, whose
+// size depends on that count, goes in the room left for the largest (bin 32)
+// and the values are moved up by the bytes it did not need.
+func writeVarintsTo(buf *bytes.Buffer, vals []int64, delta bool) {
+	start := buf.Len()
+	buf.Write(make([]byte, 5))
+	prev := int64(0)
+	for len(vals) > 0 {
+		k := min(len(vals), 4096)
+		buf.Grow(k * binary.MaxVarintLen64)
+		b := buf.AvailableBuffer()
+		for _, v := range vals[:k] {
+			d := v
+			if delta {
+				d, prev = v-prev, v
+			}
+			b = binary.AppendVarint(b, d)
+		}
+		buf.Write(b) // b is buf's own room: nothing is copied elsewhere
+		vals = vals[k:]
+	}
+	all := buf.Bytes()
+	n := len(all) - start - 5
+	var head []byte
+	switch {
+	case n < 1<<8:
+		head = []byte{0xc4, byte(n)}
+	case n < 1<<16:
+		head = []byte{0xc5, byte(n >> 8), byte(n)}
+	default:
+		head = []byte{0xc6, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	}
+	copy(all[start+len(head):], all[start+5:])
+	copy(all[start:], head)
+	buf.Truncate(len(all) - (5 - len(head)))
 }
 
 // binWriter streams a msgpack bin's content to an encoder's writer through a
@@ -808,25 +895,209 @@ func (w *binWriter) flush() error {
 func (t *Table) SizeHint() int {
 	n := 64
 	for i := range t.Columns {
-		c := &t.Columns[i]
-		rows := c.Len()
-		n += 32 + len(c.Name)
-		switch c.Type {
-		case TypeSymbol:
-			n += 2*rows + 1024 // codes, and a dictionary of a few distinct values
-		case TypeString:
-			for _, s := range c.Strings {
-				n += len(s) + 5
-			}
-		case TypeFloat:
-			n += 8 * rows
-		case TypeInt, TypeTimestamp:
-			n += 5 * rows
-		case TypeBool:
-			n += rows
-		}
+		n += t.Columns[i].sizeHint()
 	}
 	return n
+}
+
+// sizeHint is the column's share of Table.SizeHint.
+func (c *Column) sizeHint() int {
+	if c.Type != TypeString {
+		return specSizeHint(c.Name, c.Type, c.Len())
+	}
+	n := 32 + len(c.Name)
+	for i := range c.Len() {
+		n += len(c.Str(i)) + 5
+	}
+	return n
+}
+
+// specSizeHint is sizeHint of a column of rows values of typ, without its
+// values (a string column is guessed at 16 bytes a value).
+func specSizeHint(name string, typ ColumnType, rows int) int {
+	n := 32 + len(name)
+	switch typ {
+	case TypeSymbol:
+		n += 2*rows + 1024 // codes, and a dictionary of a few distinct values
+	case TypeString:
+		n += 16 * rows
+	case TypeFloat:
+		n += 8 * rows
+	case TypeInt, TypeTimestamp:
+		n += 5 * rows
+	case TypeBool:
+		n += rows
+	}
+	return n
+}
+
+// EncodeTableMsgpack is Encode(&t) (the same bytes) with the columns written
+// side by side on up to workers goroutines, into a buffer of about hint bytes
+// (EncodeColumnsMsgpack).
+func EncodeTableMsgpack(t Table, workers, hint int) ([]byte, error) {
+	workers = max(1, min(workers, len(t.Columns), t.NumRows()/parallelEncodeRows))
+	if workers == 1 {
+		return encodeSized(t, hint)
+	}
+	sizes := make([]int, len(t.Columns))
+	for k := range t.Columns {
+		sizes[k] = t.Columns[k].sizeHint()
+	}
+	return encodeColumns(len(t.Columns), sizes, func(k int, _ *Column) *Column { return &t.Columns[k] }, workers, hint)
+}
+
+// EncodeColumnsMsgpack writes the msgpack form of a table of rows rows and
+// the given schema (Encode's bytes for that table) whose columns are made
+// one at a time by column(k, c): it fills c, its storage reused from the
+// columns it made before on the same goroutine, with column k's rows (a
+// merge gathers them). The table is never built whole; the columns are
+// made and written side by side on up to workers goroutines, into a buffer
+// of about hint bytes: the Agg writes a large answer on its critical path.
+func EncodeColumnsMsgpack(schema []ColumnSpec, rows int, column func(k int, c *Column), workers, hint int) ([]byte, error) {
+	workers = max(1, min(workers, len(schema), rows/parallelEncodeRows))
+	sizes := make([]int, len(schema))
+	for k, s := range schema {
+		sizes[k] = specSizeHint(s.Name, s.Type, rows)
+	}
+	return encodeColumns(len(schema), sizes, func(k int, c *Column) *Column {
+		column(k, c)
+		c.Name, c.Type = schema[k].Name, schema[k].Type
+		return c
+	}, workers, hint)
+}
+
+// encodeColumns writes a table of n columns, column k made by column(k, c)
+// (c is the calling goroutine's own scratch column) and about sizes[k] bytes.
+// The columns go in runs of about equal size, a goroutine a run; the first
+// run is written into the answer's buffer and the others are appended to it,
+// so that only their share of the answer is copied.
+func encodeColumns(n int, sizes []int, column func(k int, c *Column) *Column, workers, hint int) ([]byte, error) {
+	total := 0
+	for _, z := range sizes {
+		total += z
+	}
+	bounds := make([]int, 0, workers+1)
+	bounds = append(bounds, 0)
+	acc := 0
+	for k, z := range sizes {
+		acc += z
+		if len(bounds) < workers && acc >= total*len(bounds)/workers && k+1 < n {
+			bounds = append(bounds, k+1)
+		}
+	}
+	bounds = append(bounds, n)
+	parts := make([][]byte, len(bounds)-1)
+	errs := make([]error, len(parts))
+	write := func(w int) {
+		lo, hi := bounds[w], bounds[w+1]
+		size := 0
+		for k := lo; k < hi; k++ {
+			size += sizes[k]
+		}
+		var buf *bytes.Buffer
+		if w == 0 {
+			buf = bytes.NewBuffer(make([]byte, 0, max(size, hint, 64)))
+		} else {
+			buf = bytes.NewBuffer(getScratchBuf(size)) // appended to the answer, then kept
+		}
+		enc := msgpack.GetEncoder()
+		enc.Reset(buf)
+		defer msgpack.PutEncoder(enc)
+		if w == 0 {
+			errs[w] = encodeTableHead(enc, n)
+		}
+		scratch := getScratch()
+		for k := lo; k < hi && errs[w] == nil; k++ {
+			errs[w] = encodeColumn(enc, column(k, scratch))
+		}
+		putScratch(scratch)
+		parts[w] = buf.Bytes()
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < len(parts); w++ {
+		wg.Go(func() { write(w) })
+	}
+	write(0)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("messages: encode table: %w", err)
+	}
+	b := parts[0]
+	for _, p := range parts[1:] {
+		b = append(b, p...)
+		putScratchBuf(p)
+	}
+	return b, nil
+}
+
+// scratchColumns keep the scratch columns of encodeColumns' callers (a
+// merge gathers each column of a large answer into one) for the next answer:
+// allocated afresh, each would be cleared first and collected after, a few
+// MB an answer. A free list, not a sync.Pool: a large answer runs several
+// GCs, and a pool is emptied by two. It holds at most 2 x maxScratchBytes:
+// a service under a memory limit keeps little for it.
+var scratchColumns = make(chan *Column, 2)
+
+// maxScratchBytes: a scratch column that grew beyond it (an answer of more
+// than about a million rows) is not kept.
+const maxScratchBytes = 8 << 20
+
+func getScratch() *Column {
+	select {
+	case c := <-scratchColumns:
+		return c
+	default:
+		return new(Column)
+	}
+}
+
+func putScratch(c *Column) {
+	if 16*cap(c.Strings)+8*cap(c.Floats)+8*cap(c.Ints)+cap(c.Bools)+4*cap(c.Codes) > maxScratchBytes {
+		return
+	}
+	clear(c.Strings[:cap(c.Strings)]) // the list keeps no string alive
+	*c = Column{Strings: c.Strings[:0], Floats: c.Floats[:0], Ints: c.Ints[:0], Bools: c.Bools[:0], Codes: c.Codes[:0]}
+	select {
+	case scratchColumns <- c:
+	default:
+	}
+}
+
+// scratchBufs keep the buffers encodeColumns' later runs of columns are
+// written into before they are appended to the answer, as scratchColumns do.
+var scratchBufs = make(chan []byte, 2)
+
+func getScratchBuf(size int) []byte {
+	select {
+	case b := <-scratchBufs:
+		if cap(b) >= size {
+			return b[:0]
+		}
+	default:
+	}
+	return make([]byte, 0, size)
+}
+
+func putScratchBuf(b []byte) {
+	if cap(b) > maxScratchBytes {
+		return
+	}
+	select {
+	case scratchBufs <- b[:0]:
+	default:
+	}
+}
+
+// encodeTableHead writes what precedes a table's columns: [version, [ and
+// the number of columns.
+func encodeTableHead(enc *msgpack.Encoder, columns int) error {
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := enc.EncodeInt(TableVersion); err != nil {
+		return err
+	}
+	return enc.EncodeArrayLen(columns)
 }
 
 // parallelEncodeRows: a table with fewer rows is written on one goroutine
@@ -897,13 +1168,26 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 // are distinct (DecodeCoded's, or a DictBuilder's), so the result is
 // dictEncode's of the same values.
 func recode(dict []string, codes []uint32) (used []string, b []byte) {
-	u := usedCodes{dict: dict, remap: make([]uint32, len(dict))}
-	if codeWidth(len(dict)) == 1 {
+	u := usedCodes{dict: dict}
+	if len(dict) > 4*len(codes)+1024 {
+		// A slice of a large dictionary (a DAP store's, of many distinct
+		// symbols): a table by code would cost more than the rows.
+		u.sparse = make(map[uint32]uint32)
+	} else {
+		u.remap = make([]uint32, len(dict))
+	}
+	if u.remap != nil && codeWidth(len(dict)) == 1 {
 		// At most 256 values used: one byte a code, known before the first
-		// (the usual symbol column: a loop without a width to check).
+		// (the usual symbol column: a loop without a width to check, and a
+		// value's first use the only call).
 		b = make([]byte, len(codes))
+		remap := u.remap
 		for i, code := range codes {
-			b[i] = byte(u.code(code))
+			k := remap[code]
+			if k == 0 {
+				k = u.add(code)
+			}
+			b[i] = byte(k - 1)
 		}
 		return u.used, b
 	}
@@ -923,17 +1207,34 @@ func recode(dict []string, codes []uint32) (used []string, b []byte) {
 // usedCodes numbers a dictionary's values in the order first used (recode).
 type usedCodes struct {
 	dict, used []string
-	remap      []uint32 // by code: 1 + the code in used; 0: not used yet
+	remap      []uint32          // by code: 1 + the code in used; 0: not used yet
+	sparse     map[uint32]uint32 // remap's values when remap is nil
 }
 
+// code is code's number in used.
 func (u *usedCodes) code(code uint32) uint32 {
-	k := u.remap[code]
+	var k uint32
+	if u.remap != nil {
+		k = u.remap[code]
+	} else {
+		k = u.sparse[code]
+	}
 	if k == 0 {
-		u.used = append(u.used, u.dict[code])
-		k = uint32(len(u.used))
-		u.remap[code] = k
+		k = u.add(code)
 	}
 	return k - 1
+}
+
+// add numbers code, used for the first time: 1 + its number in used.
+func (u *usedCodes) add(code uint32) uint32 {
+	u.used = append(u.used, u.dict[code])
+	k := uint32(len(u.used))
+	if u.remap != nil {
+		u.remap[code] = k
+	} else {
+		u.sparse[code] = k
+	}
+	return k
 }
 
 // checkCodes reports whether every code is below n, and else the largest.

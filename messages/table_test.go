@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -509,5 +511,106 @@ func TestCodedColumnHostile(t *testing.T) {
 	}
 	if err := DecodeCoded(bad, &tb, PayloadLimits); !errors.Is(err, ErrMalformed) {
 		t.Errorf("a code outside the dictionary: %v, want ErrMalformed", err)
+	}
+}
+
+// TestDictBuilderAppendCodes: a builder codes columns of strings and coded
+// ones into one dictionary; a dictionary handed out earlier does not change
+// as the builder grows.
+func TestDictBuilderAppendCodes(t *testing.T) {
+	d := NewDictBuilder(nil)
+	codes := d.AppendCodes(nil, &Column{Type: TypeSymbol, Strings: []string{"a", "a", "b", "a"}})
+	first := d.Dict()
+	codes = d.AppendCodes(codes, &Column{Type: TypeSymbol, Dict: []string{"c", "b"}, Codes: []uint32{0, 1, 0}})
+	if !slices.Equal(codes, []uint32{0, 0, 1, 0, 2, 1, 2}) || !slices.Equal(d.Dict(), []string{"a", "b", "c"}) {
+		t.Fatalf("codes %v, dictionary %v", codes, d.Dict())
+	}
+	if !slices.Equal(first, []string{"a", "b"}) {
+		t.Fatalf("an earlier dictionary became %v", first)
+	}
+}
+
+// TestRecodeSliceOfLargeDictionary: a few rows coded in a large dictionary
+// (a DAP store's) encode as the same rows of strings do.
+func TestRecodeSliceOfLargeDictionary(t *testing.T) {
+	dict := make([]string, 100_000)
+	for i := range dict {
+		dict[i] = strconv.Itoa(i)
+	}
+	coded := Table{Columns: []Column{{Name: "s", Type: TypeSymbol, Dict: dict, Codes: []uint32{99_999, 7, 99_999, 300}}}}
+	plain := Table{Columns: []Column{{Name: "s", Type: TypeSymbol, Strings: []string{"99999", "7", "99999", "300"}}}}
+	cb, err := Encode(&coded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := Encode(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(cb, pb) {
+		t.Fatalf("coded %x, strings %x", cb, pb)
+	}
+}
+
+// TestEncodeTableMsgpackMatchesEncode: the columns written side by side give
+// Encode's bytes, for any number of workers, coded columns included.
+func TestEncodeTableMsgpackMatchesEncode(t *testing.T) {
+	plain := tradeTable(3 * parallelEncodeRows)
+	data, err := Encode(&plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var coded Table
+	if err := DecodeCoded(data, &coded, PayloadLimits); err != nil {
+		t.Fatal(err)
+	}
+	small := sampleTable(t)
+	for _, tb := range []Table{plain, coded, small, {}} {
+		want, err := Encode(&tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, workers := range []int{1, 2, 3, 64} {
+			for _, hint := range []int{0, len(want)} {
+				got, err := EncodeTableMsgpack(tb, workers, hint)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%d rows, %d workers, hint %d: %d bytes (%v), want %d", tb.NumRows(), workers, hint, len(got), err, len(want))
+				}
+			}
+		}
+	}
+}
+
+// TestWriteVarintsIntoBuffer: written into a bytes.Buffer (no size counted
+// first) the bin is the bytes the streaming path writes, for every header
+// size, after what the buffer held.
+func TestWriteVarintsIntoBuffer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 100, 255, 256, 5000, 40_000, 70_000} {
+		vals := make([]int64, n)
+		for i := range vals {
+			switch rng.IntN(4) {
+			case 0:
+				vals[i] = rng.Int64()
+			case 1:
+				vals[i] = math.MinInt64
+			default:
+				vals[i] = int64(i) * 7
+			}
+		}
+		for _, delta := range []bool{false, true} {
+			var streamed struct{ bytes.Buffer } // not a *bytes.Buffer: the streaming path
+			enc := msgpack.NewEncoder(&streamed)
+			if err := WriteVarints(enc, vals, delta); err != nil {
+				t.Fatal(err)
+			}
+			buf := bytes.NewBufferString("head")
+			if err := WriteVarints(msgpack.NewEncoder(buf), vals, delta); err != nil {
+				t.Fatal(err)
+			}
+			if got := buf.Bytes(); string(got[:4]) != "head" || !bytes.Equal(got[4:], streamed.Bytes()) {
+				t.Fatalf("%d values, delta %v: %d bytes into a buffer, %d streamed", n, delta, len(got)-4, streamed.Len())
+			}
+		}
 	}
 }

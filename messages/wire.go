@@ -594,6 +594,19 @@ func (r *wireReader) raw() ([]byte, error) {
 	return bytes.Clone(r.b[start:r.pos]), nil
 }
 
+// rawShared is raw, sharing the reader's bytes instead of copying them when
+// it decodes for a receiver that owns them (alias).
+func (r *wireReader) rawShared() ([]byte, error) {
+	if !r.alias {
+		return r.raw()
+	}
+	start := r.pos
+	if err := r.skip(); err != nil {
+		return nil, err
+	}
+	return r.b[start:r.pos:r.pos], nil // an append copies
+}
+
 func (r *wireReader) rawMsgpack(p *msgpack.RawMessage) error {
 	b, err := r.raw()
 	*p = b
@@ -601,15 +614,7 @@ func (r *wireReader) rawMsgpack(p *msgpack.RawMessage) error {
 }
 
 func (r *wireReader) rawSg(p *RawMsgpack) error {
-	if r.alias {
-		start := r.pos
-		if err := r.skip(); err != nil {
-			return err
-		}
-		*p = r.b[start:r.pos:r.pos] // shared; an append copies
-		return nil
-	}
-	b, err := r.raw()
+	b, err := r.rawShared()
 	*p = b
 	return err
 }

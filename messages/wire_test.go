@@ -532,3 +532,54 @@ func TestGetDataArgsWireCompatibleWithReflection(t *testing.T) {
 		}
 	}
 }
+
+// WithEncoded hands fn what Encode returns, for hand-coded and reflected
+// types and payloads above the pooled buffers alike, and passes fn's error on.
+func TestWithEncoded(t *testing.T) {
+	for _, v := range []any{
+		&PortionCompletion{V: PortionVersion, RequestID: "r1", PortionID: "7", DAPID: "d1", Outcome: OutcomeOK},
+		&PartialResult{V: PortionVersion, RequestID: "r1", PortionID: "7", DAPID: "d1", Payload: bytes.Repeat([]byte("x"), 2*maxPooledBuffer)},
+		&PositionReport{V: JobVersion, RCID: "rc-1", ClientRequestID: "c1"},
+	} {
+		want, err := Encode(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := WithEncoded(v, func(data []byte) error { got = bytes.Clone(data); return nil }); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%T: %d bytes, %v; Encode gives %d", v, len(got), err, len(want))
+		}
+	}
+	stop := errors.New("stop")
+	if err := WithEncoded(&PortionCompletion{RequestID: "r1"}, func([]byte) error { return stop }); err != stop {
+		t.Errorf("fn's error: %v", err)
+	}
+}
+
+// TestAppendPartialResultMatchesEncode: a partial result written with its
+// payload in place is Encode's bytes, appended after what b held.
+func TestAppendPartialResultMatchesEncode(t *testing.T) {
+	payload, err := Encode(map[string]int{"rows": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, more := range []bool{false, true} {
+		pr := PartialResult{V: PortionVersion, RequestID: "r1", PortionID: "p1", Attempt: 2, DAPID: "dap-1", Status: StatusOK, Window: 4, More: more}
+		got, size, err := AppendPartialResult([]byte("head"), &pr, func(enc *msgpack.Encoder) error { return enc.Encode(map[string]int{"rows": 3}) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.Payload = payload
+		want, err := Encode(&pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got[:4]) != "head" || !bytes.Equal(got[4:], want) || size != len(payload) {
+			t.Fatalf("more %v: %x (payload %d bytes), want %x (%d)", more, got, size, want, len(payload))
+		}
+	}
+	pr := PartialResult{Payload: payload}
+	if _, _, err := AppendPartialResult(nil, &pr, func(*msgpack.Encoder) error { return nil }); err == nil {
+		t.Fatal("a payload given and written both: accepted")
+	}
+}

@@ -4,7 +4,12 @@ package messages
 // Each writes the keys of the type's msgpack tags, omitting what the tag's
 // omitempty omits, and reads any key order, skipping keys it does not know.
 
-import "github.com/vmihailenco/msgpack/v5"
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
 
 // ---- client envelopes (request.go) ----
 
@@ -183,7 +188,7 @@ func (e *wireEnvelope[H]) decodeWire(r *wireReader) error {
 			}
 		case "payload":
 			var err error
-			e.payload, err = r.raw()
+			e.payload, err = r.rawShared()
 			return err
 		}
 		return r.skip()
@@ -466,6 +471,11 @@ func (m PortionCompletion) EncodeMsgpack(enc *msgpack.Encoder) error { return en
 func (m *PortionCompletion) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeWireFrom(dec, m) }
 
 func (m PartialResult) appendWire(w *wireWriter) {
+	_ = m.appendFields(w, func(f *wireMap) error { f.rawOmit("payload", m.Payload); return nil })
+}
+
+// appendFields writes m with its payload written by payload.
+func (m *PartialResult) appendFields(w *wireWriter, payload func(f *wireMap) error) error {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
 	f.str("req", m.RequestID)
@@ -473,10 +483,42 @@ func (m PartialResult) appendWire(w *wireWriter) {
 	f.uint("att", uint64(m.Attempt))
 	f.str("dap", m.DAPID)
 	f.status("status", m.Status)
-	f.rawOmit("payload", m.Payload)
+	if err := payload(&f); err != nil {
+		return err
+	}
 	f.uintOmit("win", uint64(m.Window))
 	f.boolOmit("more", m.More)
 	f.close()
+	return nil
+}
+
+// AppendPartialResult appends m's msgpack form (Encode's bytes) to b, its
+// payload written in place by payload, which m.Payload must leave empty: a
+// DAP's window is encoded once, into the buffer it is published from (NATS
+// copies it, so the buffer serves the next window), not into a buffer of its
+// own and then copied into the envelope. It returns the payload's size too.
+func AppendPartialResult(b []byte, m *PartialResult, payload func(*msgpack.Encoder) error) ([]byte, int, error) {
+	if len(m.Payload) > 0 {
+		return b, 0, fmt.Errorf("messages: append partial result: a payload both given and to write")
+	}
+	w := wireWriter{b: b}
+	size := 0
+	err := m.appendFields(&w, func(f *wireMap) error {
+		f.key("payload")
+		start := len(w.b)
+		buf := bytes.NewBuffer(w.b)
+		enc := msgpack.GetEncoder()
+		enc.Reset(buf)
+		err := payload(enc)
+		msgpack.PutEncoder(enc)
+		w.b = buf.Bytes()
+		size = len(w.b) - start
+		return err
+	})
+	if err != nil {
+		return b, 0, fmt.Errorf("messages: append partial result: %w", err)
+	}
+	return w.b, size, nil
 }
 
 func (m *PartialResult) decodeWire(r *wireReader) error {
@@ -644,6 +686,7 @@ func (m *AggDone) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeWireF
 func (m LogEntry) appendWire(w *wireWriter) {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
+	f.boolOmit("chunks", m.Chunks)
 	f.str("req", m.RequestID)
 	f.strOmit("clientReq", m.ClientRequestID)
 	f.strOmit("caller", m.Caller)
@@ -690,6 +733,8 @@ func (m *LogEntry) decodeWire(r *wireReader) error {
 			return r.content(&m.Content)
 		case "corr":
 			return r.string(&m.LogCorr)
+		case "chunks":
+			return r.boolean(&m.Chunks)
 		case "sub":
 			return m.Submission.decodeWire(r)
 		case "drive":

@@ -63,7 +63,8 @@ latency (p50, p99) at 1 client, requests/s at 1 and --clients clients, and a lar
 answer's MB/s against plain NATS publish MB/s, for JSON and msgpack callers. Without
 --nats it starts its own sg (embedded NATS, static demo fleet) and measures it twice:
 with the GW's request log on (as every deployment runs) and off. It prints the table
-and writes it, with the machine and the command, to --out.`, stdout, stderr)
+and adds it, with the machine and the command, as the newest section of --out
+(older sections are kept; a file sg bench did not write is refused).`, stdout, stderr)
 	url := fs.String("nats", "", "NATS URL of a running sg (\"\": start one in this process)")
 	prefix := fs.String("prefix", subjects.DefaultPrefix, "subject prefix of the running sg")
 	requests := fs.Int("requests", 2000, "sequential small requests per latency run")
@@ -133,12 +134,60 @@ and writes it, with the machine and the command, to --out.`, stdout, stderr)
 	if *out == "" {
 		return nil
 	}
-	doc := benchHeader(append([]string{"sg", "bench"}, args...), cfg) + b.String()
+	old, err := os.ReadFile(*out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("bench: read %s: %w", *out, err)
+	}
+	doc, err := benchDoc(old, append([]string{"sg", "bench"}, args...), cfg, b.String())
+	if err != nil {
+		return fmt.Errorf("bench: %s: %w", *out, err)
+	}
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 		return fmt.Errorf("bench: write %s: %w", *out, err)
 	}
-	fmt.Fprintf(stdout, "\nbench: written to %s\n", *out)
+	fmt.Fprintf(stdout, "\nbench: written to %s (newest section first)\n", *out)
 	return nil
+}
+
+// benchTitle opens every file sg bench writes; a file without it is not
+// overwritten.
+const benchTitle = "# sg benchmarks\n"
+
+// benchDoc returns the file sg bench writes: the title and what the figures
+// mean, this run as the newest section (its command, machine and date), then
+// the sections of old (a file sg bench wrote before, or nil), kept as they
+// were: a run adds to the record rather than replacing it.
+func benchDoc(old []byte, cmd []string, cfg benchConfig, tables string) (string, error) {
+	var kept string
+	if len(old) > 0 {
+		if !strings.HasPrefix(string(old), benchTitle) {
+			return "", errors.New("exists and was not written by sg bench (it does not begin with \"# sg benchmarks\"); choose another --out")
+		}
+		if i := strings.Index(string(old), "\n## "); i >= 0 {
+			kept = string(old[i+1:])
+		}
+	}
+	var b strings.Builder
+	b.WriteString(benchTitle)
+	b.WriteString("\nWritten by `sg bench`, newest run first; every figure is measured in one run, sg beside plain\n")
+	b.WriteString("NATS on the same server. Latency ratios are sg / plain (lower is better); throughput is sg as a\n")
+	b.WriteString("percentage of plain. Plain NATS: request-reply to an echo responder, and publish of 512 KiB messages\n")
+	b.WriteString("to one subscriber. sg JSON: a plain NATS client sending a JSON envelope; sg msgpack: the sg client\n")
+	b.WriteString("library. Small getData: one minute of one label set, limit 1. Large answer: the whole demo `trade`\n")
+	b.WriteString("table. Ratios compare within one run only: hosts differ (see each section's machine).\n\n")
+	now := time.Now().UTC()
+	fmt.Fprintf(&b, "## sg bench, %s\n\n", now.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- command: `%s`\n", strings.Join(cmd, " "))
+	fmt.Fprintf(&b, "- machine: %s, %d cores, %s memory, %s/%s, %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(&b, "- date: %s\n", now.Format(time.RFC3339))
+	fmt.Fprintf(&b, "- runs: %d sequential requests; %d clients for %s (each in %d slices, plain and sg in turn); %d large answers per encoding\n",
+		cfg.requests, cfg.clients, cfg.duration, benchSlices, cfg.large)
+	b.WriteString(tables)
+	if kept != "" {
+		b.WriteString("\n")
+		b.WriteString(kept)
+	}
+	return b.String(), nil
 }
 
 // benchOwn starts NATS, an RC, an Agg and the static demo fleet in this
@@ -695,21 +744,6 @@ func num(v float64) string {
 }
 
 // benchHeader says what the figures are and where they come from.
-func benchHeader(cmd []string, cfg benchConfig) string {
-	var b strings.Builder
-	b.WriteString("# sg benchmarks\n\nWritten by `sg bench`; every figure is measured in one run, sg beside plain NATS on the same\n")
-	b.WriteString("server. Latency ratios are sg / plain (lower is better); throughput is sg as a percentage of plain.\n")
-	b.WriteString("Plain NATS: request-reply to an echo responder, and publish of 512 KiB messages to one subscriber.\n")
-	b.WriteString("sg JSON: a plain NATS client sending a JSON envelope; sg msgpack: the sg client library.\n")
-	b.WriteString("Small getData: one minute of one label set, limit 1. Large answer: the whole demo `trade` table.\n\n")
-	fmt.Fprintf(&b, "- command: `%s`\n", strings.Join(cmd, " "))
-	fmt.Fprintf(&b, "- machine: %s, %d cores, %s memory, %s/%s, %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Fprintf(&b, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "- runs: %d sequential requests; %d clients for %s (each in %d slices, plain and sg in turn); %d large answers per encoding\n",
-		cfg.requests, cfg.clients, cfg.duration, benchSlices, cfg.large)
-	return b.String()
-}
-
 func cpuModel() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {

@@ -48,7 +48,7 @@ var commands = map[string]command{
 
 	"publish": {"write rows to the live stream: sg publish trade '[{...}]'", cmdPublish},
 	"live":    {"live label sets: rdb, idb, hdb DAPs fed by the live stream, with rolls", cmdLive},
-	"bench":   {"measure sg against plain NATS on the same server; writes BENCHMARKS.md", cmdBench},
+	"bench":   {"measure sg against plain NATS on the same server; adds a run to BENCHMARKS.md", cmdBench},
 }
 
 func usage(w io.Writer) {

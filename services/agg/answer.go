@@ -168,25 +168,32 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	}
 	var t messages.Table
 	var err error
+	var b []byte
 	if parts == nil {
 		t, err = m.Result()
 	} else {
 		// Portions in windows: a k-way merge of the portions, each fetching
 		// its windows in turn (a heap of every window was measured 10%
-		// slower), into one table.
+		// slower), into one table; for msgpack, written column by column
+		// from the merge's order without building the table.
 		var w *merge.Windows
 		if w, err = m.Stream(parts.fetches()); err == nil {
-			t, err = w.Rest(parts.rows)
+			if content == messages.ContentJSON {
+				t, err = w.Rest(parts.rows)
+			} else {
+				b, err = w.EncodeRest(parts.rows, size, runtime.GOMAXPROCS(0))
+			}
 		}
 	}
 	if st := mergeStatus(err); !st.IsOK() {
 		return st, nil
 	}
-	var b []byte
-	if content == messages.ContentJSON {
+	switch {
+	case b != nil:
+	case content == messages.ContentJSON:
 		b, err = messages.EncodeTableJSON(t, runtime.GOMAXPROCS(0))
-	} else {
-		b, err = messages.EncodeSized(t, size)
+	default:
+		b, err = messages.EncodeTableMsgpack(t, runtime.GOMAXPROCS(0), size)
 	}
 	if err != nil {
 		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil

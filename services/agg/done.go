@@ -103,10 +103,9 @@ func (d *doneNotices) send(rcID string, held []heldDone, now time.Time) {
 		m.Done[i] = h.e
 		m.Done[i].Held = int64(now.Sub(h.since))
 	}
-	b, err := messages.Encode(&m)
-	if err == nil {
-		err = d.a.cfg.NC.Publish(d.a.cfg.Subjects.RCAggDone(rcID), b)
-	}
+	err := messages.WithEncoded(&m, func(b []byte) error { // nats.go copies what it publishes
+		return d.a.cfg.NC.Publish(d.a.cfg.Subjects.RCAggDone(rcID), b)
+	})
 	if err != nil {
 		d.a.log.Error().Err(err).Str("rc", rcID).Int("requests", len(held)).Msg("AggDone not sent")
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
@@ -29,7 +31,11 @@ func (a *Agg) onExpect(m *nats.Msg) {
 		return
 	}
 	a.stats.expectations.Add(1)
-	log := a.log.With().Str("request_id", e.RequestID).Uint32("seq", e.Seq).Logger()
+	// Built where a line is written: most expectations log nothing.
+	log := func() *zerolog.Logger {
+		l := a.log.With().Str("request_id", e.RequestID).Uint32("seq", e.Seq).Logger()
+		return &l
+	}
 	now := time.Now()
 	var answer func() // run after the lock is let go (deferred first, so run last)
 	defer func() {
@@ -40,17 +46,17 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, done := a.finished[e.RequestID]; done {
-		log.Debug().Msg("expectation of a finished request ignored")
+		log().Debug().Msg("expectation of a finished request ignored")
 		return
 	}
 	if e.Cancel {
 		// The RC answers (error or timeout): nothing of this request may be answered.
-		log.Info().Msg("request cancelled by the RC")
+		log().Info().Msg("request cancelled by the RC")
 		a.finishLocked(e.RequestID, e.Deadline, now)
 		return
 	}
 	if now.UnixNano() >= e.Deadline {
-		log.Info().Msg("expectation past its deadline: not answered")
+		log().Info().Msg("expectation past its deadline: not answered")
 		a.tellTimedOut(&e, "expectation received past the deadline", now) // timeout.go
 		a.stats.expired.Add(1)
 		a.finishLocked(e.RequestID, e.Deadline, now)

@@ -1,9 +1,12 @@
 package agg
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
@@ -116,5 +119,43 @@ func TestAggDoneNoticesGoAfterTheDelay(t *testing.T) {
 	}
 	if len(d.Done) != len(ids) || d.Done[0].RequestID != "d1" || d.Done[1].RequestID != "d2" || d.Done[0].Held < d.Done[1].Held {
 		t.Fatalf("AggDone %+v, want d1 and d2 together, d1 held longer", d)
+	}
+}
+
+// A full batch (messages.MaxAggDoneBatch notices for one RC) goes at once,
+// without waiting for DoneDelay, and fits the max payload; the next notice
+// starts a new batch that waits.
+func TestAggDoneFullBatchGoesAtOnce(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
+	far := time.Now().Add(10 * time.Minute).UnixNano()
+	for i := range messages.MaxAggDoneBatch + 1 {
+		x := expectation(fmt.Sprintf("b%03d", i), subjects.APIPing, nil, ref("a", 1))
+		x.Deadline = far // not urgent
+		e.agg.tellDone(&x, messages.Status{RC: messages.CodeOK, AI: strings.Repeat("x", 1<<10)}, zerolog.Nop())
+	}
+	m, err := e.done.NextMsg(wait) // within wait, not the minute's delay
+	if err != nil {
+		t.Fatalf("no AggDone for a full batch: %v", err)
+	}
+	if len(m.Data) > int(e.nc.MaxPayload()) {
+		t.Fatalf("a full batch is %d bytes, over the max payload %d", len(m.Data), e.nc.MaxPayload())
+	}
+	d, err := messages.DecodeValid[messages.AggDone](m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Done) != messages.MaxAggDoneBatch || d.Done[0].RequestID != "b000" || d.Done[len(d.Done)-1].RequestID != fmt.Sprintf("b%03d", messages.MaxAggDoneBatch-1) {
+		t.Fatalf("AggDone of %d entries (%s..), want the first %d", len(d.Done), d.Done[0].RequestID, messages.MaxAggDoneBatch)
+	}
+	if m, err := e.done.NextMsg(50 * time.Millisecond); err == nil {
+		t.Fatalf("the notice after a full batch went at once (%d bytes); want it held", len(m.Data))
+	}
+	e.stop() // the held one goes before the Agg stops
+	m, err = e.done.NextMsg(wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = messages.DecodeValid[messages.AggDone](m.Data); err != nil || len(d.Done) != 1 || d.Done[0].RequestID != fmt.Sprintf("b%03d", messages.MaxAggDoneBatch) {
+		t.Fatalf("AggDone at the stop %+v (%v), want the last notice alone", d, err)
 	}
 }

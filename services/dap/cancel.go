@@ -25,13 +25,18 @@ const (
 // answered at once instead of run. Bounded in time and size: a forgotten id only costs
 // a portion run for nothing. Guarded by DAP.mu.
 type cancels struct {
-	until map[string]time.Time
-	order []string // ids in the order they were added, for eviction
+	until map[cancelKey]time.Time
+	order []cancelKey // in the order they were added, for eviction
 }
 
-func (c *cancels) add(id string, now time.Time) {
+// cancelKey names a cancelled request (portion "") or one portion of it: a
+// struct, not the two ids joined, so that the look-ups every portion makes
+// (when it arrives, when it starts, when it runs) allocate nothing.
+type cancelKey struct{ request, portion string }
+
+func (c *cancels) add(id cancelKey, now time.Time) {
 	if c.until == nil {
-		c.until = map[string]time.Time{}
+		c.until = map[cancelKey]time.Time{}
 	}
 	if _, ok := c.until[id]; !ok {
 		c.order = append(c.order, id)
@@ -43,7 +48,7 @@ func (c *cancels) add(id string, now time.Time) {
 	}
 }
 
-func (c *cancels) has(id string, now time.Time) bool {
+func (c *cancels) has(id cancelKey, now time.Time) bool {
 	t, ok := c.until[id]
 	return ok && now.Before(t)
 }
@@ -53,9 +58,6 @@ type running struct {
 	requestID, portionID string
 	stop                 context.CancelCauseFunc
 }
-
-// portionKey names one portion in cancels: a NUL cannot be in a subject token.
-func portionKey(requestID, portionID string) string { return requestID + "\x00" + portionID }
 
 // onCancel: the RC tells us to stop a request's portions (no body; the id in
 // Sg-Request-Id), or one portion of it (its id in Sg-Portion-Id: it worked for an Agg
@@ -73,10 +75,7 @@ func (d *DAP) onCancel(m *nats.Msg) {
 		d.log.Warn().Err(err).Msg("malformed cancel")
 		return
 	}
-	key := id
-	if portion != "" {
-		key = portionKey(id, portion)
-	}
+	key := cancelKey{request: id, portion: portion}
 	match := func(requestID, portionID string) bool {
 		return requestID == id && (portion == "" || portionID == portion)
 	}
@@ -106,12 +105,12 @@ func (d *DAP) isCancelled(p *messages.PortionDispatch) bool {
 }
 
 func (d *DAP) isCancelledLocked(p *messages.PortionDispatch, now time.Time) bool {
-	return d.cancelled.has(p.RequestID, now) || d.cancelled.has(portionKey(p.RequestID, p.PortionID), now)
+	return d.cancelled.has(cancelKey{request: p.RequestID}, now) || d.cancelled.has(cancelKey{p.RequestID, p.PortionID}, now)
 }
 
-// track registers a running portion so that a cancel can stop it; the returned
-// function unregisters it.
-func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) func() {
+// track registers a running portion so that a cancel can stop it; untrack
+// unregisters it.
+func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) *running {
 	r := &running{requestID: p.RequestID, portionID: p.PortionID, stop: stop}
 	d.mu.Lock()
 	d.running[r] = struct{}{}
@@ -120,11 +119,13 @@ func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) f
 	if cancelled {
 		stop(errCancelled) // the cancel came between the queue and here
 	}
-	return func() {
-		d.mu.Lock()
-		delete(d.running, r)
-		d.mu.Unlock()
-	}
+	return r
+}
+
+func (d *DAP) untrack(r *running) {
+	d.mu.Lock()
+	delete(d.running, r)
+	d.mu.Unlock()
 }
 
 // answerCancelled answers a portion stopped by a cancel: an error partial to the Agg (which

@@ -28,6 +28,9 @@ type DAP struct {
 
 	creditMu sync.Mutex
 	credits  map[creditKey]*credit // portions being sent in windows (window.go)
+	// windowBufs keep the buffers windows are encoded into, one a slot
+	// (window.go): a large partial does not allocate and clear its own.
+	windowBufs chan []byte
 
 	started atomic.Bool
 	ready   chan struct{} // closed once subscribed and registered
@@ -78,14 +81,15 @@ func New(cfg Config) (*DAP, error) {
 		return nil, fmt.Errorf("dap %s: %w", cfg.ID, err)
 	}
 	d := &DAP{
-		metrics: m,
-		cfg:     cfg,
-		log:     cfg.Log.With().Str("dap", cfg.ID).Logger(),
-		seen:    map[string]int64{},
-		running: map[*running]struct{}{},
-		credits: map[creditKey]*credit{},
-		queue:   newFIFO(),
-		ready:   make(chan struct{}),
+		metrics:    m,
+		cfg:        cfg,
+		log:        cfg.Log.With().Str("dap", cfg.ID).Logger(),
+		seen:       map[string]int64{},
+		running:    map[*running]struct{}{},
+		credits:    map[creditKey]*credit{},
+		queue:      newFIFO(),
+		windowBufs: make(chan []byte, cfg.Concurrency),
+		ready:      make(chan struct{}),
 		state: state{available: cfg.Unavailable == "", reason: cfg.Unavailable, purview: cfg.Purview,
 			pv: cfg.PurviewVersion, rv: cfg.ReferenceVintage, source: cfg.Source},
 	}

@@ -15,10 +15,9 @@ const maxSeenRCs = 4096
 // publish encodes v and publishes it on subject with headers h (may be nil). A failure
 // is logged: events are repeated (heartbeats carry the versions), so none is fatal.
 func (d *DAP) publish(subject string, v any, h nats.Header) error {
-	data, err := messages.Encode(v)
-	if err == nil {
-		err = d.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data})
-	}
+	err := messages.WithEncoded(v, func(data []byte) error {
+		return d.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data})
+	})
 	if err != nil {
 		d.log.Error().Err(err).Str("subject", subject).Msg("publish")
 	}

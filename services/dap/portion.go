@@ -123,12 +123,13 @@ func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
 	// Stopped by the deadline, by shutdown (ctx) or by the RC's cancel (onCancel).
 	cancelCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	defer d.track(&p, stop)()
+	defer d.untrack(d.track(&p, stop))
 	execCtx, cancel := context.WithDeadline(cancelCtx, deadline)
 	defer cancel()
 
 	start := time.Now()
-	defer d.metrics.executing()() // metrics.go
+	d.metrics.executing() // metrics.go
+	defer d.metrics.executed(start)
 	// The Source runs on the slot's own goroutine, whose stack has grown through the
 	// engine and the codecs already (handing it to another goroutine and back cost two
 	// goroutine switches per portion). If the deadline or a cancel comes first, a

@@ -7,15 +7,6 @@ import (
 	"github.com/sg-project/sg/messages"
 )
 
-// headers are the routing headers of everything sent about dispatch p, plus rc/ac/ai,
-// so that the Agg and the RC can route and log without decoding the body.
-func headers(p *messages.PortionDispatch, st messages.Status) nats.Header {
-	h := nats.Header{}
-	p.Routing().Write(h)
-	st.Write(h)
-	return h
-}
-
 // sendPartial sends the partial result of p to its Agg, in chunks when the message is
 // above the connection's max payload (nothing is cut silently).
 func (d *DAP) sendPartial(p *messages.PortionDispatch, st messages.Status, payload []byte) error {
@@ -25,17 +16,26 @@ func (d *DAP) sendPartial(p *messages.PortionDispatch, st messages.Status, paylo
 // sendWindow sends one window of the partial result of p (window.go); a
 // partial in one piece is window 0 without more.
 func (d *DAP) sendWindow(p *messages.PortionDispatch, st messages.Status, payload []byte, window uint32, more bool) error {
-	pr := messages.PartialResult{V: messages.PortionVersion, RequestID: p.RequestID, PortionID: p.PortionID,
-		Attempt: p.Attempt, DAPID: d.cfg.ID, Status: st, Payload: payload, Window: window, More: more}
+	pr := d.envelope(p, st, window, more)
+	pr.Payload = payload
 	if err := pr.Validate(); err != nil {
 		return err
 	}
-	data, err := messages.Encode(&pr)
-	if err != nil {
-		return err
-	}
+	// Published from the encoder's pooled buffer: nats.go copies what it sends.
+	return messages.WithEncoded(&pr, func(data []byte) error { return d.publishPartial(p, st, data) })
+}
+
+// envelope is the PartialResult of window window of p's partial result, without its payload.
+func (d *DAP) envelope(p *messages.PortionDispatch, st messages.Status, window uint32, more bool) messages.PartialResult {
+	return messages.PartialResult{V: messages.PortionVersion, RequestID: p.RequestID, PortionID: p.PortionID,
+		Attempt: p.Attempt, DAPID: d.cfg.ID, Status: st, Window: window, More: more}
+}
+
+// publishPartial sends an encoded PartialResult of p to its Agg, in chunks
+// when above the max payload. data may be reused once it returns.
+func (d *DAP) publishPartial(p *messages.PortionDispatch, st messages.Status, data []byte) error {
 	subject := d.cfg.Subjects.AggPartial(p.AggID)
-	h := headers(p, st)
+	h := routingHeaders(p, st)
 	if int64(len(data)+headerSize(h)) > d.cfg.NC.MaxPayload() {
 		if _, err := messages.SendChunked(d.cfg.NC, subject, h, data, 0); err != nil {
 			return fmt.Errorf("send partial result of %d bytes in chunks: %w", len(data), err)
@@ -61,15 +61,17 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 	if c.Code != messages.CodeOK {
 		st.AC = messages.CodeErr
 	}
-	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, completionHeaders(p, st))
+	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, routingHeaders(p, st))
 }
 
-// completionHeaders are the headers of a completion to the RC: the ids that
-// name it, the caller's log correlation (the RC logs with it) and the status.
-// The RC reads the rest from the body, which it decodes anyway; the other
-// routing headers were read by nobody and cost an allocation each to write
-// and to parse on every completion.
-func completionHeaders(p *messages.PortionDispatch, st messages.Status) nats.Header {
+// routingHeaders are the headers of everything the DAP sends about dispatch
+// p, partial results and completions alike: the ids that name it, the
+// caller's log correlation (the RC logs with it) and the status. The Agg and
+// the RC read the rest from the body, which they decode anyway; the other
+// routing headers (api, Agg, versions, deadline, content type: six of a
+// partial's ten) were read by nobody and cost allocations to write and to
+// parse on every message.
+func routingHeaders(p *messages.PortionDispatch, st messages.Status) nats.Header {
 	h := make(nats.Header, 6)
 	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, LogCorr: p.LogCorr}.Write(h)
 	st.Write(h)

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // A row partial larger than one window (Config.PartialWindow, at most the max
@@ -101,33 +102,71 @@ func (d *DAP) sendWindows(ctx context.Context, p *messages.PortionDispatch, part
 	n := part.Rows.NumRows()
 	per := max(1, int(int64(n)*int64(limit)*3/4/int64(max(1, partialSizeHint(part)))))
 	var s sent
+	// Each window is encoded into buf in place, envelope and all, and sent
+	// from it (NATS copies it): sized once for the largest window, and kept
+	// for the slot's next partial.
+	buf := d.windowBuf(min(partialSizeHint(part), limit) + windowHeadroom)
+	defer func() { d.putWindowBuf(buf) }()
 	for lo := 0; ; {
 		if stop, err := d.waitCredit(ctx, cr, s.windows); err != nil || stop {
 			s.stopped = stop
 			return s, err
 		}
 		hi := min(n, lo+per)
-		b, err := merge.EncodePartial(merge.Partial{Version: merge.PartialVersion, Rows: part.Rows.Slice(lo, hi), Times: part.Times[lo:hi:hi]})
+		more := hi < n
+		pr := d.envelope(p, messages.StatusOK, s.windows, more)
+		if err := pr.Validate(); err != nil {
+			return s, fmt.Errorf("window %d: %w", s.windows, err)
+		}
+		win := merge.Partial{Version: merge.PartialVersion, Rows: part.Rows.Slice(lo, hi), Times: part.Times[lo:hi:hi]}
+		var size int
+		var err error
+		buf, size, err = messages.AppendPartialResult(buf[:0], &pr, func(enc *msgpack.Encoder) error { return merge.EncodePartialTo(enc, win) })
 		if err != nil {
 			return s, fmt.Errorf("encode window %d: %w", s.windows, err)
 		}
-		if len(b) > limit && hi-lo > 1 {
+		if size > limit && hi-lo > 1 {
 			per = (hi - lo) / 2 // rows wider than the estimate: a smaller window
 			continue
 		}
-		more := hi < n
-		if err := d.sendWindow(p, messages.StatusOK, b, s.windows, more); err != nil {
+		if err := d.publishPartial(p, messages.StatusOK, buf); err != nil {
 			return s, fmt.Errorf("window %d: %w", s.windows, err)
 		}
 		s.rows += int64(hi - lo)
-		s.bytes += int64(len(b))
+		s.bytes += int64(size)
 		s.windows++
 		if !more {
 			return s, nil
 		}
 		// The next window: about 3/4 of the limit, from this one's bytes per row.
-		per = max(1, int(int64(hi-lo)*int64(limit)*3/4/int64(max(1, len(b)))))
+		per = max(1, int(int64(hi-lo)*int64(limit)*3/4/int64(max(1, size))))
 		lo = hi
+	}
+}
+
+// windowBuf is an empty buffer of at least size bytes.
+func (d *DAP) windowBuf(size int) []byte {
+	select {
+	case b := <-d.windowBufs:
+		if cap(b) >= size {
+			return b[:0]
+		}
+	default:
+	}
+	return make([]byte, 0, size)
+}
+
+// putWindowBuf keeps b for another partial, unless it is well above a window
+// (a partial sent whole in one grows it) or enough are kept. Twice a window is
+// kept: a window whose rows were wider than estimated grows the buffer (by
+// doubling) before it is cut smaller, and such a buffer is still the right one.
+func (d *DAP) putWindowBuf(b []byte) {
+	if cap(b) > 2*(d.windowLimit()+windowHeadroom) {
+		return
+	}
+	select {
+	case d.windowBufs <- b[:0]:
+	default:
 	}
 }
 

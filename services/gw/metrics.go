@@ -1,17 +1,22 @@
 package gw
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/poison"
 )
 
 type metrics struct {
-	requests *prometheus.CounterVec   // by api and rc
+	requests *prometheus.CounterVec   // by api and rc, when the answer ended (answered)
 	latency  *prometheus.HistogramVec // by api
 	inFlight prometheus.GaugeFunc
 	dropped  prometheus.Counter // answers for a request already answered (or unknown)
 	busy     prometheus.Counter // requests refused past MaxInFlight
+	// sendFailed: answer messages (whole, chunk or frame) not published.
+	sendFailed prometheus.Counter
 
 	limited      *prometheus.CounterVec // refusals over a limit, by limit
 	refusedReply prometheus.Counter     // requests dropped: reply subject not a client inbox
@@ -33,7 +38,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sg_gw_requests_total",
-			Help: "Requests answered by the GW, by API and return code (rc).",
+			Help: "Requests answered by the GW, by API and return code (rc), counted when the answer ended: an answer passed on chunk by chunk (or frame by frame) once its last message went out, OK if it went out whole, else the code of its error end (ERR); ERR too for an answer that could not be published.",
 		}, []string{"api", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sg_gw_request_duration_seconds",
@@ -47,6 +52,10 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answers_dropped_total",
 			Help: "Answer messages for a request that was already answered (duplicates, late answers after a GW timeout).",
+		}),
+		sendFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sg_gw_answer_send_failures_total",
+			Help: "Answer messages (whole answers, chunks, frames) the GW could not publish to the caller; an answer passed on as it comes is then ended with its error end.",
 		}),
 		busy: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_requests_refused_busy_total",
@@ -106,7 +115,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_rcs_connected",
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, m.sendFailed, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
 		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.malformed, kxPending, kxRCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -119,6 +128,14 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		return nil, err
 	}
 	return m, nil
+}
+
+// answered counts a request's answer once it ended, with the code of its
+// outcome (sg_gw_requests_total) and its time from arrival
+// (sg_gw_request_duration_seconds).
+func (m *metrics) answered(api string, code messages.Code, elapsed time.Duration) {
+	m.requests.WithLabelValues(api, code.String()).Inc()
+	m.latency.WithLabelValues(api).Observe(elapsed.Seconds())
 }
 
 // PoisonMetric is the name every sg service counts skipped stream records

@@ -305,18 +305,23 @@ func (w *logWrites) full() bool { return len(w.pending) >= maxLogWrites }
 // of CPU per request on file storage; it is left for a stream that refuses
 // the TTL (noTTL).
 func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
-	data, err := messages.Encode(&s.write.Entry)
-	if err != nil {
-		return w.failed(s.write, fmt.Errorf("encode log entry: %w", err))
-	}
-	m := &nats.Msg{Subject: s.write.Subject, Data: data, Header: make(nats.Header, 2)}
+	m := &nats.Msg{Subject: s.write.Subject, Header: make(nats.Header, 2)}
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.write.ExpectSeq, 10))
 	if s.write.Entry.State == messages.LogAnswered && !w.noTTL {
 		m.Header.Set(jetstream.MsgTTLHeader, answeredTTL)
 	}
 	token := nuid.Next()
 	m.Reply = w.prefix + token
-	if err := nc.PublishMsg(m); err != nil {
+	published := false
+	err := messages.WithEncoded(&s.write.Entry, func(data []byte) error {
+		published = true
+		m.Data = data
+		return nc.PublishMsg(m)
+	})
+	switch {
+	case err != nil && !published:
+		return w.failed(s.write, fmt.Errorf("encode log entry: %w", err))
+	case err != nil:
 		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err))
 	}
 	s.deadline = at + int64(w.timeout)

@@ -2,6 +2,7 @@ package gw
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -80,18 +81,20 @@ type shell struct {
 	busy     int       // log jobs taken and not finished
 	sends    []logSend // log writes waiting for room under maxLogWrites
 	later    []core.Event
+	batch    int  // later[batch:] are the follow-ups of the commands being carried out
 	handlers bool // waiting for the endpoint handlers to return
 }
 
 // step feeds one event to the core and carries out its commands.
 func (sh *shell) step(ev core.Event) {
 	g, c := sh.g, sh.c
-	sh.later = sh.later[:0]
+	sh.later, sh.batch = sh.later[:0], 0
 	for _, cmd := range c.Step(ev) {
 		sh.carryOut(cmd)
 	}
-	// Follow-ups of the commands (a submit that failed), in order.
+	// Follow-ups of the commands (a submit or relay that failed), in order.
 	for i := 0; i < len(sh.later); i++ {
+		sh.batch = len(sh.later)
 		for _, cmd := range c.Step(sh.later[i]) {
 			sh.carryOut(cmd)
 		}
@@ -112,11 +115,20 @@ func (sh *shell) step(ev core.Event) {
 // `answered` record expires by itself (logWrites.expires); else a worker
 // purges the subject.
 func (sh *shell) carryOut(cmd core.Command) {
-	if p, ok := cmd.(core.Purge); ok {
+	switch c := cmd.(type) {
+	case core.Purge:
 		if sh.lw != nil && !sh.lw.expires() {
-			sh.queue = append(sh.queue, logJob{purge: p.Subject})
+			sh.queue = append(sh.queue, logJob{purge: c.Subject})
 		}
 		return
+	case core.Relay:
+		// Past a message of its answer that could not be sent: a gap the
+		// caller would take for a lost chunk. The core ends the answer.
+		for _, ev := range sh.later[sh.batch:] {
+			if f, ok := ev.(core.RelayFailed); ok && f.Info.ID == c.Info.ID {
+				return
+			}
+		}
 	}
 	sh.g.carryOut(cmd, &sh.sends, &sh.later)
 }
@@ -337,9 +349,14 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 			g.log.Warn().Err(err).Str("request_id", c.ID).Str("rc_id", c.RCID).Msg("cancel to the RC not sent")
 		}
 	case core.Answer:
-		g.answer(c)
+		if err := g.answer(c); err != nil && c.Relayed {
+			*later = append(*later, core.RelayFailed{At: now(), Info: c.Info, Header: c.Header, Err: err, Answered: errors.Is(err, errAnsweredInstead)})
+		}
 	case core.Relay:
-		g.relay(c) // answer.go
+		// answer.go; an error end that could not be sent is not sent again.
+		if err := g.relay(c); err != nil && c.Status.IsOK() {
+			*later = append(*later, core.RelayFailed{At: now(), Info: c.Info, Header: c.Header, Err: err})
+		}
 	case core.AnswerCancel:
 		ri := &reqInfo{api: APICancel, id: c.ClientID, clientID: c.ClientID, reply: c.Reply, content: messages.ContentJSON,
 			received: time.Now(), log: g.log.With().Str("client_request_id", c.ClientID).Logger()}
@@ -358,18 +375,16 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 
 // submit publishes a drive to its RC.
 func (g *GW) submit(c core.Submit) error {
-	ri := g.infoReqNoLog(c.Info)
-	body, err := messages.Encode(&c.Sub)
-	if err == nil {
-		// Only the headers the RC reads (the caller and the client's id for
-		// position queries) and those that name the request to an observer;
-		// api, deadline and content type are in the body the RC decodes.
-		h := make(nats.Header, 4)
-		messages.Routing{RequestID: c.Sub.RequestID, LogCorr: ri.logCorr}.Write(h)
-		messages.SetString(h, messages.HdrClientRequestID, ri.clientID)
-		messages.SetString(h, messages.HdrCaller, ri.caller)
-		err = g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(c.RCID), Header: h, Data: body})
-	}
+	// Only the headers the RC reads (the caller and the client's id for
+	// position queries) and those that name the request to an observer;
+	// api, deadline and content type are in the body the RC decodes.
+	h := make(nats.Header, 4)
+	messages.Routing{RequestID: c.Sub.RequestID, LogCorr: c.Info.LogCorr}.Write(h)
+	messages.SetString(h, messages.HdrClientRequestID, c.Info.ClientID)
+	messages.SetString(h, messages.HdrCaller, c.Info.Caller)
+	err := messages.WithEncoded(&c.Sub, func(body []byte) error {
+		return g.nc.PublishMsg(&nats.Msg{Subject: g.s.RCSubmit(c.RCID), Header: h, Data: body})
+	})
 	if err != nil {
 		log := g.infoLog(c.Info)
 		log.Warn().Err(err).Msg("submission to the RC failed")
@@ -388,12 +403,13 @@ func (g *GW) submit(c core.Submit) error {
 	return nil
 }
 
-// answer sends the core's answer for a request.
-func (g *GW) answer(c core.Answer) {
+// answer sends the core's answer for a request; an error when it could not
+// be published.
+func (g *GW) answer(c core.Answer) error {
 	ri := g.infoReq(c.Info)
 	switch {
 	case c.Forward:
-		g.forward(ri, answer{header: c.Header, data: c.Data, err: c.Err, chunk: c.Chunk})
+		return g.forward(ri, answer{header: c.Header, data: c.Data, err: c.Err, chunk: c.Chunk, relayed: c.Relayed})
 	case c.Limit != "":
 		if c.Limit == LimitInFlight {
 			g.met.busy.Inc()
@@ -402,8 +418,8 @@ func (g *GW) answer(c core.Answer) {
 		h := nats.Header{}
 		h.Set(messages.HdrLimit, c.Limit)
 		messages.SetUint(h, messages.HdrRetryAfter, uint64(c.RetryAfter))
-		g.respondStatusWith(ri, c.Status, h)
+		return g.respondStatusWith(ri, c.Status, h)
 	default:
-		g.respondStatus(ri, c.Status)
+		return g.respondStatus(ri, c.Status)
 	}
 }

@@ -42,11 +42,11 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.ForwardCompletion:
 		r.forwardCompletion(c)
 	case core.CancelDAP:
-		r.reqLog(c.Request).Debug().Str("dap", c.DAP).Uint64("portion", c.Portion).Msg("telling the DAP to stop the request")
+		r.reqDebug(c.Request).Str("dap", c.DAP).Uint64("portion", c.Portion).Msg("telling the DAP to stop the request")
 		r.metrics.cancels.WithLabelValues("dap").Inc()
 		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request, c.Portion)
 	case core.CancelPeer:
-		r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
+		r.reqDebug(c.Request).Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
 		r.metrics.cancels.WithLabelValues("peer").Inc()
 		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request, 0)
 	case core.AggChanged:
@@ -56,9 +56,9 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.metrics.aggRedrives.Inc()
 		r.reqLog(c.Request).Warn().Str("lost_agg", c.From).Str("agg", c.To).Msg("Agg lost: request driven again on another Agg")
 	case core.TimeoutIncomplete:
-		r.reqLog(c.Request).Debug().Strs("unreported", c.Unreported).Msg(core.TimeoutIncompleteText(c.Max))
+		r.reqDebug(c.Request).Strs("unreported", c.Unreported).Msg(core.TimeoutIncompleteText(c.Max))
 	case core.CancelAgg:
-		r.reqLog(c.Request).Debug().Str("agg", c.Agg).Msg("telling the Agg to drop the request")
+		r.reqDebug(c.Request).Str("agg", c.Agg).Msg("telling the Agg to drop the request")
 		r.metrics.cancels.WithLabelValues("agg").Inc()
 		r.publishCancel(r.cfg.Subjects.AggCancel(c.Agg), c.Request, 0)
 	}
@@ -89,8 +89,10 @@ func (r *RC) dispatch(c core.Dispatch) {
 	h := dispatchHeader(&m)
 	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
-	r.reqLog(m.RequestID).Debug().Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
-		Stringer("range", m.Range).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
+	if e := r.reqDebug(m.RequestID); e != nil { // the range would be boxed for nothing
+		e.Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
+			Stringer("range", m.Range).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
+	}
 	r.publish(subject, h, &m)
 }
 

@@ -46,7 +46,7 @@ func (r *RC) handle(in input) {
 			return
 		}
 		r.metrics.peerMessages.WithLabelValues("status_received").Inc()
-		r.reqLog(b.RequestID).Debug().Str("secondary", b.RCID).Str("block", b.Block).Msg("secondary RC status")
+		r.reqDebug(b.RequestID).Str("secondary", b.RCID).Str("block", b.Block).Msg("secondary RC status")
 		r.step(core.PeerStatusReport{At: now.UnixNano(), RC: b.RCID, Request: b.RequestID, Block: b.Block})
 	case r.own.submit:
 		sub, err := messages.DecodeValid[messages.RCSubmission](in.msg.Data)
@@ -106,7 +106,7 @@ func (r *RC) onCancel(in input, now time.Time) {
 	_, primary := r.pending[id]
 	_, secondary := r.relayed[id]
 	if !primary && !secondary {
-		r.reqLog(id).Debug().Msg("cancel for a request this RC does not hold")
+		r.reqDebug(id).Msg("cancel for a request this RC does not hold")
 		return
 	}
 	r.metrics.cancels.WithLabelValues("received").Inc()
@@ -243,7 +243,7 @@ func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Ti
 		return
 	}
 	out := c.Class() // a timeout, a refusal (the DAP's queue is full) or as sent
-	r.reqLogFrom(c.RequestID, h).Debug().Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	r.reqDebugFrom(c.RequestID, h).Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
 	// A RETRY carries the DAP's current watermarks: learn them now, so the
 	// retry is placed on what the DAP really holds, not on an event still
 	// in flight.

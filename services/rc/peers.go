@@ -54,7 +54,7 @@ func (r *RC) sendPeerPortion(c core.Dispatch, m messages.PortionDispatch) {
 		p.via[c.Portion.ID] = viaPortion{rc: c.ViaRC, dap: c.DAP}
 	}
 	r.metrics.peerMessages.WithLabelValues("portion_sent").Inc()
-	r.reqLog(m.RequestID).Debug().Str("dap", c.DAP).Str("secondary", c.ViaRC).Str("portion", m.PortionID).Msg("dispatch via secondary RC")
+	r.reqDebug(m.RequestID).Str("dap", c.DAP).Str("secondary", c.ViaRC).Str("portion", m.PortionID).Msg("dispatch via secondary RC")
 	r.publish(r.cfg.Subjects.RCSecondaryDispatch(c.ViaRC), nil, &pp)
 }
 
@@ -79,7 +79,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	// Kept for as long as the core keeps the relayed request (it may still be
 	// asked for its status after the deadline), plus a timer period.
 	ri.forget = time.Unix(0, d.Deadline).Add(time.Duration(2*r.cfg.MultiRCMaxWait+1) * r.cfg.TickEvery)
-	r.reqLog(d.RequestID).Debug().Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
+	r.reqDebug(d.RequestID).Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
 	r.step(core.PeerDispatch{At: now.UnixNano(), Primary: pp.PrimaryID, Dispatch: core.Dispatch{
 		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: d.Labels, Range: d.Range,
 			Attempt: int(d.Attempt), PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},
@@ -107,14 +107,14 @@ func (r *RC) forwardCompletion(c core.ForwardCompletion) {
 func (r *RC) queryPeer(c core.QueryPeerStatus) {
 	q := messages.SecondaryQuery{V: messages.PortionVersion, RequestID: c.Request, PrimaryRCID: r.cfg.ID}
 	r.metrics.peerMessages.WithLabelValues("status_query_sent").Inc()
-	r.reqLog(c.Request).Debug().Str("secondary", c.RC).Msg("asking secondary RC for its status")
+	r.reqDebug(c.Request).Str("secondary", c.RC).Msg("asking secondary RC for its status")
 	r.publish(r.cfg.Subjects.RCSecondaryQuery(c.RC), nil, &q)
 }
 
 func (r *RC) reportPeer(c core.ReportPeerStatus) {
 	b := messages.PeerStatusBlock{V: messages.PortionVersion, RequestID: c.Request, RCID: r.cfg.ID, Block: c.Block}
 	r.metrics.peerMessages.WithLabelValues("status_sent").Inc()
-	r.reqLog(c.Request).Debug().Str("primary", c.RC).Str("block", c.Block).Msg("status reported to primary RC")
+	r.reqDebug(c.Request).Str("primary", c.RC).Str("block", c.Block).Msg("status reported to primary RC")
 	r.publish(r.cfg.Subjects.RCSecondaryStatus(c.RC), nil, &b)
 }
 

@@ -42,7 +42,7 @@ func (r *RC) onPosition(in input) {
 			return
 		}
 		if err := r.cfg.NC.Publish(r.cfg.Subjects.GWPosition(q.GWID), b); err != nil {
-			p.log.Warn().Err(err).Msg("position report not sent")
+			r.reqLog(p.sub.RequestID).Warn().Err(err).Msg("position report not sent")
 		}
 		return
 	}

@@ -72,8 +72,10 @@ func (r *RC) ID() string { return r.cfg.ID }
 // what it needs to carry out commands about it.
 type pendingRequest struct {
 	sub messages.RCSubmission
-	// log carries the request id, the caller's logCorr and the GW.
-	log     zerolog.Logger
+	// log carries the request id, the caller's logCorr and the GW: built
+	// where a line is first written about the request (reqLog), not for
+	// every request, most of which log nothing above debug.
+	log     *zerolog.Logger
 	arrived time.Time
 	aggSeq  uint32
 	// trackSealed: the last expectation the Agg got from AggTrack sealed the set.
@@ -101,7 +103,11 @@ func (r *RC) reqLog(id string) *zerolog.Logger { return r.reqLogFrom(id, nil) }
 // carries it.
 func (r *RC) reqLogFrom(id string, h nats.Header) *zerolog.Logger {
 	if p := r.pending[id]; p != nil {
-		return &p.log
+		if p.log == nil {
+			l := r.requestLogger(&p.sub, p.caller)
+			p.log = &l
+		}
+		return p.log
 	}
 	lc := r.log.With().Str("request_id", id)
 	if corr := h.Get(messages.HdrLogCorr); corr != "" && len(corr) <= maxLogCorrLogged {
@@ -109,6 +115,19 @@ func (r *RC) reqLogFrom(id string, h nats.Header) *zerolog.Logger {
 	}
 	l := lc.Logger()
 	return &l
+}
+
+// reqDebug is reqLog(id).Debug(), but nil (a line that writes nothing)
+// without building the request's logger when debug lines are off: the RC
+// writes one for every dispatch and every completion.
+func (r *RC) reqDebug(id string) *zerolog.Event { return r.reqDebugFrom(id, nil) }
+
+// reqDebugFrom is reqLogFrom(id, h).Debug() as reqDebug is.
+func (r *RC) reqDebugFrom(id string, h nats.Header) *zerolog.Event {
+	if r.log.GetLevel() > zerolog.DebugLevel || zerolog.GlobalLevel() > zerolog.DebugLevel {
+		return nil
+	}
+	return r.reqLogFrom(id, h).Debug()
 }
 
 // maxLogCorrLogged bounds a log correlation id taken from a header.
@@ -292,16 +311,19 @@ func (r *RC) announce(draining bool) {
 	r.publish(r.cfg.Subjects.RCAnnounce(r.cfg.ID), nil, &m)
 }
 
-// publish encodes and sends; a failure is logged (the request it concerns
-// then times out with a precise message rather than hanging).
+// publish encodes and sends (from a pooled buffer: messages.WithEncoded); a
+// failure is logged (the request it concerns then times out with a precise
+// message rather than hanging).
 func (r *RC) publish(subject string, h nats.Header, v any) {
-	data, err := messages.Encode(v)
-	if err != nil {
+	var sendErr error
+	err := messages.WithEncoded(v, func(data []byte) error {
+		sendErr = r.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data})
+		return nil
+	})
+	switch {
+	case err != nil:
 		r.log.Error().Err(err).Str("subject", subject).Msg("encode")
-		return
-	}
-	m := &nats.Msg{Subject: subject, Header: h, Data: data}
-	if err := r.cfg.NC.PublishMsg(m); err != nil {
-		r.log.Error().Err(err).Str("subject", subject).Msg("publish")
+	case sendErr != nil:
+		r.log.Error().Err(sendErr).Str("subject", subject).Msg("publish")
 	}
 }

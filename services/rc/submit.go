@@ -4,6 +4,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/rc/core"
 	"github.com/sg-project/sg/subjects"
@@ -12,23 +14,15 @@ import (
 // submit takes a request from a GW: getData goes to the core; ping and
 // getMeta are answered from the RC's view of the fleet.
 func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
-	// One logger per request, built in one go (each With copies the fields).
-	lc := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Str("gw_id", sub.GWID)
 	if len(caller) > maxCallerLen || !utf8.ValidString(caller) {
 		r.metrics.badMessages.Inc()
-		log := lc.Logger()
+		log := r.requestLogger(&sub, "")
 		log.Warn().Int("bytes", len(caller)).Msg("submission with a bad Sg-Caller")
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%s header: want valid UTF-8 of at most %d bytes", messages.HdrCaller, maxCallerLen), nil)
 		return
 	}
-	if caller != "" {
-		lc = lc.Str("caller", caller)
-	}
-	if c := sub.Header.Opts.LogCorr; c != "" {
-		lc = lc.Str("log_corr", c)
-	}
-	log := lc.Logger()
 	if _, dup := r.pending[sub.RequestID]; dup {
+		log := r.requestLogger(&sub, caller)
 		log.Warn().Msg("duplicate submission ignored")
 		return
 	}
@@ -67,7 +61,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
 		return
 	}
-	p := &pendingRequest{sub: sub, log: log, arrived: now}
+	p := &pendingRequest{sub: sub, arrived: now, caller: caller}
 	r.pending[sub.RequestID] = p
 	api := sub.Header.API
 	if sql {
@@ -79,8 +73,23 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		Assembly: sub.Header.Scope.Assembly, Tier: sub.Header.Scope.Tier, // the core picks the Agg
 		Caller: caller,
 	}
-	log.Info().Str("table", args.Table).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
+	if r.log.GetLevel() <= zerolog.InfoLevel && zerolog.GlobalLevel() <= zerolog.InfoLevel {
+		r.reqLog(sub.RequestID).Info().Str("table", args.Table).Time("deadline", time.Unix(0, sub.Deadline)).Msg("request accepted")
+	}
 	r.step(core.RequestArrived{At: now.UnixNano(), Request: req})
+}
+
+// requestLogger is the logger for lines about a submission: its ids, the
+// GW, the caller and the caller's logCorr.
+func (r *RC) requestLogger(sub *messages.RCSubmission, caller string) zerolog.Logger {
+	lc := r.log.With().Str("request_id", sub.RequestID).Str("api", sub.Header.API).Str("gw_id", sub.GWID)
+	if caller != "" {
+		lc = lc.Str("caller", caller)
+	}
+	if c := sub.Header.Opts.LogCorr; c != "" {
+		lc = lc.Str("log_corr", c)
+	}
+	return lc.Logger()
 }
 
 // maxCallerLen bounds the caller key a submission may carry (Sg-Caller).

@@ -16,28 +16,32 @@ type rowRef struct{ part, row uint32 }
 // its dictionary the values of the parts' that the rows use, each hashed
 // once per part, not once per row; otherwise the column is of strings.
 func gather(t *messages.Table, parts []*Partial, refs []rowRef) {
-	n := len(refs)
 	for k := range t.Columns {
-		c := &t.Columns[k]
-		c.Strings, c.Floats, c.Ints, c.Bools, c.Codes = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0], c.Codes[:0]
-		c.Dict = nil
-		switch c.Type {
-		case messages.TypeSymbol, messages.TypeString:
-			if allCoded(parts, k) {
-				c.Codes, c.Dict = gatherCodes(c.Codes, parts, k, refs)
-				break
-			}
-			c.Strings = slices.Grow(c.Strings, n)[:n]
-			for i, r := range refs {
-				c.Strings[i] = parts[r.part].Rows.Columns[k].Str(int(r.row))
-			}
-		case messages.TypeFloat:
-			c.Floats = gatherValues(c.Floats, parts, refs, func(c *messages.Column) []float64 { return c.Floats }, k)
-		case messages.TypeInt, messages.TypeTimestamp:
-			c.Ints = gatherValues(c.Ints, parts, refs, func(c *messages.Column) []int64 { return c.Ints }, k)
-		case messages.TypeBool:
-			c.Bools = gatherValues(c.Bools, parts, refs, func(c *messages.Column) []bool { return c.Bools }, k)
+		gatherColumn(&t.Columns[k], parts, refs, k)
+	}
+}
+
+// gatherColumn is gather of column k into c, whose type is set.
+func gatherColumn(c *messages.Column, parts []*Partial, refs []rowRef, k int) {
+	n := len(refs)
+	c.Strings, c.Floats, c.Ints, c.Bools, c.Codes = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0], c.Codes[:0]
+	c.Dict = nil
+	switch c.Type {
+	case messages.TypeSymbol, messages.TypeString:
+		if allCoded(parts, k) {
+			c.Codes, c.Dict = gatherCodes(c.Codes, parts, k, refs)
+			break
 		}
+		c.Strings = slices.Grow(c.Strings, n)[:n]
+		for i, r := range refs {
+			c.Strings[i] = parts[r.part].Rows.Columns[k].Str(int(r.row))
+		}
+	case messages.TypeFloat:
+		c.Floats = gatherValues(c.Floats, parts, refs, func(c *messages.Column) []float64 { return c.Floats }, k)
+	case messages.TypeInt, messages.TypeTimestamp:
+		c.Ints = gatherValues(c.Ints, parts, refs, func(c *messages.Column) []int64 { return c.Ints }, k)
+	case messages.TypeBool:
+		c.Bools = gatherValues(c.Bools, parts, refs, func(c *messages.Column) []bool { return c.Bools }, k)
 	}
 }
 

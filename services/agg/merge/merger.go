@@ -41,8 +41,10 @@ func (m *Merger) Add(p Partial) error {
 // Stream does not keep beyond its source's turn) against the request and the
 // first, and counts it.
 func (m *Merger) check(p *Partial) error {
-	if err := p.Validate(); err != nil {
-		return err
+	if !p.validated {
+		if err := p.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := m.checkShape(p); err != nil {
 		return err

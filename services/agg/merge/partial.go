@@ -38,6 +38,12 @@ type Partial struct {
 	Groups     int            `msgpack:"n,omitempty"`
 	Keys       messages.Table `msgpack:"k"`
 	Aggs       []AggState     `msgpack:"a,omitempty"`
+
+	// validated: DecodePartial validated it, and Merger.check need not
+	// again (on the merge's serial path, the codes long out of cache, that
+	// second pass was 2.5% of a large answer's CPU). A decoded partial is
+	// never written.
+	validated bool
 }
 
 // AggState is the mergeable state of one AggSpec for every group, columnar. Which fields
@@ -233,6 +239,24 @@ func checkAggType(f messages.AggFunc, t messages.ColumnType) error {
 // once for it. A row partial's times are left off when a timestamp column
 // of its rows holds them (TimesCol).
 func EncodePartial(p Partial) ([]byte, error) {
+	p = p.forWire()
+	hint := p.Rows.SizeHint() + 5*len(p.Times) + p.Keys.SizeHint()
+	for i := range p.Aggs {
+		hint += 64 + 16*p.Groups + p.Aggs[i].Value.SizeHint()
+	}
+	return messages.EncodeSized(&p, hint)
+}
+
+// EncodePartialTo writes EncodePartial's bytes to enc (a DAP's window,
+// written in place into its envelope: messages.AppendPartialResult).
+func EncodePartialTo(enc *msgpack.Encoder, p Partial) error {
+	p = p.forWire()
+	return enc.Encode(&p)
+}
+
+// forWire is p as sent: a row partial's times are left off when a timestamp
+// column of its rows holds them (TimesCol).
+func (p Partial) forWire() Partial {
 	p.TimesCol = 0
 	if !p.Aggregated {
 		for k := range p.Rows.Columns {
@@ -242,11 +266,7 @@ func EncodePartial(p Partial) ([]byte, error) {
 			}
 		}
 	}
-	hint := p.Rows.SizeHint() + 5*len(p.Times) + p.Keys.SizeHint()
-	for i := range p.Aggs {
-		hint += 64 + 16*p.Groups + p.Aggs[i].Value.SizeHint()
-	}
-	return messages.EncodeSized(&p, hint)
+	return p
 }
 
 // DecodePartial decodes and validates bytes from the network; it never
@@ -268,5 +288,6 @@ func DecodePartial(b []byte) (p Partial, err error) {
 	if err := p.Validate(); err != nil {
 		return Partial{}, err
 	}
+	p.validated = true
 	return p, nil
 }

@@ -2,6 +2,7 @@ package merge
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/sg-project/sg/messages"
@@ -82,13 +83,25 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 		w.pos = hi
 		return hi < total
 	}
-	if w.limit >= 0 {
-		n = min(n, w.limit)
-	}
 	if !w.reusable(t) {
 		*t = messages.NewTable(w.schema)
 	}
 	// The order first, then each column in a loop of its own (gather).
+	w.order(n)
+	gather(t, w.parts, w.refs)
+	clear(w.parts) // the used-up windows are not kept beyond this one
+	if w.limit >= 0 {
+		w.limit -= t.NumRows()
+	}
+	return w.h.Len() > 0 && w.limit != 0
+}
+
+// order puts the next n rows at most (fewer at the limit) in w.refs, and
+// the windows they come from in w.parts.
+func (w *Windows) order(n int) {
+	if w.limit >= 0 {
+		n = min(n, w.limit)
+	}
 	w.parts, w.refs = w.parts[:0], w.refs[:0]
 	left := 0 // the rows of the windows at hand: the most this one takes unless more are fetched
 	for i := range w.h.cursors {
@@ -126,12 +139,6 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 			w.h.fix0()
 		}
 	}
-	gather(t, w.parts, w.refs)
-	clear(w.parts) // the used-up windows are not kept beyond this one
-	if w.limit >= 0 {
-		w.limit -= t.NumRows()
-	}
-	return w.h.Len() > 0 && w.limit != 0
 }
 
 // reusable reports whether t has the schema of w's windows, so that its
@@ -222,6 +229,32 @@ func (w *Windows) next(i int) (*Partial, error) {
 // Err is the error that ended a streamed merge early (a fetch failed, or a
 // window did not fit the others); nil otherwise.
 func (w *Windows) Err() error { return w.err }
+
+// EncodeRest is the msgpack form of Rest's table (Encode's bytes), written
+// column by column straight from the merge's order, never built whole, the
+// columns side by side on up to workers goroutines
+// (messages.EncodeColumnsMsgpack). rows is about how many rows there are and
+// size about their bytes, so that the order and the answer are sized once.
+func (w *Windows) EncodeRest(rows, size, workers int) ([]byte, error) {
+	if w.whole != nil {
+		t, _ := w.Rest(0)
+		return messages.EncodeTableMsgpack(t, workers, size)
+	}
+	w.refs = slices.Grow(w.refs[:0], rows)
+	w.order(math.MaxInt)
+	defer clear(w.parts)
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.limit >= 0 {
+		w.limit -= len(w.refs)
+	}
+	parts, refs := w.parts, w.refs
+	return messages.EncodeColumnsMsgpack(w.schema, len(refs), func(k int, c *messages.Column) {
+		c.Type = w.schema[k].Type
+		gatherColumn(c, parts, refs, k)
+	}, workers, size)
+}
 
 // Rest returns every row left as one table; hint is about how many there are
 // (the rows of the partials), so that the columns are sized once.

@@ -210,3 +210,62 @@ func TestRest(t *testing.T) {
 		}
 	}
 }
+
+// EncodeRest writes the bytes of the merged table, for rows in windows of
+// several sources (coded symbols, strings, every type), with and without a
+// limit, sortCols, and enough rows for its columns to go side by side.
+func TestEncodeRestIsEncodeOfMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	schema := []messages.ColumnSpec{{Name: "time", Type: messages.TypeTimestamp}, {Name: "sym", Type: messages.TypeSymbol},
+		{Name: "x", Type: messages.TypeFloat}, {Name: "n", Type: messages.TypeInt}, {Name: "flag", Type: messages.TypeBool},
+		{Name: "note", Type: messages.TypeString}}
+	syms := []string{"A", "B", "C", "D", "E"}
+	var parts []Partial
+	var wins [][]Partial
+	for src := range 3 {
+		tb := messages.NewTable(schema)
+		ts := int64(0)
+		for range 12_000 + src*1000 {
+			ts += rng.Int64N(3)
+			if err := tb.AppendRow(ts, syms[rng.IntN(len(syms)-src)], rng.NormFloat64(), rng.Int64N(100), rng.IntN(2) == 0, syms[rng.IntN(2)]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w []Partial
+		for _, win := range splitWindows(p, 5000) {
+			b, err := EncodePartial(win) // as the Agg has them: decoded, symbols coded
+			if err != nil {
+				t.Fatal(err)
+			}
+			if win, err = DecodePartial(b); err != nil {
+				t.Fatal(err)
+			}
+			w = append(w, win)
+		}
+		parts, wins = append(parts, p), append(wins, w)
+	}
+	for _, args := range []messages.GetDataArgs{{Table: "t"}, {Table: "t", Limit: 20_000}, {Table: "t", SortCols: []string{"-x"}, Limit: 9}} {
+		want, err := Merge(args, parts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBytes, err := messages.Encode(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, workers := range []int{1, 2, 4} {
+			w, err := NewMerger(args).Stream(fetches(wins))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.EncodeRest(100, 1000, workers)
+			if err != nil || string(got) != string(wantBytes) {
+				t.Fatalf("args %+v, %d workers: %d bytes (%v), want %d", args, workers, len(got), err, len(wantBytes))
+			}
+		}
+	}
+}

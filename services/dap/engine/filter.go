@@ -27,6 +27,10 @@ func compileFilter(t *messages.Table, f messages.Filter) (pred, error) {
 		if !ok || (c.Type != messages.TypeSymbol && c.Type != messages.TypeString) {
 			return nil, bad("like needs a string pattern and a symbol or string column")
 		}
+		if c.Coded() {
+			dict := c.Dict
+			return byCode(c.Codes, len(dict), func(k int) bool { return globMatch(pattern, dict[k]) }), nil
+		}
 		return likePred(c, pattern), nil
 	}
 	var vals []any
@@ -42,6 +46,13 @@ func compileFilter(t *messages.Table, f messages.Filter) (pred, error) {
 	}
 	switch c.Type {
 	case messages.TypeSymbol, messages.TypeString:
+		if c.Coded() {
+			p, err := typedPred(f.Op, c.Dict, vals, asString, bad)
+			if err != nil {
+				return nil, err
+			}
+			return byCode(c.Codes, len(c.Dict), p), nil
+		}
 		return typedPred(f.Op, c.Strings, vals, asString, bad)
 	case messages.TypeFloat:
 		return typedPred(f.Op, c.Floats, vals, asFloat, bad)
@@ -130,6 +141,24 @@ func boolPred(op messages.FilterOp, col []bool, vals []any, bad func(string, ...
 		}
 		return want[0]
 	}, nil
+}
+
+// byCode is the predicate over a coded column's rows of p over its
+// dictionary: each value is tested once, when a row first has it.
+func byCode(codes []uint32, n int, p pred) pred {
+	memo := make([]uint8, n) // 0: not tested yet, 1: passes, 2: fails
+	return func(i int) bool {
+		code := codes[i]
+		m := memo[code]
+		if m == 0 {
+			m = 2
+			if p(int(code)) {
+				m = 1
+			}
+			memo[code] = m
+		}
+		return m == 1
+	}
 }
 
 // likePred memoises per distinct value: symbol columns repeat a few values many times.

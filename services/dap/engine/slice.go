@@ -70,7 +70,7 @@ func (s *Store) Replace(name string, rows messages.Table) error {
 	s.mu.Lock()
 	t, ok := s.tables[name]
 	if ok {
-		t.data = messages.NewTable(t.def.Columns)
+		t.data, t.dicts = newData(t.def), nil
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -116,7 +116,7 @@ func (s *Store) Upsert(name string, rows messages.Table) error {
 		at[k] = next.NumRows()
 		next.AppendRowFrom(&rows, i)
 	}
-	t.data = next
+	t.data, t.dicts = next, nil // next's columns may be uncoded: dictionaries start again from them
 	return nil
 }
 

@@ -20,10 +20,49 @@ type TableDef struct {
 }
 
 // table is one table's data; the columns of data follow def.Columns.
+//
+// Symbol columns are held coded (messages.Column.Codes and Dict): a partial
+// of them is re-coded rather than hashed row by row when it is encoded, a
+// filter tests each dictionary value once, and a row costs 4 bytes, not a
+// 16-byte string header the GC scans. dicts[k] builds column k's dictionary
+// (nil until the first append, and for other columns); the dictionary is only
+// ever appended to, so the views handed out keep theirs.
 type table struct {
 	def     TableDef
 	data    messages.Table
 	timeCol int // index of the time column, -1 for a reference table
+	dicts   []*messages.DictBuilder
+}
+
+// newData is an empty table of def's columns, its symbol columns coded.
+func newData(def TableDef) messages.Table {
+	t := messages.NewTable(def.Columns)
+	for k := range t.Columns {
+		if t.Columns[k].Type == messages.TypeSymbol {
+			t.Columns[k].Dict = []string{}
+		}
+	}
+	return t
+}
+
+// appendColumn appends src to column k, coding it when column k is coded.
+// Called with the store's write lock held.
+func (t *table) appendColumn(k int, src *messages.Column) {
+	c := &t.data.Columns[k]
+	if !c.Coded() {
+		c.AppendColumn(src) // a reference table's column after Upsert
+		return
+	}
+	if t.dicts == nil {
+		t.dicts = make([]*messages.DictBuilder, len(t.data.Columns))
+	}
+	d := t.dicts[k]
+	if d == nil {
+		d = messages.NewDictBuilder(c.Dict)
+		t.dicts[k] = d
+	}
+	c.Codes = d.AppendCodes(c.Codes, src)
+	c.Dict = d.Dict()
 }
 
 // Store is a set of tables, safe for concurrent use: Execute calls run in parallel,
@@ -44,7 +83,7 @@ func (s *Store) Create(def TableDef) error {
 	if def.Name == "" {
 		return bad("name is required")
 	}
-	t := &table{def: def, data: messages.NewTable(def.Columns), timeCol: -1}
+	t := &table{def: def, data: newData(def), timeCol: -1}
 	if err := t.data.Validate(); err != nil {
 		return bad("%v", err)
 	}
@@ -92,7 +131,7 @@ func (s *Store) Append(name string, rows messages.Table) error {
 	}
 	old := t.data.NumRows()
 	for k := range t.data.Columns {
-		t.data.Columns[k].AppendColumn(&rows.Columns[k])
+		t.appendColumn(k, &rows.Columns[k])
 	}
 	if t.timeCol < 0 {
 		return nil
@@ -106,7 +145,10 @@ func (s *Store) Append(name string, rows messages.Table) error {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return times[idx[a]] < times[idx[b]] })
-	t.data = t.data.Take(idx) // new arrays: partials already handed out keep their view
+	// New arrays: partials already handed out keep their view. Take codes
+	// the copy in a dictionary of its own (the values its rows use), so the
+	// builders start again from it.
+	t.data, t.dicts = t.data.Take(idx), nil
 	return nil
 }
 

@@ -137,7 +137,7 @@ func writeFile(path string, def engine.TableDef, rows *messages.Table, rowGroupR
 			case messages.TypeBool:
 				v = parquet.BooleanValue(c.Bools[i])
 			default:
-				v = parquet.ByteArrayValue([]byte(c.Strings[i]))
+				v = parquet.ByteArrayValue([]byte(c.Str(i)))
 			}
 			r[col[k]] = v.Level(0, 0, col[k])
 		}

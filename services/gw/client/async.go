@@ -54,20 +54,18 @@ func (c *Client) Submit(ctx context.Context, hdr messages.RequestHeader, args an
 // says when to come back. Once it finished: done is true and resp is the
 // request's own answer (OK or an error answer), as the sync path would
 // have given it. An unknown or expired job is an *AnswerError
-// (UNKNOWN_JOB, EXPIRED).
+// (UNKNOWN_JOB, EXPIRED). A poll holds one of the job endpoint's
+// MaxInFlight slots, as any request does.
 func (c *Client) Poll(ctx context.Context, id string) (job Job, resp messages.Response, done bool, err error) {
-	if err := c.setup(); err != nil {
-		return Job{}, messages.Response{}, false, err
+	k, err := c.admitTo(ctx, c.s.GWJob())
+	if err != nil {
+		return Job{}, messages.Response{}, false, fmt.Errorf("client: poll job %s: %w", id, err)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultWait)
-		defer cancel()
-	}
+	defer k.end()
 	h := nats.Header{}
 	h.Set(messages.HdrJobID, id)
 	messages.SetString(h, messages.HdrContentType, string(messages.ContentMsgpack))
-	a, err := c.send(ctx, c.s.GWJob(), h, nil)
+	a, err := c.send(k.ctx, k.subject, h, nil)
 	if err != nil {
 		return Job{}, messages.Response{}, false, fmt.Errorf("client: poll job %s: %w", id, err)
 	}
@@ -122,8 +120,11 @@ func jobOf(resp messages.Response) (Job, error) {
 	} else {
 		err = messages.Decode(resp.Payload, &js)
 	}
-	if err != nil || js.JobID == "" {
-		return Job{}, fmt.Errorf("client: ACCEPTED answer without a job status: %v", err)
+	if err != nil {
+		return Job{}, fmt.Errorf("client: ACCEPTED answer whose job status does not decode: %w", err)
+	}
+	if js.JobID == "" {
+		return Job{}, errors.New("client: ACCEPTED answer without a job id")
 	}
 	return Job{ID: js.JobID, Status: js, RetryAfter: time.Duration(js.RetryAfter) * time.Second}, nil
 }

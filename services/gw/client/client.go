@@ -158,7 +158,9 @@ func (c *Client) DoRequest(ctx context.Context, hdr messages.RequestHeader, args
 	if err != nil {
 		return messages.Response{}, err
 	}
-	resp, err := messages.DecodeResponse(rh, data)
+	// data is this call's own (a reassembled answer, or the one message's):
+	// the payload shares it rather than copying a large answer again.
+	resp, err := messages.DecodeResponseAliasing(rh, data)
 	if err != nil {
 		return messages.Response{}, fmt.Errorf("client: %s answer: %w", hdr.API, err)
 	}
@@ -218,10 +220,15 @@ type call struct {
 // MaxInFlight slots taken (fast path or not), waiting for one as long as ctx
 // allows. Call end when the request is over.
 func (c *Client) admit(ctx context.Context, api string) (call, error) {
+	return c.admitTo(ctx, c.s.GWAPI(api))
+}
+
+// admitTo is admit to any GW subject (a job poll's).
+func (c *Client) admitTo(ctx context.Context, subject string) (call, error) {
 	if err := c.setup(); err != nil {
 		return call{}, err
 	}
-	k := call{ctx: ctx, subject: c.s.GWAPI(api)}
+	k := call{ctx: ctx, subject: subject}
 	ep, err := c.endpoint(k.subject)
 	if err != nil {
 		return call{}, err

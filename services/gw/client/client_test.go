@@ -423,3 +423,86 @@ func TestStreamJSONWritesOneEnvelope(t *testing.T) {
 	}
 	waitSent()
 }
+
+// A job poll holds one of its endpoint's MaxInFlight slots, as Do and
+// streams do: with one slot, a second poll waits for the first to finish
+// (here until its context ends) and never reaches the GW meanwhile.
+func TestPollTakesAnInFlightSlot(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	polls := make(chan *nats.Msg, 4)
+	sub, err := g.nc.Subscribe(g.s.GWJob(), func(m *nats.Msg) { polls <- m })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := g.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cl := client.NewWithOptions(cnc, subjects.Default(), client.Options{MaxInFlight: 1})
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _, _, err := cl.Poll(ctx, "j1")
+		first <- err
+	}()
+	var held *nats.Msg
+	select {
+	case held = <-polls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first poll never reached the GW")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, _, _, err := cl.Poll(ctx, "j2"); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "in flight") {
+		t.Fatalf("second poll with the one slot taken: %v, want to wait for the slot until its deadline", err)
+	}
+	g.answer(held, messages.StatusOK, nil, nil, 0)
+	if err := <-first; err != nil {
+		t.Fatalf("first poll: %v", err)
+	}
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel3()
+	next := make(chan string, 1)
+	go func() {
+		m := <-polls
+		next <- m.Header.Get(messages.HdrJobID)
+		g.answer(m, messages.StatusOK, nil, nil, 0)
+	}()
+	if _, _, done, err := cl.Poll(ctx3, "j3"); err != nil || !done {
+		t.Fatalf("third poll, the slot free again: done %t, %v", done, err)
+	}
+	// Polls from one connection arrive in order: j2 would come first.
+	if id := <-next; id != "j3" {
+		t.Fatalf("the GW got a poll for %q after j1, want j3", id)
+	}
+}
+
+// An ACCEPTED answer whose job status does not decode says why, and one
+// without a job id says so, never "...: <nil>".
+func TestSubmitAcceptedWithoutJobStatus(t *testing.T) {
+	g, cnc := newFakeGW(t)
+	payloads := make(chan []byte, 1)
+	g.handle(subjects.APIPing, func(m *nats.Msg) {
+		g.answer(m, messages.Status{RC: messages.CodeAccepted, AC: messages.CodeOK}, <-payloads, nil, 0)
+	})
+	cl := client.New(cnc, subjects.Default())
+	for name, p := range map[string][]byte{"no job id": mustEncode(t, map[string]any{"v": 1, "state": "queued"}), "not a job status": mustEncode(t, "text")} {
+		payloads <- p
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cl.Submit(ctx, messages.RequestHeader{API: subjects.APIPing}, nil)
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "<nil>") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func mustEncode(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := messages.Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

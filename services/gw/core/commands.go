@@ -21,14 +21,12 @@ type WriteLog struct {
 	Op        string // create, refuse, update, answered, adopt: for logs and metrics
 }
 
-// Purge: remove Subject from the request log (its answer was sent). Seq is
-// the subject's last record, the `answered` entry this GW wrote: a shell may
-// remove the entry by a write conditional on it, or have written `answered`
-// with a TTL that removes it (see services/gw requestlog).
+// Purge: remove Subject from the request log (its answer was sent; its last
+// record is the `answered` entry this GW wrote). A shell may have written
+// `answered` with a TTL that removes it (see services/gw requestlog).
 type Purge struct {
 	ID      string
 	Subject string
-	Seq     uint64
 }
 
 // Submit: publish Sub to RC RCID on subjects.RCSubmit, with the routing
@@ -56,11 +54,15 @@ type CancelDrive struct {
 // Accepted is false for a refusal (the request was never admitted). Chunk:
 // Data is chunk 0 of a chunked answer passed on as it comes (relay.go):
 // publish it as it is, with the caller's ids in its headers; the rest
-// follow as Relay.
+// follow as Relay. Relayed: this is the first message of an answer passed
+// on as it comes (chunk 0, or frame 0 of a stream that goes on); its
+// outcome is known only with the last Relay (End), and a failure to
+// publish it or any Relay is reported as RelayFailed.
 type Answer struct {
 	Info       Info
 	Forward    bool
 	Chunk      bool
+	Relayed    bool
 	Header     nats.Header
 	Data       []byte
 	Err        error

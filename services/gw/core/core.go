@@ -81,6 +81,8 @@ func (c *Core) Step(ev Event) []Command {
 		}
 	case AnswerChunk:
 		c.answerChunk(e)
+	case RelayFailed:
+		c.relayFailed(e)
 	case Adopt:
 		c.adopt(e)
 	case Cancel:

@@ -22,7 +22,9 @@
 //     one) and pass it to Step: client requests you decoded and checked
 //     (Arrived), RC announcements and heartbeats, the result of every
 //     WriteLog (LogWritten, LogConflict with the subject's current entry
-//     read back, or LogFailed), a failed Submit (SubmitFailed), every
+//     read back, or LogFailed), a failed Submit (SubmitFailed), a message
+//     of an answer passed on as it comes that could not be published
+//     (RelayFailed: the core ends that answer), every
 //     message on a request's answer subject (AnswerChunk), open log entries
 //     of GWs that are gone (Adopt), cancels (Cancel), and Stop then Abort
 //     when you stop.
@@ -75,7 +77,9 @@
 //     waits for it. A failed create is settled with a conditional `answered`
 //     write where nothing is yet: if it lands the request is refused
 //     UNAVAILABLE (never logged); if it conflicts with the entry, the create
-//     had landed and the request goes on.
+//     had landed and the request goes on. A settle that failed in turn is
+//     written again, but refuses nothing when it lands: an empty subject may
+//     be one a peer adopted, answered and whose `answered` entry expired.
 //   - Adoption is one conditional write on the entry's own subject (the
 //     entry now names the adopter, with the next drive number reserved):
 //     there is no moment when the old owner has let go and the new one has

@@ -70,6 +70,21 @@ type SubmitFailed struct {
 	Err   error
 }
 
+// RelayFailed: a message of an answer passed on as it comes (an Answer with
+// Relayed, or a Relay) could not be published to the caller; Header is that
+// message's. The transfer cannot complete: the core ends it with its error
+// end (a chunk end, messages.IsChunkEnd, or an error frame) where one can
+// still go. Answered: the caller was answered otherwise instead (an error
+// status): nothing more goes to it. Relays for the same request that came
+// after the failed one in the same Step are not published.
+type RelayFailed struct {
+	At       int64
+	Info     Info
+	Header   nats.Header
+	Err      error
+	Answered bool
+}
+
 // AnswerChunk: a message arrived on a request's answer subject (ID is its
 // last token): a whole answer, or one chunk of one.
 type AnswerChunk struct {
@@ -116,6 +131,7 @@ func (e LogFailed) at() int64    { return e.At }
 func (e LogConflict) at() int64  { return e.At }
 func (e SubmitFailed) at() int64 { return e.At }
 func (e AnswerChunk) at() int64  { return e.At }
+func (e RelayFailed) at() int64  { return e.At }
 func (e Adopt) at() int64        { return e.At }
 func (e Cancel) at() int64       { return e.At }
 func (e Stop) at() int64         { return e.At }

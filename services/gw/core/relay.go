@@ -2,6 +2,7 @@ package core
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 
@@ -54,7 +55,8 @@ func (Relay) isCommand() {}
 // order, and the last is passed on only once the whole checked out (sizes,
 // checksum): a transfer that breaks (a chunk lost or forged, an Agg that
 // stops, the deadline) never completes at the caller, and ends with a
-// message messages.IsChunkEnd reports.
+// message messages.IsChunkEnd reports; so does one a message of which the
+// shell could not publish (RelayFailed).
 
 // relayMargin covers what the headers of a later chunk may add to chunk 0's
 // (a wider index) when chunk 0 is checked against the max payload.
@@ -279,16 +281,81 @@ func (c *Core) startChunkRelay(r *request, info Info) {
 // own last message: a frame, or a chunk end (messages.IsChunkEnd).
 func (c *Core) endRelay(id string, rl *relay, why string) {
 	delete(c.relays, id)
+	count := 0
+	if rl.chunks != nil {
+		count = rl.chunks.Count()
+	}
+	c.emit(brokenEnd(rl.info, rl.chunks != nil, rl.stream, rl.next, count, why))
+}
+
+// brokenEnd is the last message of a transfer (chunked) or stream that
+// broke after next chunks (frames) of count (0 for a stream).
+func brokenEnd(info Info, chunked bool, stream string, next, count int, why string) Relay {
 	h := nats.Header{}
 	var st messages.Status
-	if rl.chunks != nil {
-		h.Set(messages.HdrChunkStream, rl.stream)
-		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer broken after %d of %d chunks: %s", rl.next, rl.chunks.Count(), why)
+	if chunked {
+		h.Set(messages.HdrChunkStream, stream)
+		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer broken after %d of %d chunks: %s", next, count, why)
 	} else {
-		messages.SetStreamFrame(h, rl.stream, rl.next, true)
-		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %s", rl.next, why)
+		messages.SetStreamFrame(h, stream, next, true)
+		st = messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken after %d frames: %s", next, why)
 	}
-	c.emit(Relay{Info: rl.info, Header: h, End: true, Status: st})
+	return Relay{Info: info, Header: h, End: true, Status: st}
+}
+
+// relayFailed ends an answer one message of which could not be published:
+// the relay under way, or, when the failed message was its last (the relay
+// is over), with an end built from that message's place in the transfer.
+// An error end that failed is not sent again.
+func (c *Core) relayFailed(e RelayFailed) {
+	id := e.Info.ID
+	why := "a message could not be sent to the caller"
+	if e.Err != nil {
+		why += ": " + e.Err.Error()
+	}
+	rl := c.relays[id]
+	switch {
+	case e.Answered:
+		if rl != nil {
+			delete(c.relays, id)
+		}
+		c.emit(Dropped{ID: id, Why: "the caller was answered an error instead of the rest of its answer"})
+	case rl != nil:
+		// The caller got the messages before the one that failed (the shell
+		// sends none after it): the end says so, and a stream's end frame
+		// takes the failed frame's place in the sequence.
+		if at, ok := relayIndex(e.Header); ok && at < rl.next {
+			rl.next = at
+		}
+		c.endRelay(id, rl, why)
+	case messages.IsChunkEnd(e.Header):
+	case e.Header.Get(messages.HdrChunkIndex) != "":
+		next, _ := relayIndex(e.Header)
+		count, _ := strconv.Atoi(e.Header.Get(messages.HdrChunkCount))
+		c.emit(brokenEnd(e.Info, true, e.Header.Get(messages.HdrChunkStream), next, count, why))
+	default:
+		f, err := messages.ReadStreamFrame(e.Header)
+		if err != nil {
+			return
+		}
+		if st, err := messages.ReadStatus(e.Header); err == nil && !st.IsOK() {
+			return // the GW's error frame itself
+		}
+		c.emit(brokenEnd(e.Info, false, f.ID, f.Seq, 0, why))
+	}
+}
+
+// relayIndex is the place of a relayed message in its transfer: a chunk's
+// index or a frame's sequence number.
+func relayIndex(h nats.Header) (int, bool) {
+	if v := h.Get(messages.HdrChunkIndex); v != "" {
+		i, err := strconv.Atoi(v)
+		return i, err == nil && i >= 0
+	}
+	if f, err := messages.ReadStreamFrame(h); err == nil {
+		return f.Seq, true
+	}
+	return 0, false
 }
 
 // endRelays ends every stream under way, in request id order.

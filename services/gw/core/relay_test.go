@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -424,5 +425,191 @@ func TestChunkedAnswerBegunAfterAbortEnds(t *testing.T) {
 	}
 	if s.c.Relaying() != 0 {
 		t.Fatalf("relaying %d after the abort", s.c.Relaying())
+	}
+}
+
+// A message of an answer passed on as it comes that the shell could not
+// publish (RelayFailed) ends the transfer: the relay under way with its
+// end, or, when the one that failed was the last, an end built from its
+// place in the transfer; the caller is told at once, never left to its
+// timeout, and later chunks are dropped. Answer.Relayed marks the first.
+func TestRelayFailedEndsTheTransfer(t *testing.T) {
+	chunkEnd := func(t *testing.T, s *story) Relay {
+		t.Helper()
+		r := only[Relay](s)
+		var got [][2]any
+		sent(s, &got)
+		if !r.End || !messages.IsChunkEnd(got[0][0].(nats.Header)) {
+			t.Fatalf("after a failed publish %+v, want the GW's chunk end", r)
+		}
+		if s.c.Relaying() != 0 || !s.c.Idle() {
+			t.Fatalf("relaying %d after the transfer was ended", s.c.Relaying())
+		}
+		return r
+	}
+	t.Run("chunk under way", func(t *testing.T) {
+		s, chunks, _ := chunkStory(t, true, "k")
+		s.step(chunks[0])
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		an := only[Answer](s)
+		if !an.Relayed {
+			t.Fatal("chunk 0 of a relayed answer: Answer.Relayed false")
+		}
+		s.step(chunks[1])
+		r := only[Relay](s)
+		s.step(RelayFailed{At: s.now, Info: r.Info, Header: r.Header, Err: errors.New("nats: connection closed")})
+		// The caller got chunk 0 only: chunk 1 was the one that failed.
+		if end := chunkEnd(t, s); !strings.Contains(end.Status.AI, "after 1 of ") || !strings.Contains(end.Status.AI, "connection closed") {
+			t.Fatalf("chunk end says %q", end.Status.AI)
+		}
+		s.step(chunks[2])
+		none[Relay](s)
+	})
+	t.Run("chunk 0", func(t *testing.T) {
+		s, chunks, _ := chunkStory(t, true, "k")
+		s.step(chunks[0])
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		an := only[Answer](s)
+		s.step(RelayFailed{At: s.now, Info: an.Info, Header: an.Header, Err: errors.New("nats: maximum payload exceeded")})
+		if end := chunkEnd(t, s); !strings.Contains(end.Status.AI, "after 0 of ") {
+			t.Fatalf("chunk end says %q", end.Status.AI)
+		}
+	})
+	t.Run("last chunk", func(t *testing.T) {
+		s, chunks, _ := chunkStory(t, true, "k")
+		s.step(chunks[0])
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		var last Relay
+		for _, c := range chunks[1:] {
+			s.step(c)
+			last = only[Relay](s)
+		}
+		if !last.End || s.c.Relaying() != 0 {
+			t.Fatal("the last chunk did not end the relay")
+		}
+		s.step(RelayFailed{At: s.now, Info: last.Info, Header: last.Header, Err: errors.New("nats: connection closed")})
+		if end := chunkEnd(t, s); end.Header.Get(messages.HdrChunkStream) != chunks[0].Header.Get(messages.HdrChunkStream) {
+			t.Fatalf("chunk end of transfer %q", end.Header.Get(messages.HdrChunkStream))
+		}
+	})
+	t.Run("answered instead", func(t *testing.T) {
+		s, chunks, _ := chunkStory(t, true, "k")
+		s.step(chunks[0])
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		an := only[Answer](s)
+		s.step(RelayFailed{At: s.now, Info: an.Info, Header: an.Header, Answered: true})
+		none[Relay](s)
+		only[Dropped](s)
+		if !s.c.Idle() {
+			t.Fatal("still relaying to a caller answered otherwise")
+		}
+	})
+	t.Run("stream frame", func(t *testing.T) {
+		s := newStory(t, "gw-1", 1)
+		s.rc("rc-1", 1)
+		s.streamBegun("r1", "A")
+		s.step(frame("r1", "A", 1, false))
+		r := only[Relay](s)
+		s.step(RelayFailed{At: s.now, Info: r.Info, Header: r.Header, Err: errors.New("nats: connection closed")})
+		end := only[Relay](s)
+		// In the failed frame's place: the caller got frame 0 and reads
+		// the error frame next, not a gap.
+		if f, err := messages.ReadStreamFrame(end.Header); err != nil || !f.End || f.Seq != 1 || end.Status.IsOK() {
+			t.Fatalf("after a failed frame %+v (%v), want the GW's error frame 1", end, err)
+		}
+		s.step(frame("r1", "A", 2, true))
+		none[Relay](s)
+		// The error frame that failed in turn is not sent again.
+		s.step(RelayFailed{At: s.now, Info: end.Info, Header: withStatus(end), Err: errors.New("nats: connection closed")})
+		none[Relay](s)
+	})
+	t.Run("whole answers are not relayed", func(t *testing.T) {
+		s := newStory(t, "gw-1", 1)
+		s.rc("rc-1", 1)
+		s.arriveStreaming("r1", 5000*ms)
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+		s.step(frame("r1", "A", 0, true)) // a stream of one frame is whole
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		if an := only[Answer](s); an.Relayed {
+			t.Fatal("a stream of one frame: Answer.Relayed true")
+		}
+	})
+}
+
+// withStatus is a Relay's header as the shell publishes it.
+func withStatus(r Relay) nats.Header {
+	h := nats.Header{}
+	for k, v := range r.Header {
+		h[k] = v
+	}
+	r.Status.Write(h)
+	return h
+}
+
+// An adopted request keeps its caller's Sg-Accept-Chunks (the log entry
+// records it): the adopter passes its chunked answer on chunk by chunk, as
+// the owner would have, rather than answer TOO_LARGE or the object store.
+func TestAdoptedRequestKeepsChunks(t *testing.T) {
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	req := Request{ID: "r1", ClientID: "k", Caller: "_INBOX.a", Reply: "_INBOX.a.r1", API: subjects.APIGetData,
+		Content: messages.ContentMsgpack, Chunks: true, Received: owner.now, Deadline: owner.now + 5000*ms,
+		Sub: messages.RCSubmission{V: messages.RCVersion, GWID: "gw-1", Header: messages.RequestHeader{API: subjects.APIGetData},
+			ReplyTo: subjects.Default().GWAnswer("gw-1", "r1"), Content: messages.ContentMsgpack, Deadline: owner.now + 5000*ms, ReceivedAt: owner.now}}
+	owner.step(Arrived{At: owner.now, Req: req})
+	entry := only[WriteLog](owner).Entry
+	if !entry.Chunks {
+		t.Fatal("the log entry does not record that the caller reassembles chunks")
+	}
+	// The wire stays compatible: an older GW decodes the entry (its decoder
+	// skips the field), and an entry without Chunks is an older GW's entry,
+	// byte for byte (the field is omitted), which decodes as false.
+	b, err := messages.Encode(&entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var older struct {
+		V         uint8  `msgpack:"v"`
+		RequestID string `msgpack:"req"`
+		Drive     uint32 `msgpack:"drive"`
+	}
+	if err := messages.Decode(b, &older); err != nil || older.RequestID != "r1" {
+		t.Fatalf("an older GW reads the entry as %+v, %v", older, err)
+	}
+	plain := entry
+	plain.Chunks = false
+	if b, err = messages.Encode(&plain); err != nil || bytes.Contains(b, []byte("chunks")) {
+		t.Fatalf("an entry without Chunks names the field (%v): older GWs' entries would differ", err)
+	}
+	if e, err := messages.DecodeValid[messages.LogEntry](b); err != nil || e.Chunks {
+		t.Fatalf("an older GW's entry decodes as Chunks %t, %v", e.Chunks, err)
+	}
+
+	peer := newStory(t, "gw-2", 2)
+	peer.c.cfg.MaxPayload = 8 << 10
+	peer.rc("rc-1", 1)
+	peer.step(Adopt{At: peer.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
+	if w := only[WriteLog](peer); !w.Entry.Chunks {
+		t.Fatal("the adopter's entry dropped Chunks")
+	}
+	peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 2})
+	if a := only[Adopted](peer); !a.Info.Chunks {
+		t.Fatal("adopted without Chunks")
+	}
+	chunks, body := chunkedAnswer(t, "r1", "k", 8<<10-messages.RelayRoom)
+	peer.step(chunks[0])
+	only[WriteLog](peer)
+	var got [][2]any
+	peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 3})
+	if an := only[Answer](peer); !an.Chunk || !an.Relayed {
+		t.Fatalf("adopter answered %s, want chunk 0 passed on", describe(an))
+	}
+	sent(peer, &got)
+	for _, c := range chunks[1:] {
+		peer.step(c)
+		sent(peer, &got)
+	}
+	if out, err := reassemble(got); err != nil || !bytes.Equal(out, body) {
+		t.Fatalf("caller reassembled %d bytes, %v", len(out), err)
 	}
 }

@@ -49,6 +49,7 @@ type writeOp struct {
 	kind   string // create, refuse, update, answered, adopt
 	entry  messages.LogEntry
 	expect uint64
+	again  bool // written again after a failure: an earlier attempt may have landed
 }
 
 func (r *request) infoNow() Info {
@@ -281,6 +282,7 @@ func (c *Core) finish(r *request) {
 	cmd := Answer{Info: r.infoNow(), Accepted: true}
 	if a.fwd {
 		cmd.Forward, cmd.Chunk, cmd.Header, cmd.Data, cmd.Err = true, a.chunk, a.header, a.data, a.err
+		cmd.Relayed = r.chunks != nil || r.stream != nil && !(r.stream.end && len(r.stream.held) == 0)
 	} else {
 		cmd.Status = a.status
 	}
@@ -290,7 +292,7 @@ func (c *Core) finish(r *request) {
 	}
 	c.stats.Answered++
 	if r.logged {
-		c.emit(Purge{ID: r.ID, Subject: r.subject, Seq: r.seq})
+		c.emit(Purge{ID: r.ID, Subject: r.subject})
 	}
 	c.forget(r)
 }
@@ -308,7 +310,7 @@ func (c *Core) entryOf(r *request, st messages.LogState) messages.LogEntry {
 	sub.RequestID = messages.DriveID(r.ID, r.drive)
 	e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: r.ID, ClientRequestID: r.ClientID, Caller: r.Caller,
 		State: st, GWID: c.cfg.Self, GWStarted: c.cfg.Incarnation, ClientReply: r.Reply, API: r.API, Content: r.Content,
-		LogCorr: r.LogCorr, Submission: sub, Drive: r.drive, RCID: r.rcID, RCStarted: r.rcStarted}
+		LogCorr: r.LogCorr, Chunks: r.Chunks, Submission: sub, Drive: r.drive, RCID: r.rcID, RCStarted: r.rcStarted}
 	if st != messages.LogOpen {
 		e.By = c.cfg.Self
 	}
@@ -334,6 +336,18 @@ func (c *Core) written(r *request, seq uint64) {
 		// The create never landed and now cannot: the refusal is the answer,
 		// and the drive that went out with the create is of no use.
 		c.cancelDrive(r)
+		if op.again {
+			// Unless the settle itself failed first: landing now on an empty
+			// subject, it cannot tell a create that never landed from one a
+			// peer took over (judging this GW gone), answered, and whose
+			// `answered` entry has expired or been purged since. Silence
+			// rather than risk a second answer; nothing was promised if
+			// nothing landed (the caller's own timeout fires).
+			c.emit(Dropped{ID: r.ID, Why: "the request log could not settle whether the request was logged"})
+			c.emit(Purge{ID: r.ID, Subject: r.subject})
+			c.forget(r)
+			return
+		}
 		r.held = &answer{status: unavailable("The request could not be logged; retry later")}
 		r.logged = true // the tombstone is purged with the answer
 		c.finish(r)
@@ -393,6 +407,7 @@ func (c *Core) failed(r *request) {
 		c.write(r, &writeOp{kind: "refuse", entry: refuse, expect: 0})
 		return
 	}
+	op.again = true
 	r.retry, r.retryAt = op, c.now+c.cfg.LogRetry
 	c.arm(r, r.retryAt)
 }
@@ -458,7 +473,7 @@ func (c *Core) adopt(e Adopt) {
 		return
 	}
 	req := Request{ID: en.RequestID, ClientID: en.ClientRequestID, Caller: en.Caller, Reply: en.ClientReply, API: en.API,
-		Content: en.Content, LogCorr: en.LogCorr, Sub: en.Submission, Received: en.Submission.ReceivedAt, Deadline: en.Submission.Deadline}
+		Content: en.Content, LogCorr: en.LogCorr, Chunks: en.Chunks, Sub: en.Submission, Received: en.Submission.ReceivedAt, Deadline: en.Submission.Deadline}
 	if req.ClientID == "" {
 		req.ClientID = req.ID
 	}

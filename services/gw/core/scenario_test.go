@@ -215,6 +215,53 @@ func TestFailedCreateIsSettled(t *testing.T) {
 	}
 }
 
+// A settling write that failed in turn is written again; when that retry
+// lands, the subject was empty: either nothing ever landed, or the create
+// had landed, a peer that judged this GW gone took the request over and
+// answered it, and its `answered` entry expired (or was purged). The two
+// look the same, so the GW stays silent rather than risk a second answer
+// (the caller's own timeout fires; nothing was promised if nothing landed).
+// A settling write that lands at its first attempt still refuses
+// UNAVAILABLE (TestFailedCreateIsSettled). Found by the simulation (a wrong
+// suspicion with the create's and the settle's results lost).
+func TestRetriedSettleThatLandsAnswersNothing(t *testing.T) {
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	owner.arrive("r1", 5000*ms)
+	create := only[WriteLog](owner) // it lands; its acknowledgement is lost
+	owner.step(LogFailed{At: owner.now, ID: "r1", Err: errors.New("timeout")})
+	if w := only[WriteLog](owner); w.Op != "refuse" {
+		t.Fatalf("settling write %s", describe(w))
+	}
+	owner.step(LogFailed{At: owner.now, ID: "r1", Err: errors.New("timeout")}) // its result is lost too
+
+	peer := newStory(t, "gw-2", 2)
+	peer.rc("rc-1", 1)
+	peer.step(Adopt{At: peer.now, Subject: create.Subject, Seq: 1, Entry: create.Entry})
+	only[WriteLog](peer)
+	peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 2})
+	peer.step(answerFor("r1", "r1~1"))
+	only[WriteLog](peer)
+	peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 3})
+	only[Answer](peer) // the caller's one answer
+	only[Purge](peer)
+
+	owner.now += logRetry
+	owner.step(Tick{At: owner.now})
+	if w := only[WriteLog](owner); w.Op != "refuse" || w.ExpectSeq != 0 {
+		t.Fatalf("settling write again %s", describe(w))
+	}
+	owner.step(LogWritten{At: owner.now, ID: "r1", Seq: 4}) // the subject is empty again: it lands
+	none[Answer](owner)
+	if c := only[CancelDrive](owner); c.DriveID != "r1" {
+		t.Fatalf("cancelled %s, want the drive that went out with the create", c.DriveID)
+	}
+	only[Purge](owner)
+	if owner.c.Holds("r1") {
+		t.Fatal("still held")
+	}
+}
+
 // The first drive goes out with the create; an answer that arrives before
 // the create lands is held until it does, then `answered` is written, and
 // only then is the answer sent.

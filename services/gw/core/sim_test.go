@@ -21,7 +21,9 @@ import (
 // The deterministic simulation: several GWs sharing a request log, several
 // RCs, random crashes, clean stops, restarts, log write failures (some of
 // which landed all the same) and conflicts, slow, lost and duplicated
-// answers, cancels; the invariants are checked after every step.
+// answers, cancels; callers that reassemble chunks or read streams, with
+// their answers passed on as they come, broken on the way and failing to
+// publish (sim_relay_test.go); the invariants are checked after every step.
 //
 //	SIM_SEEDS=2000 go test ./services/gw/... -run Simulation   # many seeds
 //	SIM_SEED=17 go test ./services/gw/core -run Simulation -v # replay one
@@ -59,6 +61,12 @@ func TestSimulation(t *testing.T) {
 		total.add(s.totals)
 	}
 	t.Logf("%d seeds: %+v", n, total)
+	// Answers passed on as they come must keep being driven (a core that
+	// reassembled every answer would pass every check above).
+	if n >= 50 && (total.Transfers == total.TransfersChunked || total.TransfersChunked == 0 || total.TransfersAdopted == 0 || total.TransfersWhole == 0 || total.TransfersBroken == 0 ||
+		total.PublishFailures == 0) {
+		t.Errorf("%d seeds drove too few answers passed on as they come: %+v", n, total)
+	}
 }
 
 const (
@@ -73,7 +81,8 @@ const (
 )
 
 type simTotals struct {
-	Requests, Answered, Refused, Adopted, Crashes, Stops, RCRestarts, LogFailures, Cancels, LostInWindow, NeverLogged int
+	Requests, Answered, Refused, Adopted, Crashes, Stops, RCRestarts, LogFailures, Cancels, LostInWindow, NeverLogged        int
+	AggTransfers, AggFaults, Transfers, TransfersChunked, TransfersAdopted, TransfersWhole, TransfersBroken, PublishFailures int
 }
 
 func (a *simTotals) add(b simTotals) {
@@ -88,6 +97,14 @@ func (a *simTotals) add(b simTotals) {
 	a.Cancels += b.Cancels
 	a.LostInWindow += b.LostInWindow
 	a.NeverLogged += b.NeverLogged
+	a.AggTransfers += b.AggTransfers
+	a.AggFaults += b.AggFaults
+	a.Transfers += b.Transfers
+	a.TransfersChunked += b.TransfersChunked
+	a.TransfersAdopted += b.TransfersAdopted
+	a.TransfersWhole += b.TransfersWhole
+	a.TransfersBroken += b.TransfersBroken
+	a.PublishFailures += b.PublishFailures
 }
 
 // slot is one subject of the simulated request log.
@@ -102,6 +119,7 @@ type simGW struct {
 	incarnation int64
 	stopping    bool
 	abortAt     int64
+	aborted     bool // Abort was stepped: it passes nothing more on as it comes
 }
 
 type simRC struct {
@@ -115,8 +133,9 @@ type simRC struct {
 type simReq struct {
 	id, clientID, caller string
 	gw                   string
-	gwInc                int64 // the incarnation that took it
-	crashed              bool  // that incarnation crashed (without a log: lost with it)
+	subject              string // its request log subject (the first GW's: an adopter keeps it)
+	gwInc                int64  // the incarnation that took it
+	crashed              bool   // that incarnation crashed (without a log: lost with it)
 	arrived, deadline    int64
 	answers              int
 	refused              bool
@@ -125,6 +144,9 @@ type simReq struct {
 	purged               bool // its answer was sent and its entry purged
 	lostWindow           bool // `answered` landed but its GW died before publishing
 	cancelled            bool
+	mode                 int       // what its caller accepts: modeWhole, modeChunks, modeStream
+	bodies               [][]byte  // the chunked answers its drives' Aggs sent
+	tr                   *transfer // its answer passed on as it comes, as its caller saw it
 }
 
 type delivery struct {
@@ -160,6 +182,7 @@ type sim struct {
 	gws      []*simGW
 	rcs      []*simRC
 	reqs     map[string]*simReq
+	purged   []*simReq // the requests whose entries were purged
 	order    []string
 	queue    deliveries
 	qseq     uint64
@@ -172,6 +195,12 @@ type sim struct {
 	chaos    bool
 	pFail    float64 // probability a log write fails
 	logged   bool    // the GWs keep a request log (most seeds)
+
+	pSpoil     float64           // probability an Agg's transfer has a fault
+	pRelayFail float64           // probability a publish to the caller fails
+	maxGap     int               // ms between the messages of an Agg's transfer, at most
+	bodies     map[string][]byte // what each Agg transfer (by stream id) carries whole
+	nextStream int
 }
 
 func simulate(seed uint64, logf func(string, ...any)) error {
@@ -179,11 +208,21 @@ func simulate(seed uint64, logf func(string, ...any)) error {
 	return err
 }
 
-func run(seed uint64, logf func(string, ...any)) (*sim, error) {
+func run(seed uint64, logf func(string, ...any)) (_ *sim, err error) {
+	defer func() {
+		// A check that fails inside a scheduled delivery panics: report it
+		// as this seed's failure.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
 	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), now: t0, s: subjects.Default(), log: map[string]*slot{},
-		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true}
+		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true, bodies: map[string][]byte{}}
 	s.pFail = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
 	s.logged = s.rng.IntN(5) != 0
+	s.pSpoil = []float64{0, 0.1, 0.3}[s.rng.IntN(3)]
+	s.pRelayFail = []float64{0, 0.01, 0.05, 0.2}[s.rng.IntN(4)]
+	s.maxGap = []int{30, 150}[s.rng.IntN(2)]
 	for i := range 1 + s.rng.IntN(3) {
 		s.gws = append(s.gws, &simGW{id: fmt.Sprintf("gw-%d", i)})
 	}
@@ -204,6 +243,7 @@ func run(seed uint64, logf func(string, ...any)) (*sim, error) {
 	// must settle.
 	s.chaos = false
 	s.pFail = 0
+	s.pRelayFail = 0
 	for _, rc := range s.rcs {
 		if !rc.up {
 			s.restartRC(rc)
@@ -244,9 +284,10 @@ func (s *sim) startGW(g *simGW) {
 			g.incarnation++
 		}
 	}
-	g.stopping = false
+	g.stopping, g.aborted = false, false
 	g.c = New(Config{Self: g.id, Incarnation: g.incarnation, Start: s.now, TimeoutMargin: margin, StartupWait: 300 * ms,
 		AnnounceEvery: announce, DeadAfter: deadAfter, MaxInFlight: 40, MaxInFlightPerCaller: 15, Logged: s.logged,
+		MaxPayload: simMaxPayload, MaxAnswerBytes: simMaxAnswer,
 		LogRetry: logRetry, LogSubject: s.s.RequestLogEntry, AnswerSubject: s.s.GWAnswer})
 	s.logfNow("%s starts (incarnation %d)", g.id, g.incarnation)
 }
@@ -288,14 +329,17 @@ func (s *sim) arrive() error {
 	// Client ids repeat: they are labels.
 	clientID := fmt.Sprintf("k%d", s.rng.IntN(8))
 	timeout := int64(200+s.rng.IntN(2800)) * ms
-	rq := &simReq{id: id, clientID: clientID, caller: caller, gw: g.id, gwInc: g.incarnation, arrived: s.now, deadline: s.now + timeout}
+	rq := &simReq{id: id, clientID: clientID, caller: caller, gw: g.id, gwInc: g.incarnation, arrived: s.now, deadline: s.now + timeout,
+		mode: []int{modeWhole, modeChunks, modeStream, modeChunks | modeStream}[s.rng.IntN(4)], subject: s.s.RequestLogEntry(g.id, id)}
 	s.reqs[id] = rq
 	s.order = append(s.order, id)
 	s.totals.Requests++
 	sub := messages.RCSubmission{V: messages.RCVersion, GWID: g.id, Header: messages.RequestHeader{API: subjects.APIGetData},
-		ReplyTo: s.s.GWAnswer(g.id, id), Content: messages.ContentMsgpack, Deadline: rq.deadline, ReceivedAt: s.now}
+		ReplyTo: s.s.GWAnswer(g.id, id), Content: messages.ContentMsgpack, Deadline: rq.deadline, ReceivedAt: s.now,
+		Stream: rq.mode&modeStream != 0}
 	return s.stepGW(g, Arrived{At: s.now, Req: Request{ID: id, ClientID: clientID, Caller: caller, Reply: caller + "." + id,
-		API: subjects.APIGetData, Content: messages.ContentMsgpack, Sub: sub, Received: s.now, Deadline: rq.deadline}})
+		API: subjects.APIGetData, Content: messages.ContentMsgpack, Chunks: rq.mode&modeChunks != 0, Sub: sub, Received: s.now,
+		Deadline: rq.deadline}})
 }
 
 func (s *sim) cancel() error {
@@ -348,6 +392,7 @@ func (s *sim) chaosEvent() error {
 		}
 		s.schedule(grace, func() {
 			if g.c != nil && g.stopping {
+				g.aborted = true
 				if err := s.stepGW(g, Abort{At: s.now}); err != nil {
 					panic(err)
 				}
@@ -404,6 +449,9 @@ func (s *sim) crashGW(g *simGW) {
 	for _, rq := range s.reqs {
 		if rq.gw == g.id && rq.gwInc == g.incarnation && rq.answers == 0 {
 			rq.crashed = true
+		}
+		if tr := rq.tr; tr != nil && tr.gw == g.id && tr.inc == g.incarnation && !tr.ended {
+			tr.gone = true // cut: its caller's own timeout fires
 		}
 	}
 	g.c = nil
@@ -523,12 +571,45 @@ func (s *sim) stepGW(g *simGW, ev Event) error {
 	cmds := slices.Clone(g.c.Step(ev))
 	inc := g.incarnation
 	if _, tick := ev.(Tick); !tick {
-		s.logfNow("%s <- %s", g.id, describe(ev))
+		s.logfNow("%s <- %s", g.id, described{ev})
 	}
+	// A message to the caller whose publish fails is reported as
+	// RelayFailed after the batch; the later relays of its request in the
+	// batch are not published.
+	var failed []RelayFailed
 	for _, cmd := range cmds {
-		s.logfNow("%s -> %s", g.id, describe(cmd))
-		if err := s.carryOut(g, inc, cmd); err != nil {
+		if r, ok := cmd.(Relay); ok && slices.ContainsFunc(failed, func(f RelayFailed) bool { return f.Info.ID == r.Info.ID }) {
+			s.logfNow("%s -> %s: not published", g.id, described{cmd})
+			continue
+		}
+		fail, lost := s.publishFails(cmd)
+		s.logfNow("%s -> %s", g.id, described{cmd})
+		var err error
+		switch c := cmd.(type) {
+		case Answer:
+			err = s.answered(g, inc, c, fail, lost)
+		case Relay:
+			err = s.relayed(g, inc, c, lost)
+		default:
+			err = s.carryOut(g, inc, cmd)
+		}
+		if err != nil {
 			return fmt.Errorf("%s after %T: %w", g.id, ev, err)
+		}
+		if lost {
+			s.totals.PublishFailures++
+			s.logfNow("%s: publish failed", g.id)
+			if fail.At != 0 {
+				failed = append(failed, fail)
+			}
+		}
+	}
+	for _, f := range failed {
+		if g.c == nil || g.incarnation != inc {
+			break
+		}
+		if err := s.stepGW(g, f); err != nil {
+			return err
 		}
 	}
 	if g.stopping && g.c != nil && g.c.Idle() && s.now >= g.abortAt {
@@ -552,15 +633,19 @@ func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
 		if sl := s.log[c.Subject]; sl != nil {
 			sl.seq, sl.entry = 0, messages.LogEntry{}
 		}
-		if rq := s.reqs[c.ID]; rq != nil {
+		if rq := s.reqs[c.ID]; rq != nil && !rq.purged {
 			rq.purged = true
+			s.purged = append(s.purged, rq)
 		}
 	case Submit:
+		// What the caller accepts goes with every drive, an adopter's too
+		// (the log entry records it).
+		if rq := s.reqs[c.Info.ID]; rq != nil && (c.Info.Chunks != (rq.mode&modeChunks != 0) || c.Sub.Stream != (rq.mode&modeStream != 0)) {
+			return fmt.Errorf("request %s (mode %d) driven with chunks %t, stream %t", rq.id, rq.mode, c.Info.Chunks, c.Sub.Stream)
+		}
 		s.submit(c)
 	case CancelDrive:
 		s.cancels[c.DriveID] = true
-	case Answer:
-		return s.answered(g, c)
 	case AnswerCancel:
 		if !strings.HasSuffix(c.Reply, ".cancel") {
 			return fmt.Errorf("cancel answered on %q", c.Reply)
@@ -590,8 +675,12 @@ func (s *sim) logWrite(g *simGW, inc int64, w WriteLog) {
 				sl.seq, sl.entry = s.logSeq, w.Entry
 				if rq := s.reqs[w.Entry.RequestID]; rq != nil {
 					rq.loggedEver = rq.loggedEver || w.Entry.State == messages.LogOpen
-					if rq.purged {
-						panic(fmt.Sprintf("request %s: entry written after its purge", rq.id))
+					// After its purge only an open entry would do harm (a GW
+					// would adopt and answer it again); a settling write
+					// retried by a GW judged gone may land on the empty
+					// subject, and must answer nothing.
+					if rq.purged && w.Entry.State == messages.LogOpen {
+						panic(fmt.Sprintf("request %s: open entry written after its purge", rq.id))
 					}
 				}
 				result = LogWritten{At: s.now, ID: w.ID, Seq: sl.seq}
@@ -652,12 +741,17 @@ func (s *sim) submit(c Submit) {
 	case x < 3:
 		n = 2 // duplicated
 	}
+	rq := s.reqs[c.Info.ID]
+	alive := func() bool { return rc.up && rc.startedAt == started && !s.cancels[drive] }
 	for i := range n {
-		s.schedule(at-s.now+int64(i)*int64(s.rng.IntN(300))*ms, func() {
-			if !rc.up || rc.startedAt != started || s.cancels[drive] {
-				return
+		when := at + int64(i)*int64(s.rng.IntN(300))*ms
+		if rq != nil && s.aggAnswer(rq, reply, drive, when, alive) {
+			continue
+		}
+		s.schedule(when-s.now, func() {
+			if alive() {
+				s.deliverAnswer(reply, drive)
 			}
-			s.deliverAnswer(reply, drive)
 		})
 	}
 }
@@ -665,20 +759,28 @@ func (s *sim) submit(c Submit) {
 // deliverAnswer routes an answer by its subject, to the GW of that id that
 // is up now.
 func (s *sim) deliverAnswer(reply, drive string) {
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, drive)
+	s.deliver(reply, h, []byte(drive))
+}
+
+// deliver routes one message on an answer subject to the GW of that id
+// that is up now.
+func (s *sim) deliver(reply string, h nats.Header, data []byte) {
 	parts := strings.Split(reply, ".")
 	gwID, id := parts[len(parts)-3], parts[len(parts)-1]
 	g := s.gwByID(gwID)
 	if g == nil || g.c == nil {
 		return
 	}
-	h := nats.Header{}
-	h.Set(messages.HdrRequestID, drive)
-	if err := s.stepGW(g, AnswerChunk{At: s.now, ID: id, Header: h, Data: []byte(drive)}); err != nil {
+	if err := s.stepGW(g, AnswerChunk{At: s.now, ID: id, Header: h, Data: data}); err != nil {
 		panic(err)
 	}
 }
 
-func (s *sim) answered(g *simGW, a Answer) error {
+// answered checks an Answer as its caller gets it (lost: its publish
+// failed, as fail says).
+func (s *sim) answered(g *simGW, inc int64, a Answer, fail RelayFailed, lost bool) error {
 	rq := s.reqs[a.Info.ID]
 	if rq == nil {
 		return fmt.Errorf("answer for a request never sent: %s", a.Info.ID)
@@ -690,9 +792,28 @@ func (s *sim) answered(g *simGW, a Answer) error {
 	if a.Info.Reply != rq.caller+"."+rq.id || a.Info.ClientID != rq.clientID {
 		return fmt.Errorf("request %s answered to %q as %q", rq.id, a.Info.Reply, a.Info.ClientID)
 	}
+	if a.Accepted && s.logged {
+		// `answered` is in the log, written by this GW, before the first
+		// message of the answer goes out (unless nothing was ever logged).
+		sl := s.log[rq.subject]
+		switch {
+		case sl != nil && sl.seq != 0:
+			if e := sl.entry; e.RequestID != rq.id || e.State != messages.LogAnswered || e.GWID != g.id || e.GWStarted != inc {
+				return fmt.Errorf("request %s answered by %s/%d while the log holds %s by %s/%d", rq.id, g.id, inc, e.State, e.GWID, e.GWStarted)
+			}
+		case rq.loggedEver:
+			return fmt.Errorf("request %s answered by %s after its entry was purged", rq.id, g.id)
+		}
+	}
+	if a.Accepted && a.Info.Chunks != (rq.mode&modeChunks != 0) {
+		return fmt.Errorf("request %s (mode %d) answered with chunks %t", rq.id, rq.mode, a.Info.Chunks)
+	}
+	if !a.Forward && (a.Relayed || a.Chunk) {
+		return fmt.Errorf("request %s: the GW's own answer marked relayed %t, chunk %t", rq.id, a.Relayed, a.Chunk)
+	}
 	if a.Forward {
-		if got := string(a.Data); got != rq.id && !strings.HasPrefix(got, rq.id+messages.DriveSep) {
-			return fmt.Errorf("request %s forwarded the answer of %s", rq.id, got)
+		if err := s.firstMessage(g, inc, rq, a, fail, lost); err != nil {
+			return err
 		}
 	}
 	if !a.Accepted {
@@ -714,11 +835,12 @@ func (s *sim) answered(g *simGW, a Answer) error {
 
 // check: the invariants after every step.
 func (s *sim) check() error {
-	for _, rq := range s.reqs {
-		if rq.purged {
-			if sl := s.log[s.s.RequestLogEntry(rq.gw, rq.id)]; sl != nil && sl.seq != 0 {
-				return fmt.Errorf("request %s answered and purged, but the log holds it again", rq.id)
-			}
+	if err := s.checkHeld(); err != nil {
+		return err
+	}
+	for _, rq := range s.purged {
+		if sl := s.log[rq.subject]; sl != nil && sl.seq != 0 && sl.entry.State == messages.LogOpen {
+			return fmt.Errorf("request %s answered and purged, but the log holds it open again", rq.id)
 		}
 	}
 	return nil
@@ -728,6 +850,9 @@ func (s *sim) check() error {
 func (s *sim) final() error {
 	for _, id := range s.order {
 		rq := s.reqs[id]
+		if err := rq.transferSettled(); err != nil {
+			return err
+		}
 		switch {
 		case rq.answers == 1:
 		case rq.lostWindow:
@@ -756,6 +881,12 @@ func (s *sim) final() error {
 	return nil
 }
 
+// described formats as describe, only when a log line is written (most
+// seeds run quiet).
+type described struct{ v any }
+
+func (d described) String() string { return describe(d.v) }
+
 func describe(v any) string {
 	switch x := v.(type) {
 	case Arrived:
@@ -773,9 +904,24 @@ func describe(v any) string {
 	case Adopt:
 		return fmt.Sprintf("Adopt %s from %s/%d seq %d", x.Entry.RequestID, x.Entry.GWID, x.Entry.GWStarted, x.Seq)
 	case Answer:
-		return fmt.Sprintf("Answer %s accepted=%v fwd=%v %v", x.Info.ID, x.Accepted, x.Forward, x.Status)
+		return fmt.Sprintf("Answer %s accepted=%v fwd=%v chunk=%v relayed=%v err=%v %v (%d bytes)", x.Info.ID, x.Accepted, x.Forward,
+			x.Chunk, x.Relayed, x.Err, x.Status, len(x.Data))
 	case AnswerChunk:
+		switch {
+		case messages.IsStreamFrame(x.Header):
+			return fmt.Sprintf("AnswerChunk %s frame %s/%s end=%q (%d bytes)", x.ID, x.Header.Get(messages.HdrStreamID),
+				x.Header.Get(messages.HdrStreamSeq), x.Header.Get(messages.HdrStreamEnd), len(x.Data))
+		case x.Header.Get(messages.HdrChunkIndex) != "":
+			return fmt.Sprintf("AnswerChunk %s chunk %s/%s of %s (%d bytes)", x.ID, x.Header.Get(messages.HdrChunkStream),
+				x.Header.Get(messages.HdrChunkIndex), x.Header.Get(messages.HdrChunkCount), len(x.Data))
+		}
 		return fmt.Sprintf("AnswerChunk %s %q", x.ID, x.Data)
+	case Relay:
+		return fmt.Sprintf("Relay %s end=%v %v chunk %q frame %q (%d bytes)", x.Info.ID, x.End, x.Status,
+			x.Header.Get(messages.HdrChunkIndex), x.Header.Get(messages.HdrStreamSeq), len(x.Data))
+	case RelayFailed:
+		return fmt.Sprintf("RelayFailed %s answered=%v chunk %q frame %q", x.Info.ID, x.Answered,
+			x.Header.Get(messages.HdrChunkIndex), x.Header.Get(messages.HdrStreamSeq))
 	case Submit:
 		return fmt.Sprintf("Submit %s to %s (%s)", x.Sub.RequestID, x.RCID, x.Why)
 	}

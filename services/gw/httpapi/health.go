@@ -50,7 +50,7 @@ func (s *Server) health(ctx context.Context) Health {
 		return Health{Reason: "ping could not be encoded: " + err.Error()}
 	}
 	reply := s.inbox + ".h" + strconv.FormatUint(s.next.Add(1), 36)
-	ch := s.wait(reply)
+	ch := s.wait(reply, s.cfg.Log)
 	defer s.done(reply)
 	hdr := nats.Header{}
 	messages.SetString(hdr, messages.HdrContentType, string(messages.ContentJSON))
@@ -58,10 +58,8 @@ func (s *Server) health(ctx context.Context) Health {
 	if err := s.nc.PublishMsg(&nats.Msg{Subject: s.cfg.Subjects.GWAPI(subjects.APIPing), Reply: reply, Header: hdr, Data: env}); err != nil {
 		return Health{Reason: "the gateway could not be reached: " + err.Error()}
 	}
-	var m *nats.Msg
-	select {
-	case m = <-ch:
-	case <-ctx.Done():
+	m, err := ch.next(ctx, nil)
+	if err != nil {
 		// A GW holds requests until it knows an RC that can serve.
 		return Health{Reason: "no answer from the gateway to a ping: no gateway, or none knows an RC that can serve yet"}
 	}

@@ -18,11 +18,11 @@
 // Large answers stream to the caller with chunked transfer encoding. getData
 // and sql ask for an answer stream (Sg-Accept-Stream, messages/stream.go):
 // its frames are written as they come, as the one JSON envelope a whole
-// answer would be (messages.JSONStreamWriter), in memory bounded by a frame.
+// answer would be (messages.JSONStreamWriter).
 // Other large answers come from the GW in chunks, in order, and are written
 // chunk by chunk as they come (checked by messages.ChunkRelay: the last is
-// written only once the whole has its size and checksum), in memory bounded
-// by a chunk. A transfer that breaks after the status line was written (a
+// written only once the whole has its size and checksum). What waits for a
+// slow caller is bounded per request (MaxBacklogBytes, below). A transfer that breaks after the status line was written (a
 // lost frame or chunk, an error frame, a checksum mismatch, the GW's chunk
 // end, messages.IsChunkEnd) aborts the HTTP connection, so the caller sees a
 // failed transfer, never a cut document that looks whole; one that breaks
@@ -34,7 +34,13 @@
 //
 // The adapter holds one NATS subscription for all its requests (a wildcard
 // on its own inbox prefix) and routes answers to waiting handlers by the
-// reply subject's last token.
+// reply subject's last token. The router never waits for a handler: each
+// request's messages wait in its own backlog, bounded by MaxBacklogBytes
+// (and all of them together by MaxBacklogTotal, past which the answers
+// holding the most end), and a caller too slow to read its answer fails its
+// own transfer past it (logged with its request id) rather than hold up
+// every other answer; one
+// that takes nothing for ChunkIdle has its transfer aborted.
 package httpapi
 
 import (
@@ -65,7 +71,8 @@ const (
 	DefaultWait            = 95 * time.Second   // GW timeout + margin + 5 s, for a request that sets no timeout
 	DefaultChunkIdle       = 30 * time.Second   // longest wait between two chunks of one answer
 	DefaultHealthTimeout   = 2 * time.Second    // the health check's ping timeout
-	maxWaiterBacklog       = 64                 // messages buffered per request before the router waits
+	DefaultMaxBacklogBytes = 64 << 20           // one answer's messages received and not yet written to its caller
+	DefaultMaxBacklogTotal = 256 << 20          // every answer's, together
 	waitMargin             = 35 * time.Second   // beyond a request's own timeout: the GW's margin + 5 s
 	healthPath             = "/v1/health"       //
 	openAPIPath            = "/v1/openapi.json" //
@@ -82,7 +89,16 @@ type Config struct {
 	MaxRequestBytes int64         // request body limit (the GW has its own, too)
 	MaxAnswerBytes  int64         // answer limit (messages.DefaultChunkLimit)
 	Wait            time.Duration // how long to wait for an answer when the request sets no timeout
-	ChunkIdle       time.Duration // how long to wait between two chunks of one answer
+	ChunkIdle       time.Duration // how long to wait between two chunks of one answer, and for the caller to take one
+	// MaxBacklogBytes bounds what one answer may hold in the adapter while
+	// its caller is slower to read than the answer comes: past it that one
+	// transfer ends with an error (waiter.push), and no other answer waits.
+	MaxBacklogBytes int64
+	// MaxBacklogTotal bounds what every answer together may hold: past it,
+	// the answers that hold the most end with an error, one by one, until the
+	// message that came fits (the slowest callers pay, not the one whose
+	// message came last).
+	MaxBacklogTotal int64
 	HealthTimeout   time.Duration
 	// GatewayReady, when set, is the readiness of a GW in the same process
 	// (`sg gw`, `sg run`): /v1/health is 503 with its reason at once while
@@ -110,6 +126,12 @@ func (c Config) withDefaults() Config {
 	if c.HealthTimeout <= 0 {
 		c.HealthTimeout = DefaultHealthTimeout
 	}
+	if c.MaxBacklogBytes <= 0 {
+		c.MaxBacklogBytes = DefaultMaxBacklogBytes
+	}
+	if c.MaxBacklogTotal <= 0 {
+		c.MaxBacklogTotal = DefaultMaxBacklogTotal
+	}
 	return c
 }
 
@@ -121,13 +143,14 @@ type Server struct {
 	sub   *nats.Subscription
 	next  atomic.Uint64
 
+	held    atomic.Int64 // bytes in every waiter's backlog
 	mu      sync.Mutex
-	waiters map[string]chan *nats.Msg
+	waiters map[string]*waiter
 }
 
 // New subscribes to the adapter's inbox on nc and returns the adapter.
 func New(nc *nats.Conn, cfg Config) (*Server, error) {
-	s := &Server{nc: nc, cfg: cfg.withDefaults(), waiters: map[string]chan *nats.Msg{}}
+	s := &Server{nc: nc, cfg: cfg.withDefaults(), waiters: map[string]*waiter{}}
 	s.inbox = nc.NewInbox()
 	sub, err := nc.Subscribe(s.inbox+".*", s.route)
 	if err != nil {
@@ -147,42 +170,177 @@ func New(nc *nats.Conn, cfg Config) (*Server, error) {
 func (s *Server) Close() error { return s.sub.Unsubscribe() }
 
 // route hands a message on the inbox to the handler waiting for it; a message
-// for nobody (a late chunk, a cancel's answer) is dropped.
+// for nobody (a late chunk, a cancel's answer) is dropped. It never waits:
+// it is the one callback for every request's answers, and a caller slow to
+// read its answer must cost only its own request (waiter.push).
 func (s *Server) route(m *nats.Msg) {
 	s.mu.Lock()
-	ch := s.waiters[m.Subject]
+	w := s.waiters[m.Subject]
 	s.mu.Unlock()
-	if ch == nil {
+	if w == nil {
 		return
 	}
-	select {
-	case ch <- m:
-	default:
-		// The handler is not reading (the caller is slow to take the
-		// stream): block rather than drop a chunk, which would break the
-		// transfer. The handler's ChunkIdle bounds how long.
-		t := time.NewTimer(s.cfg.ChunkIdle)
-		defer t.Stop()
-		select {
-		case ch <- m:
-		case <-t.C:
+	n := backlogSize(m)
+	if s.held.Load()+n > s.cfg.MaxBacklogTotal {
+		s.shed(n)
+	}
+	if err := w.push(m, n, s.cfg.MaxBacklogBytes); err != nil {
+		s.done(m.Subject) // the rest of its answer is dropped
+		if !errors.Is(err, errGone) {
+			w.log.Error().Err(err).Msg("HTTP caller too slow for its answer; ending that transfer")
 		}
 	}
 }
 
-func (s *Server) wait(reply string) chan *nats.Msg {
-	ch := make(chan *nats.Msg, maxWaiterBacklog)
-	s.mu.Lock()
-	s.waiters[reply] = ch
-	s.mu.Unlock()
-	return ch
+// shed ends the answers that hold the most, one by one, until n more bytes
+// fit within MaxBacklogTotal or none holds anything. Only route calls it,
+// so no other message is added meanwhile.
+func (s *Server) shed(n int64) {
+	for s.held.Load()+n > s.cfg.MaxBacklogTotal {
+		s.mu.Lock()
+		var (
+			most  *waiter
+			reply string
+			size  int64
+		)
+		for r, w := range s.waiters {
+			if b := w.size(); b > size {
+				most, reply, size = w, r, b
+			}
+		}
+		if most != nil {
+			delete(s.waiters, reply) // the rest of its answer is dropped
+		}
+		s.mu.Unlock()
+		if most == nil {
+			return
+		}
+		most.fail(fmt.Errorf("the caller did not read its answer fast enough: its %d bytes waiting were the most when the adapter's answers held more than %d bytes", size, s.cfg.MaxBacklogTotal))
+		most.log.Error().Int64("bytes", size).Msg("HTTP caller too slow for its answer while the adapter's backlog was full; ending that transfer")
+	}
 }
 
+func (s *Server) wait(reply string, log zerolog.Logger) *waiter {
+	w := &waiter{ready: make(chan struct{}, 1), log: log, held: &s.held}
+	s.mu.Lock()
+	s.waiters[reply] = w
+	s.mu.Unlock()
+	return w
+}
+
+// done forgets the waiter of reply: what it still held is dropped, and a
+// message that comes for it later is not kept.
 func (s *Server) done(reply string) {
 	s.mu.Lock()
+	w := s.waiters[reply]
 	delete(s.waiters, reply)
 	s.mu.Unlock()
+	if w != nil {
+		w.fail(errGone)
+	}
 }
+
+// errGone: the handler of an answer is done with it.
+var errGone = errors.New("the answer's handler is gone")
+
+// waiter holds the messages of one request's answer from the router until
+// its handler takes them, bounded in bytes.
+type waiter struct {
+	log   zerolog.Logger // the request's
+	ready chan struct{}  // a message or the overflow came since the handler last looked
+	held  *atomic.Int64  // every waiter's bytes together (Server.held)
+	mu    sync.Mutex
+	queue []*nats.Msg
+	bytes int64
+	err   error // the backlog overflowed: the answer cannot be whole
+}
+
+// backlogSize is what m counts in a backlog.
+func backlogSize(m *nats.Msg) int64 { return int64(len(m.Data)) + backlogOverhead }
+
+// size is the bytes waiting.
+func (w *waiter) size() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bytes
+}
+
+// fail drops the queue and ends the answer with err (the first error stays).
+func (w *waiter) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.held.Add(-w.bytes)
+	w.queue, w.bytes = nil, 0
+	w.mu.Unlock()
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// backlogOverhead is what a message counts beyond its data: its headers and
+// bookkeeping, so that many small messages are bounded too.
+const backlogOverhead = 512
+
+// push queues m (n bytes, backlogSize) for the handler; an error when the
+// backlog would pass limit: the queue is dropped and the handler ends its
+// transfer with the error.
+func (w *waiter) push(m *nats.Msg, n, limit int64) error {
+	w.mu.Lock()
+	if w.err == nil && w.bytes+n > limit && len(w.queue) > 0 {
+		w.err = fmt.Errorf("the caller did not read its answer fast enough: more than %d bytes of it waited", limit)
+		w.held.Add(-w.bytes)
+		w.queue, w.bytes = nil, 0
+	}
+	err := w.err
+	if err == nil {
+		w.queue = append(w.queue, m)
+		w.bytes += n
+		w.held.Add(n)
+	}
+	w.mu.Unlock()
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// next returns the answer's next message: an error when its backlog
+// overflowed, when idle fires (nil: never) or when ctx ends first.
+func (w *waiter) next(ctx context.Context, idle <-chan time.Time) (*nats.Msg, error) {
+	for {
+		w.mu.Lock()
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return nil, err
+		}
+		if len(w.queue) > 0 {
+			m := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			n := backlogSize(m)
+			w.bytes -= n
+			w.held.Add(-n)
+			w.mu.Unlock()
+			return m, nil
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.ready:
+		case <-idle:
+			return nil, errStalled
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the answer did not finish: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// errStalled: no message of an answer under way came for ChunkIdle.
+var errStalled = errors.New("the answer stalled")
 
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
@@ -290,7 +448,7 @@ func (s *Server) call(ctx context.Context, w http.ResponseWriter, r *http.Reques
 // callSubject is call to any GW subject, with extra headers (a job poll).
 func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http.Request, log zerolog.Logger, subject string, extra nats.Header, api, reqID string, env []byte, wait time.Duration) {
 	reply := s.inbox + "." + strconv.FormatUint(s.next.Add(1), 36)
-	ch := s.wait(reply)
+	ch := s.wait(reply, log)
 	defer s.done(reply)
 	h := nats.Header{}
 	for k, v := range extra {
@@ -308,18 +466,20 @@ func (s *Server) callSubject(ctx context.Context, w http.ResponseWriter, r *http
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The gateway could not be reached: %v", err))
 		return
 	}
-	var first *nats.Msg
-	select {
-	case first = <-ch:
-	case <-ctx.Done():
-		if r.Context().Err() != nil {
-			// The caller went away: tell the GW, from the same inbox, so
-			// it can free what the request holds.
-			s.cancel(reqID, log)
-			return
-		}
+	first, err := ch.next(ctx, nil)
+	switch {
+	case err == nil:
+	case r.Context().Err() != nil:
+		// The caller went away: tell the GW, from the same inbox, so it can
+		// free what the request holds.
+		s.cancel(reqID, log)
+		return
+	case ctx.Err() != nil:
 		writeStatus(w, reqID, api, messages.Errorf(messages.CodeTimeout, messages.CodeErr,
 			"No answer from the gateway within %s", wait))
+		return
+	default:
+		writeStatus(w, reqID, api, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer could not be received: %v", err))
 		return
 	}
 	if messages.IsStreamFrame(first.Header) {
@@ -359,10 +519,11 @@ func (s *Server) cancel(reqID string, log zerolog.Logger) {
 // complete (too large, a bad chunk, a stall, a chunk end: messages.IsChunkEnd,
 // whose status says why) is answered with its status while nothing was
 // written, and aborts the connection once the status line is out.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, api, reqID string, first *nats.Msg, ch <-chan *nats.Msg) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, api, reqID string, first *nats.Msg, ch *waiter) {
 	cr := messages.NewChunkRelay(s.cfg.MaxAnswerBytes)
 	began := false
-	flusher, _ := w.(http.Flusher)
+	bound := s.boundWrites(w)
+	defer bound.lift()
 	// fail ends the answer: with st while nothing was written, else by
 	// aborting the HTTP connection.
 	fail := func(st messages.Status, ev *zerolog.Event, msg string) {
@@ -398,11 +559,11 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, log zerolog.
 				writeAnswer(w, reqID, m.Header, -1) // no length: chunked transfer encoding
 				began = true
 			}
-			if _, err := w.Write(m.Data); err != nil {
+			if _, err := bound.Write(m.Data); err != nil {
 				fail(messages.Status{}, log.Warn().Err(err), "chunked answer could not be written")
 			}
-			if flusher != nil {
-				flusher.Flush()
+			if err := bound.flush(); err != nil {
+				fail(messages.Status{}, log.Warn().Err(err), "chunked answer could not be written")
 			}
 			if last {
 				return
@@ -426,73 +587,157 @@ func awaitLog(ctx context.Context, log zerolog.Logger) *zerolog.Event {
 }
 
 // await returns the next message of an answer under way from ch: an error
-// when none comes within ChunkIdle (idle is the answer's timer) or when ctx
-// ends first.
-func (s *Server) await(ctx context.Context, ch <-chan *nats.Msg, idle *time.Timer) (*nats.Msg, error) {
+// when none comes within ChunkIdle (idle is the answer's timer), when its
+// backlog overflowed, or when ctx ends first.
+func (s *Server) await(ctx context.Context, ch *waiter, idle *time.Timer) (*nats.Msg, error) {
 	idle.Reset(s.cfg.ChunkIdle)
-	select {
-	case m := <-ch:
-		return m, nil
-	case <-idle.C:
-		return nil, fmt.Errorf("the answer stalled: nothing came for %s", s.cfg.ChunkIdle)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("the answer did not finish: %w", context.Cause(ctx))
+	m, err := ch.next(ctx, idle.C)
+	if errors.Is(err, errStalled) {
+		err = fmt.Errorf("%w: nothing came for %s", err, s.cfg.ChunkIdle)
 	}
+	return m, err
 }
 
 // streamFrames writes an answer stream (messages/stream.go) as the one JSON
 // envelope a whole answer would be, frame by frame as they arrive
 // (messages.JSONStreamWriter), with chunked transfer encoding: the adapter
-// holds one frame at a time, whatever the answer's size. A stream that breaks
-// once the status line is out (a lost frame, an error frame, a bad frame, a
-// stall) aborts the HTTP connection, so the caller sees a failed transfer,
-// never a cut document that looks whole.
-func (s *Server) streamFrames(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, reqID string, first *nats.Msg, ch <-chan *nats.Msg) {
+// holds one frame at a time, whatever the answer's size. The status line
+// goes out with frame 0's first bytes, once the writer has checked it: a
+// frame 0 that fails (not an envelope, an error frame) is answered with a
+// status. A stream that breaks once the status line is out (a lost frame, an
+// error frame, a bad frame, a stall) aborts the HTTP connection, so the
+// caller sees a failed transfer, never a cut document that looks whole.
+func (s *Server) streamFrames(ctx context.Context, w http.ResponseWriter, log zerolog.Logger, reqID string, first *nats.Msg, ch *waiter) {
+	api := first.Header.Get(messages.HdrAPI)
 	f, err := messages.ReadStreamFrame(first.Header)
 	if err == nil && f.Seq != 0 {
 		err = fmt.Errorf("%w: the stream began with frame %d", messages.ErrChunk, f.Seq)
 	}
 	if err != nil {
-		writeStatus(w, reqID, first.Header.Get(messages.HdrAPI), messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream could not be read: %v", err))
+		writeStatus(w, reqID, api, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream could not be read: %v", err))
 		return
 	}
 	id := f.ID
-	writeAnswer(w, reqID, first.Header, -1) // no length: chunked transfer encoding
-	flusher, _ := w.(http.Flusher)
-	out := messages.NewJSONStreamWriter(w)
-	abort := func(ev *zerolog.Event, msg string) {
-		ev.Int("frames", f.Seq).Int64("bytes", out.Written()).Msg(msg + "; aborting the HTTP transfer")
+	bound := s.boundWrites(w)
+	defer bound.lift()
+	lw := &headerOnWrite{w: bound, begin: func() { writeAnswer(w, reqID, first.Header, -1) }} // no length: chunked transfer encoding
+	out := messages.NewJSONStreamWriter(lw)
+	// fail ends the answer: with st while nothing was written, else by
+	// aborting the HTTP connection.
+	fail := func(st messages.Status, ev *zerolog.Event, msg string) {
+		ev = ev.Int("frames", f.Seq).Int64("bytes", out.Written())
+		if !lw.began {
+			ev.Msg(msg + "; answering its status")
+			writeStatus(w, reqID, api, st)
+			return
+		}
+		ev.Msg(msg + "; aborting the HTTP transfer")
 		panic(http.ErrAbortHandler)
+	}
+	broken := func(err error) messages.Status {
+		return messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream could not be read: %v", err)
 	}
 	idle := time.NewTimer(s.cfg.ChunkIdle)
 	defer idle.Stop()
 	for m := first; ; {
 		if st, err := messages.ReadStatus(m.Header); err == nil && !st.IsOK() {
-			abort(log.Error().Str("ai", st.AI), "answer stream ended with an error")
+			fail(st, log.Error().Str("ai", st.AI), "answer stream ended with an error")
+			return
 		}
 		if err := out.Frame(f.Seq, m.Data); err != nil {
-			abort(log.Error().Err(err), "answer stream broke")
+			fail(broken(err), log.Error().Err(err), "answer stream broke")
+			return
 		}
-		if flusher != nil {
-			flusher.Flush()
+		if err := bound.flush(); err != nil {
+			fail(broken(err), log.Warn().Err(err), "answer stream could not be written")
+			return
 		}
 		if f.End {
 			if err := out.End(); err != nil {
-				abort(log.Error().Err(err), "answer stream could not be closed")
+				fail(broken(err), log.Error().Err(err), "answer stream could not be closed")
+				return
 			}
 			log.Info().Int("frames", f.Seq+1).Int64("bytes", out.Written()).Msg("answer stream written")
 			return
 		}
 		if m, err = s.await(ctx, ch, idle); err != nil {
-			abort(awaitLog(ctx, log).Err(err), "answer stream not finished")
+			fail(messages.Errorf(messages.CodeTimeout, messages.CodeErr, "Answer stream not finished: %v", err),
+				awaitLog(ctx, log).Err(err), "answer stream not finished")
+			return
 		}
 		if !messages.IsStreamFrame(m.Header) {
-			abort(log.Error(), "a whole answer in the middle of an answer stream")
+			fail(broken(errors.New("a whole answer in the middle of an answer stream")), log.Error(), "a whole answer in the middle of an answer stream")
+			return
 		}
 		if f, err = messages.ReadStreamFrame(m.Header); err != nil || f.ID != id {
-			abort(log.Error().AnErr("frame", err).Str("stream", f.ID), "a frame of another answer stream")
+			fail(broken(fmt.Errorf("a frame of another answer stream (%v)", err)), log.Error().AnErr("frame", err).Str("stream", f.ID), "a frame of another answer stream")
+			return
 		}
 	}
+}
+
+// writeBound writes an answer under way, bounded by progress: each piece of
+// at most writePiece bytes (and each flush) must be taken by the caller
+// within ChunkIdle, so a caller that takes nothing for that long fails its own
+// transfer and its handler is not held forever, while one that reads slowly
+// but steadily is never cut off, whatever a chunk's size. lift clears the
+// deadline once the answer is done, for the next request on a kept-alive
+// connection. A ResponseWriter without deadlines (httptest's recorder) goes
+// unbounded.
+type writeBound struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+// writePiece is the most written under one deadline.
+const writePiece = 32 << 10
+
+func (s *Server) boundWrites(w http.ResponseWriter) writeBound {
+	return writeBound{w: w, rc: http.NewResponseController(w), idle: s.cfg.ChunkIdle}
+}
+
+func (b writeBound) arm()  { _ = b.rc.SetWriteDeadline(time.Now().Add(b.idle)) }
+func (b writeBound) lift() { _ = b.rc.SetWriteDeadline(time.Time{}) }
+
+func (b writeBound) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), writePiece)
+		b.arm()
+		m, err := b.w.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// flush sends what the ResponseWriter buffered, bounded as a write is.
+func (b writeBound) flush() error {
+	b.arm()
+	if err := b.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// headerOnWrite writes the status line (begin) with the first bytes of the
+// body, so that what fails before any is answered with a status instead.
+type headerOnWrite struct {
+	w     io.Writer
+	begin func()
+	began bool
+}
+
+func (h *headerOnWrite) Write(p []byte) (int, error) {
+	if !h.began {
+		h.began = true
+		h.begin()
+	}
+	return h.w.Write(p)
 }
 
 // writeAnswer writes the status line and headers of an answer whose NATS

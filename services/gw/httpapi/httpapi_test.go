@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -673,4 +675,249 @@ func TestBrokenAnswerStreamAborts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A caller that does not read its answer costs only its own request: the
+// adapter's one subscription callback never waits for it, so another
+// request's answer, behind the slow one's on the inbox, is written at once,
+// and the slow transfer ends with an error logged with its request id once
+// more of it waited than the backlog allows.
+func TestSlowReaderCostsOnlyItsOwnRequest(t *testing.T) {
+	var logs testlog.Buffer
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs), MaxBacklogBytes: 2 << 20})
+	// More than the sockets between the adapter and the caller hold, and
+	// than the backlog: the slow caller's handler is stuck writing.
+	slow, _ := slowAnswer(t, e, func(m *nats.Msg, _ [][]byte) {
+		(&fakeGW{t: t, nc: e.nc}).respond(m.Reply, "fast", messages.StatusOK, []byte(`[]`))
+	})
+	defer slow.Body.Close()
+
+	fast := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/v1/ping", strings.NewReader(`{}`))
+		req.Header.Set("X-Request-Id", "fast")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != 200 {
+				err = errors.New(resp.Status)
+			}
+		}
+		fast <- err
+	}()
+	// ChunkIdle (30 s) is how long the callback waited for the slow reader.
+	select {
+	case err := <-fast:
+		if err != nil {
+			t.Fatalf("the other request: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other request's answer waited behind the slow reader's")
+	}
+	// Cut past its backlog: an aborted transfer, or, when the backlog
+	// overflowed before the handler took frame 0, an error status.
+	if b, err := io.ReadAll(slow.Body); err == nil && (slow.StatusCode == 200 || decode(t, b).Header.Status.IsOK()) {
+		t.Errorf("the slow reader's answer, cut past its backlog, read to the end without an error: status %d", slow.StatusCode)
+	}
+	if logs.Line(`"request_id":"slow"`, "too slow") == "" {
+		t.Errorf("no log line names the slow request; logs:\n%s", truncate(logs.String()))
+	}
+}
+
+// A frame 0 that the JSON stream writer refuses (not a response envelope)
+// is answered with an error status and envelope: nothing was written yet,
+// so the caller gets a clear answer rather than a connection aborted after
+// a 200 status line.
+func TestBadFirstFrameAnswersAStatus(t *testing.T) {
+	e := start(t, httpapi.Config{})
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		h := nats.Header{}
+		messages.Status{}.Write(h)
+		messages.SetStreamFrame(h, "s1", 0, false)
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Header: h, Data: []byte(`[{"i":0}]`)}); err != nil {
+			t.Error(err)
+		}
+	})
+	resp, b := e.post(t, "/v1/getData", `{}`)
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500", resp.StatusCode)
+	}
+	if r := decode(t, b); r.Header.Status.IsOK() || !strings.Contains(r.Header.AI, "frame 0") {
+		t.Fatalf("answer %+v, want an error naming frame 0", r.Header.Status)
+	}
+}
+
+// signalLog is a log sink that closes hit once a line containing want is
+// written.
+type signalLog struct {
+	testlog.Buffer
+	want string
+	hit  chan struct{}
+	once sync.Once
+}
+
+func (l *signalLog) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(l.want)) {
+		l.once.Do(func() { close(l.hit) })
+	}
+	return l.Buffer.Write(p)
+}
+
+// A caller that stops taking its answer fails its own transfer after
+// ChunkIdle without a byte taken: the handler does not wait on its
+// connection forever, and the transfer is aborted, never cut to look whole.
+func TestStalledReaderFailsAfterChunkIdle(t *testing.T) {
+	logs := &signalLog{want: "aborting the HTTP transfer", hit: make(chan struct{})}
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(logs).Level(zerolog.WarnLevel), ChunkIdle: 300 * time.Millisecond})
+	window := []byte(`[` + strings.Repeat(`{"i":1},`, 16<<10) + `{"i":0}]`)
+	windows := make([][]byte, 200)
+	for i := range windows {
+		windows[i] = window
+	}
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) { sendFrames(t, e.nc, m, windows, nil) })
+	resp := postSmallReadBuffer(t, e.http.URL, "stalled")
+	defer resp.Body.Close()
+	select {
+	case <-logs.hit:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the handler of a caller that reads nothing did not give up; logs:\n%s", truncate(logs.String()))
+	}
+	if line := logs.Line(`"request_id":"stalled"`, "aborting"); line == "" {
+		t.Errorf("no line says the stalled transfer was aborted; logs:\n%s", truncate(logs.String()))
+	}
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Error("a transfer whose caller stalled read to the end without an error")
+	}
+}
+
+// A caller that reads slowly but steadily is never cut off, however large a
+// frame: the write bound is on progress (each piece of a frame taken within
+// ChunkIdle), not on a whole frame. Here a frame takes about 500 ms to be
+// read at the caller's pace, past ChunkIdle (200 ms); both ends' socket
+// buffers are small, so the frame waits on the caller.
+func TestSlowSteadyReaderIsNotCutOff(t *testing.T) {
+	logs := &signalLog{want: "aborting the HTTP transfer", hit: make(chan struct{})}
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	a, err := httpapi.New(natstest.Connect(t, srv), httpapi.Config{Log: zerolog.New(logs).Level(zerolog.WarnLevel), ChunkIdle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	hs := httptest.NewUnstartedServer(a.Handler())
+	hs.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if tc, ok := c.(*net.TCPConn); ok && s == http.StateNew {
+			_ = tc.SetWriteBuffer(32 << 10)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	window := []byte(`[` + strings.Repeat(`{"i":1},`, 100<<10) + `{"i":0}]`) // 800 KiB
+	windows := [][]byte{window, window, window}
+	startFakeGW(t, nc, func(m *nats.Msg, req messages.Request) { sendFrames(t, nc, m, windows, nil) })
+	resp := postSmallReadBuffer(t, hs.URL, "steady")
+	defer resp.Body.Close()
+	// 32 KiB every 20 ms: about 1.6 MB/s, never idle for long.
+	var body bytes.Buffer
+	pace := time.NewTicker(20 * time.Millisecond)
+	defer pace.Stop()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := io.ReadFull(resp.Body, buf)
+		body.Write(buf[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v; logs:\n%s", body.Len(), err, truncate(logs.String()))
+		}
+		<-pace.C
+	}
+	if line := logs.Line(`"request_id":"steady"`, "aborting"); line != "" {
+		t.Fatalf("a steady reader's transfer was aborted: %s", line)
+	}
+	if !json.Valid(body.Bytes()) || body.Len() < 3*len(window) {
+		t.Fatalf("a steady reader got %d bytes (valid JSON: %v), want the whole envelope of three frames of %d bytes", body.Len(), json.Valid(body.Bytes()), len(window))
+	}
+}
+
+// postSmallReadBuffer posts a getData as request id on a connection of its
+// own whose socket takes little (a fixed 64 KiB receive buffer: no autotuning
+// to tens of MiB), so that an answer cannot hide in it; the caller reads and
+// closes the body.
+func postSmallReadBuffer(t *testing.T, url, id string) *http.Response {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(64 << 10)
+		}
+		return c, err
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/getData", strings.NewReader(`{}`))
+	req.Header.Set("X-Request-Id", id)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// What every answer together holds in the adapter is bounded too
+// (MaxBacklogTotal): past it the answer holding the most ends with an error
+// logged with its request id, though it is within its own bound, and other
+// answers go on.
+func TestBacklogsTogetherAreBounded(t *testing.T) {
+	var logs testlog.Buffer
+	e := startLogged(t, httpapi.Config{Log: zerolog.New(&logs), MaxBacklogBytes: 64 << 20, MaxBacklogTotal: 4 << 20})
+	// The slow answer, 25 MiB, is within its own bound, not within the total.
+	slow, window := slowAnswer(t, e, func(m *nats.Msg, windows [][]byte) {
+		sendFrames(t, e.nc, m, windows[:8], nil) // 1 MiB, read as it comes
+	})
+	defer slow.Body.Close()
+	resp, b := e.post(t, "/v1/getData", `{}`, "X-Request-Id", "steady")
+	if resp.StatusCode != http.StatusOK || !json.Valid(b) || len(b) < 8*len(window) {
+		t.Fatalf("the other request: status %d, %d bytes (valid JSON %v)", resp.StatusCode, len(b), json.Valid(b))
+	}
+	if b, err := io.ReadAll(slow.Body); err == nil && (slow.StatusCode == 200 || decode(t, b).Header.Status.IsOK()) {
+		t.Errorf("the answer holding the most, past the adapter's total, read to the end without an error: status %d", slow.StatusCode)
+	}
+	if logs.Line(`"request_id":"slow"`, "backlog was full") == "" {
+		t.Errorf("no log line names the slow request; logs:\n%s", truncate(logs.String()))
+	}
+}
+
+// slowAnswer starts a fake GW that answers request "slow" with a stream of
+// 200 windows of 128 KiB (25 MiB, more than the sockets between the adapter
+// and a caller hold) and every other request with other, then posts "slow"
+// through postSmallReadBuffer and waits until its whole answer was sent. The
+// caller reads (or not) and closes the body; window is one window's bytes.
+func slowAnswer(t *testing.T, e *env, other func(m *nats.Msg, windows [][]byte)) (slow *http.Response, window []byte) {
+	t.Helper()
+	window = []byte(`[` + strings.Repeat(`{"i":1},`, 16<<10) + `{"i":0}]`)
+	windows := make([][]byte, 200)
+	for i := range windows {
+		windows[i] = window
+	}
+	sent := make(chan struct{})
+	startFakeGW(t, e.nc, func(m *nats.Msg, req messages.Request) {
+		if m.Header.Get(messages.HdrRequestID) != "slow" {
+			other(m, windows)
+			return
+		}
+		sendFrames(t, e.nc, m, windows, nil)
+		if err := e.nc.Flush(); err != nil {
+			t.Error(err)
+		}
+		close(sent)
+	})
+	slow = postSmallReadBuffer(t, e.http.URL, "slow")
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow request's answer was not sent")
+	}
+	return slow, window
 }

@@ -1,0 +1,473 @@
+package core
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// The simulation's answers passed on as they come (relay.go): callers that
+// reassemble chunks (Sg-Accept-Chunks) or read streams (Sg-Accept-Stream),
+// Aggs that send chunked answers and answer streams with faults (chunks out
+// of order, repeated, lost, corrupt, forged, of the wrong size, too large,
+// chunk 0 too large to pass on; frames repeated, lost, malformed, of another
+// stream, in bursts past what may be held; transfers that stop short or end
+// with the Agg's error frame), and a shell whose publish to the caller fails
+// now and then (RelayFailed). The caller's view of every transfer is checked
+// message by message, and what the GWs hold after every step.
+
+// Callers' modes: what a request's caller accepts (bits; a caller may say both).
+const (
+	modeWhole  = 0 // one whole answer
+	modeChunks = 1 // Sg-Accept-Chunks: a chunked answer passed on as it comes
+	modeStream = 2 // Sg-Accept-Stream: an answer stream, frame by frame
+)
+
+const (
+	simMaxPayload = 8 << 10
+	simMaxAnswer  = 48 << 10
+)
+
+// transfer is what a caller saw of an answer passed on to it as it comes.
+type transfer struct {
+	gw      string
+	inc     int64
+	chunked bool
+	stream  string
+	next    int // the next chunk index (frame seq) the caller expects
+	count   int // a chunked transfer's chunks
+	data    []byte
+	ra      *messages.Reassembler // what the caller makes of a chunked one
+	began   int64
+	lost    bool // a message of it could not be published: only an error end may follow
+	ended   bool
+	broken  bool // it ended with an error end (the GW's, or the Agg's error frame)
+	endLost bool // its error end could not be published: the caller's timeout fires
+	gone    bool // its GW crashed with it under way
+}
+
+// aggAnswer sends the answer of a drive of rq the way its Agg would, with
+// faults; false: the RC's whole answer goes instead (submit).
+func (s *sim) aggAnswer(rq *simReq, reply, drive string, at int64, alive func() bool) bool {
+	x := s.rng.IntN(100)
+	mode := rq.mode
+	if mode == modeChunks|modeStream {
+		mode = []int{modeChunks, modeStream}[s.rng.IntN(2)]
+	}
+	switch mode {
+	case modeWhole:
+		switch {
+		case x < 88:
+			return false
+		case x < 90: // frames for a caller that does not read streams: dropped
+			s.sendStream(rq, reply, drive, at, alive)
+			return true
+		}
+		s.sendChunked(rq, reply, drive, rq.clientID, simMaxPayload-messages.RelayRoom, at, alive)
+	case modeChunks:
+		switch {
+		case x < 25:
+			return false
+		case x < 35: // names the drive id (an older Agg's): reassembled first
+			s.sendChunked(rq, reply, drive, drive, simMaxPayload-messages.RelayRoom, at, alive)
+		case x < 42: // chunk 0 too large to pass on with the caller's ids: reassembled first
+			s.sendChunked(rq, reply, drive, rq.clientID, simMaxPayload, at, alive)
+		default:
+			s.sendChunked(rq, reply, drive, rq.clientID, simMaxPayload-messages.RelayRoom, at, alive)
+		}
+	case modeStream:
+		if x < 20 {
+			return false
+		}
+		s.sendStream(rq, reply, drive, at, alive)
+	}
+	return true
+}
+
+// answerBody is an Agg's answer envelope naming answerID, of about n bytes.
+func (s *sim) answerBody(drive, answerID string, n int) []byte {
+	payload := make([]byte, n)
+	b := byte(s.rng.IntN(256))
+	for i := range payload {
+		payload[i] = b + byte(i*7)
+	}
+	copy(payload, drive)
+	payload, _ = messages.EncodeSized(payload, 0)
+	body, err := messages.Response{Header: messages.ResponseHeader{RequestID: answerID, API: subjects.APIGetData},
+		Payload: payload, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		panic(err)
+	}
+	return body
+}
+
+// sendChunked schedules a chunked answer in chunks of at most size bytes.
+func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, at int64, alive func() bool) {
+	n := 1 + s.rng.IntN(40_000)
+	if s.rng.IntN(20) == 0 {
+		n = simMaxAnswer + s.rng.IntN(8<<10) // above MaxAnswerBytes: refused
+	}
+	body := s.answerBody(drive, answerID, n)
+	h := nats.Header{}
+	messages.Routing{RequestID: drive, API: subjects.APIGetData}.Write(h)
+	messages.StatusOK.Write(h)
+	msgs, err := messages.SplitChunks(reply, h, body, size)
+	if err != nil {
+		panic(err)
+	}
+	rq.bodies = append(rq.bodies, body)
+	s.bodies[msgs[0].Header.Get(messages.HdrChunkStream)] = body
+	out := make([]AnswerChunk, len(msgs))
+	for i, m := range msgs {
+		out[i] = AnswerChunk{Header: m.Header, Data: m.Data}
+	}
+	s.totals.AggTransfers++
+	s.sendParts(s.spoil(out, true), reply, at, alive)
+}
+
+// sendStream schedules an answer stream of 1 to 40 frames.
+func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func() bool) {
+	s.nextStream++
+	id := "st" + strconv.Itoa(s.nextStream)
+	n := 1 + s.rng.IntN(40)
+	out := make([]AnswerChunk, n)
+	var body []byte
+	for i := range n {
+		h := nats.Header{}
+		h.Set(messages.HdrRequestID, drive)
+		messages.SetStreamFrame(h, id, i, i == n-1)
+		out[i] = AnswerChunk{Header: h, Data: fmt.Appendf(nil, "%s/%d;", drive, i)}
+		body = append(body, out[i].Data...)
+	}
+	s.bodies[id] = body
+	s.totals.AggTransfers++
+	out = s.spoil(out, false)
+	if k := len(out); k > 1 && s.rng.IntN(15) == 0 {
+		// The Agg fails after frame k-1: its own error frame ends the stream.
+		k = 1 + s.rng.IntN(k-1)
+		h := nats.Header{}
+		h.Set(messages.HdrRequestID, drive)
+		messages.SetStreamFrame(h, id, k, true)
+		messages.Status{RC: messages.CodeErr, AC: messages.CodeErr, AI: "the Agg failed"}.Write(h)
+		out = append(out[:k:k], AnswerChunk{Header: h})
+	}
+	s.sendParts(out, reply, at, alive)
+}
+
+// spoil: now and then one fault in a transfer (chunked: chunks may be
+// repeated or out of order, the relay must cope; anything else must keep it
+// from completing).
+func (s *sim) spoil(out []AnswerChunk, chunked bool) []AnswerChunk {
+	if s.rng.Float64() >= s.pSpoil || len(out) == 0 {
+		return out
+	}
+	s.totals.AggFaults++
+	i := s.rng.IntN(len(out))
+	switch s.rng.IntN(7) {
+	case 0: // repeated
+		out = append(out[:i+1:i+1], out[i:]...)
+	case 1: // out of order
+		if i+1 < len(out) {
+			out[i], out[i+1] = out[i+1], out[i]
+		}
+	case 2: // lost
+		out = append(out[:i:i], out[i+1:]...)
+	case 3: // stops short
+		out = out[:i]
+	case 4: // corrupt (a chunk's checksum fails at the last; frames carry none: NATS does not corrupt)
+		if d := out[i].Data; chunked && len(d) > 0 {
+			d = bytes.Clone(d)
+			d[s.rng.IntN(len(d))] ^= 0x20
+			out[i].Data = d
+		}
+	case 5: // a chunk of the wrong size; a frame whose sequence does not read
+		if chunked {
+			out[i].Data = append(bytes.Clone(out[i].Data), 'x')
+		} else {
+			h := maps.Clone(out[i].Header)
+			h.Set(messages.HdrStreamSeq, []string{"-1", "x", "99999999999999999999"}[s.rng.IntN(3)])
+			out[i].Header = h
+		}
+	case 6: // forged: a chunk of another shape, a frame of another stream
+		h := maps.Clone(out[i].Header)
+		if chunked {
+			h.Set(messages.HdrChunkTotal, strconv.Itoa(int(s.rng.Int32N(1<<20))))
+		} else if i > 0 { // a frame 0 of its own is another stream
+			h.Set(messages.HdrStreamID, "forged")
+		}
+		out[i].Header = h
+	}
+	return out
+}
+
+// sendParts delivers the messages of one transfer from at on, a few ms
+// apart or in a burst, while alive (the drive not cancelled, its RC up).
+func (s *sim) sendParts(out []AnswerChunk, reply string, at int64, alive func() bool) {
+	burst := s.rng.IntN(4) == 0
+	when := at
+	for _, m := range out {
+		s.schedule(when-s.now, func() {
+			if alive() {
+				s.deliver(reply, m.Header, m.Data)
+			}
+		})
+		if !burst {
+			when += int64(s.rng.IntN(s.maxGap)) * ms
+		}
+	}
+}
+
+// publishFails decides whether the shell's publish of cmd to the caller
+// fails (an answer passed on as it comes only: a whole answer's failure is
+// only logged), and what the shell reports to the core as services/gw's
+// shell does: nothing for its own error end (At 0), which is not sent again.
+func (s *sim) publishFails(cmd Command) (RelayFailed, bool) {
+	if s.pRelayFail == 0 || s.rng.Float64() >= s.pRelayFail {
+		return RelayFailed{}, false
+	}
+	err := errors.New("simulated publish failure")
+	switch c := cmd.(type) {
+	case Answer:
+		if !c.Relayed {
+			return RelayFailed{}, false
+		}
+		// The HTTP shell may answer an error status instead.
+		return RelayFailed{At: s.now, Info: c.Info, Header: c.Header, Err: err, Answered: s.rng.IntN(3) == 0}, true
+	case Relay:
+		if !c.Status.IsOK() {
+			return RelayFailed{}, true
+		}
+		return RelayFailed{At: s.now, Info: c.Info, Header: c.Header, Err: err}, true
+	}
+	return RelayFailed{}, false
+}
+
+// firstMessage checks what the caller gets of a forwarded Answer and starts
+// its transfer when one begins. lost: the publish failed (fail says how).
+func (s *sim) firstMessage(g *simGW, inc int64, rq *simReq, a Answer, fail RelayFailed, lost bool) error {
+	frame := messages.IsStreamFrame(a.Header)
+	if a.Relayed && !a.Chunk && !frame || a.Relayed && a.Err != nil {
+		return fmt.Errorf("request %s: a whole answer marked relayed (err %v)", rq.id, a.Err)
+	}
+	switch {
+	case a.Err != nil:
+		return nil // the shell answers the error
+	case a.Chunk:
+		if rq.mode&modeChunks == 0 || !a.Relayed {
+			return fmt.Errorf("request %s (mode %d): chunk 0 passed on (relayed %t)", rq.id, rq.mode, a.Relayed)
+		}
+		count, err := strconv.Atoi(a.Header.Get(messages.HdrChunkCount))
+		if err != nil || a.Header.Get(messages.HdrChunkIndex) != "0" || count < 2 {
+			return fmt.Errorf("request %s: chunk 0 passed on with index %q count %q", rq.id,
+				a.Header.Get(messages.HdrChunkIndex), a.Header.Get(messages.HdrChunkCount))
+		}
+		rq.tr = &transfer{gw: g.id, inc: inc, chunked: true, stream: a.Header.Get(messages.HdrChunkStream), count: count,
+			ra: messages.NewReassembler(simMaxAnswer), began: s.now}
+	case frame:
+		f, err := messages.ReadStreamFrame(a.Header)
+		if rq.mode&modeStream == 0 || err != nil || f.Seq != 0 || a.Relayed == f.End {
+			return fmt.Errorf("request %s (mode %d): frame %+v (%v) answered, relayed %t", rq.id, rq.mode, f, err, a.Relayed)
+		}
+		rq.tr = &transfer{gw: g.id, inc: inc, stream: f.ID, began: s.now}
+	case a.Header.Get(messages.HdrChunkIndex) != "" || a.Header.Get(messages.HdrChunkCount) != "":
+		return fmt.Errorf("request %s: a chunk answered as a whole answer", rq.id)
+	default:
+		if got := string(a.Data); got == rq.id || strings.HasPrefix(got, rq.id+messages.DriveSep) {
+			return nil // the RC's whole answer
+		}
+		for _, b := range rq.bodies {
+			if bytes.Equal(a.Data, b) {
+				return nil // a chunked answer reassembled
+			}
+		}
+		return fmt.Errorf("request %s forwarded %d bytes that no drive of it answered", rq.id, len(a.Data))
+	}
+	if a.Relayed {
+		s.totals.Transfers++
+		if a.Chunk {
+			s.totals.TransfersChunked++
+		}
+		if g.id != rq.gw || inc != rq.gwInc {
+			s.totals.TransfersAdopted++
+		}
+	}
+	if lost {
+		rq.tr.lost = true
+		if fail.Answered {
+			rq.tr.ended, rq.tr.broken = true, true
+		}
+		return nil
+	}
+	return s.take(rq, a.Header, a.Data)
+}
+
+// relayed checks a Relay as its caller gets it (lost: its publish failed).
+func (s *sim) relayed(g *simGW, inc int64, r Relay, lost bool) error {
+	rq := s.reqs[r.Info.ID]
+	if rq == nil {
+		return fmt.Errorf("relay for a request never sent: %s", r.Info.ID)
+	}
+	tr := rq.tr
+	switch {
+	case tr == nil:
+		return fmt.Errorf("request %s: a relay before its answer began", rq.id)
+	case tr.gw != g.id || tr.inc != inc:
+		return fmt.Errorf("request %s: %s/%d relays a transfer %s/%d began", rq.id, g.id, inc, tr.gw, tr.inc)
+	case tr.ended:
+		return fmt.Errorf("request %s: a relay after the end of its transfer", rq.id)
+	case r.Info.Reply != rq.caller+"."+rq.id:
+		return fmt.Errorf("request %s relayed to %q", rq.id, r.Info.Reply)
+	}
+	if !r.Status.IsOK() { // the GW's own error end
+		h := withStatus(r)
+		if tr.chunked {
+			if !messages.IsChunkEnd(h) || h.Get(messages.HdrChunkStream) != tr.stream {
+				return fmt.Errorf("request %s: transfer %s ended with %v, not its chunk end", rq.id, tr.stream, h)
+			}
+		} else if f, err := messages.ReadStreamFrame(h); err != nil || f.ID != tr.stream || !f.End {
+			return fmt.Errorf("request %s: stream %s ended with frame %+v (%v)", rq.id, tr.stream, f, err)
+		}
+		if !r.End || r.Data != nil {
+			return fmt.Errorf("request %s: an error end with end %t and %d bytes", rq.id, r.End, len(r.Data))
+		}
+		if lost {
+			tr.endLost = true
+			return nil
+		}
+		tr.ended, tr.broken = true, true
+		s.totals.TransfersBroken++
+		return nil
+	}
+	if tr.lost {
+		return fmt.Errorf("request %s: relayed on after a message of it could not be published", rq.id)
+	}
+	if lost {
+		tr.lost = true
+		if !tr.chunked {
+			if st, err := messages.ReadStatus(r.Header); err == nil && !st.IsOK() {
+				tr.endLost = true // the Agg's error frame: nothing more comes
+			}
+		}
+		return nil
+	}
+	if err := s.take(rq, r.Header, r.Data); err != nil {
+		return err
+	}
+	if r.End != tr.ended {
+		return fmt.Errorf("request %s: relay end %t, the transfer's end %t", rq.id, r.End, tr.ended)
+	}
+	return nil
+}
+
+// take is the caller taking one message of its transfer, in order.
+func (s *sim) take(rq *simReq, h nats.Header, data []byte) error {
+	tr := rq.tr
+	if tr.chunked {
+		idx := h.Get(messages.HdrChunkIndex)
+		if h.Get(messages.HdrChunkStream) != tr.stream || idx != strconv.Itoa(tr.next) {
+			return fmt.Errorf("request %s: chunk %q of %q came, chunk %d of %q expected", rq.id, idx,
+				h.Get(messages.HdrChunkStream), tr.next, tr.stream)
+		}
+		tr.next++
+		done, err := tr.ra.Add(h, data)
+		if err != nil {
+			return fmt.Errorf("request %s: the caller's reassembly fails at chunk %d, which the GW passed on: %w", rq.id, tr.next-1, err)
+		}
+		if done != (tr.next == tr.count) {
+			return fmt.Errorf("request %s: chunk %d of %d passed on, reassembled %t", rq.id, tr.next-1, tr.count, done)
+		}
+		if done {
+			if p, _ := tr.ra.Payload(); !bytes.Equal(p, s.bodies[tr.stream]) {
+				return fmt.Errorf("request %s: the caller reassembled %d bytes that are not the Agg's answer", rq.id, len(p))
+			}
+			tr.ended = true
+			s.totals.TransfersWhole++
+		}
+		return nil
+	}
+	f, err := messages.ReadStreamFrame(h)
+	if err != nil || f.ID != tr.stream || f.Seq != tr.next {
+		return fmt.Errorf("request %s: frame %+v (%v) came, frame %d of %q expected", rq.id, f, err, tr.next, tr.stream)
+	}
+	tr.next++
+	if st, err := messages.ReadStatus(h); err == nil && !st.IsOK() {
+		if !f.End {
+			return fmt.Errorf("request %s: an error frame that does not end its stream", rq.id)
+		}
+		tr.ended, tr.broken = true, true // the Agg's own error end
+		s.totals.TransfersBroken++
+		return nil
+	}
+	tr.data = append(tr.data, data...)
+	if f.End {
+		if !bytes.Equal(tr.data, s.bodies[tr.stream]) {
+			return fmt.Errorf("request %s: stream %s complete with %q, the Agg sent %q", rq.id, tr.stream, tr.data, s.bodies[tr.stream])
+		}
+		tr.ended = true
+		if tr.next > 1 {
+			s.totals.TransfersWhole++
+		}
+	}
+	return nil
+}
+
+// checkHeld: what each GW holds for its requests stays within its bounds,
+// and a request is never both held and relayed.
+func (s *sim) checkHeld() error {
+	for _, g := range s.gws {
+		if g.c == nil {
+			continue
+		}
+		if g.aborted && g.c.Relaying() > 0 {
+			return fmt.Errorf("%s relays %d answers after Abort", g.id, g.c.Relaying())
+		}
+		for id, r := range g.c.reqs {
+			held := 0
+			if r.chunks != nil {
+				held = len(r.held.data)
+				for _, e := range r.chunks.held {
+					held += len(e.Data)
+				}
+			}
+			switch {
+			case held > simMaxAnswer:
+				return fmt.Errorf("%s holds %d bytes of chunks of %s, above MaxAnswerBytes", g.id, held, id)
+			case r.chunks != nil && len(r.chunks.held) > maxHeldChunks:
+				return fmt.Errorf("%s holds %d chunks of %s", g.id, len(r.chunks.held), id)
+			case r.stream != nil && len(r.stream.held) > maxHeldFrames:
+				return fmt.Errorf("%s holds %d frames of %s", g.id, len(r.stream.held), id)
+			case len(r.streams) > maxStreamsPerRequest:
+				return fmt.Errorf("%s reassembles %d transfers of %s", g.id, len(r.streams), id)
+			case g.c.relays[id] != nil:
+				return fmt.Errorf("%s both holds and relays %s", g.id, id)
+			}
+		}
+		for id, rl := range g.c.relays {
+			if rq := s.reqs[id]; rq == nil || rq.tr == nil || rq.tr.ended || rq.tr.gw != g.id {
+				return fmt.Errorf("%s relays %s, whose caller has no transfer open from it", g.id, id)
+			} else if s.now > max(rl.deadline, rq.tr.began)+announce {
+				return fmt.Errorf("%s still relays %s %s after its deadline", g.id, id, time.Duration(s.now-rl.deadline))
+			}
+		}
+	}
+	return nil
+}
+
+// transferSettled: after the calm, every transfer a caller saw begin has
+// ended, or could not (its GW crashed, or its error end was not published).
+func (rq *simReq) transferSettled() error {
+	tr := rq.tr
+	if tr == nil || tr.ended || tr.gone || tr.endLost {
+		return nil
+	}
+	return fmt.Errorf("request %s: its transfer %s from %s never ended (%d messages, lost %t)", rq.id, tr.stream, tr.gw, tr.next, tr.lost)
+}
