@@ -757,11 +757,14 @@ type signalLog struct {
 	once sync.Once
 }
 
+// Write keeps the line before it signals: a test woken by hit reads the
+// buffer at once, and must find the line that woke it there.
 func (l *signalLog) Write(p []byte) (int, error) {
+	n, err := l.Buffer.Write(p)
 	if bytes.Contains(p, []byte(l.want)) {
 		l.once.Do(func() { close(l.hit) })
 	}
-	return l.Buffer.Write(p)
+	return n, err
 }
 
 // A caller that stops taking its answer fails its own transfer after
