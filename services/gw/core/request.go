@@ -191,7 +191,9 @@ func (c *Core) advanceWait(r *request) {
 	if c.cfg.CreateAfter > 0 && !c.stopping {
 		// A request answered within CreateAfter costs the log nothing: no
 		// entry, so no adopter, so this GW's answer is the only one.
-		r.phase, r.createAt = phDefer, c.now+c.cfg.CreateAfter
+		// Not past its deadline: what follows (the RC's timeout, the GW's
+		// own) is a logged request's.
+		r.phase, r.createAt = phDefer, min(c.now+c.cfg.CreateAfter, r.Deadline)
 		c.submit(r, "")
 		c.arm(r, r.createAt)
 		return

@@ -409,6 +409,18 @@ func TestCreateAfter(t *testing.T) {
 		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
 		only[Answer](s)
 	})
+	t.Run("deadline sooner: written at the deadline", func(t *testing.T) {
+		s := story(t)
+		s.arrive("r1", 2*ms)
+		if at, ok := s.c.NextDeadline(); !ok || at != s.now+2*ms {
+			t.Fatalf("next deadline +%d, want the create at the request's deadline +%d", at-s.now, 2*ms)
+		}
+		s.now += 2 * ms
+		s.step(Tick{At: s.now})
+		if w := only[WriteLog](s); w.Op != "create" {
+			t.Fatalf("create %s", describe(w))
+		}
+	})
 	t.Run("stop: written at once", func(t *testing.T) {
 		s := story(t)
 		s.arrive("r1", 5000*ms)
