@@ -267,7 +267,8 @@ func (g *GW) Run(ctx context.Context) error {
 	close(g.ready)
 	g.log.Info().Str("subject", g.s.GWAPIPattern()).Str("answers", g.s.GWAnswerPattern(g.cfg.ID)).
 		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
-		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).Msg("gw taking requests (held until an RC can serve)")
+		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).
+		Dur("request_log_create_after", time.Duration(g.createAfter())).Msg("gw taking requests (held until an RC can serve)")
 
 	g.loop(ctx, c, svc, jobs, lw)
 
