@@ -220,7 +220,10 @@ func (d *deployment) startRC(id string, o rcOpts) *rc.RC {
 type gwOpts struct {
 	affinity string
 	durable  bool
-	margin   time.Duration
+	// createAfter: the request log's CreateAfter (0: its default; negative:
+	// every request logged with its first drive).
+	createAfter time.Duration
+	margin      time.Duration
 }
 
 func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
@@ -233,7 +236,7 @@ func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
 		cfg.TimeoutMargin = 500 * time.Millisecond
 	}
 	if o.durable {
-		cfg.RequestLog = &gw.Durability{Replicas: 1}
+		cfg.RequestLog = &gw.Durability{Replicas: 1, CreateAfter: o.createAfter}
 	}
 	g, err := gw.New(cfg)
 	if err != nil {

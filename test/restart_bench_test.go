@@ -9,20 +9,27 @@ import (
 )
 
 // BenchmarkRequestLogCost: the price of the request log, one request at a
-// time through GW, RC, 9 DAPs and the Agg, with and without it (two
-// JetStream writes per request: create beside the first drive, and answered
-// with a TTL that removes the entry; file storage, R1).
+// time through GW, RC, 9 DAPs and the Agg, without it (log=false), as
+// deployed (log=true: a request answered within CreateAfter writes
+// nothing), and for a request logged however fast (log=every: two
+// JetStream writes per request, the create beside the first drive and
+// `answered` with a TTL that removes the entry; file storage, R1), as every
+// request that runs longer than CreateAfter is.
 //
 //	go test ./test -run '^$' -bench RequestLogCost -benchtime 500x
 func BenchmarkRequestLogCost(b *testing.B) {
-	for _, durable := range []bool{false, true} {
-		b.Run(fmt.Sprintf("log=%v", durable), func(b *testing.B) {
+	for _, log := range []string{"false", "true", "every"} {
+		b.Run("log="+log, func(b *testing.B) {
 			d := newDeployment(b)
 			d.startAgg("agg-1")
 			d.startRC("rc-1", rcOpts{})
 			d.startFleet(func(string) (string, string) { return "rc-1", "" })
 			d.waitFleet(9, "rc-1")
-			g := d.startGW("gw-1", gwOpts{durable: durable})
+			o := gwOpts{durable: log != "false"}
+			if log == "every" {
+				o.createAfter = -1
+			}
+			g := d.startGW("gw-1", o)
 			depWaitGWRCs(b, g, "rc-1")
 			ans := d.collect()
 			args := tradeArgs()

@@ -85,10 +85,23 @@ func TestRestartGWMidRequestIsAnsweredOnceAndRight(t *testing.T) {
 	depWaitGWRCs(t, g, "rc-1")
 	held := d.dapIDs("us")[0]
 	d.gates[held].hold()
+	// The entry is written once the request has run for CreateAfter: the
+	// GW dies after that (before it, nothing would be promised).
+	entries, err := d.nc.SubscribeSync(d.s.RequestLogEntryPattern())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = entries.Unsubscribe() }()
+	if err := d.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	args := tradeArgs()
 	d.send(d.newRequest("g1", args, messages.Scope{}, 20*time.Second))
 	d.waitEntered(held)
+	if _, err := entries.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("g1's request log entry: %v", err)
+	}
 
 	// The GW dies; its next incarnation finds the open entry in the
 	// request log, adopts it and drives it again.

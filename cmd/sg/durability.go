@@ -14,11 +14,13 @@ import (
 // RC (DAP state) create, and of the bundled NATS server. README.md
 // (Deployment, durability and recovery) says what each choice guarantees.
 var (
-	envJetStream      = envVar{"SG_JETSTREAM", ""}           // on | off (on): request log and DAP state stream
-	envJSReplicas     = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (1; 3 on a NATS cluster)
-	envJSStorage      = envVar{"SG_JS_STORAGE", ""}          // file | memory (file)
-	envRequestLogTTL  = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention (1h); caps request timeouts
-	envNATSSyncPeriod = envVar{"SG_NATS_SYNC_INTERVAL", ""}  // sg nats / sg run: fsync period of JetStream files (1s)
+	envJetStream     = envVar{"SG_JETSTREAM", ""}           // on | off (on): request log and DAP state stream
+	envJSReplicas    = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (1; 3 on a NATS cluster)
+	envJSStorage     = envVar{"SG_JS_STORAGE", ""}          // file | memory (file)
+	envRequestLogTTL = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention (1h); caps request timeouts
+	// How long a request runs before its log entry is written (20ms; 0: with its first drive).
+	envRequestLogCreateAfter = envVar{"SG_REQUEST_LOG_CREATE_AFTER", ""}
+	envNATSSyncPeriod        = envVar{"SG_NATS_SYNC_INTERVAL", ""} // sg nats / sg run: fsync period of JetStream files (1s)
 
 	// The GW's answer store (README, Large answers).
 	envAnswerStoreBucket   = envVar{"SG_ANSWER_STORE_BUCKET", ""}    // object store bucket ("" = <PREFIX>_ANSWERS)
@@ -41,6 +43,9 @@ type DurabilityConfig struct {
 	Replicas      int           // SG_JS_REPLICAS, default 1
 	Storage       string        // SG_JS_STORAGE: file (default) or memory
 	RequestLogTTL time.Duration // SG_REQUEST_LOG_MAX_AGE, default 1h (GW)
+	// RequestLogCreateAfter: SG_REQUEST_LOG_CREATE_AFTER, default
+	// gw.DefaultCreateAfter; negative (0 in the variable): with the first drive (GW).
+	RequestLogCreateAfter time.Duration
 
 	AnswerStoreBucket   string        // SG_ANSWER_STORE_BUCKET (GW), default defaults.AnswerStoreBucket
 	AnswerStoreTTL      time.Duration // SG_ANSWER_STORE_TTL (GW), default defaults.AnswerStoreTTL
@@ -71,6 +76,12 @@ func loadDurability(look lookupFunc) (DurabilityConfig, error) {
 	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, time.Hour); err != nil {
 		return c, err
 	}
+	c.RequestLogCreateAfter = gw.DefaultCreateAfter
+	if v := envString(look, envRequestLogCreateAfter, ""); v == "0" || v == "0s" {
+		c.RequestLogCreateAfter = -1 // with the first drive
+	} else if c.RequestLogCreateAfter, err = envDuration(look, envRequestLogCreateAfter, gw.DefaultCreateAfter); err != nil {
+		return c, err
+	}
 	c.AnswerStoreBucket = envString(look, envAnswerStoreBucket, defaults.AnswerStoreBucket)
 	if c.AnswerStoreTTL, err = envDuration(look, envAnswerStoreTTL, defaults.AnswerStoreTTL); err != nil {
 		return c, err
@@ -95,7 +106,7 @@ func (c DurabilityConfig) gw() *gw.Durability {
 	if !c.JetStream {
 		return nil
 	}
-	return &gw.Durability{Replicas: c.Replicas, Memory: c.Storage == "memory", MaxAge: c.RequestLogTTL}
+	return &gw.Durability{Replicas: c.Replicas, Memory: c.Storage == "memory", MaxAge: c.RequestLogTTL, CreateAfter: c.RequestLogCreateAfter}
 }
 
 // answerStore is the GW's answer store; nil without JetStream (a caller that

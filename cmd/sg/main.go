@@ -89,6 +89,7 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_JETSTREAM                                       GW, RC: request log and DAP state stream, on | off (on)
   SG_JS_STORAGE / SG_JS_REPLICAS                     their storage, file | memory (file), and replicas (1)
   SG_REQUEST_LOG_MAX_AGE                             request log retention (1h); request timeouts must stay below it
+  SG_REQUEST_LOG_CREATE_AFTER                        GW: a request answered sooner is never logged (20ms; 0: log each with its first drive)
   SG_ANSWER_STORE_BUCKET                             GW: object store of answers above the max payload (<PREFIX>_ANSWERS)
   SG_ANSWER_STORE_TTL / SG_ANSWER_STORE_MAX_BYTES    GW: how long they stay there, the bucket's size cap (10m, 1 GiB)
   SG_JOB_RETENTION                                   GW: how long a finished async job's answer is kept (24h)

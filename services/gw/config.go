@@ -184,6 +184,9 @@ func (c Config) withDefaults() (Config, error) {
 		if d.MaxAge <= 0 {
 			d.MaxAge = time.Hour
 		}
+		if d.CreateAfter == 0 {
+			d.CreateAfter = DefaultCreateAfter
+		}
 		c.RequestLog = &d
 	}
 	if c.Version == "" {

@@ -247,7 +247,7 @@ func (g *GW) Run(ctx context.Context) error {
 		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)), HoldUntilReady: g.cfg.StartupWait >= 0,
 		AnnounceEvery: int64(g.cfg.AnnounceEvery), DeadAfter: int64(g.cfg.DeadAfter), MaxInFlight: g.cfg.MaxInFlight,
 		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, MaxPayload: g.nc.MaxPayload(), RetryAfter: g.cfg.retryAfterSeconds(),
-		Logged: g.rlog != nil, LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
+		Logged: g.rlog != nil, CreateAfter: g.createAfter(), LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
 
 	// The request log's workers and the sweeper run beside the loop and
 	// stop after it.
@@ -267,7 +267,8 @@ func (g *GW) Run(ctx context.Context) error {
 	close(g.ready)
 	g.log.Info().Str("subject", g.s.GWAPIPattern()).Str("answers", g.s.GWAnswerPattern(g.cfg.ID)).
 		Dur("timeout", g.cfg.Timeout).Dur("timeout_margin", g.cfg.TimeoutMargin).
-		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).Msg("gw taking requests (held until an RC can serve)")
+		Str("affinity", g.cfg.Affinity).Bool("request_log", g.rlog != nil).
+		Dur("request_log_create_after", time.Duration(g.createAfter())).Msg("gw taking requests (held until an RC can serve)")
 
 	g.loop(ctx, c, svc, jobs, lw)
 
@@ -283,4 +284,13 @@ func (g *GW) Run(ctx context.Context) error {
 	unsubscribe()
 	g.log.Info().Msg("gw stopped")
 	return nil
+}
+
+// createAfter is the core's CreateAfter: how long a request runs before its
+// log entry is written.
+func (g *GW) createAfter() int64 {
+	if g.cfg.RequestLog == nil {
+		return 0
+	}
+	return int64(max(g.cfg.RequestLog.CreateAfter, 0))
 }

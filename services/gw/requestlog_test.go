@@ -23,7 +23,7 @@ import (
 func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 	var js jetstream.JetStream
 	e := startGW(t, func(c *gw.Config) {
-		c.RequestLog = &gw.Durability{}
+		c.RequestLog = &gw.Durability{CreateAfter: -1} // every request logged, however fast
 		c.SweepEvery = 100 * time.Millisecond
 		var err error
 		if js, err = jetstream.New(c.NC); err != nil {
@@ -90,7 +90,8 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 // may come after its acknowledgement: the stream stores on a goroutine of
 // its own.)
 func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
-	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} })
+	// Every request logged, however fast.
+	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{CreateAfter: -1} })
 	e.fakeRC("rc1", "", e.echo("rc1"))
 	obs, err := nats.Connect(e.nc.ConnectedUrl())
 	if err != nil {
@@ -143,5 +144,61 @@ func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
 		if !acked[answeredAck] {
 			t.Fatalf("request %d answered before its answered record was acknowledged (acknowledged before: %v)", i, acked)
 		}
+	}
+}
+
+// A request answered within CreateAfter costs the log nothing: no record is
+// ever written for it (README, durability: the create waits CreateAfter).
+// Seen from a connection that gets a copy of everything on the log's
+// subjects, and from the stream itself.
+func TestFastAnswerWritesNoLogRecord(t *testing.T) {
+	var js jetstream.JetStream
+	e := startGW(t, func(c *gw.Config) {
+		c.RequestLog = &gw.Durability{CreateAfter: time.Minute}
+		var err error
+		if js, err = jetstream.New(c.NC); err != nil {
+			t.Fatal(err)
+		}
+	})
+	e.fakeRC("rc1", "", e.echo("rc1"))
+	obs, err := nats.Connect(e.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	records, err := obs.SubscribeSync(e.s.RequestLogEntryPattern())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	for range n {
+		if r := e.raw(subjects.APIPing, nil, []byte(`{"header":{"api":"ping"},"payload":{}}`)); !r.Header.Status.IsOK() {
+			t.Fatalf("ping: %v", r.Header.Status)
+		}
+	}
+	// Whatever the GW published before its answers, the observer has by
+	// the time a round trip of its own returns (one server, in order).
+	if err := e.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := records.NextMsg(0); err == nil {
+		t.Fatalf("a log record for a request answered within CreateAfter: %s", m.Subject)
+	}
+	st, err := js.Stream(ctxT(t), e.s.RequestLogStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 || info.State.LastSeq != 0 {
+		t.Fatalf("request log holds %d records (last sequence %d), want none", info.State.Msgs, info.State.LastSeq)
 	}
 }

@@ -31,6 +31,13 @@ type Config struct {
 	// Logged: a request log is kept (every accepted request is written
 	// before it is submitted, and `answered` before it is answered).
 	Logged bool
+	// CreateAfter: how long a logged request runs before its entry is
+	// written. An answer (or a cancel) that comes first is sent with no log
+	// write at all: nothing is in the log, so nobody else can answer it.
+	// 0: the create goes out with the first drive. A GW that dies before
+	// the create lands promised nothing (the caller's own timeout fires):
+	// CreateAfter widens that window from the create's round trip to this.
+	CreateAfter int64
 	// LogRetry: after a failed log write, when to write again.
 	LogRetry int64
 	// LogSubject is the log subject of request id of GW gw.

@@ -189,6 +189,9 @@ func (c *Core) stop() {
 			r.held = &answer{status: unavailable(TextShuttingDown)}
 			c.advance(r)
 		}
+		if r.phase == phDefer {
+			c.advance(r) // submitted: its entry is written now, for a peer to adopt what is left open
+		}
 	}
 }
 

@@ -91,6 +91,12 @@
 //     drive + 1, and an answer that arrives before the create lands is held
 //     until it does (a create that cannot land refuses the request and
 //     cancels the drive).
+//   - With CreateAfter, the create waits that long after the first drive:
+//     a request answered or cancelled sooner is answered with no log write
+//     (no entry, so no adopter: this GW's answer is the only one), and a GW
+//     that dies sooner leaves it unanswered, as one that died before its
+//     create landed always did. A GW that stops writes its deferred entries
+//     at once, for a peer to adopt what it leaves open.
 //   - Per-caller and per-GW limits count requests held, adopted ones too;
 //     adoption is never refused.
 //   - A cancel matches the requests of that caller (the cancel's reply

@@ -8,6 +8,7 @@ type phase uint8
 
 const (
 	phWait   phase = iota // admitted, waiting for a first RC; not logged, nothing promised
+	phDefer               // submitted, not logged yet: answered without a log write, or its entry is written at createAt
 	phCreate              // its log entry is being written (or, after a failure, refused)
 	phAdopt               // taken over from the log: the adopt write is under way
 	phDrive               // logged (or no log): submitted to rcID, or waiting for an RC (rcID "")
@@ -24,6 +25,7 @@ type request struct {
 	rcID      string
 	rcStarted int64
 	waitUntil int64
+	createAt  int64 // phDefer: when its entry is written, unless answered first
 
 	logged  bool // its entry is in the log (subject, seq, entry)
 	subject string
@@ -143,6 +145,8 @@ func (c *Core) advance(r *request) {
 	switch r.phase {
 	case phWait:
 		c.advanceWait(r)
+	case phDefer:
+		c.advanceDefer(r)
 	case phDrive:
 		c.advanceDrive(r)
 	}
@@ -183,10 +187,37 @@ func (c *Core) advanceWait(r *request) {
 	// refused, and its drive cancelled; drive 0 is never reused (an adopter
 	// takes the entry's drive + 1). A GW that dies before its create lands
 	// promised nothing: the caller's own timeout fires, as before.
-	r.phase = phCreate
 	r.subject = c.cfg.LogSubject(c.cfg.Self, r.ID)
+	if c.cfg.CreateAfter > 0 && !c.stopping {
+		// A request answered within CreateAfter costs the log nothing: no
+		// entry, so no adopter, so this GW's answer is the only one.
+		// Not past its deadline: what follows (the RC's timeout, the GW's
+		// own) is a logged request's.
+		r.phase, r.createAt = phDefer, min(c.now+c.cfg.CreateAfter, r.Deadline)
+		c.submit(r, "")
+		c.arm(r, r.createAt)
+		return
+	}
+	r.phase = phCreate
 	c.write(r, &writeOp{kind: "create", entry: c.entryOf(r, messages.LogOpen), expect: 0})
 	c.submit(r, "")
+}
+
+// advanceDefer: a submitted request not yet logged is answered at once
+// (nothing was written, nobody else can answer it), or written to the log
+// once CreateAfter has passed or the GW stops (a peer adopts what it leaves
+// open). Its drive is running meanwhile: an RC that dies is noticed once
+// the entry is written, as for a create under way.
+func (c *Core) advanceDefer(r *request) {
+	switch {
+	case r.held != nil:
+		c.close(r)
+	case c.now >= r.createAt || c.stopping:
+		r.phase = phCreate
+		c.write(r, &writeOp{kind: "create", entry: c.entryOf(r, messages.LogOpen), expect: 0})
+	default:
+		c.arm(r, r.createAt)
+	}
 }
 
 func (c *Core) advanceDrive(r *request) {

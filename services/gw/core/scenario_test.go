@@ -339,3 +339,98 @@ func TestRedriveWritesTheDriveFirst(t *testing.T) {
 		t.Fatalf("re-drive %s", describe(sub))
 	}
 }
+
+// With CreateAfter, a request answered (or cancelled) before its entry is
+// due costs the log nothing: no create, no `answered`. One that runs longer
+// is written at CreateAfter and goes on as any logged request; a GW that
+// stops writes the entries it had not yet written, so that a peer can adopt
+// them.
+func TestCreateAfter(t *testing.T) {
+	const after = 5 * ms
+	story := func(t *testing.T) *story {
+		s := newStory(t, "gw-1", 1)
+		s.c.cfg.CreateAfter = after
+		s.rc("rc-1", 1)
+		return s
+	}
+	t.Run("answered first: no log write", func(t *testing.T) {
+		s := story(t)
+		s.arrive("r1", 5000*ms)
+		only[Submit](s)
+		none[WriteLog](s)
+		if at, ok := s.c.NextDeadline(); !ok || at != s.now+after {
+			t.Fatalf("next deadline +%d, want the create at +%d", at-s.now, after)
+		}
+		s.now += after - 1
+		a := answerFor("r1", "r1")
+		a.At = s.now
+		s.step(a)
+		none[WriteLog](s)
+		if an := only[Answer](s); !an.Forward || string(an.Data) != "r1" {
+			t.Fatalf("answer %s", describe(an))
+		}
+		none[Purge](s)
+		if s.c.Holds("r1") {
+			t.Fatal("still held after its answer")
+		}
+		s.now += after
+		s.step(Tick{At: s.now})
+		none[WriteLog](s)
+	})
+	t.Run("cancelled first: no log write", func(t *testing.T) {
+		s := story(t)
+		s.arrive("r1", 5000*ms)
+		s.step(Cancel{At: s.now, Caller: "_INBOX.a", ClientID: "k", Reply: "_INBOX.a.c"})
+		none[WriteLog](s)
+		only[CancelDrive](s)
+		if an := only[Answer](s); an.Status.RC != messages.CodeCancelled {
+			t.Fatalf("answer %s", describe(an))
+		}
+	})
+	t.Run("still running: written at CreateAfter", func(t *testing.T) {
+		s := story(t)
+		s.arrive("r1", 5000*ms)
+		s.now += after
+		s.step(Tick{At: s.now})
+		w := only[WriteLog](s)
+		if w.Op != "create" || w.Entry.State != messages.LogOpen || w.ExpectSeq != 0 || w.Entry.Drive != 0 {
+			t.Fatalf("create %s", describe(w))
+		}
+		none[Submit](s) // the drive went out at arrival
+		a := answerFor("r1", "r1")
+		a.At = s.now
+		s.step(a)
+		none[Answer](s) // held until the create lands
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+		if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered || w.ExpectSeq != 1 {
+			t.Fatalf("answered %s", describe(w))
+		}
+		none[Answer](s)
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		only[Answer](s)
+	})
+	t.Run("deadline sooner: written at the deadline", func(t *testing.T) {
+		s := story(t)
+		s.arrive("r1", 2*ms)
+		if at, ok := s.c.NextDeadline(); !ok || at != s.now+2*ms {
+			t.Fatalf("next deadline +%d, want the create at the request's deadline +%d", at-s.now, 2*ms)
+		}
+		s.now += 2 * ms
+		s.step(Tick{At: s.now})
+		if w := only[WriteLog](s); w.Op != "create" {
+			t.Fatalf("create %s", describe(w))
+		}
+	})
+	t.Run("stop: written at once", func(t *testing.T) {
+		s := story(t)
+		s.arrive("r1", 5000*ms)
+		s.step(Stop{At: s.now})
+		if w := only[WriteLog](s); w.Op != "create" {
+			t.Fatalf("create %s", describe(w))
+		}
+		none[Answer](s)
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+		s.step(Abort{At: s.now})
+		only[Released](s)
+	})
+}

@@ -196,11 +196,12 @@ type sim struct {
 	pFail    float64 // probability a log write fails
 	logged   bool    // the GWs keep a request log (most seeds)
 
-	pSpoil     float64           // probability an Agg's transfer has a fault
-	pRelayFail float64           // probability a publish to the caller fails
-	maxGap     int               // ms between the messages of an Agg's transfer, at most
-	bodies     map[string][]byte // what each Agg transfer (by stream id) carries whole
-	nextStream int
+	pSpoil      float64           // probability an Agg's transfer has a fault
+	pRelayFail  float64           // probability a publish to the caller fails
+	maxGap      int               // ms between the messages of an Agg's transfer, at most
+	createAfter int64             // Config.CreateAfter of every GW
+	bodies      map[string][]byte // what each Agg transfer (by stream id) carries whole
+	nextStream  int
 }
 
 func simulate(seed uint64, logf func(string, ...any)) error {
@@ -223,6 +224,10 @@ func run(seed uint64, logf func(string, ...any)) (_ *sim, err error) {
 	s.pSpoil = []float64{0, 0.1, 0.3}[s.rng.IntN(3)]
 	s.pRelayFail = []float64{0, 0.01, 0.05, 0.2}[s.rng.IntN(4)]
 	s.maxGap = []int{30, 150}[s.rng.IntN(2)]
+	// How long a request runs before its entry is written: with the first
+	// drive, or later, so that some are answered (or cancelled, or stopped)
+	// first and some not.
+	s.createAfter = []int64{0, 5 * ms, 50 * ms, 300 * ms}[s.rng.IntN(4)]
 	for i := range 1 + s.rng.IntN(3) {
 		s.gws = append(s.gws, &simGW{id: fmt.Sprintf("gw-%d", i)})
 	}
@@ -288,7 +293,7 @@ func (s *sim) startGW(g *simGW) {
 	g.c = New(Config{Self: g.id, Incarnation: g.incarnation, Start: s.now, TimeoutMargin: margin, StartupWait: 300 * ms,
 		AnnounceEvery: announce, DeadAfter: deadAfter, MaxInFlight: 40, MaxInFlightPerCaller: 15, Logged: s.logged,
 		MaxPayload: simMaxPayload, MaxAnswerBytes: simMaxAnswer,
-		LogRetry: logRetry, LogSubject: s.s.RequestLogEntry, AnswerSubject: s.s.GWAnswer})
+		LogRetry: logRetry, CreateAfter: s.createAfter, LogSubject: s.s.RequestLogEntry, AnswerSubject: s.s.GWAnswer})
 	s.logfNow("%s starts (incarnation %d)", g.id, g.incarnation)
 }
 
