@@ -220,8 +220,8 @@ func (d *deployment) startRC(id string, o rcOpts) *rc.RC {
 type gwOpts struct {
 	affinity string
 	durable  bool
-	// createAfter: the request log's CreateAfter (0: its default; negative:
-	// every request logged with its first drive).
+	// createAfter: the request log's CreateAfter (0, its default: every
+	// request logged with its first drive).
 	createAfter time.Duration
 	margin      time.Duration
 }

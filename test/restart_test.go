@@ -85,8 +85,8 @@ func TestRestartGWMidRequestIsAnsweredOnceAndRight(t *testing.T) {
 	depWaitGWRCs(t, g, "rc-1")
 	held := d.dapIDs("us")[0]
 	d.gates[held].hold()
-	// The entry is written once the request has run for CreateAfter: the
-	// GW dies after that (before it, nothing would be promised).
+	// The GW dies once the entry is written (before it, nothing would be
+	// promised; with an opt-in CreateAfter the write waits that long).
 	entries, err := d.nc.SubscribeSync(d.s.RequestLogEntryPattern())
 	if err != nil {
 		t.Fatal(err)

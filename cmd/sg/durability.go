@@ -18,7 +18,7 @@ var (
 	envJSReplicas    = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (1; 3 on a NATS cluster)
 	envJSStorage     = envVar{"SG_JS_STORAGE", ""}          // file | memory (file)
 	envRequestLogTTL = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention (1h); caps request timeouts
-	// How long a request runs before its log entry is written (20ms; 0: with its first drive).
+	// How long a request runs before its log entry is written (0: with its first drive).
 	envRequestLogCreateAfter = envVar{"SG_REQUEST_LOG_CREATE_AFTER", ""}
 	envNATSSyncPeriod        = envVar{"SG_NATS_SYNC_INTERVAL", ""} // sg nats / sg run: fsync period of JetStream files (1s)
 
@@ -43,8 +43,8 @@ type DurabilityConfig struct {
 	Replicas      int           // SG_JS_REPLICAS, default 1
 	Storage       string        // SG_JS_STORAGE: file (default) or memory
 	RequestLogTTL time.Duration // SG_REQUEST_LOG_MAX_AGE, default 1h (GW)
-	// RequestLogCreateAfter: SG_REQUEST_LOG_CREATE_AFTER, default
-	// gw.DefaultCreateAfter; negative (0 in the variable): with the first drive (GW).
+	// RequestLogCreateAfter: SG_REQUEST_LOG_CREATE_AFTER, default 0: each
+	// request's entry written with its first drive (GW).
 	RequestLogCreateAfter time.Duration
 
 	AnswerStoreBucket   string        // SG_ANSWER_STORE_BUCKET (GW), default defaults.AnswerStoreBucket
@@ -76,11 +76,10 @@ func loadDurability(look lookupFunc) (DurabilityConfig, error) {
 	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, time.Hour); err != nil {
 		return c, err
 	}
-	c.RequestLogCreateAfter = gw.DefaultCreateAfter
-	if v := envString(look, envRequestLogCreateAfter, ""); v == "0" || v == "0s" {
-		c.RequestLogCreateAfter = -1 // with the first drive
-	} else if c.RequestLogCreateAfter, err = envDuration(look, envRequestLogCreateAfter, gw.DefaultCreateAfter); err != nil {
-		return c, err
+	if v := envString(look, envRequestLogCreateAfter, ""); v != "0" && v != "0s" {
+		if c.RequestLogCreateAfter, err = envDuration(look, envRequestLogCreateAfter, 0); err != nil {
+			return c, err
+		}
 	}
 	c.AnswerStoreBucket = envString(look, envAnswerStoreBucket, defaults.AnswerStoreBucket)
 	if c.AnswerStoreTTL, err = envDuration(look, envAnswerStoreTTL, defaults.AnswerStoreTTL); err != nil {

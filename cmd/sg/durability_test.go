@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sg-project/sg/services/gw"
 )
 
 func TestDurabilityConfig(t *testing.T) {
@@ -17,10 +15,10 @@ func TestDurabilityConfig(t *testing.T) {
 	if !d.JetStream || d.Replicas != 1 || d.Storage != "file" || d.RequestLogTTL != time.Hour {
 		t.Fatalf("defaults %+v", d)
 	}
-	if l := d.gw(); l == nil || l.Replicas != 1 || l.Memory || l.MaxAge != time.Hour || l.CreateAfter != gw.DefaultCreateAfter {
+	if l := d.gw(); l == nil || l.Replicas != 1 || l.Memory || l.MaxAge != time.Hour || l.CreateAfter != 0 {
 		t.Fatalf("gw durability %+v", l)
 	}
-	for v, want := range map[string]time.Duration{"0": -1, "5ms": 5 * time.Millisecond, "100": 100 * time.Millisecond} {
+	for v, want := range map[string]time.Duration{"0": 0, "5ms": 5 * time.Millisecond, "100": 100 * time.Millisecond} {
 		g, err := loadGWConfig(env("SG_REQUEST_LOG_CREATE_AFTER", v))
 		if err != nil {
 			t.Fatal(err)

@@ -184,8 +184,8 @@ func (c Config) withDefaults() (Config, error) {
 		if d.MaxAge <= 0 {
 			d.MaxAge = time.Hour
 		}
-		if d.CreateAfter == 0 {
-			d.CreateAfter = DefaultCreateAfter
+		if d.CreateAfter < 0 {
+			return c, fmt.Errorf("gw: request log CreateAfter %v: want 0 (with the first drive) or more", d.CreateAfter)
 		}
 		c.RequestLog = &d
 	}

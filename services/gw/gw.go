@@ -292,5 +292,5 @@ func (g *GW) createAfter() int64 {
 	if g.cfg.RequestLog == nil {
 		return 0
 	}
-	return int64(max(g.cfg.RequestLog.CreateAfter, 0))
+	return int64(g.cfg.RequestLog.CreateAfter)
 }

@@ -31,30 +31,23 @@ type Durability struct {
 	// request timeouts are capped below it.
 	MaxAge time.Duration
 	// CreateAfter: how long a request runs before its entry is written
-	// (0: DefaultCreateAfter; negative: with its first drive). One answered
-	// sooner is answered with no log write at all; a GW that dies sooner
-	// leaves it unanswered (README, durability).
+	// (0, the default: with its first drive). Opt-in, a trade of durability
+	// for speed: a request answered sooner is answered with no log write at
+	// all, and one whose GW dies sooner is never adopted, its caller left to
+	// its own timeout (README, durability). The default keeps the design's
+	// promise that every accepted request is in the log until answered.
 	CreateAfter time.Duration
 }
-
-// DefaultCreateAfter: small requests are answered within it, alone (p99
-// 0.3-2.7 ms on a loaded 2-core host) and 50 at a time (6-12 ms each), and
-// need no log write. 2 ms met the latency target but not the throughput one
-// (sg bench, 50 clients: 15-20% of plain, against 20-24% with 20 ms). The
-// price: a GW that dies leaves its requests of the last CreateAfter
-// unanswered (their callers' timeouts fire; retrying is safe), where it
-// left those of the create's round trip (~50 µs) before.
-const DefaultCreateAfter = 20 * time.Millisecond
 
 // The request log (JetStream stream subjects.RequestLogStream), as the core
 // drives it (services/gw/core):
 //
-//   - accept: the first drive goes to an RC; a request answered (or
-//     cancelled) within Durability.CreateAfter is answered with no log write
+//   - accept: the first drive goes to an RC, and at the same time the entry
+//     is written on log.req.<gw>.<request> with "no message on this subject
+//     yet" as a condition (no answer is sent before the entry is written);
+//     with Durability.CreateAfter set, the write waits that long, and a
+//     request answered (or cancelled) sooner is answered with no log write
 //     (nothing in the log: no peer can answer it);
-//   - create: past CreateAfter the entry is written on log.req.<gw>.<request>
-//     with "no message on this subject yet" as a condition (no answer is
-//     sent before the entry is written);
 //   - re-drive: the entry is rewritten with the new drive number, "the last
 //     message on this subject is mine" as the condition, before the drive is
 //     submitted;

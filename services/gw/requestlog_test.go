@@ -23,7 +23,7 @@ import (
 func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 	var js jetstream.JetStream
 	e := startGW(t, func(c *gw.Config) {
-		c.RequestLog = &gw.Durability{CreateAfter: -1} // every request logged, however fast
+		c.RequestLog = &gw.Durability{} // every request logged, however fast (the default)
 		c.SweepEvery = 100 * time.Millisecond
 		var err error
 		if js, err = jetstream.New(c.NC); err != nil {
@@ -90,8 +90,8 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 // may come after its acknowledgement: the stream stores on a goroutine of
 // its own.)
 func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
-	// Every request logged, however fast.
-	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{CreateAfter: -1} })
+	// Every request logged, however fast (the default).
+	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} })
 	e.fakeRC("rc1", "", e.echo("rc1"))
 	obs, err := nats.Connect(e.nc.ConnectedUrl())
 	if err != nil {
