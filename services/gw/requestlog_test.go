@@ -202,3 +202,12 @@ func TestFastAnswerWritesNoLogRecord(t *testing.T) {
 		t.Fatalf("request log holds %d records (last sequence %d), want none", info.State.Msgs, info.State.LastSeq)
 	}
 }
+
+// A negative CreateAfter is refused by name: 0 is the default (with the
+// first drive), and a deferral must say how long.
+func TestNegativeCreateAfterIsRefused(t *testing.T) {
+	_, err := gw.New(gw.Config{ID: "gw1", NC: startNATS(t), RequestLog: &gw.Durability{CreateAfter: -time.Millisecond}})
+	if err == nil || !strings.Contains(err.Error(), "CreateAfter -1ms") {
+		t.Fatalf("gw.New with CreateAfter -1ms: %v, want an error naming it", err)
+	}
+}
