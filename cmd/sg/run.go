@@ -32,6 +32,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	aggc := loadAggConfig(os.LookupEnv)
+	httpc, err := loadHTTPConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	fs := newFlagSet("run", "[flags]", `
 Runs everything in one process: an embedded NATS server with JetStream, a GW, an RC,
 an Agg and the demo fleet of DAPs (regions eu, us, asia; tiers rdb, idb, hdb) with
@@ -250,7 +254,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		}
 	}
 	fmt.Fprintf(stdout, "sg run: NATS at %s (JetStream in %s); GW %s serves %s\n", srv.ClientURL(), dir, gwc.ID, s.GWAPIPattern())
-	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, clientNC, s, g, log)
+	httpAddr, httpDone, err := serveHTTPAPI(svcCtx, *httpListen, httpc, clientNC, s, g, log)
 	if err != nil {
 		stopAll()
 		return err

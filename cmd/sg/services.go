@@ -357,6 +357,10 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	if err != nil {
 		return err
 	}
+	httpc, err := loadHTTPConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	addJobsFlags(fs, &jc)
 	fs.DurationVar(&cfg.Durability.RequestLogTTL, "request-log-max-age", cfg.Durability.RequestLogTTL, "request log retention; request timeouts stay below it (env SG_REQUEST_LOG_MAX_AGE)")
 	if done, err := parse(fs, args, stdout); done {
@@ -406,7 +410,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	if err != nil {
 		return err
 	}
-	_, httpDone, err := serveHTTPAPI(ctx, *httpListen, nc, s, g, log)
+	_, httpDone, err := serveHTTPAPI(ctx, *httpListen, httpc, nc, s, g, log)
 	if err != nil {
 		return err
 	}
