@@ -117,7 +117,9 @@ func (w *Windows) order(n int) {
 			w.parts = append(w.parts, c.p)
 		}
 		w.refs = append(w.refs, rowRef{part: uint32(c.part), row: uint32(c.i)})
-		if c.i++; c.i < c.p.Rows.NumRows() {
+		// Times, not Rows.NumRows: as many (validated), and read without
+		// a switch on a column's type per row.
+		if c.i++; c.i < len(c.p.Times) {
 			w.h.fix0()
 			continue
 		}
