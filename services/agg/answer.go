@@ -259,6 +259,9 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i, p := range j.partials {
+		if i < len(j.decoded) && j.decoded[i] != nil {
+			continue // decoding since it came (early.go)
+		}
 		if len(p.Payload) < parallelDecodeBytes {
 			parts[i], errs[i] = merge.DecodePartial(p.Payload)
 			continue
@@ -270,6 +273,11 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 		})
 	}
 	wg.Wait()
+	for i, d := range j.decoded {
+		if d != nil {
+			parts[i], errs[i] = d.wait()
+		}
+	}
 	for i, p := range j.partials {
 		if errs[i] != nil {
 			return nil, nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
