@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -198,6 +199,9 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	if err != nil {
 		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
 	}
+	if parts != nil {
+		parts.release() // b is the answer's own bytes: nothing reads the windows now
+	}
 	return messages.StatusOK, b
 }
 
@@ -226,6 +230,16 @@ func mergeStatus(err error) messages.Status {
 type runParts struct {
 	runs [][]merge.Partial
 	rows int
+	// decoded: every window, for release once the answer is written (the
+	// runs' entries are cleared as the merge takes them).
+	decoded []merge.Partial
+}
+
+// release gives the decoded windows' storage to the next answer's decoding.
+func (p *runParts) release() {
+	for i := range p.decoded {
+		p.decoded[i].Release()
+	}
 }
 
 // fetches serves each portion's windows in order.
@@ -290,7 +304,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	}
 	m := merge.NewMerger(args)
 	if j.runs != nil {
-		rp := &runParts{}
+		rp := &runParts{decoded: slices.Clone(parts)}
 		for _, n := range j.runs {
 			rp.runs = append(rp.runs, parts[:n:n])
 			for _, p := range parts[:n] {
