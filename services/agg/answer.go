@@ -173,17 +173,18 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	if parts == nil {
 		t, err = m.Result()
 	} else {
-		// Portions in windows: a k-way merge of the portions, each fetching
-		// its windows in turn (a heap of every window was measured 10%
-		// slower), into one table; for msgpack, written column by column
-		// from the merge's order without building the table.
-		var w *merge.Windows
-		if w, err = m.Stream(parts.fetches()); err == nil {
-			if content == messages.ContentJSON {
+		// Portions in windows: a k-way merge of their rows in time order.
+		// For JSON, into one table, each portion fetching its windows in
+		// turn; for msgpack, written column by column from the merge's order
+		// without building the table, the order found in two halves side by
+		// side (merge.EncodeRuns).
+		if content == messages.ContentJSON {
+			var w *merge.Windows
+			if w, err = m.Stream(parts.fetches()); err == nil {
 				t, err = w.Rest(parts.rows)
-			} else {
-				b, err = w.EncodeRest(parts.rows, size, runtime.GOMAXPROCS(0))
 			}
+		} else {
+			b, err = m.EncodeRuns(parts.runs, parts.rows, size, runtime.GOMAXPROCS(0))
 		}
 	}
 	if st := mergeStatus(err); !st.IsOK() {

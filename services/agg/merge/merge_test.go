@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -181,7 +182,15 @@ func BenchmarkMerge100(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := w.EncodeRest(246000, 0, 1); err != nil {
+			if _, err := w.EncodeRest(246000, 0, runtime.GOMAXPROCS(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rows-tiers-encode-runs", func(b *testing.B) { // the same, held whole: EncodeRuns
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := NewMerger(rowArgs).EncodeRuns(tiers, 246000, 0, runtime.GOMAXPROCS(0)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -277,4 +278,121 @@ func (w *Windows) Rest(hint int) (messages.Table, error) {
 		}
 	}
 	return t, w.err
+}
+
+// parallelOrderRows: an answer of fewer rows has its order found on one
+// goroutine (EncodeRuns).
+const parallelOrderRows = 32 << 10
+
+// EncodeRuns is the msgpack form of the merged answer of sources held whole
+// (each a portion's windows, in order: the Agg's answer gathered whole):
+// Stream(sources) then EncodeRest's bytes. The k-way merge is the one step
+// of it on one goroutine (a large answer's rows one at a time through the
+// heap, the longest step of the Agg's answer), so for rows without sortCols
+// nor a limit, on workers >= 2, it is done in two halves side by side: the
+// rows before a time that splits them about in half, and those from it on.
+// Canonical order is by time first, so the halves follow one another and
+// need no merging. Errors are Stream's and EncodeRest's.
+func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byte, error) {
+	total := 0
+	for _, run := range sources {
+		for k := range run {
+			total += len(run[k].Times)
+		}
+	}
+	if m.args.Aggregating() || len(m.args.SortCols) > 0 || m.args.Limit > 0 || workers < 2 || total < parallelOrderRows {
+		fetches := make([]Fetch, len(sources))
+		for i, run := range sources {
+			k := 0
+			fetches[i] = func() (Partial, bool, error) {
+				k++
+				return run[k-1], k < len(run), nil
+			}
+		}
+		w, err := m.Stream(fetches)
+		if err != nil {
+			return nil, err
+		}
+		return w.EncodeRest(rows, size, workers)
+	}
+	var all []*Partial
+	for i, run := range sources {
+		for k := range run {
+			if err := m.check(&run[k]); err != nil {
+				return nil, fmt.Errorf("source %d: %w", i, err)
+			}
+			if run[k].Rows.NumRows() > 0 {
+				all = append(all, &run[k])
+			}
+		}
+	}
+	schema := m.first.Rows.Schema() // total > 0: a window was checked
+	split := splitTime(all)
+	// Each window's rows before split go to the first half, the others to
+	// the second; every row to exactly one, each half in its sources' order.
+	var early, late []*Partial
+	for _, p := range all {
+		i, _ := slices.BinarySearch(p.Times, split) // the first row at split or after (a sorted window)
+		switch {
+		case i == len(p.Times):
+			early = append(early, p)
+		case i == 0:
+			late = append(late, p)
+		default:
+			early = append(early, p.slice(0, i))
+			late = append(late, p.slice(i, len(p.Times)))
+		}
+	}
+	// Windows, not portions, are the cursors: those not yet due wait outside
+	// the heap (rowHeap), so a portion's later windows cost no comparison.
+	// The halves' orders go into one slice, each in its own part of it.
+	a, b := rowWindows(schema, early, 0), rowWindows(schema, late, 0)
+	n := 0
+	for _, p := range early {
+		n += len(p.Times)
+	}
+	refs := make([]rowRef, 0, total) // every entry written by the halves
+	a.refs, b.refs = refs[:0:n], refs[n:n:total]
+	var wg sync.WaitGroup
+	wg.Go(func() { b.order(math.MaxInt) })
+	a.order(math.MaxInt)
+	wg.Wait()
+	if len(a.refs) != n || len(b.refs) != total-n || (n > 0 && &a.refs[0] != &refs[:1][0]) || (n < total && &b.refs[0] != &refs[:n+1][n]) {
+		return nil, fmt.Errorf("merge: the halves ordered %d and %d rows of %d and %d", len(a.refs), len(b.refs), n, total-n)
+	}
+	refs = refs[:total]
+	parts := append(a.parts, b.parts...)
+	base := uint32(len(a.parts))
+	for i := range b.refs {
+		b.refs[i].part += base
+	}
+	return messages.EncodeColumnsMsgpack(schema, len(refs), func(k int, c *messages.Column) {
+		c.Type = schema[k].Type
+		gatherColumn(c, parts, refs, k)
+	}, workers, size)
+}
+
+// splitTime is a time that splits the rows of parts (each in time order)
+// about in half: the median of a sample of their times.
+func splitTime(parts []*Partial) int64 {
+	total := 0
+	for _, p := range parts {
+		total += len(p.Times)
+	}
+	const samples = 256
+	var sample []int64
+	for _, p := range parts {
+		n := len(p.Times)
+		k := max(1, n*samples/max(1, total))
+		for j := range k {
+			sample = append(sample, p.Times[j*n/k])
+		}
+	}
+	slices.Sort(sample)
+	return sample[len(sample)/2]
+}
+
+// slice is rows lo to hi of p, validated as p was.
+func (p *Partial) slice(lo, hi int) *Partial {
+	return &Partial{Version: p.Version, Rows: p.Rows.Slice(lo, hi), Times: p.Times[lo:hi:hi], validated: p.validated}
 }
