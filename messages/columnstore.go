@@ -22,15 +22,28 @@ const (
 
 var (
 	freeColumnBytes atomic.Int64
-	freeInts        freeList[int64]
-	freeFloats      freeList[float64]
-	freeCodes       freeList[uint32]
-	freeBools       freeList[bool]
+	freeInts        = freeList[int64]{held: &freeColumnBytes, max: maxFreeColumnBytes, min: minFreeColumnBytes}
+	freeFloats      = freeList[float64]{held: &freeColumnBytes, max: maxFreeColumnBytes, min: minFreeColumnBytes}
+	freeCodes       = freeList[uint32]{held: &freeColumnBytes, max: maxFreeColumnBytes, min: minFreeColumnBytes}
+	freeBools       = freeList[bool]{held: &freeColumnBytes, max: maxFreeColumnBytes, min: minFreeColumnBytes}
 )
 
+// The buffers large answers are written into (encodeColumns), given back by
+// ReleaseBuffer once sent, likewise: the Agg writes a large answer (4.3 MiB
+// for the demo's trade table) into a buffer of about the partials' size,
+// answer after answer. At most two answers' worth are kept.
+var (
+	freeBufferBytes atomic.Int64
+	freeBuffers     = freeList[byte]{held: &freeBufferBytes, max: 32 << 20, min: 64 << 10}
+)
+
+// freeList keeps slices given back (put) for later gets, within a bound on
+// the bytes kept (held, shared by lists, at most max) and above a size (min).
 type freeList[T any] struct {
-	mu   sync.Mutex
-	free [][]T
+	mu       sync.Mutex
+	free     [][]T
+	held     *atomic.Int64
+	max, min int64
 }
 
 func sizeOf[T any]() int { var v T; return int(unsafe.Sizeof(v)) }
@@ -40,7 +53,7 @@ func sizeOf[T any]() int { var v T; return int(unsafe.Sizeof(v)) }
 // larger column), else new.
 func (l *freeList[T]) get(n int) []T {
 	size := sizeOf[T]()
-	if n*size < minFreeColumnBytes {
+	if int64(n*size) < l.min {
 		return make([]T, n)
 	}
 	l.mu.Lock()
@@ -50,7 +63,7 @@ func (l *freeList[T]) get(n int) []T {
 			l.free[i], l.free[last] = l.free[last], nil
 			l.free = l.free[:last]
 			l.mu.Unlock()
-			freeColumnBytes.Add(-int64(cap(s) * size))
+			l.held.Add(-int64(cap(s) * size))
 			return s[:n]
 		}
 	}
@@ -61,11 +74,11 @@ func (l *freeList[T]) get(n int) []T {
 // put keeps s for a later get, within the bound.
 func (l *freeList[T]) put(s []T) {
 	b := int64(cap(s) * sizeOf[T]())
-	if b < minFreeColumnBytes {
+	if b < l.min {
 		return
 	}
-	if freeColumnBytes.Add(b) > maxFreeColumnBytes {
-		freeColumnBytes.Add(-b)
+	if l.held.Add(b) > l.max {
+		l.held.Add(-b)
 		return
 	}
 	l.mu.Lock()
@@ -84,3 +97,9 @@ func ReleaseColumn(c *Column) {
 	freeBools.put(c.Bools)
 	c.Ints, c.Floats, c.Codes, c.Bools = nil, nil, nil, nil
 }
+
+// ReleaseBuffer gives b, a table's msgpack form written by this package
+// (EncodeColumnsMsgpack, EncodeTableMsgpack: a large answer), to the next
+// one's writing. The caller guarantees that nothing reads b any more (the
+// answer is sent: NATS copies what it publishes).
+func ReleaseBuffer(b []byte) { freeBuffers.put(b) }

@@ -996,7 +996,7 @@ func encodeColumns(n int, sizes []int, column func(k int, c *Column) *Column, wo
 		}
 		var buf *bytes.Buffer
 		if w == 0 {
-			buf = bytes.NewBuffer(make([]byte, 0, max(size, hint, 64)))
+			buf = bytes.NewBuffer(freeBuffers.get(max(size, hint, 64))[:0])
 		} else {
 			buf = bytes.NewBuffer(getScratchBuf(size)) // appended to the answer, then kept
 		}

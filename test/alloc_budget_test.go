@@ -204,8 +204,10 @@ func fmtHops(per map[string]float64) string {
 // buffers of both were kept; 18.3x (and 36x and 45x in earlier sessions)
 // before. 10.7-11.1x (12.2x under -race) once the Agg decoded windows into
 // the storage of the answer before's (messages.ReleaseColumn), 12.7-12.8x
-// just before on the same host.
-const allocBudgetLargeAnswer = 14
+// just before on the same host; 9.6-9.9x (10.6x under -race) once the Agg
+// wrote each large answer into the buffer of the one before
+// (messages.ReleaseBuffer).
+const allocBudgetLargeAnswer = 12
 
 // A large answer's allocated bytes along the whole path do not grow past the
 // budget (a copy more of the answer anywhere shows as about +1x).

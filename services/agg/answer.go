@@ -50,6 +50,10 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 	if st.IsOK() {
 		st, payload = a.result(j, content)
 	}
+	// The payload is the answer's own (result's encoders'): once it is sent
+	// or dropped, nothing reads it, and the next large answer is written
+	// into it.
+	defer messages.ReleaseBuffer(payload)
 	a.metrics.merged(e.API, start)
 	data, st, err := a.encode(e, content, st, payload)
 	if err != nil {
