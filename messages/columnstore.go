@@ -31,10 +31,10 @@ var (
 // The buffers large answers are written into (encodeColumns), given back by
 // ReleaseBuffer once sent, likewise: the Agg writes a large answer (4.3 MiB
 // for the demo's trade table) into a buffer of about the partials' size,
-// answer after answer. At most two answers' worth are kept.
+// answer after answer. At most 16 MiB of them are kept.
 var (
 	freeBufferBytes atomic.Int64
-	freeBuffers     = freeList[byte]{held: &freeBufferBytes, max: 32 << 20, min: 64 << 10}
+	freeBuffers     = freeList[byte]{held: &freeBufferBytes, max: 16 << 20, min: 64 << 10}
 )
 
 // freeList keeps slices given back (put) for later gets, within a bound on
