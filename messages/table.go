@@ -996,7 +996,7 @@ func encodeColumns(n int, sizes []int, column func(k int, c *Column) *Column, wo
 		}
 		var buf *bytes.Buffer
 		if w == 0 {
-			buf = bytes.NewBuffer(make([]byte, 0, max(size, hint, 64)))
+			buf = bytes.NewBuffer(freeBuffers.get(max(size, hint, 64))[:0])
 		} else {
 			buf = bytes.NewBuffer(getScratchBuf(size)) // appended to the answer, then kept
 		}
@@ -1369,7 +1369,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if rows > len(b)/width || len(b) != rows*width { // rows first: rows*width may overflow
 			return bad("%d code bytes for %d rows of width %d", len(b), rows, width)
 		}
-		codes := make([]uint32, rows)
+		codes := freeCodes.get(rows)
 		var top uint32 // the largest code, checked once against the dictionary
 		switch width {
 		case 1:
@@ -1402,6 +1402,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		for i, code := range codes {
 			c.Strings[i] = dict[code]
 		}
+		freeCodes.put(codes)
 	case TypeString:
 		if c.Strings, err = decodeStrings(dec, rows); err != nil {
 			return bad("%v", err)
@@ -1411,7 +1412,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if err != nil || rows > len(b)/8 || len(b) != 8*rows { // rows first: 8*rows may overflow
 			return bad("float payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
-		c.Floats = make([]float64, rows)
+		c.Floats = freeFloats.get(rows)
 		for i := range c.Floats {
 			c.Floats[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 		}
@@ -1420,7 +1421,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if err != nil || len(b) < rows { // a varint takes at least one byte
 			return bad("int payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
-		c.Ints = make([]int64, rows)
+		c.Ints = freeInts.get(rows)
 		if err := ReadVarints(c.Ints, b, c.Type == TypeTimestamp); err != nil {
 			return bad("%v", err)
 		}
@@ -1429,7 +1430,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 		if err != nil || len(b) != rows {
 			return bad("bool payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
-		c.Bools = make([]bool, rows)
+		c.Bools = freeBools.get(rows)
 		for i, x := range b {
 			if x > 1 {
 				return bad("bool byte %d", x)

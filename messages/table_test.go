@@ -614,3 +614,52 @@ func TestWriteVarintsIntoBuffer(t *testing.T) {
 		}
 	}
 }
+
+// A column's storage given back (ReleaseColumn) is reused by the next
+// decodes, which write every value of it: a table decoded into reused
+// storage is the table decoded afresh, whatever the storage held before.
+func TestDecodeIntoReleasedColumns(t *testing.T) {
+	big, small := tradeTable(30_000), tradeTable(20_000)
+	small.Columns[0].Ints[5] = -7 // not big's values where storage is reused
+	for i := range small.Columns[3].Floats {
+		small.Columns[3].Floats[i] = -small.Columns[3].Floats[i]
+	}
+	encBig, err := Encode(&big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encSmall, err := Encode(&small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fresh Table
+	if err := DecodeCoded(encSmall, &fresh, PayloadLimits); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var a Table
+		if err := DecodeCoded(encBig, &a, PayloadLimits); err != nil {
+			t.Fatal(err)
+		}
+		released := map[*int64]bool{}
+		for k := range a.Columns {
+			if c := a.Columns[k].Ints; len(c) > 0 {
+				released[&c[0]] = true
+			}
+			ReleaseColumn(&a.Columns[k])
+		}
+		var b Table
+		if err := DecodeCoded(encSmall, &b, PayloadLimits); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(b, fresh) {
+			t.Fatal("a table decoded into released storage differs from one decoded afresh")
+		}
+		if !released[&b.Columns[0].Ints[0]] {
+			t.Error("the released storage was not reused")
+		}
+		for k := range b.Columns {
+			ReleaseColumn(&b.Columns[k])
+		}
+	}
+}

@@ -202,8 +202,12 @@ func fmtHops(per map[string]float64) string {
 // -race) once the DAPs' stores held symbols coded, windows were encoded in
 // place, the Agg wrote the answer from the merge's order and the scratch
 // buffers of both were kept; 18.3x (and 36x and 45x in earlier sessions)
-// before.
-const allocBudgetLargeAnswer = 17
+// before. 10.7-11.1x (12.2x under -race) once the Agg decoded windows into
+// the storage of the answer before's (messages.ReleaseColumn), 12.7-12.8x
+// just before on the same host; 9.6-9.9x (10.6x under -race) once the Agg
+// wrote each large answer into the buffer of the one before
+// (messages.ReleaseBuffer); 9.2-9.3x once its rows' order was kept too.
+const allocBudgetLargeAnswer = 12
 
 // A large answer's allocated bytes along the whole path do not grow past the
 // budget (a copy more of the answer anywhere shows as about +1x).

@@ -129,12 +129,14 @@ func goroutineRuns() uint64 {
 }
 
 func BenchmarkLargeAnswer(b *testing.B) {
+	b.ReportAllocs()
 	sys := startSystem(b, systemOptions{})
 	sys.startDemo(demoFleetConfig(sys, 40000))
 	args := messages.GetDataArgs{Table: demo.Trade}
 	ctx := context.Background()
 	var bytes int64
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
 		if err != nil || !resp.Header.Status.IsOK() {
@@ -145,6 +147,7 @@ func BenchmarkLargeAnswer(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e6, "MB/s")
 	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB/answer")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkLargeAnswerStream is BenchmarkLargeAnswer read with the client's

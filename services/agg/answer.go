@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +50,10 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 	if st.IsOK() {
 		st, payload = a.result(j, content)
 	}
+	// The payload is the answer's own (result's encoders'): once it is sent
+	// or dropped, nothing reads it, and the next large answer is written
+	// into it.
+	defer messages.ReleaseBuffer(payload)
 	a.metrics.merged(e.API, start)
 	data, st, err := a.encode(e, content, st, payload)
 	if err != nil {
@@ -172,17 +177,18 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	if parts == nil {
 		t, err = m.Result()
 	} else {
-		// Portions in windows: a k-way merge of the portions, each fetching
-		// its windows in turn (a heap of every window was measured 10%
-		// slower), into one table; for msgpack, written column by column
-		// from the merge's order without building the table.
-		var w *merge.Windows
-		if w, err = m.Stream(parts.fetches()); err == nil {
-			if content == messages.ContentJSON {
+		// Portions in windows: a k-way merge of their rows in time order.
+		// For JSON, into one table, each portion fetching its windows in
+		// turn; for msgpack, written column by column from the merge's order
+		// without building the table, the order found in two halves side by
+		// side (merge.EncodeRuns).
+		if content == messages.ContentJSON {
+			var w *merge.Windows
+			if w, err = m.Stream(parts.fetches()); err == nil {
 				t, err = w.Rest(parts.rows)
-			} else {
-				b, err = w.EncodeRest(parts.rows, size, runtime.GOMAXPROCS(0))
 			}
+		} else {
+			b, err = m.EncodeRuns(parts.runs, parts.rows, size, runtime.GOMAXPROCS(0))
 		}
 	}
 	if st := mergeStatus(err); !st.IsOK() {
@@ -197,6 +203,9 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	}
 	if err != nil {
 		return messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode the merged table: %v", err), nil
+	}
+	if parts != nil {
+		parts.release() // b is the answer's own bytes: nothing reads the windows now
 	}
 	return messages.StatusOK, b
 }
@@ -226,6 +235,16 @@ func mergeStatus(err error) messages.Status {
 type runParts struct {
 	runs [][]merge.Partial
 	rows int
+	// decoded: every window, for release once the answer is written (the
+	// runs' entries are cleared as the merge takes them).
+	decoded []merge.Partial
+}
+
+// release gives the decoded windows' storage to the next answer's decoding.
+func (p *runParts) release() {
+	for i := range p.decoded {
+		p.decoded[i].Release()
+	}
 }
 
 // fetches serves each portion's windows in order.
@@ -259,6 +278,9 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for i, p := range j.partials {
+		if i < len(j.decoded) && j.decoded[i] != nil {
+			continue // decoding since it came (early.go)
+		}
 		if len(p.Payload) < parallelDecodeBytes {
 			parts[i], errs[i] = merge.DecodePartial(p.Payload)
 			continue
@@ -270,6 +292,11 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 		})
 	}
 	wg.Wait()
+	for i, d := range j.decoded {
+		if d != nil {
+			parts[i], errs[i] = d.wait()
+		}
+	}
 	for i, p := range j.partials {
 		if errs[i] != nil {
 			return nil, nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
@@ -282,7 +309,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	}
 	m := merge.NewMerger(args)
 	if j.runs != nil {
-		rp := &runParts{}
+		rp := &runParts{decoded: slices.Clone(parts)}
 		for _, n := range j.runs {
 			rp.runs = append(rp.runs, parts[:n:n])
 			for _, p := range parts[:n] {

@@ -55,6 +55,9 @@ type portionWindows struct {
 	granted uint32                   // windows the DAP may send
 	ended   bool                     // the last window has come
 	bytes   int64                    // payload bytes in queue
+	// decoded: each queued window's decoding begun as it came (early.go),
+	// nil for a window decoded with the answer; as long as queue, or empty.
+	decoded []*decoding
 }
 
 // liveMerge is one answer streamed while its windows come.
@@ -220,6 +223,11 @@ func (a *Agg) windowLocked(r *request, p messages.PartialResult) {
 		return
 	}
 	w.queue = append(w.queue, p)
+	if r.live == nil && r.exp != nil && !r.streamsLive() && len(p.Payload) >= earlyDecodeBytes {
+		// Gathered whole: decoded now, while the other windows come.
+		w.decoded = append(w.decoded, make([]*decoding, len(w.queue)-1-len(w.decoded))...)
+		w.decoded = append(w.decoded, a.decodeEarlyLocked(p.Payload))
+	}
 	w.next++
 	w.bytes += n
 	r.bytes += n

@@ -252,6 +252,18 @@ func TestLiveMergeLimitStopsTheDAPs(t *testing.T) {
 // A caller that does not read streams gets the whole answer; windows are
 // credited as they come.
 func TestWindowsGatheredForAWholeAnswer(t *testing.T) {
+	for _, early := range []int{parallelDecodeBytes, 0} {
+		// 0: every window (of 7 rows) is decoded as it comes (early.go).
+		t.Run(fmt.Sprint("decoded early from ", early, " bytes"), func(t *testing.T) {
+			was := earlyDecodeBytes
+			earlyDecodeBytes = early
+			t.Cleanup(func() { earlyDecodeBytes = was }) // registered before the Agg is: run once it has stopped
+			windowsGatheredForAWholeAnswer(t)
+		})
+	}
+}
+
+func windowsGatheredForAWholeAnswer(t *testing.T) {
 	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
 	e, daps, credits, x, want := liveSetup(t, args, false)
 	e.expect(x)

@@ -177,7 +177,7 @@ func (r *request) dropAll() {
 	clear(r.partials)
 	for _, w := range r.windows {
 		r.dropped += len(w.queue)
-		w.queue, w.bytes = nil, 0
+		w.queue, w.decoded, w.bytes = nil, nil, 0
 	}
 	r.bytes = 0
 }
@@ -228,6 +228,9 @@ type job struct {
 	// runs: how many partials of each portion follow one another in partials
 	// (its windows, in order; 1 for a partial in one piece). nil: one each.
 	runs []int
+	// decoded: the partials whose decoding began as they came (early.go),
+	// by index in partials; nil entries, or nil: decoded with the answer.
+	decoded []*decoding
 }
 
 // job takes the answer's partials out: the windows of a portion in windows
@@ -243,6 +246,10 @@ func (r *request) job() job {
 		if p, ok := r.partials[ref]; ok {
 			j.partials = append(j.partials, p)
 		} else if w := r.windows[ref]; w != nil {
+			if len(w.decoded) > 0 {
+				j.decoded = append(j.decoded, make([]*decoding, len(j.partials)-len(j.decoded))...)
+				j.decoded = append(j.decoded, w.decoded...)
+			}
 			j.partials = append(j.partials, w.queue...)
 			if j.runs == nil {
 				j.runs = make([]int, 0, len(r.expect))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -135,6 +136,61 @@ func BenchmarkMerge100(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := Merge(rowArgs, decoded); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A whole table as the demo fleet holds it: three regions interleaved
+	// in time, each in three tiers that stand apart in time (a portion a
+	// region and tier), every portion in windows of 20,000 rows at most:
+	// the Agg's large answer, merged by Stream and written by EncodeRest.
+	var tiers [][]Partial
+	for region := range 3 {
+		lo := 0
+		for _, n := range []int{60000, 20000, 2000} {
+			var run []Partial
+			for w := 0; w < n; w += 20000 {
+				k := min(20000, n-w)
+				tb := messages.NewTable(schema)
+				times := make([]int64, k)
+				for i := range times {
+					times[i] = int64((lo+w+i)*3+region) * 1000
+					_ = tb.AppendRow(fmt.Sprintf("S%d", rng.IntN(50)), rng.Float64()*100, rng.Int64N(1000))
+				}
+				rp, err := RowsPartial(&rowArgs, tb, times)
+				if err != nil {
+					b.Fatal(err)
+				}
+				run = append(run, roundTrip(b, rp))
+			}
+			tiers = append(tiers, run)
+			lo += n
+		}
+	}
+	b.Run("rows-tiers-encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fetches := make([]Fetch, len(tiers))
+			for i, run := range tiers {
+				k := 0
+				fetches[i] = func() (Partial, bool, error) {
+					k++
+					return run[k-1], k < len(run), nil
+				}
+			}
+			w, err := NewMerger(rowArgs).Stream(fetches)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := w.EncodeRest(246000, 0, runtime.GOMAXPROCS(0)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rows-tiers-encode-runs", func(b *testing.B) { // the same, held whole: EncodeRuns
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := NewMerger(rowArgs).EncodeRuns(tiers, 246000, 0, runtime.GOMAXPROCS(0)); err != nil {
 				b.Fatal(err)
 			}
 		}

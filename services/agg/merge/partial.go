@@ -143,6 +143,17 @@ func (p *Partial) timesFromColumn() error {
 	return nil
 }
 
+// Release gives the storage of a row partial's columns (numbers, codes,
+// booleans) to later decodes (messages.ReleaseColumn) and clears p. The
+// caller guarantees that nothing reads them any more: p was decoded
+// (DecodePartial), and whatever the merge made of it is written out.
+func (p *Partial) Release() {
+	for k := range p.Rows.Columns {
+		messages.ReleaseColumn(&p.Rows.Columns[k]) // Times, when from a column, with it
+	}
+	*p = Partial{}
+}
+
 // which lists the fields a state uses, so that Validate and the merge agree.
 func (s *AggState) uses() (count, intSum, floatSum, value, tm bool) {
 	switch s.Func {

@@ -1,7 +1,9 @@
 package merge
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/sg-project/sg/messages"
@@ -135,12 +137,24 @@ type cursor struct {
 // interface per comparison. The heap holds the cursors' indexes, which move
 // without a write barrier; each cursor caches its row's time, which decides
 // most comparisons.
+//
+// Only the cursors whose row can come next are in the heap: the others wait
+// in pending, by time, until the top's time reaches theirs. Portions split by
+// time (a table's tiers) then cost no comparison until their rows are due,
+// and the heap is as deep as the portions that overlap in time (a large
+// answer's 9 portions: 3 regions at a time), not as all of them.
 type rowHeap struct {
 	cursors []cursor
 	heap    []int32 // indexes into cursors, heap-ordered
+	// pending are indexes into cursors not in the heap, by time, latest
+	// first; every one's time is above the top's (canonical order is by
+	// time first), so none can be least. next is the earliest's time
+	// (math.MaxInt64: none).
+	pending []int32
+	next    int64
 }
 
-func (h *rowHeap) Len() int { return len(h.heap) }
+func (h *rowHeap) Len() int { return len(h.heap) + len(h.pending) }
 
 // top is the cursor at the least row.
 func (h *rowHeap) top() *cursor { return &h.cursors[h.heap[0]] }
@@ -153,16 +167,34 @@ func (h *rowHeap) less(a, b int32) bool {
 	return compareValues(&x.p.Rows, x.i, &y.p.Rows, y.i) < 0
 }
 
-// init orders every cursor.
+// init orders every cursor: all pending, then the earliest admitted.
 func (h *rowHeap) init() {
-	h.heap = h.heap[:0]
+	h.heap, h.pending = h.heap[:0], h.pending[:0]
 	for i := range h.cursors {
 		c := &h.cursors[i]
 		c.t = c.p.Times[c.i]
-		h.heap = append(h.heap, int32(i))
+		h.pending = append(h.pending, int32(i))
 	}
-	for i := len(h.heap)/2 - 1; i >= 0; i-- {
-		h.down(i)
+	slices.SortStableFunc(h.pending, func(a, b int32) int { return cmp.Compare(h.cursors[b].t, h.cursors[a].t) })
+	h.next = math.MaxInt64
+	if n := len(h.pending); n > 0 {
+		h.next = h.cursors[h.pending[n-1]].t
+	}
+	h.admit()
+}
+
+// admit moves into the heap the pending cursors whose time is not above the
+// top's (all of them could be least); with an empty heap, the earliest.
+func (h *rowHeap) admit() {
+	for len(h.pending) > 0 && (len(h.heap) == 0 || h.next <= h.cursors[h.heap[0]].t) {
+		n := len(h.pending) - 1
+		h.heap = append(h.heap, h.pending[n])
+		h.pending = h.pending[:n]
+		h.up(len(h.heap) - 1)
+		h.next = math.MaxInt64
+		if n > 0 {
+			h.next = h.cursors[h.pending[n-1]].t
+		}
 	}
 }
 
@@ -171,6 +203,9 @@ func (h *rowHeap) fix0() {
 	c := h.top()
 	c.t = c.p.Times[c.i]
 	h.down(0)
+	if h.next <= h.cursors[h.heap[0]].t {
+		h.admit()
+	}
 }
 
 // pop0 removes the top cursor.
@@ -181,10 +216,25 @@ func (h *rowHeap) pop0() {
 	if n > 0 {
 		h.down(0)
 	}
+	h.admit()
 }
 
 // clear removes every cursor.
-func (h *rowHeap) clear() { h.heap = h.heap[:0] }
+func (h *rowHeap) clear() {
+	h.heap, h.pending, h.next = h.heap[:0], h.pending[:0], math.MaxInt64
+}
+
+func (h *rowHeap) up(i int) {
+	hp := h.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.less(hp[i], hp[p]) {
+			return
+		}
+		hp[i], hp[p] = hp[p], hp[i]
+		i = p
+	}
+}
 
 func (h *rowHeap) down(i int) {
 	hp := h.heap

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -117,7 +118,9 @@ func (w *Windows) order(n int) {
 			w.parts = append(w.parts, c.p)
 		}
 		w.refs = append(w.refs, rowRef{part: uint32(c.part), row: uint32(c.i)})
-		if c.i++; c.i < c.p.Rows.NumRows() {
+		// Times, not Rows.NumRows: as many (validated), and read without
+		// a switch on a column's type per row.
+		if c.i++; c.i < len(c.p.Times) {
 			w.h.fix0()
 			continue
 		}
@@ -240,6 +243,9 @@ func (w *Windows) EncodeRest(rows, size, workers int) ([]byte, error) {
 		t, _ := w.Rest(0)
 		return messages.EncodeTableMsgpack(t, workers, size)
 	}
+	if cap(w.refs) == 0 {
+		w.refs = getRefs(rows)
+	}
 	w.refs = slices.Grow(w.refs[:0], rows)
 	w.order(math.MaxInt)
 	defer clear(w.parts)
@@ -250,10 +256,41 @@ func (w *Windows) EncodeRest(rows, size, workers int) ([]byte, error) {
 		w.limit -= len(w.refs)
 	}
 	parts, refs := w.parts, w.refs
+	defer func() { putRefs(refs); w.refs = nil }() // every row is written: w orders none again
 	return messages.EncodeColumnsMsgpack(w.schema, len(refs), func(k int, c *messages.Column) {
 		c.Type = w.schema[k].Type
 		gatherColumn(c, parts, refs, k)
 	}, workers, size)
+}
+
+// freeRefs keep the order of a large answer written whole (EncodeRest,
+// EncodeRuns: 8 bytes a row, 1.9 MiB for the demo's trade table) for the
+// next one, as messages keeps its columns: at most two, of 4,096 to 2^21
+// rows.
+var freeRefs = make(chan []rowRef, 2)
+
+// getRefs is an empty order with room for n rows or more (up to 2n).
+func getRefs(n int) []rowRef {
+	select {
+	case r := <-freeRefs:
+		if cap(r) >= n && cap(r) <= 2*n {
+			return r[:0]
+		}
+		putRefs(r)
+	default:
+	}
+	return make([]rowRef, 0, n)
+}
+
+// putRefs keeps r, which nothing reads any more, for getRefs.
+func putRefs(r []rowRef) {
+	if cap(r) < 4096 || cap(r) > 1<<21 {
+		return
+	}
+	select {
+	case freeRefs <- r[:0]:
+	default:
+	}
 }
 
 // Rest returns every row left as one table; hint is about how many there are
@@ -275,4 +312,122 @@ func (w *Windows) Rest(hint int) (messages.Table, error) {
 		}
 	}
 	return t, w.err
+}
+
+// parallelOrderRows: an answer of fewer rows has its order found on one
+// goroutine (EncodeRuns).
+const parallelOrderRows = 32 << 10
+
+// EncodeRuns is the msgpack form of the merged answer of sources held whole
+// (each a portion's windows, in order: the Agg's answer gathered whole):
+// Stream(sources) then EncodeRest's bytes. The k-way merge is the one step
+// of it on one goroutine (a large answer's rows one at a time through the
+// heap, the longest step of the Agg's answer), so for rows without sortCols
+// nor a limit, on workers >= 2, it is done in two halves side by side: the
+// rows before a time that splits them about in half, and those from it on.
+// Canonical order is by time first, so the halves follow one another and
+// need no merging. Errors are Stream's and EncodeRest's.
+func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byte, error) {
+	total := 0
+	for _, run := range sources {
+		for k := range run {
+			total += len(run[k].Times)
+		}
+	}
+	if m.args.Aggregating() || len(m.args.SortCols) > 0 || m.args.Limit > 0 || workers < 2 || total < parallelOrderRows {
+		fetches := make([]Fetch, len(sources))
+		for i, run := range sources {
+			k := 0
+			fetches[i] = func() (Partial, bool, error) {
+				k++
+				return run[k-1], k < len(run), nil
+			}
+		}
+		w, err := m.Stream(fetches)
+		if err != nil {
+			return nil, err
+		}
+		return w.EncodeRest(rows, size, workers)
+	}
+	var all []*Partial
+	for i, run := range sources {
+		for k := range run {
+			if err := m.check(&run[k]); err != nil {
+				return nil, fmt.Errorf("source %d: %w", i, err)
+			}
+			if run[k].Rows.NumRows() > 0 {
+				all = append(all, &run[k])
+			}
+		}
+	}
+	schema := m.first.Rows.Schema() // total > 0: a window was checked
+	split := splitTime(all)
+	// Each window's rows before split go to the first half, the others to
+	// the second; every row to exactly one, each half in its sources' order.
+	var early, late []*Partial
+	for _, p := range all {
+		i, _ := slices.BinarySearch(p.Times, split) // the first row at split or after (a sorted window)
+		switch {
+		case i == len(p.Times):
+			early = append(early, p)
+		case i == 0:
+			late = append(late, p)
+		default:
+			early = append(early, p.slice(0, i))
+			late = append(late, p.slice(i, len(p.Times)))
+		}
+	}
+	// Windows, not portions, are the cursors: those not yet due wait outside
+	// the heap (rowHeap), so a portion's later windows cost no comparison.
+	// The halves' orders go into one slice, each in its own part of it.
+	a, b := rowWindows(schema, early, 0), rowWindows(schema, late, 0)
+	n := 0
+	for _, p := range early {
+		n += len(p.Times)
+	}
+	refs := getRefs(total) // every entry written by the halves
+	defer func() { putRefs(refs) }()
+	a.refs, b.refs = refs[:0:n], refs[n:n:total]
+	var wg sync.WaitGroup
+	wg.Go(func() { b.order(math.MaxInt) })
+	a.order(math.MaxInt)
+	wg.Wait()
+	if len(a.refs) != n || len(b.refs) != total-n || (n > 0 && &a.refs[0] != &refs[:1][0]) || (n < total && &b.refs[0] != &refs[:n+1][n]) {
+		return nil, fmt.Errorf("merge: the halves ordered %d and %d rows of %d and %d", len(a.refs), len(b.refs), n, total-n)
+	}
+	refs = refs[:total]
+	parts := append(a.parts, b.parts...)
+	base := uint32(len(a.parts))
+	for i := range b.refs {
+		b.refs[i].part += base
+	}
+	return messages.EncodeColumnsMsgpack(schema, len(refs), func(k int, c *messages.Column) {
+		c.Type = schema[k].Type
+		gatherColumn(c, parts, refs, k)
+	}, workers, size)
+}
+
+// splitTime is a time that splits the rows of parts (each in time order)
+// about in half: the median of a sample of their times.
+func splitTime(parts []*Partial) int64 {
+	total := 0
+	for _, p := range parts {
+		total += len(p.Times)
+	}
+	const samples = 256
+	var sample []int64
+	for _, p := range parts {
+		n := len(p.Times)
+		k := max(1, n*samples/max(1, total))
+		for j := range k {
+			sample = append(sample, p.Times[j*n/k])
+		}
+	}
+	slices.Sort(sample)
+	return sample[len(sample)/2]
+}
+
+// slice is rows lo to hi of p, validated as p was.
+func (p *Partial) slice(lo, hi int) *Partial {
+	return &Partial{Version: p.Version, Rows: p.Rows.Slice(lo, hi), Times: p.Times[lo:hi:hi], validated: p.validated}
 }
