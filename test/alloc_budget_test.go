@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
-	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 )
 
@@ -46,13 +45,7 @@ func smallRequestsOn(t *testing.T, o systemOptions) (*system, func(n int)) {
 	t.Helper()
 	sys := startSystem(t, o)
 	src, _ := engineSource(t, sys)
-	// The deployed heartbeat, not the test fleets' 200 ms: the RC drops a DAP
-	// it has not heard from for three periods and requeues its portions, and
-	// on a loaded machine a 600 ms stall did (a message test counted 102
-	// portions for 100 requests); a dropped DAP is not the path measured.
-	cfg := oneDAP(src, 1)
-	cfg.Heartbeat = dap.DefaultHeartbeat
-	sys.startDAP(cfg)
+	sys.startDAP(oneDAP(src, 1))
 	sys.waitDAPs(1)
 	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
 		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
