@@ -34,16 +34,15 @@ const allocBudgetPath = 500
 // whatever -v says: a log line per message is not what the path allocates.
 func smallRequests(t *testing.T) func(n int) {
 	t.Helper()
-	_, do := smallRequestsOn(t, systemOptions{})
+	nop := zerolog.Nop()
+	_, do := smallRequestsOn(t, systemOptions{log: &nop})
 	return do
 }
 
-// smallRequestsOn is smallRequests on a system started with o (its log
-// replaced by none).
+// smallRequestsOn is smallRequests on a system started with o, logging as o
+// says (by default testLogger: a failure comes with the services' account).
 func smallRequestsOn(t *testing.T, o systemOptions) (*system, func(n int)) {
 	t.Helper()
-	nop := zerolog.Nop()
-	o.log = &nop
 	sys := startSystem(t, o)
 	src, _ := engineSource(t, sys)
 	sys.startDAP(oneDAP(src, 1))

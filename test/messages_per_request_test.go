@@ -85,52 +85,57 @@ func TestMessagesPerSmallRequest(t *testing.T) {
 			if err := tap.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			// Warm up, and wait for the warm-up's done notices before counting.
+			// The messages n requests cause.
+			wantFor := func(n int) map[string]int {
+				want := map[string]int{
+					"client request": n, "gw submit": n, "rc portion": n, "rc expect": n, "dap partial": n,
+					"dap completion": n, "agg answer": n, "inbox": n,
+				}
+				if logged {
+					want["log write"] = 2 * n
+					want["inbox"] += 2 * n // the writes' acknowledgements
+				}
+				return want
+			}
+			// What n requests set going has settled once the tap saw every
+			// message of every class they cause and a done notice naming
+			// each; a message more would have come before those. No one
+			// class is last: the tap sees the replies on its own
+			// connection, after the client did, and the DAP's completion
+			// (to the RC) and the Agg's done notice (held up to
+			// defaults.AggDoneDelay) go beside the answer, not before it.
+			settle := func(n int, what string, reset bool) (got map[string]int, entries int) {
+				want := wantFor(n)
+				for {
+					if err := tap.Flush(); err != nil {
+						t.Fatal(err)
+					}
+					mu.Lock()
+					got = maps.Clone(seen)
+					entries = doneEntries
+					settled := entries >= n
+					for c, k := range want {
+						settled = settled && got[c] >= k
+					}
+					if settled && reset {
+						clear(seen)
+						doneEntries = 0
+					}
+					mu.Unlock()
+					if settled {
+						return got, entries
+					}
+					await(fmt.Sprintf("every %s request's messages (seen %v, %d named done)", what, got, entries))
+				}
+			}
+			// Warm up, and wait for all the warm-up's messages before counting.
 			const warm = 10
 			do(warm)
-			for {
-				mu.Lock()
-				settled := doneEntries >= warm
-				if settled {
-					clear(seen)
-					doneEntries = 0
-				}
-				mu.Unlock()
-				if settled {
-					break
-				}
-				await("the warm-up's done notices")
-			}
+			settle(warm, "warm-up", true)
 			const n = 100
 			do(n)
-			// What the requests set going after their answers (the Agg's
-			// done notices, held up to defaults.AggDoneDelay; the log's
-			// acknowledgements) has settled once the tap saw every
-			// request's done notice, reply and log write; a message more
-			// would have come before those.
-			want := map[string]int{
-				"client request": n, "gw submit": n, "rc portion": n, "rc expect": n, "dap partial": n,
-				"dap completion": n, "agg answer": n, "inbox": n,
-			}
-			if logged {
-				want["log write"] = 2 * n
-				want["inbox"] += 2 * n // the writes' acknowledgements
-			}
-			var got map[string]int
-			var entries int
-			for {
-				if err := tap.Flush(); err != nil {
-					t.Fatal(err)
-				}
-				mu.Lock()
-				got = maps.Clone(seen)
-				entries = doneEntries
-				mu.Unlock()
-				if entries >= n && got["inbox"] >= want["inbox"] && got["log write"] >= want["log write"] {
-					break
-				}
-				await(fmt.Sprintf("every request's messages (seen %v)", got))
-			}
+			want := wantFor(n)
+			got, entries := settle(n, "counted", false)
 			for _, c := range slices.Sorted(maps.Keys(got)) {
 				t.Logf("%-15s %5.2f per request", c, float64(got[c])/n)
 			}

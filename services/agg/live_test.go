@@ -271,9 +271,9 @@ func windowsGatheredForAWholeAnswer(t *testing.T) {
 		d.send()
 	}
 	var resp messages.Response
-	for got := false; !got; {
+	for got, end := false, time.Now().Add(wait); !got; {
 		m, err := e.answers.NextMsg(20 * time.Millisecond)
-		if err == nats.ErrTimeout {
+		if err == nats.ErrTimeout && time.Now().Before(end) {
 			pump(t, credits, daps)
 			continue
 		}

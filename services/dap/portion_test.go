@@ -346,14 +346,18 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 
+	// The deadline leaves p1 time to start on a loaded machine (one already
+	// past is answered without running); p2 then waits behind p1's Source,
+	// whether it comes before the deadline or after.
 	slow := dispatch("p1", "1")
-	slow.Deadline = time.Now().Add(100 * time.Millisecond).UnixNano()
+	slow.Deadline = time.Now().Add(time.Second).UnixNano()
 	send(t, nc, d.ID(), slow)
 	if id := receive(t, src.started, "the first portion to start"); id != "1" {
 		t.Fatalf("portion %s started", id)
 	}
 	next := dispatch("p2", "2")
 	send(t, nc, d.ID(), next)
+	waitQueued(t, d, 1)
 	c := nextAs[messages.PortionCompletion](t, completions) // while the Source still runs
 	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeTimeout || c.Ref() != slow.Ref() {
 		t.Fatalf("completion %+v", c)
@@ -361,8 +365,7 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	if pr := nextAs[messages.PartialResult](t, partials); pr.Status.RC != messages.CodeTimeout || pr.Ref() != slow.Ref() {
 		t.Fatalf("partial %+v", pr)
 	}
-	// p2 was sent before p1's deadline: it waits in the queue, the slot
-	// still taken by p1's Source (not a check that passes before p2 came).
+	// p2 still waits in the queue, the slot taken by p1's Source.
 	if st := d.Stats(); st.Received != 2 || st.Queued != 1 || st.Running != 1 {
 		t.Fatalf("after p1's timeout: %+v, want p2 received and queued behind p1's running Source", st)
 	}

@@ -54,7 +54,7 @@ func TestCancel(t *testing.T) {
 		Header: nats.Header{messages.HdrRequestID: {"c1"}}, Data: body}); err != nil {
 		t.Fatal(err)
 	}
-	sub := <-held
+	sub := receive(t, held, "submission")
 
 	// Another caller (another connection's inbox) cannot cancel it; nobody
 	// answers a cancel for a request no GW holds for that caller.
@@ -117,7 +117,7 @@ func TestGWTimeoutCancelsTheDrive(t *testing.T) {
 	if st := r.Header.Status; st.RC != messages.CodeTimeout || st.AI != gw.TextTimeout {
 		t.Fatalf("got %v", st)
 	}
-	s := <-submitted
+	s := receive(t, submitted, "submission")
 	select {
 	case id := <-cancels:
 		if id != s.RequestID {

@@ -211,7 +211,7 @@ func TestPerCallerLimit(t *testing.T) {
 	})
 	first := make(chan *nats.Msg, 1)
 	go func() { first <- getDataWithID(t, e.nc, e.s, "a", "hold") }()
-	s := <-held
+	s := receive(t, held, "held submission")
 	m := getDataWithID(t, e.nc, e.s, "b", "t")
 	if m == nil {
 		t.FailNow()

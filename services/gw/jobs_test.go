@@ -107,9 +107,9 @@ func TestConcurrentIdempotentSubmissions(t *testing.T) {
 			ids <- job.ID
 		}()
 	}
-	first := <-ids
+	first := receive(t, ids, "job id")
 	for range n - 1 {
-		if id := <-ids; id != first || id == "" {
+		if id := receive(t, ids, "job id"); id != first || id == "" {
 			t.Fatalf("job %q, want %q for every submission", id, first)
 		}
 	}

@@ -61,7 +61,13 @@ func TestStopUnderLoadAnswersEveryRequest(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- g.Run(ctx) }()
-		<-g.Ready()
+		select {
+		case <-g.Ready():
+		case err := <-done:
+			t.Fatalf("round %d: Run: %v", round, err)
+		case <-time.After(wait):
+			t.Fatalf("round %d: GW not ready", round)
+		}
 		announce()
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
