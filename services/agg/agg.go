@@ -29,12 +29,14 @@ type Agg struct {
 	dones     *doneNotices   // done notices waiting to go to their RCs (done.go)
 	answers   sync.WaitGroup // answers in progress; Run waits for them
 	answerers answerers      // the goroutines that run them (answerers.go)
-	startedAt int64          // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
-	hbSeq     uint64         // owned by Run
-	ready     chan struct{}  // closed once Run's subscriptions are live
-	started   atomic.Bool
-	stats     counters
-	metrics   *metrics // metrics.go
+	// earlyDecodes: windows being decoded as they come (early.go).
+	earlyDecodes atomic.Int32
+	startedAt    int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
+	hbSeq        uint64        // owned by Run
+	ready        chan struct{} // closed once Run's subscriptions are live
+	started      atomic.Bool
+	stats        counters
+	metrics      *metrics // metrics.go
 }
 
 // stream is one chunked partial in transit.

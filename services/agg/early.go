@@ -1,6 +1,8 @@
 package agg
 
 import (
+	"runtime"
+
 	"github.com/sg-project/sg/services/agg/merge"
 )
 
@@ -11,14 +13,29 @@ import (
 // critical path. Each large window is decoded as it arrives instead, on an
 // answerer (counted in Agg.answers, so that the Agg waits for it on stop),
 // while the DAPs still send: the answer waits only for the last windows'.
-// The memory is the same as before at its peak (the partials' bytes and their
-// decoded columns), only reached while the windows come; MaxRequestBytes and
-// MaxHeldBytes bound the bytes as before. A request dropped meanwhile lets
-// its decodings go; they end on their own.
+// A request dropped meanwhile lets its decodings go; they end on their own.
+//
+// Decoded columns are held beside their window's bytes until the answer, and
+// may be up to earlyExpansion times larger: MaxHeldBytes bounds the bytes,
+// not the columns. So a window is decoded early only while every request's
+// bytes together (its own included) stay within MaxHeldBytes/earlyExpansion:
+// the columns decoded early, all of them from windows still held, then
+// take at most MaxHeldBytes more. Past it (a slow or stuck DAP holding
+// windows open, many large answers at once) windows wait for their answer,
+// as before. And at most maxEarlyDecodes run at once, so that decodes do not
+// pile up on goroutines when windows come faster than they are decoded.
 
 // earlyDecodeBytes: a window at least this large is decoded as it comes;
 // a smaller one costs less than a goroutine hand-off. A variable for tests.
 var earlyDecodeBytes = parallelDecodeBytes
+
+// earlyExpansion bounds how much larger a window's decoded columns are than
+// its bytes: an empty string's one byte becomes a 16-byte string header (an
+// int's, 8 bytes; a symbol code's, 4).
+const earlyExpansion = 16
+
+// maxEarlyDecodes: early decodes under way at once, Agg-wide.
+var maxEarlyDecodes = int32(2 * runtime.GOMAXPROCS(0))
 
 // decoding is one window's decoding, under way or done.
 type decoding struct {
@@ -34,16 +51,19 @@ func (d *decoding) wait() (merge.Partial, error) {
 }
 
 // decodeEarlyLocked starts decoding payload, a window of a request gathered
-// whole, on an answerer; nil when the Agg is stopping (the window is decoded
-// with the answer, as a small one is). Agg.mu held.
-func (a *Agg) decodeEarlyLocked(payload []byte) *decoding {
-	if a.closing {
+// whole, on an answerer; nil when the Agg is stopping, or when the bounds
+// above say no (the window is decoded with the answer, as a small one is).
+// held is every request's bytes with this window's. Agg.mu held.
+func (a *Agg) decodeEarlyLocked(payload []byte, held int64) *decoding {
+	if a.closing || held > a.cfg.MaxHeldBytes/earlyExpansion || a.earlyDecodes.Load() >= maxEarlyDecodes {
 		return nil
 	}
 	d := &decoding{done: make(chan struct{})}
 	a.answers.Add(1)
+	a.earlyDecodes.Add(1)
 	a.answerers.run(func() {
 		defer a.answers.Done()
+		defer a.earlyDecodes.Add(-1)
 		d.part, d.err = merge.DecodePartial(payload)
 		close(d.done)
 	})

@@ -226,7 +226,7 @@ func (a *Agg) windowLocked(r *request, p messages.PartialResult) {
 	if r.live == nil && r.exp != nil && !r.streamsLive() && len(p.Payload) >= earlyDecodeBytes {
 		// Gathered whole: decoded now, while the other windows come.
 		w.decoded = append(w.decoded, make([]*decoding, len(w.queue)-1-len(w.decoded))...)
-		w.decoded = append(w.decoded, a.decodeEarlyLocked(p.Payload))
+		w.decoded = append(w.decoded, a.decodeEarlyLocked(p.Payload, a.held+n))
 	}
 	w.next++
 	w.bytes += n

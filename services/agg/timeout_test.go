@@ -52,6 +52,9 @@ func TestAggDoneNoticesGoTogether(t *testing.T) {
 			t.Fatalf("answer %+v, want %s answered", resp.Header, id)
 		}
 	}
+	// The notice is held just after the answer went out: the stop's flush
+	// takes the notices held by then (a later one goes after the stop).
+	waitHeldNotices(t, e.agg, "rc1", len(ids))
 	e.stop()
 	m, err := e.done.NextMsg(wait)
 	if err != nil {
@@ -157,5 +160,23 @@ func TestAggDoneFullBatchGoesAtOnce(t *testing.T) {
 	}
 	if d, err = messages.DecodeValid[messages.AggDone](m.Data); err != nil || len(d.Done) != 1 || d.Done[0].RequestID != fmt.Sprintf("b%03d", messages.MaxAggDoneBatch) {
 		t.Fatalf("AggDone at the stop %+v (%v), want the last notice alone", d, err)
+	}
+}
+
+// waitHeldNotices waits (bounded) until the Agg holds n done notices for rc:
+// each is added just after its answer was published, so a caller that has
+// read the answer may be ahead of it.
+func waitHeldNotices(t *testing.T, a *Agg, rc string, n int) {
+	t.Helper()
+	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+		a.dones.mu.Lock()
+		held := len(a.dones.byRC[rc])
+		a.dones.mu.Unlock()
+		if held >= n {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the Agg holds %d done notices for %s after %v, want %d", held, rc, wait, n)
+		}
 	}
 }

@@ -1,0 +1,92 @@
+package agg
+
+import (
+	"testing"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/subjects"
+)
+
+// Windows are decoded early only while the Agg's held bytes stay within
+// MaxHeldBytes/earlyExpansion: decoded columns (up to 16 times a window's
+// bytes) are held beside the windows until the answer, outside
+// MaxHeldBytes, so a DAP that keeps a request's windows open could
+// otherwise make the Agg hold many times its bound (the review measured
+// 185 MiB for 14 MiB of windows). Windows past the bound are decoded with
+// the answer, which is whole and right either way.
+func TestEarlyDecodesStayWithinABoundOnHeldBytes(t *testing.T) {
+	const maxHeld = 4 << 20
+	e := newEnv(t, func(c *Config) { c.MaxHeldBytes, c.MaxRequestBytes = maxHeld, maxHeld })
+	schema := []messages.ColumnSpec{{Name: "time", Type: messages.TypeTimestamp}, {Name: "a", Type: messages.TypeInt}, {Name: "s", Type: messages.TypeString}}
+	const rows, windows = 20_000, 8
+	var wins [][]byte
+	for w := range windows {
+		tb := messages.NewTable(schema)
+		for i := range rows {
+			if err := tb.AppendRow(int64(w*rows+i), int64(i), "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := merge.RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
+		if err != nil {
+			t.Fatal(err)
+		}
+		win, err := merge.EncodePartial(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(win) < earlyDecodeBytes {
+			t.Fatalf("a window of %d bytes, want at least %d to be decoded early", len(win), earlyDecodeBytes)
+		}
+		wins = append(wins, win)
+	}
+	r := ref("p0", 1)
+	e.expect(expectation("h1", subjects.APIGetData, messages.GetDataArgs{Table: "t"}, r))
+	for i, win := range wins[:windows-1] {
+		w := okPartial("h1", r, "dap0", win)
+		w.Window, w.More = uint32(i), true
+		e.partial(w)
+	}
+	// Partials are taken in order: once another request's is answered, h1's
+	// windows before it have been.
+	e.expect(expectation("z", subjects.APIPing, nil, ref("z0", 1)))
+	e.partial(okPartial("z", ref("z0", 1), "dap1", []byte{0xc3}))
+	if resp, _ := e.answer(); resp.Header.RequestID != "z" {
+		t.Fatalf("answer %+v, want z's", resp.Header)
+	}
+	wantEarly, held := 0, 0
+	for _, win := range wins[:windows-1] {
+		if held += len(win); held <= maxHeld/earlyExpansion {
+			wantEarly++
+		}
+	}
+	if wantEarly == 0 || wantEarly == windows-1 {
+		t.Fatalf("the test's windows (%d bytes each) should cross the bound %d", len(wins[0]), maxHeld/earlyExpansion)
+	}
+	e.agg.mu.Lock()
+	var queued, early int
+	if req := e.agg.requests["h1"]; req != nil && req.windows[r] != nil {
+		w := req.windows[r]
+		queued = len(w.queue)
+		for _, d := range w.decoded {
+			if d != nil {
+				early++
+			}
+		}
+	}
+	e.agg.mu.Unlock()
+	if queued != windows-1 || early != wantEarly {
+		t.Fatalf("%d windows held, %d of them decoded early; want %d and %d (within %d bytes held)", queued, early, windows-1, wantEarly, maxHeld/earlyExpansion)
+	}
+	last := okPartial("h1", r, "dap0", wins[windows-1])
+	last.Window = windows - 1
+	e.partial(last)
+	resp, _ := e.answer()
+	if resp.Header.RequestID != "h1" || !resp.Header.Status.IsOK() {
+		t.Fatalf("answer %+v, want h1 answered", resp.Header)
+	}
+	if tb := decodeTable(t, resp.Payload); tb.NumRows() != rows*windows {
+		t.Fatalf("%d rows, want %d", tb.NumRows(), rows*windows)
+	}
+}
