@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -12,8 +13,9 @@ import (
 // them go once the answer is written, answer after answer. Allocated afresh,
 // each slice was cleared first and collected after, and its bytes drove the
 // GC. A free list, not a sync.Pool (a large answer runs several GCs, and a
-// pool is emptied by two), holding at most maxFreeColumnBytes in all: a
-// service under a memory limit keeps little for it.
+// pool is emptied by two), holding at most maxFreeColumnBytes in all, and at
+// most a sixteenth of the process's memory limit (GOMEMLIMIT): a service
+// under a limit keeps little for it.
 const (
 	maxFreeColumnBytes = 16 << 20
 	// minFreeColumnBytes: a smaller slice costs less to allocate than to keep.
@@ -71,19 +73,28 @@ func (l *freeList[T]) get(n int) []T {
 	return make([]T, n)
 }
 
-// put keeps s for a later get, within the bound.
+// put keeps s for a later get, within the bound: the oldest slices kept go
+// first to make room, so that a list full of sizes nobody asks for again
+// does not refuse every new one.
 func (l *freeList[T]) put(s []T) {
-	b := int64(cap(s) * sizeOf[T]())
-	if b < l.min {
-		return
-	}
-	if l.held.Add(b) > l.max {
-		l.held.Add(-b)
+	size := sizeOf[T]()
+	b := int64(cap(s) * size)
+	bound := min(l.max, debug.SetMemoryLimit(-1)/16) // -1: reads the limit
+	if b < l.min || b > bound {
 		return
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.free) > 0 && l.held.Load()+b > bound {
+		l.held.Add(-int64(cap(l.free[0]) * size))
+		l.free[0] = nil
+		l.free = l.free[1:]
+	}
+	if l.held.Add(b) > bound { // the other lists sharing held fill it
+		l.held.Add(-b)
+		return
+	}
 	l.free = append(l.free, s[:0])
-	l.mu.Unlock()
 }
 
 // ReleaseColumn gives c's numbers, codes and booleans to later decodes and

@@ -265,8 +265,8 @@ func (w *Windows) EncodeRest(rows, size, workers int) ([]byte, error) {
 
 // freeRefs keep the order of a large answer written whole (EncodeRest,
 // EncodeRuns: 8 bytes a row, 1.9 MiB for the demo's trade table) for the
-// next one, as messages keeps its columns: at most two, of 4,096 to 2^21
-// rows.
+// next one, as messages keeps its columns: at most two, of 4,096 to 2^19
+// rows (4 MiB each).
 var freeRefs = make(chan []rowRef, 2)
 
 // getRefs is an empty order with room for n rows or more (up to 2n).
@@ -284,7 +284,7 @@ func getRefs(n int) []rowRef {
 
 // putRefs keeps r, which nothing reads any more, for getRefs.
 func putRefs(r []rowRef) {
-	if cap(r) < 4096 || cap(r) > 1<<21 {
+	if cap(r) < 4096 || cap(r) > 1<<19 {
 		return
 	}
 	select {
