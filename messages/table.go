@@ -192,7 +192,10 @@ func (c *Column) Value(i int) any {
 }
 
 // Compare orders row i of c against row j of o, which must have the same type.
-// Floats use cmp.Compare: NaN sorts first and equals NaN, so the order is total.
+// Floats use cmp.Compare (NaN sorts first), and values it finds equal but
+// whose bits differ (-0 and +0, NaNs) by their bits, -0 before +0: rows equal
+// in every value are then equal in their encoding too, so every merge of
+// the same rows (whole, streamed, in halves) gives the same bytes.
 func (c *Column) Compare(i int, o *Column, j int) int {
 	switch c.Type {
 	case TypeSymbol, TypeString:
@@ -201,7 +204,11 @@ func (c *Column) Compare(i int, o *Column, j int) int {
 		}
 		return cmp.Compare(c.Str(i), o.Str(j))
 	case TypeFloat:
-		return cmp.Compare(c.Floats[i], o.Floats[j])
+		a, b := c.Floats[i], o.Floats[j]
+		if r := cmp.Compare(a, b); r != 0 {
+			return r
+		}
+		return cmp.Compare(math.Float64bits(b), math.Float64bits(a)) // the sign bit set first
 	case TypeInt, TypeTimestamp:
 		return cmp.Compare(c.Ints[i], o.Ints[j])
 	case TypeBool:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -372,6 +373,52 @@ func TestEncodeRunsHalves(t *testing.T) {
 		got, err := NewMerger(messages.GetDataArgs{Table: "t"}).EncodeRuns(wins, 0, 0, 2)
 		if err != nil || string(got) != string(want) {
 			t.Fatalf("%s: %d bytes (%v), want %d", name, len(got), err, len(want))
+		}
+	}
+}
+
+// Rows equal by value but not by bits (-0 and +0 here) are ordered by their
+// bits, so the two-halves merge of a msgpack answer (EncodeRuns) gives the
+// bytes of the plain one (Stream, EncodeRest): the review found them
+// differing on 20 seeds of 20 when -0 and +0 compared equal.
+func TestEncodeRunsEqualsStreamWithSignedZeros(t *testing.T) {
+	schema := []messages.ColumnSpec{{Name: "time", Type: messages.TypeTimestamp}, {Name: "x", Type: messages.TypeFloat}}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var wins [][]Partial
+		for range 3 {
+			tb := messages.NewTable(schema)
+			ts := int64(0)
+			for range 13_000 {
+				ts += rng.Int64N(2)
+				x := 0.0
+				if rng.IntN(2) == 0 {
+					x = math.Copysign(0, -1)
+				}
+				if err := tb.AppendRow(ts, x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wins = append(wins, splitWindows(p, 4000))
+		}
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches(wins))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := w.EncodeRest(0, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NewMerger(messages.GetDataArgs{Table: "t"}).EncodeRuns(wins, 0, 0, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(want) != string(got) {
+			t.Fatalf("seed %d: EncodeRuns differs from Stream+EncodeRest", seed)
 		}
 	}
 }
