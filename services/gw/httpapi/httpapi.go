@@ -186,9 +186,6 @@ func (s *Server) route(m *nats.Msg) {
 	}
 	if err := w.push(m, n, s.cfg.MaxBacklogBytes); err != nil {
 		s.done(m.Subject) // the rest of its answer is dropped
-		if !errors.Is(err, errGone) {
-			w.log.Error().Err(err).Msg("HTTP caller too slow for its answer; ending that transfer")
-		}
 	}
 }
 
@@ -215,8 +212,10 @@ func (s *Server) shed(n int64) {
 		if most == nil {
 			return
 		}
-		most.fail(fmt.Errorf("the caller did not read its answer fast enough: its %d bytes waiting were the most when the adapter's answers held more than %d bytes", size, s.cfg.MaxBacklogTotal))
+		// Logged before the handler is woken: what it and its caller see
+		// next comes after the line that says why.
 		most.log.Error().Int64("bytes", size).Msg("HTTP caller too slow for its answer while the adapter's backlog was full; ending that transfer")
+		most.fail(fmt.Errorf("the caller did not read its answer fast enough: its %d bytes waiting were the most when the adapter's answers held more than %d bytes", size, s.cfg.MaxBacklogTotal))
 	}
 }
 
@@ -286,10 +285,12 @@ const backlogOverhead = 512
 
 // push queues m (n bytes, backlogSize) for the handler; an error when the
 // backlog would pass limit: the queue is dropped and the handler ends its
-// transfer with the error.
+// transfer with the error, which push logs (once, before it wakes the
+// handler).
 func (w *waiter) push(m *nats.Msg, n, limit int64) error {
 	w.mu.Lock()
-	if w.err == nil && w.bytes+n > limit && len(w.queue) > 0 {
+	overflowed := w.err == nil && w.bytes+n > limit && len(w.queue) > 0
+	if overflowed {
 		w.err = fmt.Errorf("the caller did not read its answer fast enough: more than %d bytes of it waited", limit)
 		w.held.Add(-w.bytes)
 		w.queue, w.bytes = nil, 0
@@ -301,6 +302,11 @@ func (w *waiter) push(m *nats.Msg, n, limit int64) error {
 		w.held.Add(n)
 	}
 	w.mu.Unlock()
+	if overflowed {
+		// Logged before the handler is woken: what it and its caller see
+		// next comes after the line that says why.
+		w.log.Error().Err(err).Msg("HTTP caller too slow for its answer; ending that transfer")
+	}
 	select {
 	case w.ready <- struct{}{}:
 	default:
