@@ -41,20 +41,25 @@ func TestEarlyDecodesStayWithinABoundOnHeldBytes(t *testing.T) {
 		}
 		wins = append(wins, win)
 	}
+	// Expectations are taken in order, and partials are, but the two not
+	// with each other: a ping answered after its expectation and partial
+	// says that what came before each on its subject has been taken.
+	synced := func(id string) {
+		e.expect(expectation(id, subjects.APIPing, nil, ref(id, 1)))
+		e.partial(okPartial(id, ref(id, 1), "dap1", []byte{0xc3}))
+		if resp, _ := e.answer(); resp.Header.RequestID != id {
+			t.Fatalf("answer %+v, want %s's", resp.Header, id)
+		}
+	}
 	r := ref("p0", 1)
 	e.expect(expectation("h1", subjects.APIGetData, messages.GetDataArgs{Table: "t"}, r))
+	synced("z1") // h1's expectation is known: its windows are gathered whole
 	for i, win := range wins[:windows-1] {
 		w := okPartial("h1", r, "dap0", win)
 		w.Window, w.More = uint32(i), true
 		e.partial(w)
 	}
-	// Partials are taken in order: once another request's is answered, h1's
-	// windows before it have been.
-	e.expect(expectation("z", subjects.APIPing, nil, ref("z0", 1)))
-	e.partial(okPartial("z", ref("z0", 1), "dap1", []byte{0xc3}))
-	if resp, _ := e.answer(); resp.Header.RequestID != "z" {
-		t.Fatalf("answer %+v, want z's", resp.Header)
-	}
+	synced("z2") // h1's windows have been taken
 	wantEarly, held := 0, 0
 	for _, win := range wins[:windows-1] {
 		if held += len(win); held <= maxHeld/earlyExpansion {
