@@ -31,7 +31,6 @@ func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
 	return natstest.Subscribe(t, nc, subject)
 }
 
-// next returns the next message on sub, failing the test after wait.
 // receive waits for a value on ch, within wait.
 func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()

@@ -26,15 +26,7 @@ func TestLatencyExcludesTheAggsHeldTime(t *testing.T) {
 	expects, _ := f.nc.SubscribeSync(f.s.AggExpect("agg-1"))
 	f.registerDAP("d1", true)
 	f.submit("qh", time.Hour, "reply.qh")
-	pd, err := messages.DecodeValid[messages.PortionDispatch](next(t, portions).Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.publish(f.s.RCCompletion("rc-1"), &messages.PortionCompletion{
-		V: messages.PortionVersion, RequestID: "qh", PortionID: pd.PortionID, Attempt: pd.Attempt,
-		DAPID: "d1", Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
-	})
-	next(t, expects)
+	f.completeDispatched(portions, expects, "d1")
 	ahead.Store(int64(10 * time.Second))
 	f.publish(f.s.RCAggDone("rc-1"), &messages.AggDone{V: messages.AggDoneVersion, AggID: "agg-1", Done: []messages.AggDoneEntry{{
 		RequestID: "qh", Status: messages.Status{RC: messages.CodeOK, AC: messages.CodeOK}, Held: int64(4 * time.Second)}}})

@@ -354,27 +354,41 @@ func TestEncodeRunsHalves(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wins = append(wins, splitWindows(p, 4000))
+			wins = append(wins, windowsOf(t, tb))
 		}
 		empty := messages.NewTable(schema)
 		wins = append(wins, []Partial{{Version: PartialVersion, Rows: empty, Times: []int64{}}})
-		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches(wins))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := w.EncodeRest(0, 0, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := NewMerger(messages.GetDataArgs{Table: "t"}).EncodeRuns(wins, 0, 0, 2)
-		if err != nil || string(got) != string(want) {
-			t.Fatalf("%s: %d bytes (%v), want %d", name, len(got), err, len(want))
+		if want, got := plainAndRuns(t, wins); string(got) != string(want) {
+			t.Fatalf("%s: %d bytes, want %d", name, len(got), len(want))
 		}
 	}
+}
+
+// windowsOf is tb's rows (its first column the time) as windows of 4,000.
+func windowsOf(t *testing.T, tb messages.Table) []Partial {
+	t.Helper()
+	p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return splitWindows(p, 4000)
+}
+
+// plainAndRuns writes the rows of wins, one source each, both ways: the
+// plain merge (Stream, EncodeRest) and the two halves (EncodeRuns).
+func plainAndRuns(t *testing.T, wins [][]Partial) (plain, runs []byte) {
+	t.Helper()
+	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches(wins))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err = w.EncodeRest(0, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if runs, err = NewMerger(messages.GetDataArgs{Table: "t"}).EncodeRuns(wins, 0, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	return plain, runs
 }
 
 // Rows equal by value but not by bits (-0 and +0 here) are ordered by their
@@ -399,25 +413,9 @@ func TestEncodeRunsEqualsStreamWithSignedZeros(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wins = append(wins, splitWindows(p, 4000))
+			wins = append(wins, windowsOf(t, tb))
 		}
-		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches(wins))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := w.EncodeRest(0, 0, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := NewMerger(messages.GetDataArgs{Table: "t"}).EncodeRuns(wins, 0, 0, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(want) != string(got) {
+		if want, got := plainAndRuns(t, wins); string(want) != string(got) {
 			t.Fatalf("seed %d: EncodeRuns differs from Stream+EncodeRest", seed)
 		}
 	}
