@@ -43,6 +43,7 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// next returns the next message on sub, failing the test after wait.
 func next(t *testing.T, sub *nats.Subscription) *nats.Msg {
 	t.Helper()
 	m, err := sub.NextMsg(wait)
