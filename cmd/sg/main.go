@@ -85,11 +85,13 @@ Environment (flags win over SG_ names, SG_ names over the seed's KXI_ names):
   SG_RC_LABEL_SET_RETENTION                          RC: requests wait for a label set this long after its DAPs left (10m; 0 = none)
   SG_DAP_MAX_QUEUE                                   DAP: portions waiting for a slot (1024)
   SG_AGG_MAX_REQUEST_BYTES / SG_AGG_MAX_BYTES        Agg: partials held per request, in all (256 MiB, 1 GiB)
+  SG_HTTP_CHUNK_IDLE                                 HTTP API: longest wait for an answer's next message or its caller (30s)
+  SG_HTTP_MAX_BACKLOG_BYTES / SG_HTTP_MAX_BACKLOG_TOTAL  HTTP API: held for slow callers, per answer, in all (64 MiB, 256 MiB)
   SG_PREFIX                                          subject prefix (sg)
   SG_JETSTREAM                                       GW, RC: request log and DAP state stream, on | off (on)
   SG_JS_STORAGE / SG_JS_REPLICAS                     their storage, file | memory (file), and replicas (1)
   SG_REQUEST_LOG_MAX_AGE                             request log retention (1h); request timeouts must stay below it
-  SG_REQUEST_LOG_CREATE_AFTER                        GW: a request answered sooner is never logged (20ms; 0: log each with its first drive)
+  SG_REQUEST_LOG_CREATE_AFTER                        GW: log each request with its first drive (0), or opt in to a delay: one answered sooner is never logged, and lost if its GW dies
   SG_ANSWER_STORE_BUCKET                             GW: object store of answers above the max payload (<PREFIX>_ANSWERS)
   SG_ANSWER_STORE_TTL / SG_ANSWER_STORE_MAX_BYTES    GW: how long they stay there, the bucket's size cap (10m, 1 GiB)
   SG_JOB_RETENTION                                   GW: how long a finished async job's answer is kept (24h)
