@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -184,7 +183,7 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 		// side (merge.EncodeRuns).
 		if content == messages.ContentJSON {
 			var w *merge.Windows
-			if w, err = m.Stream(parts.fetches()); err == nil {
+			if w, err = m.Stream(merge.SourceFetches(parts.runs)); err == nil {
 				t, err = w.Rest(parts.rows)
 			}
 		} else {
@@ -231,41 +230,26 @@ func mergeStatus(err error) messages.Status {
 }
 
 // runParts are the decoded windows of a request's portions, portion by
-// portion, for merge.Stream.
+// portion, for merge.Stream and Merger.EncodeRuns.
 type runParts struct {
 	runs [][]merge.Partial
 	rows int
-	// decoded: every window, for release once the answer is written (the
-	// runs' entries are cleared as the merge takes them).
-	decoded []merge.Partial
 }
 
-// release gives the decoded windows' storage to the next answer's decoding.
+// release gives the decoded windows' storage to the next answer's decoding,
+// once the answer is written.
 func (p *runParts) release() {
-	for i := range p.decoded {
-		p.decoded[i].Release()
-	}
-}
-
-// fetches serves each portion's windows in order.
-func (p *runParts) fetches() []merge.Fetch {
-	out := make([]merge.Fetch, len(p.runs))
-	for i, run := range p.runs {
-		k := 0
-		out[i] = func() (merge.Partial, bool, error) {
-			w := run[k]
-			run[k] = merge.Partial{} // the merge holds it now; let it go after
-			k++
-			return w, k < len(run), nil
+	for _, run := range p.runs {
+		for i := range run {
+			run[i].Release()
 		}
 	}
-	return out
 }
 
 // merger decodes the partials of a getData request and adds them to a
 // Merger. When a portion's partial came in windows (j.runs), the decoded
-// windows are returned by portion instead, for Merger.Stream, and nothing is
-// added.
+// windows are returned by portion instead, for Merger.Stream (or
+// EncodeRuns), and nothing is added.
 func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	args, err := messages.DecodeGetDataArgsMsgpack(j.exp.Args)
 	if err != nil {
@@ -309,7 +293,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	}
 	m := merge.NewMerger(args)
 	if j.runs != nil {
-		rp := &runParts{decoded: slices.Clone(parts)}
+		rp := &runParts{}
 		for _, n := range j.runs {
 			rp.runs = append(rp.runs, parts[:n:n])
 			for _, p := range parts[:n] {

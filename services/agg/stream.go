@@ -69,7 +69,7 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	if parts == nil {
 		w, err = m.Windows()
 	} else {
-		w, err = m.Stream(parts.fetches())
+		w, err = m.Stream(merge.SourceFetches(parts.runs))
 	}
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false

@@ -170,15 +170,7 @@ func BenchmarkMerge100(b *testing.B) {
 	b.Run("rows-tiers-encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			fetches := make([]Fetch, len(tiers))
-			for i, run := range tiers {
-				k := 0
-				fetches[i] = func() (Partial, bool, error) {
-					k++
-					return run[k-1], k < len(run), nil
-				}
-			}
-			w, err := NewMerger(rowArgs).Stream(fetches)
+			w, err := NewMerger(rowArgs).Stream(SourceFetches(tiers))
 			if err != nil {
 				b.Fatal(err)
 			}

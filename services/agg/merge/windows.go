@@ -257,10 +257,7 @@ func (w *Windows) EncodeRest(rows, size, workers int) ([]byte, error) {
 	}
 	parts, refs := w.parts, w.refs
 	defer func() { putRefs(refs); w.refs = nil }() // every row is written: w orders none again
-	return messages.EncodeColumnsMsgpack(w.schema, len(refs), func(k int, c *messages.Column) {
-		c.Type = w.schema[k].Type
-		gatherColumn(c, parts, refs, k)
-	}, workers, size)
+	return encodeOrder(w.schema, parts, refs, workers, size)
 }
 
 // freeRefs keep the order of a large answer written whole (EncodeRest,
@@ -335,15 +332,7 @@ func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byt
 		}
 	}
 	if m.args.Aggregating() || len(m.args.SortCols) > 0 || m.args.Limit > 0 || workers < 2 || total < parallelOrderRows {
-		fetches := make([]Fetch, len(sources))
-		for i, run := range sources {
-			k := 0
-			fetches[i] = func() (Partial, bool, error) {
-				k++
-				return run[k-1], k < len(run), nil
-			}
-		}
-		w, err := m.Stream(fetches)
+		w, err := m.Stream(SourceFetches(sources))
 		if err != nil {
 			return nil, err
 		}
@@ -386,13 +375,15 @@ func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byt
 		n += len(p.Times)
 	}
 	refs := getRefs(total) // every entry written by the halves
-	defer func() { putRefs(refs) }()
+	defer putRefs(refs)
+	// Each half's order has room for exactly its rows: one of the right
+	// length was written in place.
 	a.refs, b.refs = refs[:0:n], refs[n:n:total]
 	var wg sync.WaitGroup
 	wg.Go(func() { b.order(math.MaxInt) })
 	a.order(math.MaxInt)
 	wg.Wait()
-	if len(a.refs) != n || len(b.refs) != total-n || (n > 0 && &a.refs[0] != &refs[:1][0]) || (n < total && &b.refs[0] != &refs[:n+1][n]) {
+	if len(a.refs) != n || len(b.refs) != total-n {
 		return nil, fmt.Errorf("merge: the halves ordered %d and %d rows of %d and %d", len(a.refs), len(b.refs), n, total-n)
 	}
 	refs = refs[:total]
@@ -401,10 +392,30 @@ func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byt
 	for i := range b.refs {
 		b.refs[i].part += base
 	}
+	return encodeOrder(schema, parts, refs, workers, size)
+}
+
+// encodeOrder writes the rows refs names, in its order, as a table's
+// msgpack form, column by column (messages.EncodeColumnsMsgpack).
+func encodeOrder(schema []messages.ColumnSpec, parts []*Partial, refs []rowRef, workers, size int) ([]byte, error) {
 	return messages.EncodeColumnsMsgpack(schema, len(refs), func(k int, c *messages.Column) {
 		c.Type = schema[k].Type
 		gatherColumn(c, parts, refs, k)
 	}, workers, size)
+}
+
+// SourceFetches serves each source's windows, held whole, in order: Stream's
+// fetches for an answer gathered whole.
+func SourceFetches(sources [][]Partial) []Fetch {
+	out := make([]Fetch, len(sources))
+	for i, run := range sources {
+		k := 0
+		out[i] = func() (Partial, bool, error) {
+			k++
+			return run[k-1], k < len(run), nil
+		}
+	}
+	return out
 }
 
 // splitTime is a time that splits the rows of parts (each in time order)

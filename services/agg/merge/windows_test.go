@@ -96,21 +96,6 @@ func splitWindows(p Partial, n int) []Partial {
 	return out
 }
 
-// fetches serves each partial's windows in order, counting the windows
-// fetched but not yet used up by more than one per source (held).
-func fetches(wins [][]Partial) []Fetch {
-	out := make([]Fetch, len(wins))
-	for i := range wins {
-		k := 0
-		out[i] = func() (Partial, bool, error) {
-			p := wins[i][k]
-			k++
-			return p, k < len(wins[i]), nil
-		}
-	}
-	return out
-}
-
 // A streamed merge of partials cut in windows is the answer Merge gives of
 // the whole partials, for any window sizes, with and without limit, sortCols
 // and empty windows.
@@ -140,7 +125,7 @@ func TestStreamIsMerge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := NewMerger(args).Stream(fetches(wins))
+			w, err := NewMerger(args).Stream(SourceFetches(wins))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +159,7 @@ func TestStreamFetchError(t *testing.T) {
 		}
 		return Partial{}, false, boom
 	}
-	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream([]Fetch{bad, fetches([][]Partial{{p}})[0]})
+	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream([]Fetch{bad, SourceFetches([][]Partial{{p}})[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +172,7 @@ func TestStreamFetchError(t *testing.T) {
 	}
 	other := Partial{Version: PartialVersion, Rows: messages.NewTable([]messages.ColumnSpec{{Name: "x", Type: messages.TypeFloat}}), Times: []int64{}}
 	two := []Fetch{func() (Partial, bool, error) { return other, false, nil }}
-	if _, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(append(fetches([][]Partial{{p}}), two...)); !errors.Is(err, ErrSchemaMismatch) {
+	if _, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(append(SourceFetches([][]Partial{{p}}), two...)); !errors.Is(err, ErrSchemaMismatch) {
 		t.Fatalf("a window of another schema: %v, want ErrSchemaMismatch", err)
 	}
 }
@@ -202,7 +187,7 @@ func TestRest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, hint := range []int{0, 2, 100} {
-			w, err := NewMerger(args).Stream(fetches([][]Partial{splitWindows(p, 2), splitWindows(q, 1)}))
+			w, err := NewMerger(args).Stream(SourceFetches([][]Partial{splitWindows(p, 2), splitWindows(q, 1)}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +249,7 @@ func TestEncodeRestIsEncodeOfMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, workers := range []int{1, 2, 4} {
-			w, err := NewMerger(args).Stream(fetches(wins))
+			w, err := NewMerger(args).Stream(SourceFetches(wins))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +301,7 @@ func TestStreamMatchesSort(t *testing.T) {
 		for k, i := range idx {
 			want[k] = vals[i]
 		}
-		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches(wins))
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(wins))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +363,7 @@ func windowsOf(t *testing.T, tb messages.Table) []Partial {
 // plain merge (Stream, EncodeRest) and the two halves (EncodeRuns).
 func plainAndRuns(t *testing.T, wins [][]Partial) (plain, runs []byte) {
 	t.Helper()
-	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches(wins))
+	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(wins))
 	if err != nil {
 		t.Fatal(err)
 	}
