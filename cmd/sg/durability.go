@@ -76,10 +76,8 @@ func loadDurability(look lookupFunc) (DurabilityConfig, error) {
 	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, time.Hour); err != nil {
 		return c, err
 	}
-	if v := envString(look, envRequestLogCreateAfter, ""); v != "0" && v != "0s" {
-		if c.RequestLogCreateAfter, err = envDuration(look, envRequestLogCreateAfter, 0); err != nil {
-			return c, err
-		}
+	if c.RequestLogCreateAfter, err = envDurationFrom(look, envRequestLogCreateAfter, 0, true); err != nil {
+		return c, err
 	}
 	c.AnswerStoreBucket = envString(look, envAnswerStoreBucket, defaults.AnswerStoreBucket)
 	if c.AnswerStoreTTL, err = envDuration(look, envAnswerStoreTTL, defaults.AnswerStoreTTL); err != nil {

@@ -18,7 +18,7 @@ func TestDurabilityConfig(t *testing.T) {
 	if l := d.gw(); l == nil || l.Replicas != 1 || l.Memory || l.MaxAge != time.Hour || l.CreateAfter != 0 {
 		t.Fatalf("gw durability %+v", l)
 	}
-	for v, want := range map[string]time.Duration{"0": 0, "5ms": 5 * time.Millisecond, "100": 100 * time.Millisecond} {
+	for v, want := range map[string]time.Duration{"0": 0, "0ms": 0, "5ms": 5 * time.Millisecond, "100": 100 * time.Millisecond} {
 		g, err := loadGWConfig(env("SG_REQUEST_LOG_CREATE_AFTER", v))
 		if err != nil {
 			t.Fatal(err)

@@ -198,9 +198,14 @@ func (c *Core) advanceWait(r *request) {
 		c.arm(r, r.createAt)
 		return
 	}
+	c.create(r)
+	c.submit(r, "")
+}
+
+// create writes r's entry, where nothing is yet.
+func (c *Core) create(r *request) {
 	r.phase = phCreate
 	c.write(r, &writeOp{kind: "create", entry: c.entryOf(r, messages.LogOpen), expect: 0})
-	c.submit(r, "")
 }
 
 // advanceDefer: a submitted request not yet logged is answered at once
@@ -213,8 +218,7 @@ func (c *Core) advanceDefer(r *request) {
 	case r.held != nil:
 		c.close(r)
 	case c.now >= r.createAt || c.stopping:
-		r.phase = phCreate
-		c.write(r, &writeOp{kind: "create", entry: c.entryOf(r, messages.LogOpen), expect: 0})
+		c.create(r)
 	default:
 		c.arm(r, r.createAt)
 	}

@@ -289,29 +289,28 @@ const backlogOverhead = 512
 // handler).
 func (w *waiter) push(m *nats.Msg, n, limit int64) error {
 	w.mu.Lock()
-	overflowed := w.err == nil && w.bytes+n > limit && len(w.queue) > 0
-	if overflowed {
-		w.err = fmt.Errorf("the caller did not read its answer fast enough: more than %d bytes of it waited", limit)
-		w.held.Add(-w.bytes)
-		w.queue, w.bytes = nil, 0
+	if err := w.err; err != nil {
+		w.mu.Unlock()
+		return err // the handler was woken when it was set
 	}
-	err := w.err
-	if err == nil {
-		w.queue = append(w.queue, m)
-		w.bytes += n
-		w.held.Add(n)
-	}
-	w.mu.Unlock()
-	if overflowed {
+	if w.bytes+n > limit && len(w.queue) > 0 {
+		w.mu.Unlock()
+		err := fmt.Errorf("the caller did not read its answer fast enough: more than %d bytes of it waited", limit)
 		// Logged before the handler is woken: what it and its caller see
 		// next comes after the line that says why.
 		w.log.Error().Err(err).Msg("HTTP caller too slow for its answer; ending that transfer")
+		w.fail(err)
+		return err
 	}
+	w.queue = append(w.queue, m)
+	w.bytes += n
+	w.held.Add(n)
+	w.mu.Unlock()
 	select {
 	case w.ready <- struct{}{}:
 	default:
 	}
-	return err
+	return nil
 }
 
 // next returns the answer's next message: an error when its backlog
