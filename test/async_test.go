@@ -21,6 +21,7 @@ import (
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/services/gw/httpapi"
 	"github.com/sg-project/sg/services/retryafter"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // fixedSource is a test DAP whose every portion takes exactly d: a known
@@ -82,7 +83,7 @@ func TestAsyncRetryAfterMatchesTheDrainRate(t *testing.T) {
 	sys.waitDAPs(1)
 	// Two portions measure the execution time.
 	for range 2 {
-		a := receive(t, sys.getDataAsync(asyncArgs, messages.Opts{}), "a warm-up answer")
+		a := natstest.Receive(t, sys.getDataAsync(asyncArgs, messages.Opts{}), "a warm-up answer", 20*time.Second)
 		if a.err != nil || !a.resp.Header.Status.IsOK() {
 			t.Fatalf("warm-up: %v %+v", a.err, a.resp.Header.Status)
 		}
@@ -143,7 +144,7 @@ func TestAsyncRetryAfterMatchesTheDrainRate(t *testing.T) {
 		t.Errorf("Retry-After %s is %.1f%% away from the actual %s (over 30%%)", given, 100*errRA, ready)
 	}
 	for _, ch := range loads {
-		if a := receive(t, ch, "a load answer"); a.err != nil || !a.resp.Header.Status.IsOK() {
+		if a := natstest.Receive(t, ch, "a load answer", 20*time.Second); a.err != nil || !a.resp.Header.Status.IsOK() {
 			t.Fatalf("load: %v %+v", a.err, a.resp.Header.Status)
 		}
 	}
@@ -347,7 +348,7 @@ func TestOverALimitSyncAndAsyncAlike(t *testing.T) {
 		t.Errorf("sync and async Retry-After differ by %s for the same backlog", d)
 	}
 	for _, ch := range []<-chan answer{running, queued} {
-		if a := receive(t, ch, "an answer"); a.err != nil || !a.resp.Header.Status.IsOK() {
+		if a := natstest.Receive(t, ch, "an answer", 20*time.Second); a.err != nil || !a.resp.Header.Status.IsOK() {
 			t.Fatalf("%v %+v", a.err, a.resp.Header.Status)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // gatedSource wraps a source: each Execute reports that it started and waits
@@ -63,17 +64,6 @@ func engineSource(t testing.TB, sys *system) (dap.EngineSource, dap.DemoFleet) {
 	return dap.EngineSource{Store: st}, fleet
 }
 
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 type answer struct {
 	resp messages.Response
 	err  error
@@ -100,7 +90,7 @@ func TestBusyDAPQueuesTheNextRequest(t *testing.T) {
 
 	args := messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"}, Agg: []messages.AggSpec{{Name: "n", Func: messages.AggCount}}}
 	first := sys.getDataAsync(args, messages.Opts{})
-	receive(t, gated.started, "the first request to start")
+	natstest.Receive(t, gated.started, "the first request to start", 20*time.Second)
 	second := sys.getDataAsync(args, messages.Opts{})
 	// The RC holds the second request in its queue: the DAP is busy.
 	sys.waitQueued(1)
@@ -112,7 +102,7 @@ func TestBusyDAPQueuesTheNextRequest(t *testing.T) {
 	gated.open()
 	want := expected(t, fleet, withLabels(args, "eu"))
 	for i, ch := range []<-chan answer{first, second} {
-		a := receive(t, ch, "an answer")
+		a := natstest.Receive(t, ch, "an answer", 20*time.Second)
 		if a.err != nil || !a.resp.Header.Status.IsOK() {
 			t.Fatalf("answer %d: %v %+v", i, a.err, a.resp.Header.Status)
 		}

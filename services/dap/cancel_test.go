@@ -10,6 +10,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -67,7 +68,7 @@ func (s *slowScan) Execute(ctx context.Context, api string, args msgpack.RawMess
 // come.
 func (s *slowScan) freedAfterOneBatch(t *testing.T, want, next string) {
 	t.Helper()
-	if got := receive(t, s.stopping, want+"'s context to end"); got != want {
+	if got := natstest.Receive(t, s.stopping, want+"'s context to end", wait); got != want {
 		t.Fatalf("%s's context ended, want %s's", got, want)
 	}
 	s.oneBatch(t) // the batch under way (or, if want had returned already, next's first)
@@ -279,7 +280,7 @@ func TestCancelOnePortion(t *testing.T) {
 	}
 	send(t, nc, d.ID(), portion("c", "C"))
 	sendCancel(t, nc, d.ID(), "q1") // now the whole request: B stops, C never runs
-	if got := receive(t, src.stopping, "B's context to end"); got != "B" {
+	if got := natstest.Receive(t, src.stopping, "B's context to end", wait); got != "B" {
 		t.Fatalf("%s's context ended, want B's", got)
 	}
 	src.oneBatch(t) // the batch under way

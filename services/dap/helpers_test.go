@@ -31,18 +31,6 @@ func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
 	return natstest.Subscribe(t, nc, subject)
 }
 
-// receive waits for a value on ch, within wait.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatalf("waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
 // next returns the next message on sub, failing the test after wait.
 func next(t *testing.T, sub *nats.Subscription) *nats.Msg {
 	t.Helper()

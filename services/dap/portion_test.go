@@ -14,6 +14,7 @@ import (
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -151,7 +152,7 @@ func TestConcurrencyLimitAndOrder(t *testing.T) {
 	for i := range n {
 		send(t, nc, d.ID(), dispatch(fmt.Sprintf("p%d", i), fmt.Sprint(i)))
 	}
-	recv := func() string { return receive(t, src.started, "an execution to start") }
+	recv := func() string { return natstest.Receive(t, src.started, "an execution to start", wait) }
 	first := map[string]bool{recv(): true, recv(): true}
 	if !first["0"] || !first["1"] {
 		t.Fatalf("first two executions %v, want 0 and 1", first)
@@ -352,7 +353,7 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	slow := dispatch("p1", "1")
 	slow.Deadline = time.Now().Add(time.Second).UnixNano()
 	send(t, nc, d.ID(), slow)
-	if id := receive(t, src.started, "the first portion to start"); id != "1" {
+	if id := natstest.Receive(t, src.started, "the first portion to start", wait); id != "1" {
 		t.Fatalf("portion %s started", id)
 	}
 	next := dispatch("p2", "2")
@@ -375,7 +376,7 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	default:
 	}
 	close(src.release)
-	if id := receive(t, src.started, "the second portion to start"); id != "2" {
+	if id := natstest.Receive(t, src.started, "the second portion to start", wait); id != "2" {
 		t.Fatalf("portion %s started", id)
 	}
 	c = nextAs[messages.PortionCompletion](t, completions)

@@ -10,6 +10,7 @@ import (
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // rcCancels collects the cancels the GW sends to RC rcID.
@@ -54,7 +55,7 @@ func TestCancel(t *testing.T) {
 		Header: nats.Header{messages.HdrRequestID: {"c1"}}, Data: body}); err != nil {
 		t.Fatal(err)
 	}
-	sub := receive(t, held, "submission")
+	sub := natstest.Receive(t, held, "submission", wait)
 
 	// Another caller (another connection's inbox) cannot cancel it; nobody
 	// answers a cancel for a request no GW holds for that caller.
@@ -117,7 +118,7 @@ func TestGWTimeoutCancelsTheDrive(t *testing.T) {
 	if st := r.Header.Status; st.RC != messages.CodeTimeout || st.AI != gw.TextTimeout {
 		t.Fatalf("got %v", st)
 	}
-	s := receive(t, submitted, "submission")
+	s := natstest.Receive(t, submitted, "submission", wait)
 	select {
 	case id := <-cancels:
 		if id != s.RequestID {

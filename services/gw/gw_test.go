@@ -22,19 +22,6 @@ import (
 
 const wait = 10 * time.Second // bound on every wait for an event
 
-// receive is the next value on ch, waited for with the bound: a value that
-// never comes fails the test, not the whole run at its timeout.
-func receive[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(wait):
-		t.Fatalf("no %s within %s", what, wait)
-		panic("unreachable")
-	}
-}
-
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
 	return natstest.Connect(t, natstest.Start(t))
@@ -381,7 +368,7 @@ func TestGWTimeout(t *testing.T) {
 	if el := time.Since(start); el < 150*time.Millisecond {
 		t.Fatalf("timed out after %s, before deadline+margin", el)
 	}
-	s := receive(t, submitted, "submission")
+	s := natstest.Receive(t, submitted, "submission", wait)
 	if d := time.Duration(s.Deadline - s.ReceivedAt); d != 100*time.Millisecond {
 		t.Fatalf("submission deadline %s after receipt, want 100ms", d)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // getDataWithID sends a getData for table with the client's request id id
@@ -211,7 +212,7 @@ func TestPerCallerLimit(t *testing.T) {
 	})
 	first := make(chan *nats.Msg, 1)
 	go func() { first <- getDataWithID(t, e.nc, e.s, "a", "hold") }()
-	s := receive(t, held, "held submission")
+	s := natstest.Receive(t, held, "held submission", wait)
 	m := getDataWithID(t, e.nc, e.s, "b", "t")
 	if m == nil {
 		t.FailNow()

@@ -11,6 +11,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/test/natstest"
 )
 
 // A job whose request fails (no RC: NO_RESOURCES) is failed, and its poll
@@ -107,9 +108,9 @@ func TestConcurrentIdempotentSubmissions(t *testing.T) {
 			ids <- job.ID
 		}()
 	}
-	first := receive(t, ids, "job id")
+	first := natstest.Receive(t, ids, "job id", wait)
 	for range n - 1 {
-		if id := receive(t, ids, "job id"); id != first || id == "" {
+		if id := natstest.Receive(t, ids, "job id", wait); id != first || id == "" {
 			t.Fatalf("job %q, want %q for every submission", id, first)
 		}
 	}

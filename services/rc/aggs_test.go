@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -172,18 +173,27 @@ func TestLastAggStoppingAnswersAtOnce(t *testing.T) {
 // waitCounter waits (bounded) until the counter reaches n.
 func waitCounter(t *testing.T, reg *prometheus.Registry, name string, n float64) {
 	t.Helper()
+	if waitMetric(t, reg, name, func(m *dto.Metric) bool { return m.GetCounter().GetValue() >= n }) == nil {
+		t.Fatalf("%s did not reach %v within 5s", name, n)
+	}
+}
+
+// waitMetric waits (bounded: 5 s; a metric has no event to wait on) until
+// the first metric named name satisfies ok, and returns it; nil if none did.
+func waitMetric(t *testing.T, reg *prometheus.Registry, name string, ok func(*dto.Metric) bool) *dto.Metric {
+	t.Helper()
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		mfs, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, mf := range mfs {
-			if mf.GetName() == name && len(mf.GetMetric()) > 0 && mf.GetMetric()[0].GetCounter().GetValue() >= n {
-				return
+			if mf.GetName() == name && len(mf.GetMetric()) > 0 && ok(mf.GetMetric()[0]) {
+				return mf.GetMetric()[0]
 			}
 		}
 	}
-	t.Fatalf("%s did not reach %v within 5s", name, n)
+	return nil
 }
 
 // Hostile bytes on the new subjects change nothing: a heartbeat that does not decode,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -31,20 +32,8 @@ func TestLatencyExcludesTheAggsHeldTime(t *testing.T) {
 	f.publish(f.s.RCAggDone("rc-1"), &messages.AggDone{V: messages.AggDoneVersion, AggID: "agg-1", Done: []messages.AggDoneEntry{{
 		RequestID: "qh", Status: messages.Status{RC: messages.CodeOK, AC: messages.CodeOK}, Held: int64(4 * time.Second)}}})
 
-	var count uint64
-	var sum float64
-	for end := time.Now().Add(5 * time.Second); count == 0 && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "kxi_rc_req_complete_time" && len(mf.GetMetric()) > 0 {
-				h := mf.GetMetric()[0].GetHistogram()
-				count, sum = h.GetSampleCount(), h.GetSampleSum()
-			}
-		}
-	}
+	m := waitMetric(t, reg, "kxi_rc_req_complete_time", func(m *dto.Metric) bool { return m.GetHistogram().GetSampleCount() > 0 })
+	count, sum := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 	if count != 1 {
 		t.Fatalf("kxi_rc_req_complete_time has %d samples within 5 s, want 1", count)
 	}

@@ -1,6 +1,6 @@
 // Package natstest starts an embedded nats-server for tests: loopback only,
 // a random port, JetStream in a temporary directory, shut down when the test
-// ends.
+// ends; and holds the bounded waits those tests share (Subscribe, Receive).
 package natstest
 
 import (
@@ -68,4 +68,18 @@ func Subscribe(t testing.TB, nc *nats.Conn, subject string) *nats.Subscription {
 		t.Fatalf("natstest: flush: %v", err)
 	}
 	return sub
+}
+
+// Receive is the next value on ch, waited for at most within: a value that
+// never comes fails the test (naming what was awaited), not the whole run
+// at its timeout.
+func Receive[T any](t testing.TB, ch <-chan T, what string, within time.Duration) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("no %s within %s", what, within)
+		panic("unreachable")
+	}
 }
