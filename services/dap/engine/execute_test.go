@@ -273,8 +273,8 @@ func TestLimitIsPushedDownToTheDAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name  string
-		args  messages.GetDataArgs
+		name string
+		args messages.GetDataArgs
 	}{
 		{"no filter", messages.GetDataArgs{Table: "trade", Limit: 7}},
 		{"filter", messages.GetDataArgs{Table: "trade", Limit: 5,
