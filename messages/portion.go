@@ -443,56 +443,9 @@ func (m *AggDone) Validate() error {
 	return nil
 }
 
-// SecondaryDispatch hands the label sets that another RC's DAPs serve to
-// that (secondary) RC. Seed: "Requests that span DAPs of several RCs use a
-// primary RC and secondaries".
-type SecondaryDispatch struct {
-	V            uint8              `msgpack:"v"`
-	RequestID    string             `msgpack:"req"`
-	PrimaryRCID  string             `msgpack:"primary"`
-	API          string             `msgpack:"api"`
-	Args         msgpack.RawMessage `msgpack:"args,omitempty"`
-	LabelSets    []LabelSet         `msgpack:"labelSets"`
-	Range        TimeRange          `msgpack:"range"`
-	AggID        string             `msgpack:"agg"`
-	Attempt      uint32             `msgpack:"att"`
-	Deadline     int64              `msgpack:"deadline"` // unix nanoseconds
-	ReceivedAtGW int64              `msgpack:"rcvd,omitempty"`
-	LogCorr      string             `msgpack:"corr,omitempty"`
-}
-
-// Validate checks the secondary dispatch.
-func (m *SecondaryDispatch) Validate() error {
-	const typ = "secondary dispatch"
-	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
-		return err
-	}
-	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"primary RC id", m.PrimaryRCID},
-		{"api", m.API}, {"Agg id", m.AggID}} {
-		if err := validateID(typ, id.what, id.v); err != nil {
-			return err
-		}
-	}
-	if len(m.LabelSets) == 0 || len(m.LabelSets) > maxPortionsPerMsg {
-		return invalid(typ, "%d label sets: want 1..%d", len(m.LabelSets), maxPortionsPerMsg)
-	}
-	for _, l := range m.LabelSets {
-		if err := validateLabels(typ, l); err != nil {
-			return err
-		}
-	}
-	if !m.Range.Valid() {
-		return invalid(typ, "range %s is empty", m.Range)
-	}
-	if m.Deadline <= 0 {
-		return invalid(typ, "deadline %d: want positive unix nanoseconds", m.Deadline)
-	}
-	return validateText(typ, "logCorr", m.LogCorr, maxLogCorrLen)
-}
-
 // SecondaryQuery asks a secondary RC to report its status of a request: the
 // primary sends it when it detects the timeout, then waits at most
-// KXI_SG_MULTI_RC_TO_MAX_WAIT timer iterations for the SecondaryStatus.
+// KXI_SG_MULTI_RC_TO_MAX_WAIT timer iterations for the PeerStatusBlock.
 type SecondaryQuery struct {
 	V           uint8  `msgpack:"v"`
 	RequestID   string `msgpack:"req"`
@@ -530,69 +483,6 @@ const (
 )
 
 func (s RequestStatus) String() string { return string(s) }
-
-// QueueEntry is one [labels=...;startTS=...;endTS=...;reason=...;dap=...]
-// block of an "allocating" status: why a queued portion was not allocated.
-type QueueEntry struct {
-	Labels  LabelSet   `msgpack:"labels,omitempty"`
-	Range   *TimeRange `msgpack:"range,omitempty"` // nil for data without a time component
-	Reasons []string   `msgpack:"reasons"`         // the seed's reason strings, word for word
-	DAPs    []string   `msgpack:"daps"`            // DAP addresses the reasons apply to
-}
-
-// SecondaryStatus is a secondary RC's report to the primary: when all its
-// DAPs have completed, when it detects the timeout first, and in answer to a
-// SecondaryQuery. Its fields are those of the seed's status block.
-type SecondaryStatus struct {
-	V           uint8         `msgpack:"v"`
-	RequestID   string        `msgpack:"req"`
-	RCID        string        `msgpack:"rc"`
-	Addr        string        `msgpack:"addr"` // rc=<host/port> in the block
-	Status      RequestStatus `msgpack:"status"`
-	TimedOut    bool          `msgpack:"timedOut,omitempty"` // this RC saw the deadline pass first
-	Failed      *Status       `msgpack:"failed,omitempty"`   // a portion failed: the request fails with this
-	Error       string        `msgpack:"error,omitempty"`    // e.g. "Empty queue encountered"
-	Queue       []QueueEntry  `msgpack:"queue,omitempty"`
-	DAPs        []string      `msgpack:"daps,omitempty"`        // executing
-	RespTooLate []string      `msgpack:"respTooLate,omitempty"` // responded after the timeout
-	Agg         string        `msgpack:"agg,omitempty"`
-	RcvTooLate  []LabelSet    `msgpack:"rcvTooLate,omitempty"`
-}
-
-// Validate checks the status report.
-func (m *SecondaryStatus) Validate() error {
-	const typ = "secondary status"
-	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
-		return err
-	}
-	if err := validateID(typ, "request id", m.RequestID); err != nil {
-		return err
-	}
-	if err := validateID(typ, "RC id", m.RCID); err != nil {
-		return err
-	}
-	switch m.Status {
-	case StatusAllocating, StatusExecuting, StatusCompleted, StatusAggregating,
-		StatusPendingAggregation, StatusInactive, StatusReceivedTooLate, StatusUnknown:
-	default:
-		return invalid(typ, "unknown status %q", truncate(string(m.Status), 32))
-	}
-	if len(m.Queue) > maxPortionsPerMsg || len(m.DAPs) > maxPortionsPerMsg || len(m.RespTooLate) > maxPortionsPerMsg {
-		return invalid(typ, "more than %d entries in a list", maxPortionsPerMsg)
-	}
-	for _, q := range m.Queue {
-		if err := validateLabels(typ, q.Labels); err != nil {
-			return err
-		}
-		if q.Range != nil && !q.Range.Valid() {
-			return invalid(typ, "queue entry range %s is empty", *q.Range)
-		}
-	}
-	if m.Failed != nil && m.Failed.IsOK() {
-		return invalid(typ, "failed status is OK")
-	}
-	return validateText(typ, "error", m.Error, maxMessageLen)
-}
 
 // A partial result carries a payload that may be as large as an answer.
 func (*PartialResult) decodeLimits() Limits { return PayloadLimits }

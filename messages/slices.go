@@ -20,7 +20,6 @@ func init() {
 	RegisterGrowingSlice[Filter]()
 	RegisterGrowingSlice[AggSpec]()
 	RegisterGrowingSlice[PortionRef]()
-	RegisterGrowingSlice[QueueEntry]()
 	RegisterGrowingSlice[AggDoneEntry]()
 }
 

@@ -294,22 +294,13 @@ func (s Subjects) RCCancelPattern() string { return s.rel(RCCancel) }
 // RCCancel is where a GW cancels a drive on RC rcID.
 func (s Subjects) RCCancel(rcID string) string { return s.build(RCCancelT, rcID) }
 
-// RCSecondaryDispatchPattern matches secondary dispatches to every RC.
-func (s Subjects) RCSecondaryDispatchPattern() string { return s.rel(RCSecondaryDispatch) }
-
 // RCSecondaryDispatch is where a primary RC hands work to secondary RC rcID.
 func (s Subjects) RCSecondaryDispatch(rcID string) string {
 	return s.build(RCSecondaryDispatchT, rcID)
 }
 
-// RCSecondaryQueryPattern matches status queries to every RC.
-func (s Subjects) RCSecondaryQueryPattern() string { return s.rel(RCSecondaryQuery) }
-
 // RCSecondaryQuery is where a primary RC asks secondary RC rcID for its status.
 func (s Subjects) RCSecondaryQuery(rcID string) string { return s.build(RCSecondaryQueryT, rcID) }
-
-// RCSecondaryStatusPattern matches status reports to every RC.
-func (s Subjects) RCSecondaryStatusPattern() string { return s.rel(RCSecondaryStatus) }
 
 // RCSecondaryStatus is where a secondary RC reports to primary RC rcID.
 func (s Subjects) RCSecondaryStatus(rcID string) string {
@@ -323,11 +314,6 @@ func (s Subjects) DAPEventsPattern() string { return s.rel(DAPEvents) }
 
 // DAPEventPattern matches one kind of event (EventRegister, ...) of every DAP.
 func (s Subjects) DAPEventPattern(event string) string { return s.build("evt.dap.*.%s", event) }
-
-// DAPEvent is where DAP dapID publishes an event of the given kind.
-func (s Subjects) DAPEvent(dapID, event string) string {
-	return s.build("evt.dap.%s.%s", dapID, event)
-}
 
 // DAPRegister is where DAP dapID registers.
 func (s Subjects) DAPRegister(dapID string) string { return s.build(DAPRegisterT, dapID) }
@@ -399,9 +385,6 @@ func (s Subjects) AggPartialPattern() string { return s.rel(AggPartial) }
 
 // AggPartial is where a DAP sends a partial result to Agg aggID.
 func (s Subjects) AggPartial(aggID string) string { return s.build(AggPartialT, aggID) }
-
-// AggInbox matches everything addressed to Agg aggID.
-func (s Subjects) AggInbox(aggID string) string { return s.build("agg.%s.>", aggID) }
 
 // --- JetStream ---
 

@@ -12,6 +12,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sg-project/sg/subjects"
 )
 
 // startRun runs `sg run` with args as main does, on a free port with a
@@ -181,4 +186,31 @@ func TestRunAllInOne(t *testing.T) {
 		t.Fatalf("sg query --async:\n%s\n%s", out.String(), errb.String())
 	}
 	t.Logf("sg query --async progress:\n%s", errb.String())
+
+	// sg run runs with the request log on, as every deployment does: the
+	// requests above were written to it (a create and an answered record
+	// each; answered records expire by their TTL, so count what was written).
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, subjects.Default().RequestLogStream())
+	if err != nil {
+		t.Fatalf("sg run's request log stream %s: %v", subjects.Default().RequestLogStream(), err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Storage != jetstream.FileStorage || info.State.LastSeq < 2 {
+		t.Errorf("request log %s: storage %s, last sequence %d; want file storage and the requests above written",
+			info.Config.Name, info.Config.Storage, info.State.LastSeq)
+	}
 }

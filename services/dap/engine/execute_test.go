@@ -247,3 +247,71 @@ func TestRowsViewSurvivesWrites(t *testing.T) {
 		t.Fatalf("a partial handed out changed under later writes (%d rows)", p.Rows.NumRows())
 	}
 }
+
+// TestLimitIsPushedDownToTheDAP: a row query with a limit and no sortCols
+// makes a DAP send the first Limit rows in time order (ties at the cut are
+// broken by the canonical order, as the merge breaks them), not its whole time
+// range; the merge relies on each partial being in time order. A DAP that left
+// the cut to the Agg would send the whole range here.
+func TestLimitIsPushedDownToTheDAP(t *testing.T) {
+	s := engine.NewStore()
+	def := engine.TableDef{Name: "trade", Labels: []string{"region"}, Columns: []messages.ColumnSpec{
+		{Name: "time", Type: messages.TypeTimestamp}, {Name: "region", Type: messages.TypeSymbol},
+		{Name: "size", Type: messages.TypeInt}}}
+	if err := s.Create(def); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 100_000
+	tb := messages.NewTable(def.Columns)
+	for i := range rows {
+		// Pairs of rows share a time: rows 2k and 2k+1 are tied.
+		if err := tb.AppendRow(t0.Add(time.Duration(i/2)*time.Millisecond), "eu", int64(i%10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Append("trade", tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args messages.GetDataArgs
+	}{
+		{"no filter", messages.GetDataArgs{Table: "trade", Limit: 7}},
+		{"filter", messages.GetDataArgs{Table: "trade", Limit: 5,
+			Filter: []messages.Filter{{Op: ">=", Column: "size", Value: int64(0)}}}},
+		{"time range", messages.GetDataArgs{Table: "trade", Limit: 4, StartTS: t0.Add(time.Second)}},
+	} {
+		p, err := s.Execute(c.args, time.Time{}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := p.Rows.NumRows(); n != c.args.Limit {
+			t.Errorf("%s: limit %d: the DAP's partial has %d of %d rows", c.name, c.args.Limit, n, rows)
+		}
+		first := c.args.StartTS
+		if first.IsZero() {
+			first = t0
+		}
+		for i := range len(p.Times) {
+			if i > 0 && p.Times[i] < p.Times[i-1] {
+				t.Fatalf("%s: row %d's time %d before row %d's %d: a partial must be in time order", c.name, i, p.Times[i], i-1, p.Times[i-1])
+			}
+			if p.Times[i] < first.UnixNano() || p.Times[i] > first.Add(time.Duration(c.args.Limit/2)*time.Millisecond).UnixNano() {
+				t.Fatalf("%s: row %d at %d is not among the first in time order from %s", c.name, i, p.Times[i], first)
+			}
+		}
+	}
+	// Without a limit a large partial is the whole range, in time order.
+	p, err := s.Execute(messages.GetDataArgs{Table: "trade"}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Rows.NumRows() != rows {
+		t.Fatalf("no limit: %d rows, want %d", p.Rows.NumRows(), rows)
+	}
+	for i := 1; i < len(p.Times); i++ {
+		if p.Times[i] < p.Times[i-1] {
+			t.Fatalf("no limit: row %d before row %d in time", i, i-1)
+		}
+	}
+}
