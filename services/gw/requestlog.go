@@ -283,6 +283,10 @@ type logWrites struct {
 	free   []string
 	tokens uint64 // tokens made so far
 	sent   uint64 // writes published so far (tells a token's uses apart)
+	// msg, header and headerTTL (an `answered` write's) are the message
+	// send publishes, made once.
+	msg               nats.Msg
+	header, headerTTL nats.Header
 	// noTTL: the stream refused a per-message TTL (made by an older sg and
 	// not updated): `answered` goes without one and is closed after the
 	// answer (core.Purge) instead.
@@ -313,7 +317,9 @@ type sentToken struct {
 
 func newLogWrites(l *requestLog, prefix string) *logWrites {
 	return &logWrites{l: l, prefix: prefix, acks: make(chan *nats.Msg, 2*maxLogWrites),
-		pending: map[string]logSend{}, timeout: logTimeout}
+		pending: map[string]logSend{}, timeout: logTimeout,
+		header:    nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}},
+		headerTTL: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}, jetstream.MsgTTLHeader: {answeredTTL}}}
 }
 
 // busy is the number of writes under way.
@@ -334,11 +340,14 @@ func (w *logWrites) full() bool { return len(w.pending) >= maxLogWrites }
 // of CPU per request on file storage; it is left for a stream that refuses
 // the TTL (noTTL).
 func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
-	m := &nats.Msg{Subject: s.write.Subject, Header: make(nats.Header, 2)}
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.write.ExpectSeq, 10))
+	// One message and its headers for every write: PublishMsg copies
+	// them out before it returns.
+	m := &w.msg
+	*m = nats.Msg{Subject: s.write.Subject, Header: w.header}
 	if s.write.Entry.State == messages.LogAnswered && !w.noTTL {
-		m.Header.Set(jetstream.MsgTTLHeader, answeredTTL)
+		m.Header = w.headerTTL
 	}
+	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(s.write.ExpectSeq, 10)
 	if n := len(w.free); n > 0 {
 		m.Reply = w.free[n-1]
 		w.free = w.free[:n-1]
