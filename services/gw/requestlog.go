@@ -267,10 +267,10 @@ func (l *requestLog) readBack(w core.WriteLog) core.Event {
 // itself, is read back as ours.
 type logWrites struct {
 	l       *requestLog
-	prefix  string         // this GW's acknowledgement subjects: prefix + token
-	acks    chan *nats.Msg // the acknowledgements, read by the loop
-	pending map[string]logSend
-	order   []sentToken // in publish order: deadlines ascend (one timeout for all)
+	prefix  string              // this GW's acknowledgement subjects: prefix + token
+	acks    chan *nats.Msg      // the acknowledgements, read by the loop
+	pending map[string]*logSend // a pointer: a value this large the map would copy out of line anyway
+	order   []sentToken         // in publish order: deadlines ascend (one timeout for all)
 	timeout time.Duration
 	// free: reply subjects whose write was acknowledged, to be used again.
 	// NATS server caches the matches of a subject, per connection and per
@@ -317,7 +317,7 @@ type sentToken struct {
 
 func newLogWrites(l *requestLog, prefix string) *logWrites {
 	return &logWrites{l: l, prefix: prefix, acks: make(chan *nats.Msg, 2*maxLogWrites),
-		pending: map[string]logSend{}, timeout: logTimeout,
+		pending: map[string]*logSend{}, timeout: logTimeout,
 		header:    nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}},
 		headerTTL: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}, jetstream.MsgTTLHeader: {answeredTTL}}}
 }
@@ -370,7 +370,7 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 	token := m.Reply[len(w.prefix):]
 	w.sent++
 	s.deadline, s.reply, s.n = at+int64(w.timeout), m.Reply, w.sent
-	w.pending[token] = s
+	w.pending[token] = &s
 	w.order = append(w.order, sentToken{token, s.n})
 	return nil
 }
@@ -434,7 +434,7 @@ func (w *logWrites) expire(at int64, fn func(core.Event)) {
 
 // under returns the write t names if it is still under way (not a settled
 // write whose token a later one uses).
-func (w *logWrites) under(t sentToken) (logSend, bool) {
+func (w *logWrites) under(t sentToken) (*logSend, bool) {
 	s, ok := w.pending[t.token]
 	return s, ok && s.n == t.n
 }
