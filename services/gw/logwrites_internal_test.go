@@ -239,7 +239,7 @@ func TestAnsweredWriteExpires(t *testing.T) {
 
 // nextAck is the next acknowledgement the loop would read, waited for with a
 // bound.
-func nextAck(t *testing.T, lw *logWrites) *nats.Msg {
+func nextAck(t testing.TB, lw *logWrites) *nats.Msg {
 	t.Helper()
 	select {
 	case a := <-lw.acks:
@@ -355,4 +355,79 @@ func TestLogWriteReusedSubjectKeepsTimeouts(t *testing.T) {
 	if len(failed) != 2 || failed[0] != "x" || failed[1] != "b" || lw.busy() != 1 {
 		t.Fatalf("failed %v with %d under way; want x and b failed, c under way", failed, lw.busy())
 	}
+}
+
+// BenchmarkLogWrites: a request's two log writes (the entry, then `answered`
+// on its sequence), 50 requests under way as with sg bench's 50 clients, on
+// the stream as deployed (file storage) over an in-process connection: the
+// request log's own cost, apart from the rest of the path. cpu-µs/req is the
+// whole process (GW side and NATS server), which a loaded machine blurs less
+// than the time.
+func BenchmarkLogWrites(b *testing.B) {
+	srv := natstest.Start(b)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.Nop(), RequestLog: &Durability{MaxAge: time.Hour}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if g.rlog, err = g.openRequestLog(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	lw := newLogWrites(g.rlog, nc.NewInbox()+".")
+	sub, err := nc.ChanSubscribe(lw.prefix+"*", lw.acks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// An entry of a small getData's size (~560 bytes encoded).
+	args := make([]byte, 120)
+	inbox := nc.NewInbox()
+	write := func(id, op string, st messages.LogState, seq uint64) {
+		e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
+			ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
+			Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: args,
+				ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
+			RCID: "rc1", RCStarted: 1}
+		w := core.WriteLog{ID: id, Subject: g.s.RequestLogEntry("gw1", id), Op: op, ExpectSeq: seq, Entry: e}
+		if ev := lw.send(nc, logSend{write: w}, time.Now().UnixNano()); ev != nil {
+			b.Fatalf("send: %#v", ev)
+		}
+	}
+	const window = 50
+	answered := map[string]bool{} // writes under way: true once `answered` is
+	started, done := 0, 0
+	start := func() {
+		id := fmt.Sprintf("r%09d", started)
+		started++
+		answered[id] = false
+		write(id, "create", messages.LogOpen, 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for range min(window, b.N) {
+		start()
+	}
+	for done < b.N {
+		ev, _, _ := lw.acked(nextAck(b, lw))
+		w, ok := ev.(core.LogWritten)
+		if !ok {
+			b.Fatalf("acknowledgement: %#v", ev)
+		}
+		if !answered[w.ID] {
+			answered[w.ID] = true
+			write(w.ID, "answered", messages.LogAnswered, w.Seq)
+			continue
+		}
+		delete(answered, w.ID)
+		if done++; started < b.N {
+			start()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/req")
 }
