@@ -250,6 +250,22 @@ func nextAck(t testing.TB, lw *logWrites) *nats.Msg {
 	}
 }
 
+// sendCreate sends a create for id and returns it as the stream's subject
+// (silent) got it.
+func sendCreate(t *testing.T, lw *logWrites, nc *nats.Conn, silent *nats.Subscription, id string, at int64) *nats.Msg {
+	t.Helper()
+	w := core.WriteLog{ID: id, Subject: "log." + id, Op: "create",
+		Entry: messages.LogEntry{V: 1, RequestID: id, State: messages.LogOpen}}
+	if ev := lw.send(nc, logSend{write: w}, at); ev != nil {
+		t.Fatalf("send %s: %#v", id, ev)
+	}
+	m, err := silent.NextMsg(testWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // A reply subject is used again once its write was acknowledged, never after
 // its write timed out: a late acknowledgement then settles nothing, however
 // many writes came after.
@@ -260,19 +276,7 @@ func TestLogWriteReplySubjects(t *testing.T) {
 		return fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, lw.l.g.s.RequestLogStream(), seq)
 	}
 	at := time.Now().UnixNano()
-	send := func(id string) *nats.Msg {
-		t.Helper()
-		w := core.WriteLog{ID: id, Subject: "log." + id, Op: "create",
-			Entry: messages.LogEntry{V: 1, RequestID: id, State: messages.LogOpen}}
-		if ev := lw.send(nc, logSend{write: w}, at); ev != nil {
-			t.Fatalf("send %s: %#v", id, ev)
-		}
-		m, err := silent.NextMsg(testWait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	send := func(id string) *nats.Msg { return sendCreate(t, lw, nc, silent, id, at) }
 	a := send("a")
 	if err := nc.Publish(a.Reply, ack(1)); err != nil {
 		t.Fatal(err)
@@ -323,19 +327,7 @@ func TestLogWriteReplySubjects(t *testing.T) {
 func TestLogWriteReusedSubjectKeepsTimeouts(t *testing.T) {
 	lw, nc := testLogWrites(t)
 	silent := natstest.Subscribe(t, nc, "log.*")
-	send := func(id string, at int64) *nats.Msg {
-		t.Helper()
-		w := core.WriteLog{ID: id, Subject: "log." + id, Op: "create",
-			Entry: messages.LogEntry{V: 1, RequestID: id, State: messages.LogOpen}}
-		if ev := lw.send(nc, logSend{write: w}, at); ev != nil {
-			t.Fatalf("send %s: %#v", id, ev)
-		}
-		m, err := silent.NextMsg(testWait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	send := func(id string, at int64) *nats.Msg { return sendCreate(t, lw, nc, silent, id, at) }
 	at := time.Now().UnixNano()
 	send("x", at)
 	a := send("a", at)
