@@ -2,6 +2,7 @@ package gw
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -238,7 +239,7 @@ func TestAnsweredWriteExpires(t *testing.T) {
 
 // nextAck is the next acknowledgement the loop would read, waited for with a
 // bound.
-func nextAck(t *testing.T, lw *logWrites) *nats.Msg {
+func nextAck(t testing.TB, lw *logWrites) *nats.Msg {
 	t.Helper()
 	select {
 	case a := <-lw.acks:
@@ -247,4 +248,178 @@ func nextAck(t *testing.T, lw *logWrites) *nats.Msg {
 		t.Fatal("acknowledgement not delivered")
 		return nil
 	}
+}
+
+// sendCreate sends a create for id and returns it as the stream's subject
+// (silent) got it.
+func sendCreate(t *testing.T, lw *logWrites, nc *nats.Conn, silent *nats.Subscription, id string, at int64) *nats.Msg {
+	t.Helper()
+	w := core.WriteLog{ID: id, Subject: "log." + id, Op: "create",
+		Entry: messages.LogEntry{V: 1, RequestID: id, State: messages.LogOpen}}
+	if ev := lw.send(nc, logSend{write: w}, at); ev != nil {
+		t.Fatalf("send %s: %#v", id, ev)
+	}
+	m, err := silent.NextMsg(testWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A reply subject is used again once its write was acknowledged, never after
+// its write timed out: a late acknowledgement then settles nothing, however
+// many writes came after.
+func TestLogWriteReplySubjects(t *testing.T) {
+	lw, nc := testLogWrites(t)
+	silent := natstest.Subscribe(t, nc, "log.*")
+	ack := func(seq int) []byte {
+		return fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, lw.l.g.s.RequestLogStream(), seq)
+	}
+	at := time.Now().UnixNano()
+	send := func(id string) *nats.Msg { return sendCreate(t, lw, nc, silent, id, at) }
+	a := send("a")
+	if err := nc.Publish(a.Reply, ack(1)); err != nil {
+		t.Fatal(err)
+	}
+	if ev, _, _ := lw.acked(nextAck(t, lw)); ev == nil {
+		t.Fatal("a not settled by its acknowledgement")
+	}
+	// b takes a's subject; c, sent while b is under way, a new one.
+	b, c := send("b"), send("c")
+	if b.Reply != a.Reply || c.Reply == b.Reply {
+		t.Fatalf("reply subjects a %s, b %s, c %s: want b on a's, c on its own", a.Reply, b.Reply, c.Reply)
+	}
+	// Both time out; their subjects are not used again.
+	var failed []string
+	lw.expire(at+int64(lw.timeout), func(ev core.Event) {
+		if f, ok := ev.(core.LogFailed); ok {
+			failed = append(failed, f.ID)
+		}
+	})
+	if len(failed) != 2 || lw.busy() != 0 || len(lw.order) != 0 {
+		t.Fatalf("failed %v, %d under way, %d in order; want b and c failed, nothing kept", failed, lw.busy(), len(lw.order))
+	}
+	d := send("d")
+	if d.Reply == b.Reply || d.Reply == c.Reply {
+		t.Fatalf("d sent on %s, the subject of a write that timed out", d.Reply)
+	}
+	// b's late acknowledgement settles nothing; d's own settles d.
+	for _, r := range []struct {
+		to   string
+		want string
+	}{{b.Reply, ""}, {c.Reply, ""}, {d.Reply, "d"}} {
+		if err := nc.Publish(r.to, ack(2)); err != nil {
+			t.Fatal(err)
+		}
+		ev, job, again := lw.acked(nextAck(t, lw))
+		w, ok := ev.(core.LogWritten)
+		switch {
+		case r.want == "" && (ev != nil || job != nil || again != nil):
+			t.Fatalf("late acknowledgement on %s settled %#v, %#v, %#v", r.to, ev, job, again)
+		case r.want != "" && (!ok || w.ID != r.want):
+			t.Fatalf("acknowledgement on %s: %#v, want %s written", r.to, ev, r.want)
+		}
+	}
+}
+
+// The order of writes tells a token's uses apart: a write on a reused
+// subject does not hold up the timeout of one sent before it.
+func TestLogWriteReusedSubjectKeepsTimeouts(t *testing.T) {
+	lw, nc := testLogWrites(t)
+	silent := natstest.Subscribe(t, nc, "log.*")
+	send := func(id string, at int64) *nats.Msg { return sendCreate(t, lw, nc, silent, id, at) }
+	at := time.Now().UnixNano()
+	send("x", at)
+	a := send("a", at)
+	send("b", at+1)
+	if err := nc.Publish(a.Reply, fmt.Appendf(nil, `{"stream":%q,"seq":1}`, lw.l.g.s.RequestLogStream())); err != nil {
+		t.Fatal(err)
+	}
+	if ev, _, _ := lw.acked(nextAck(t, lw)); ev == nil {
+		t.Fatal("a not settled by its acknowledgement")
+	}
+	// In order: x, a (settled, kept behind x), b, then c on a's subject.
+	if c := send("c", at+2); c.Reply != a.Reply {
+		t.Fatalf("c on %s, want a's %s", c.Reply, a.Reply)
+	}
+	var failed []string
+	lw.expire(at+1+int64(lw.timeout), func(ev core.Event) { failed = append(failed, ev.(core.LogFailed).ID) })
+	if len(failed) != 2 || failed[0] != "x" || failed[1] != "b" || lw.busy() != 1 {
+		t.Fatalf("failed %v with %d under way; want x and b failed, c under way", failed, lw.busy())
+	}
+}
+
+// BenchmarkLogWrites: a request's two log writes (the entry, then `answered`
+// on its sequence), 50 requests under way as with sg bench's 50 clients, on
+// the stream as deployed (file storage) over an in-process connection: the
+// request log's own cost, apart from the rest of the path. cpu-µs/req is the
+// whole process (GW side and NATS server), which a loaded machine blurs less
+// than the time.
+func BenchmarkLogWrites(b *testing.B) {
+	srv := natstest.Start(b)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.Nop(), RequestLog: &Durability{MaxAge: time.Hour}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if g.rlog, err = g.openRequestLog(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	lw := newLogWrites(g.rlog, nc.NewInbox()+".")
+	sub, err := nc.ChanSubscribe(lw.prefix+"*", lw.acks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	// An entry of a small getData's size (~560 bytes encoded).
+	args := make([]byte, 120)
+	inbox := nc.NewInbox()
+	write := func(id, op string, st messages.LogState, seq uint64) {
+		e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
+			ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
+			Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: args,
+				ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
+			RCID: "rc1", RCStarted: 1}
+		w := core.WriteLog{ID: id, Subject: g.s.RequestLogEntry("gw1", id), Op: op, ExpectSeq: seq, Entry: e}
+		if ev := lw.send(nc, logSend{write: w}, time.Now().UnixNano()); ev != nil {
+			b.Fatalf("send: %#v", ev)
+		}
+	}
+	const window = 50
+	answered := map[string]bool{} // writes under way: true once `answered` is
+	started, done := 0, 0
+	start := func() {
+		id := fmt.Sprintf("r%09d", started)
+		started++
+		answered[id] = false
+		write(id, "create", messages.LogOpen, 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for range min(window, b.N) {
+		start()
+	}
+	for done < b.N {
+		ev, _, _ := lw.acked(nextAck(b, lw))
+		w, ok := ev.(core.LogWritten)
+		if !ok {
+			b.Fatalf("acknowledgement: %#v", ev)
+		}
+		if !answered[w.ID] {
+			answered[w.ID] = true
+			write(w.ID, "answered", messages.LogAnswered, w.Seq)
+			continue
+		}
+		delete(answered, w.ID)
+		if done++; started < b.N {
+			start()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/req")
 }
