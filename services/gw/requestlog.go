@@ -270,19 +270,16 @@ type logWrites struct {
 	prefix  string              // this GW's acknowledgement subjects: prefix + token
 	acks    chan *nats.Msg      // the acknowledgements, read by the loop
 	pending map[string]*logSend // a pointer: a value this large the map would copy out of line anyway
-	order   []sentToken         // in publish order: deadlines ascend (one timeout for all)
+	order   []string            // tokens in publish order: deadlines ascend (one timeout for all)
 	timeout time.Duration
-	// free: reply subjects whose write was acknowledged, to be used again.
-	// NATS server caches the matches of a subject, per connection and per
-	// account: a subject new with every write missed both and churned them
-	// (2-4 µs of CPU per request in BenchmarkLogWrites, two writes). A
-	// subject goes back only when its acknowledgement came (one per write),
-	// never after a timeout, so a late acknowledgement cannot settle a later
-	// write; tokens are this GW's counter under its own random inbox, as
-	// unguessable as the nuids they replace.
-	free   []string
-	tokens uint64 // tokens made so far
-	sent   uint64 // writes published so far (tells a token's uses apart)
+	// tokens counts the writes published: a write's token is its number,
+	// under this GW's own random inbox (prefix), so a reply subject names
+	// one write, ever. Reusing the subjects of acknowledged writes would
+	// save the server's subject caches 2-4 µs of CPU per request
+	// (BenchmarkLogWrites), but an acknowledgement that came twice, or late,
+	// would then settle another write: an `answered` write taken for
+	// written that was not, and a second answer.
+	tokens uint64
 	// msg, header and headerTTL (an `answered` write's) are the message
 	// send publishes, made once.
 	msg               nats.Msg
@@ -303,16 +300,7 @@ const maxAckBytes = 4096
 // logSend is a write (with its condition) as the loop publishes it.
 type logSend struct {
 	write    core.WriteLog
-	deadline int64  // set when published
-	reply    string // set when published: the acknowledgement's subject
-	n        uint64 // set when published: which write under its token
-}
-
-// sentToken is a published write in order: its token and its number (a
-// token used again is a later write).
-type sentToken struct {
-	token string
-	n     uint64
+	deadline int64 // set when published
 }
 
 func newLogWrites(l *requestLog, prefix string) *logWrites {
@@ -348,13 +336,8 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 		m.Header = w.headerTTL
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(s.write.ExpectSeq, 10)
-	if n := len(w.free); n > 0 {
-		m.Reply = w.free[n-1]
-		w.free = w.free[:n-1]
-	} else {
-		w.tokens++
-		m.Reply = w.prefix + strconv.FormatUint(w.tokens, 36)
-	}
+	w.tokens++
+	m.Reply = w.prefix + strconv.FormatUint(w.tokens, 36)
 	published := false
 	err := messages.WithEncoded(&s.write.Entry, func(data []byte) error {
 		published = true
@@ -368,10 +351,9 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err))
 	}
 	token := m.Reply[len(w.prefix):]
-	w.sent++
-	s.deadline, s.reply, s.n = at+int64(w.timeout), m.Reply, w.sent
+	s.deadline = at + int64(w.timeout)
 	w.pending[token] = &s
-	w.order = append(w.order, sentToken{token, s.n})
+	w.order = append(w.order, token)
 	return nil
 }
 
@@ -389,7 +371,6 @@ func (w *logWrites) acked(m *nats.Msg) (core.Event, *logJob, *logSend) {
 		return nil, nil, nil // timed out already, or not ours
 	}
 	delete(w.pending, token)
-	w.free = append(w.free, s.reply)
 	w.trim()
 	seq, err := w.l.decodeAck(m)
 	var apiErr *jetstream.APIError
@@ -419,30 +400,22 @@ func (w *logWrites) expires() bool { return !w.noTTL }
 // expire fails the writes whose acknowledgement did not come in time.
 func (w *logWrites) expire(at int64, fn func(core.Event)) {
 	for len(w.order) > 0 {
-		s, ok := w.under(w.order[0])
+		s, ok := w.pending[w.order[0]]
 		if ok && s.deadline > at {
 			return
 		}
 		if ok {
-			// Its token is not used again: its acknowledgement may yet come.
-			delete(w.pending, w.order[0].token)
+			delete(w.pending, w.order[0])
 			fn(w.failed(s.write, fmt.Errorf("request log write %s: no acknowledgement in %s", s.write.Subject, w.timeout)))
 		}
 		w.order = w.order[1:]
 	}
 }
 
-// under returns the write t names if it is still under way (not a settled
-// write whose token a later one uses).
-func (w *logWrites) under(t sentToken) (*logSend, bool) {
-	s, ok := w.pending[t.token]
-	return s, ok && s.n == t.n
-}
-
 // trim drops the settled writes at the front of order.
 func (w *logWrites) trim() {
 	for len(w.order) > 0 {
-		if _, ok := w.under(w.order[0]); ok {
+		if _, ok := w.pending[w.order[0]]; ok {
 			return
 		}
 		w.order = w.order[1:]
