@@ -166,6 +166,7 @@ func BenchmarkLargeAnswerStream(b *testing.B) {
 	size := int64(len(whole.Payload))
 	var bytes int64
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		rows := 0
 		hdr, err := sys.client.GetDataStream(ctx, q, func(t messages.Table) error {
@@ -180,4 +181,5 @@ func BenchmarkLargeAnswerStream(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e6, "MB/s")
 	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB/answer")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

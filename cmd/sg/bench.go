@@ -36,7 +36,7 @@ type benchConfig struct {
 	requests  int           // sequential requests per latency run
 	clients   int           // concurrent clients of the throughput run
 	duration  time.Duration // bound of each throughput run
-	large     int           // large answers per encoding
+	large     int           // large answers per encoding (0: at least benchLargeMin, more while under benchLargeFor)
 	largeLast time.Duration // large answer: the last this much of trade (0: the whole table)
 	pubBytes  int           // plain publish: message size
 	pubTotal  int64         // plain publish: bytes per run
@@ -70,7 +70,7 @@ and adds it, with the machine and the command, as the newest section of --out
 	requests := fs.Int("requests", 2000, "sequential small requests per latency run")
 	clients := fs.Int("clients", 50, "concurrent clients of the throughput run")
 	duration := fs.Duration("duration", 3*time.Second, "length of each throughput run")
-	large := fs.Int("large", 3, "large answers per encoding")
+	large := fs.Int("large", 0, fmt.Sprintf("large answers per encoding (0: at least %d, more while under %s per encoding)", benchLargeMin, benchLargeFor))
 	largeLast := fs.Duration("large-last", 0, "large answer: only the last this much of trade (0: the whole table)")
 	pubMiB := fs.Int("publish-mib", 512, "plain publish: MiB to send")
 	out := fs.String("out", "BENCHMARKS.md", "file to write the table to (\"\": none)")
@@ -90,8 +90,8 @@ and adds it, with the machine and the command, as the newest section of --out
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if *requests < 10 || *clients < 1 || *duration <= 0 || *large < 1 || *pubMiB < 1 {
-		return errors.New("bench: want --requests >= 10, --clients >= 1, --duration > 0, --large >= 1, --publish-mib >= 1")
+	if *requests < 10 || *clients < 1 || *duration <= 0 || *large < 0 || *pubMiB < 1 {
+		return errors.New("bench: want --requests >= 10, --clients >= 1, --duration > 0, --large >= 0, --publish-mib >= 1")
 	}
 	cfg := benchConfig{requests: *requests, clients: *clients, duration: *duration, large: *large, largeLast: *largeLast,
 		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == "", servicesTCP: *servicesTCP}
@@ -99,15 +99,15 @@ and adds it, with the machine and the command, as the newest section of --out
 
 	type pass struct {
 		name string
-		rows []benchRow
+		res  benchResult
 	}
 	var passes []pass
 	if *url != "" {
-		rows, err := benchAgainst(ctx, cfg, *url, *prefix, log, stderr)
+		res, err := benchAgainst(ctx, cfg, *url, *prefix, log, stderr)
 		if err != nil {
 			return err
 		}
-		passes = append(passes, pass{"running sg at " + maskURL(*url), rows})
+		passes = append(passes, pass{"running sg at " + maskURL(*url), res})
 	} else {
 		for _, withLog := range []bool{true, false} {
 			name := "request log on"
@@ -118,17 +118,20 @@ and adds it, with the machine and the command, as the newest section of --out
 				name += ", services over TCP"
 			}
 			fmt.Fprintf(stderr, "bench: %s ...\n", name)
-			rows, err := benchOwn(ctx, cfg, withLog, log, stderr)
+			res, err := benchOwn(ctx, cfg, withLog, log, stderr)
 			if err != nil {
 				return fmt.Errorf("bench (%s): %w", name, err)
 			}
-			passes = append(passes, pass{name, rows})
+			passes = append(passes, pass{name, res})
 		}
 	}
 	var b strings.Builder
 	for _, p := range passes {
 		fmt.Fprintf(&b, "\n### sg, %s\n\n", p.name)
-		writeBenchTable(&b, p.rows)
+		writeBenchTable(&b, p.res.rows)
+		for _, n := range p.res.notes {
+			fmt.Fprintf(&b, "\n%s\n", n)
+		}
 	}
 	fmt.Fprint(stdout, b.String())
 	if *out == "" {
@@ -174,14 +177,17 @@ func benchDoc(old []byte, cmd []string, cfg benchConfig, tables string) (string,
 	b.WriteString("percentage of plain. Plain NATS: request-reply to an echo responder, and publish of 512 KiB messages\n")
 	b.WriteString("to one subscriber. sg JSON: a plain NATS client sending a JSON envelope; sg msgpack: the sg client\n")
 	b.WriteString("library. Small getData: one minute of one label set, limit 1. Large answer: the whole demo `trade`\n")
-	b.WriteString("table. Ratios compare within one run only: hosts differ (see each section's machine).\n\n")
+	b.WriteString("table. Ratios compare within one run only: hosts differ (see each section's machine). CPU per MB\n")
+	b.WriteString("(when sg bench starts its own sg, so that sg, its NATS server and the callers are one process):\n")
+	b.WriteString("the process's CPU time, user and system, per MB received while the row ran; its ratio to plain\n")
+	b.WriteString("publish's is how many plain crossings of CPU an sg answer costs.\n\n")
 	now := time.Now().UTC()
 	fmt.Fprintf(&b, "## sg bench, %s\n\n", now.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- command: `%s`\n", strings.Join(cmd, " "))
 	fmt.Fprintf(&b, "- machine: %s, %d cores, %s memory, %s/%s, %s\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	fmt.Fprintf(&b, "- date: %s\n", now.Format(time.RFC3339))
-	fmt.Fprintf(&b, "- runs: %d sequential requests; %d clients for %s (each in %d slices, plain and sg in turn); %d large answers per encoding\n",
-		cfg.requests, cfg.clients, cfg.duration, benchSlices, cfg.large)
+	fmt.Fprintf(&b, "- runs: %d sequential requests; %d clients for %s (each in %d slices, plain and sg in turn); %s\n",
+		cfg.requests, cfg.clients, cfg.duration, benchSlices, cfg.largeRuns())
 	b.WriteString(tables)
 	if kept != "" {
 		b.WriteString("\n")
@@ -192,15 +198,15 @@ func benchDoc(old []byte, cmd []string, cfg benchConfig, tables string) (string,
 
 // benchOwn starts NATS, an RC, an Agg and the static demo fleet in this
 // process, then a GW with or without the request log, and measures.
-func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Logger, stderr io.Writer) ([]benchRow, error) {
+func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Logger, stderr io.Writer) (benchResult, error) {
 	dir, err := os.MkdirTemp("", "sg-bench-*")
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	defer os.RemoveAll(dir)
 	srv, err := startNATSServer("127.0.0.1:0", dir, false)
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	defer func() {
 		srv.Shutdown()
@@ -215,19 +221,19 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 	}
 	nc, s, stop, err := connect(common, "sg-bench-services", log, opts...)
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	defer stop()
 	rcc, err := loadRCConfig(func(string) (string, bool) { return "", false })
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	aggc := loadAggConfig(func(string) (string, bool) { return "", false })
 	rcc.AggIDs = []string{aggc.ID}
 	reg := prometheus.NewRegistry()
 	r, err := newRC(rcc, nc, s, log, reg)
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	gwCfg := gw.Config{ID: "gw-bench", NC: nc, Subjects: s, Log: log, Registry: reg}
 	if withLog {
@@ -235,7 +241,7 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 	}
 	g, err := gw.New(gwCfg)
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	svcCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -265,19 +271,25 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 	}); err != nil {
 		select {
 		case err := <-errc:
-			return nil, err
+			return benchResult{}, err
 		default:
 		}
-		return nil, fmt.Errorf("waiting for %d DAPs: %w", daps, err)
+		return benchResult{}, fmt.Errorf("waiting for %d DAPs: %w", daps, err)
 	}
 	return benchAgainst(ctx, cfg, srv.ClientURL(), subjects.DefaultPrefix, log, stderr)
 }
 
+// benchResult is one pass's table and what it says beneath it.
+type benchResult struct {
+	rows  []benchRow
+	notes []string
+}
+
 // benchAgainst measures plain NATS and sg on the server at url.
-func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log zerolog.Logger, stderr io.Writer) ([]benchRow, error) {
+func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log zerolog.Logger, stderr io.Writer) (benchResult, error) {
 	s, err := subjects.New(prefix)
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	conns := make([]*nats.Conn, 0, cfg.clients+2)
 	defer func() {
@@ -297,19 +309,19 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	clientConns := make([]*nats.Conn, cfg.clients)
 	for i := range clientConns {
 		if clientConns[i], err = dial(); err != nil {
-			return nil, err
+			return benchResult{}, err
 		}
 	}
 	responder, err := dial()
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	echoSubject := "_sg_bench.echo"
 	if _, err := responder.Subscribe(echoSubject, func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	if err := responder.Flush(); err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 
 	// One sg client per connection, made once, as a caller keeps one: a
@@ -326,7 +338,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	small := smallArgs()
 	smallJSON, err := small.MarshalJSON()
 	if err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	callers := map[string]func(c *nats.Conn) (int, error){
 		"plain": func(c *nats.Conn) (int, error) {
@@ -352,7 +364,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	for _, name := range []string{"plain", "json", "msgpack"} {
 		for range 20 {
 			if _, err := callers[name](clientConns[0]); err != nil {
-				return nil, fmt.Errorf("warm-up %s: %w", name, err)
+				return benchResult{}, fmt.Errorf("warm-up %s: %w", name, err)
 			}
 		}
 	}
@@ -371,7 +383,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		for _, name := range names {
 			l, elapsed, err := sequential(perSlice, cfg.duration*10/benchSlices, func() error { _, err := callers[name](clientConns[0]); return err })
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
+				return benchResult{}, fmt.Errorf("%s: %w", name, err)
 			}
 			lat[name], seqTime[name] = append(lat[name], l...), seqTime[name]+elapsed
 		}
@@ -380,7 +392,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		for _, name := range names {
 			k, elapsed, err := concurrent(clientConns, cfg.duration/benchSlices, func(c *nats.Conn) error { _, err := callers[name](c); return err })
 			if err != nil {
-				return nil, fmt.Errorf("%s, %d clients: %w", name, cfg.clients, err)
+				return benchResult{}, fmt.Errorf("%s, %d clients: %w", name, cfg.clients, err)
 			}
 			n[name], conTime[name] = n[name]+k, conTime[name]+elapsed
 		}
@@ -393,30 +405,66 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	}
 
 	fmt.Fprintf(stderr, "bench: plain publish of %d KiB messages, %d MiB\n", cfg.pubBytes>>10, cfg.pubTotal>>20)
-	pubMBs, err := publishMBs(responder, clientConns[0], cfg.pubBytes, cfg.pubTotal, cfg.duration*10)
+	pub, err := publishMBs(responder, clientConns[0], cfg.pubBytes, cfg.pubTotal, cfg.duration*10)
 	if err != nil {
-		return nil, fmt.Errorf("plain publish: %w", err)
+		return benchResult{}, fmt.Errorf("plain publish: %w", err)
 	}
-	fmt.Fprintf(stderr, "bench: large answers (whole %s table), %d per encoding\n", demo.Trade, cfg.large)
+	fmt.Fprintf(stderr, "bench: large answers (whole %s table), %s\n", demo.Trade, cfg.largeRuns())
 	largeJSON, largeMsgpack, err := largeMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast)
 	if err != nil {
-		return nil, fmt.Errorf("large answer: %w", err)
+		return benchResult{}, fmt.Errorf("large answer: %w", err)
 	}
-	fmt.Fprintf(stderr, "bench: large answers read as streams (Sg-Accept-Stream), %d per encoding\n", cfg.large)
+	fmt.Fprintf(stderr, "bench: large answers read as streams (Sg-Accept-Stream), %s\n", cfg.largeRuns())
 	streamJSON, streamMsgpack, err := streamMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast)
 	if err != nil {
-		return nil, fmt.Errorf("large answer, streamed: %w", err)
+		return benchResult{}, fmt.Errorf("large answer, streamed: %w", err)
 	}
 	us := func(d float64) float64 { return d * 1e6 }
-	return []benchRow{
+	res := benchResult{rows: []benchRow{
 		{"small getData p50, 1 client", "µs", us(p50["plain"]), us(p50["json"]), us(p50["msgpack"]), false},
 		{"small getData p99, 1 client", "µs", us(p99["plain"]), us(p99["json"]), us(p99["msgpack"]), false},
 		{"small getData, 1 client", "req/s", rps1["plain"], rps1["json"], rps1["msgpack"], true},
 		{fmt.Sprintf("small getData, %d clients", cfg.clients), "req/s", rpsN["plain"], rpsN["json"], rpsN["msgpack"], true},
-		{"large answer (plain: publish)", "MB/s", pubMBs, largeJSON, largeMsgpack, true},
-		{"large answer, streamed (plain: publish)", "MB/s", pubMBs, streamJSON, streamMsgpack, true},
-	}, nil
+	}}
+	res.addLarge(cfg.ownSystem, pub, largeJSON, largeMsgpack, streamJSON, streamMsgpack)
+	return res, nil
 }
+
+// addLarge adds the large-answer rows: MB/s, and CPU per MB when sg runs in
+// this process (only then is its CPU this process's: against a running sg
+// the services' CPU is elsewhere, and the figure would count the callers
+// alone), and says how many answers ran.
+func (r *benchResult) addLarge(inProcess bool, pub, wholeJSON, wholeMsgpack, streamJSON, streamMsgpack measured) {
+	r.rows = append(r.rows,
+		benchRow{"large answer (plain: publish)", "MB/s", pub.mbs, wholeJSON.mbs, wholeMsgpack.mbs, true},
+		benchRow{"large answer, streamed (plain: publish)", "MB/s", pub.mbs, streamJSON.mbs, streamMsgpack.mbs, true})
+	if inProcess && pub.cpuMs > 0 {
+		r.rows = append(r.rows,
+			benchRow{"large answer, CPU (plain: publish)", "core-ms/MB", pub.cpuMs, wholeJSON.cpuMs, wholeMsgpack.cpuMs, false},
+			benchRow{"large answer, streamed, CPU (plain: publish)", "core-ms/MB", pub.cpuMs, streamJSON.cpuMs, streamMsgpack.cpuMs, false})
+	} else {
+		r.notes = append(r.notes, "CPU per MB: not reported, the services' CPU is not in the bench's process (it is when sg bench starts its own sg).")
+	}
+	r.notes = append(r.notes, fmt.Sprintf("Large answers run: %d JSON, %d msgpack whole; %d JSON, %d msgpack streamed.",
+		wholeJSON.n, wholeMsgpack.n, streamJSON.n, streamMsgpack.n))
+}
+
+// largeRuns says how many large answers a run asks for.
+func (c benchConfig) largeRuns() string {
+	if c.large > 0 {
+		return fmt.Sprintf("%d large answers per encoding", c.large)
+	}
+	return fmt.Sprintf("large answers: at least %d per encoding, more while under %s", benchLargeMin, benchLargeFor)
+}
+
+// Without --large, each large-answer row asks for at least benchLargeMin
+// answers and goes on while under benchLargeFor: three whole answers took
+// about 0.3 s per encoding, too few to tell a 10% change apart on a shared
+// 2-core machine.
+const (
+	benchLargeMin = 3
+	benchLargeFor = 2 * time.Second
+)
 
 // benchSlices: how many slices each small-request measurement is taken in,
 // the callers (plain, JSON, msgpack) in turn.
@@ -500,8 +548,9 @@ func concurrent(conns []*nats.Conn, d time.Duration, call func(*nats.Conn) error
 }
 
 // publishMBs is plain NATS's throughput from one publisher to one
-// subscriber on another connection: bytes received per second.
-func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Duration) (float64, error) {
+// subscriber on another connection: bytes received per second, and the
+// process's CPU per MB.
+func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Duration) (measured, error) {
 	if int64(size) > pub.MaxPayload() {
 		size = int(pub.MaxPayload()) - 1024
 	}
@@ -516,31 +565,33 @@ func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Durat
 		}
 	})
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	if err := subConn.Flush(); err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	payload := make([]byte, size)
+	cpu := startCPU()
 	start := time.Now()
 	for range want {
 		if err := pub.Publish("_sg_bench.pub", payload); err != nil {
-			return 0, err
+			return measured{}, err
 		}
 	}
 	if err := pub.Flush(); err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	select {
 	case <-all:
 	case <-time.After(limit):
-		return 0, fmt.Errorf("only %d of %d messages arrived within %s", n.Load(), want, limit)
+		return measured{}, fmt.Errorf("only %d of %d messages arrived within %s", n.Load(), want, limit)
 	}
-	return float64(got.Load()) / 1e6 / time.Since(start).Seconds(), nil
+	mb := float64(got.Load()) / 1e6
+	return measured{mbs: mb / time.Since(start).Seconds(), cpuMs: cpu.msPer(mb), n: int(want)}, nil
 }
 
 // largeArgs is the large request: the whole trade table, or its last `last`.
@@ -553,34 +604,67 @@ func largeArgs(last time.Duration) (messages.GetDataArgs, []byte, error) {
 	return args, argsJSON, err
 }
 
-// timedMBs calls read k times and returns the bytes read per second, in MB.
-func timedMBs(k int, read func() (int64, error)) (float64, error) {
-	var total int64
-	start := time.Now()
-	for range k {
-		n, err := read()
-		if err != nil {
-			return 0, err
-		}
-		total += n
+// measured is one throughput row's figure: MB per second, the process's CPU
+// per MB (core-ms; 0: not read), and how many messages or answers ran.
+type measured struct {
+	mbs   float64
+	cpuMs float64
+	n     int
+}
+
+// cpuMark is the process's CPU time at a point.
+type cpuMark struct {
+	at time.Duration
+	ok bool
+}
+
+func startCPU() cpuMark {
+	at, ok := processCPU()
+	return cpuMark{at, ok}
+}
+
+// msPer is the CPU since m, in core-ms per mb megabytes (0: not read).
+func (m cpuMark) msPer(mb float64) float64 {
+	now, ok := processCPU()
+	if !m.ok || !ok || mb <= 0 {
+		return 0
 	}
-	return float64(total) / 1e6 / time.Since(start).Seconds(), nil
+	return float64(now-m.at) / float64(time.Millisecond) / mb
+}
+
+// timedMBs calls read k times, or with k 0 at least benchLargeMin times and
+// more while under benchLargeFor, and returns the bytes read per second, in
+// MB, and the process's CPU per MB.
+func timedMBs(k int, read func() (int64, error)) (measured, error) {
+	var total int64
+	cpu := startCPU()
+	start := time.Now()
+	n := 0
+	for ; n < k || (k == 0 && (n < benchLargeMin || time.Since(start) < benchLargeFor)); n++ {
+		b, err := read()
+		if err != nil {
+			return measured{}, err
+		}
+		total += b
+	}
+	mb := float64(total) / 1e6
+	return measured{mbs: mb / time.Since(start).Seconds(), cpuMs: cpu.msPer(mb), n: n}, nil
 }
 
 // largeMBs asks for the whole trade table k times per encoding and returns
 // answer bytes per second: JSON as a plain NATS client would (a subscription
 // that reassembles chunks), msgpack through the sg client.
-func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
+func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs measured, err error) {
 	args, argsJSON, err := largeArgs(last)
 	if err != nil {
-		return 0, 0, err
+		return measured{}, measured{}, err
 	}
 	jsonMBs, err = timedMBs(k, func() (int64, error) {
 		n, err := jsonLarge(ctx, c, s, argsJSON)
 		return int64(n), err
 	})
 	if err != nil {
-		return 0, 0, err
+		return measured{}, measured{}, err
 	}
 	cl := client.New(c, s)
 	msgpackMBs, err = timedMBs(k, func() (int64, error) {
@@ -600,23 +684,23 @@ func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, las
 // plain NATS client would (its own inbox, frames until Sg-Stream-End), msgpack
 // through the sg client's GetDataStream. Bytes are the frames' (JSON) and the
 // whole answer's msgpack size (msgpack, as largeMBs counts them).
-func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs float64, err error) {
+func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs measured, err error) {
 	args, argsJSON, err := largeArgs(last)
 	if err != nil {
-		return 0, 0, err
+		return measured{}, measured{}, err
 	}
 	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: argsJSON, Content: messages.ContentJSON}.Encode()
 	if err != nil {
-		return 0, 0, err
+		return measured{}, measured{}, err
 	}
 	jsonMBs, err = timedMBs(k, func() (int64, error) { return jsonStream(ctx, c, s, body) })
 	if err != nil {
-		return 0, 0, err
+		return measured{}, measured{}, err
 	}
 	cl := client.New(c, s)
 	whole, err := cl.Do(ctx, subjects.APIGetData, args, messages.Opts{})
 	if err != nil {
-		return 0, 0, err
+		return measured{}, measured{}, err
 	}
 	msgpackMBs, err = timedMBs(k, func() (int64, error) {
 		rows := 0

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A run adds its section on top and keeps every older section as it was; a
@@ -33,5 +36,73 @@ func TestBenchDocKeepsOlderSections(t *testing.T) {
 	}
 	if _, err := benchDoc([]byte("# my notes\n\nprecious\n"), []string{"sg", "bench"}, cfg, "| t |\n"); err == nil {
 		t.Fatal("a file sg bench did not write was accepted for overwriting")
+	}
+}
+
+// Without --large a large-answer row asks at least benchLargeMin answers and
+// goes on while under benchLargeFor; with --large it asks exactly that many.
+func TestTimedMBsCounts(t *testing.T) {
+	calls := 0
+	read := func() (int64, error) { calls++; return 1e6, nil }
+	m, err := timedMBs(5, read)
+	if err != nil || m.n != 5 || calls != 5 || m.mbs <= 0 {
+		t.Fatalf("--large 5: %d calls, %+v, %v", calls, m, err)
+	}
+	calls = 0
+	m, err = timedMBs(0, read)
+	if err != nil || m.n != calls || m.n < benchLargeMin {
+		t.Fatalf("default: %d calls, %+v, %v", calls, m, err)
+	}
+	// A slow answer: the minimum, however long it takes.
+	calls = 0
+	slow := func() (int64, error) {
+		calls++
+		deadline := time.Now().Add(benchLargeFor / 2)
+		for time.Now().Before(deadline) { // busy, so that the process's CPU moves
+		}
+		return 1e6, nil
+	}
+	m, err = timedMBs(0, slow)
+	if err != nil || m.n != benchLargeMin {
+		t.Fatalf("slow answers: %d ran, want %d (%v)", m.n, benchLargeMin, err)
+	}
+	if _, ok := processCPU(); ok && m.cpuMs <= 0 {
+		t.Fatalf("a busy read used no CPU per MB: %+v", m)
+	}
+	if _, err := timedMBs(0, func() (int64, error) { return 0, errors.New("boom") }); err == nil {
+		t.Fatal("a failed read was not reported")
+	}
+}
+
+// CPU rows only when sg runs in the bench's process; against a running sg
+// the table says why there are none rather than print the callers' CPU as
+// sg's.
+func TestBenchLargeRowsCPU(t *testing.T) {
+	pub := measured{mbs: 1000, cpuMs: 1, n: 100}
+	wj, wm, sj, sm := measured{300, 3.2, 9}, measured{200, 5, 65}, measured{400, 2.5, 20}, measured{150, 7, 58}
+	var own benchResult
+	own.addLarge(true, pub, wj, wm, sj, sm)
+	var b strings.Builder
+	writeBenchTable(&b, own.rows)
+	for _, want := range []string{"| large answer, CPU (plain: publish) | core-ms/MB | 1.00 | 3.20 | 3.2x | 5.00 | 5.0x |",
+		"| large answer (plain: publish) | MB/s | 1000 | 300 | 30.0% | 200 | 20.0% |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("own sg's table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if !slices.ContainsFunc(own.notes, func(n string) bool {
+		return strings.Contains(n, "9 JSON, 65 msgpack whole; 20 JSON, 58 msgpack streamed")
+	}) {
+		t.Errorf("own sg's notes do not say what ran: %q", own.notes)
+	}
+	var running benchResult
+	running.addLarge(false, pub, wj, wm, sj, sm)
+	for _, r := range running.rows {
+		if r.unit == "core-ms/MB" {
+			t.Errorf("a running sg's table has a CPU row: %+v", r)
+		}
+	}
+	if !slices.ContainsFunc(running.notes, func(n string) bool { return strings.Contains(n, "CPU per MB: not reported") }) {
+		t.Errorf("a running sg's notes do not say why there is no CPU row: %q", running.notes)
 	}
 }

@@ -81,7 +81,7 @@ func TestBenchWritesTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"request log on", "request log off", "- command: `sg bench --requests 10", "- machine: ", "small getData p50", "large answer"} {
+	for _, want := range []string{"request log on", "request log off", "- command: `sg bench --requests 10", "- machine: ", "small getData p50", "large answer", "large answer, CPU (plain: publish) | core-ms/MB", "Large answers run: 1 JSON"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("BENCHMARKS.md lacks %q:\n%s", want, doc)
 		}

@@ -395,10 +395,9 @@ func liveStatus(err error) messages.Status {
 func (a *Agg) endLive(lm *liveMerge) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	lm.stop(errStopped)
-	r := lm.r
-	a.stopWindowsLocked(r)
-	if a.requests[r.id] == r {
+	// finishLocked stops the DAPs and lm; a request no longer in
+	// a.requests went through it already (finishLocked is the only way out).
+	if r := lm.r; a.requests[r.id] == r {
 		a.finishLocked(r.id, lm.exp.Deadline, time.Now())
 	}
 }
