@@ -378,3 +378,71 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// Seed (Retries): a RETRY restarts a label set's attempt whole, its portions
+// that already answered OK included (a whole SQL retry, every label set's), so
+// a partial the Agg holds may be superseded at any time before the answer,
+// sealed set or not. The answer counts the new attempt's partials once and
+// the old ones not at all, and the held bytes go with them. (Why aggregates
+// are not folded as they come: a fold could not be taken back.)
+func TestRetryAfterPartialsCameCountsOnce(t *testing.T) {
+	args := aggArgs
+	args.Agg = append(append([]messages.AggSpec(nil), aggArgs.Agg...), messages.AggSpec{Name: "vol", Func: messages.AggSum, Column: "price"})
+	enc, dec := partials(t, args, demo.Config{Seed: 4})
+	e := newEnv(t, nil)
+	x := expectation("req1", subjects.APIGetData, args, ref("a", 1), ref("b", 1), ref("c", 1))
+	e.expect(x)
+	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[0]))
+	e.partial(okPartial("req1", ref("b", 1), "dap1", enc[1]))
+	waitHeld(t, e.agg, "req1", 2, int64(len(enc[0])+len(enc[1])))
+	x2 := x
+	x2.Seq, x2.Expect, x2.Supersede, x2.Sealed = 2, []messages.PortionRef{ref("a", 2), ref("b", 2)}, []messages.PortionRef{ref("a", 1), ref("b", 1)}, false
+	e.expect(x2)
+	waitHeld(t, e.agg, "req1", 0, 0)
+	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[0])) // late, superseded
+	e.partial(okPartial("req1", ref("c", 1), "dap2", enc[2]))
+	e.partial(okPartial("req1", ref("a", 2), "dap3", enc[0]))
+	e.partial(okPartial("req1", ref("b", 2), "dap4", enc[1]))
+	x3 := x
+	x3.Seq, x3.Expect, x3.Sealed = 3, nil, true
+	e.expect(x3)
+	resp, _ := e.answer()
+	want, err := merge.Merge(args, dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeTable(t, resp.Payload); !resp.Header.IsOK() || !reflect.DeepEqual(got, want) {
+		t.Fatalf("answer %+v (%d rows) is not the merge of one partial per shard (%d rows)", resp.Header, got.NumRows(), want.NumRows())
+	}
+	if s := e.agg.Stats(); s.Discarded != 3 || s.Answered != 1 {
+		t.Fatalf("stats %+v, want 3 discarded (a#1, b#1, the late a#1), 1 answered", s)
+	}
+	e.agg.mu.Lock()
+	held := e.agg.held
+	e.agg.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("the Agg holds %d bytes after the answer", held)
+	}
+}
+
+// waitHeld waits (bounded) until request id holds n partials of bytes in
+// all: partials and expectations come on two subscriptions, so a test that
+// orders them waits for the first to be applied.
+func waitHeld(t *testing.T, a *Agg, id string, n int, bytes int64) {
+	t.Helper()
+	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+		a.mu.Lock()
+		var held int
+		var b int64
+		if r := a.requests[id]; r != nil {
+			held, b = len(r.partials), r.bytes
+		}
+		a.mu.Unlock()
+		if held == n && b == bytes {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("request %s holds %d partials of %d bytes after %v, want %d of %d", id, held, b, wait, n, bytes)
+		}
+	}
+}

@@ -38,6 +38,14 @@
 // credit, out of order or from another DAP fail the request (ERR) and count as
 // malformed.
 //
+// Aggregates (groupBy, agg) are folded at the answer too, not as they come:
+// until the answer any partial held may be superseded (a RETRY restarts its
+// label set's attempt whole, portions that answered OK included; a whole SQL
+// retry, every label set; a lost DAP, its running portions), and a fold cannot
+// give min, max, first or last back. The fold is order-free
+// (merge.TestAggregateFoldIsOrderFree), so only taking a partial back out
+// stands in the way (TestRetryAfterPartialsCameCountsOnce).
+//
 // Answers by API:
 //
 //	getData  the merged messages.Table: msgpack columnar, or JSON an array of row objects
