@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 func TestHelpEverySubcommand(t *testing.T) {
@@ -25,6 +27,11 @@ func TestHelpEverySubcommand(t *testing.T) {
 	var out bytes.Buffer
 	if err := realMain(context.Background(), []string{"--help"}, &out, &out); err != nil || !strings.Contains(out.String(), "SG_TIMEOUT_MARGIN") {
 		t.Fatalf("sg --help: %v\n%s", err, out.String())
+	}
+	for _, s := range defaults.Table { // one home: README's table is checked against the same
+		if d := strings.ReplaceAll(s.Default, "`", ""); !strings.Contains(out.String(), s.Env) || !strings.Contains(out.String(), "default "+d+"\n") {
+			t.Errorf("sg --help lacks %s or its default %s", s.Env, d)
+		}
 	}
 }
 

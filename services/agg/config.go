@@ -19,7 +19,7 @@ const (
 	// DefaultPartialTTL is how long partials of a request without expectation are kept.
 	DefaultPartialTTL = 2 * time.Minute
 	// DefaultMaxHeldBytes bounds the partials an Agg holds for all requests.
-	DefaultMaxHeldBytes = 1 << 30
+	DefaultMaxHeldBytes = defaults.AggMaxHeldBytes // SG_AGG_MAX_BYTES
 	// DefaultHeartbeat is the heartbeat period, the DAPs' default: an RC declares an
 	// Agg lost after three missed periods, as it does a DAP.
 	DefaultHeartbeat = defaults.DAPHeartbeat

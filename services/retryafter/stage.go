@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 // sg's stages of a request, as an async caller sees them (the seed's
@@ -34,9 +36,9 @@ const (
 const (
 	// DefaultNominalExec is P: one portion's execution at a DAP when none
 	// was measured yet (the seed's P for its shortest request type).
-	DefaultNominalExec = 2 * time.Second
+	DefaultNominalExec = defaults.RetryNominalExec
 	// DefaultNominalAgg is T: the Agg's merge and the answer's way back.
-	DefaultNominalAgg = 100 * time.Millisecond
+	DefaultNominalAgg = defaults.RetryNominalAgg
 )
 
 // Config is everything the sg mapping takes: the seed's clamp and margin,
