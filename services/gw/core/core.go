@@ -11,17 +11,22 @@ import (
 // Core is the GW's request state machine: synchronous, single-threaded, no
 // I/O, no clock. One goroutine owns it (see doc.go).
 type Core struct {
-	cfg      Config
-	now      int64
-	rcs      rcs
-	reqs     map[string]*request
-	relays   map[string]*relay // answer streams under way, by request id (relay.go)
-	callers  map[string]int
-	timers   timerHeap
-	stopping bool
-	aborted  bool
-	out      []Command
-	stats    Stats
+	cfg    Config
+	now    int64
+	rcs    rcs
+	reqs   map[string]*request
+	relays map[string]*relay // answer streams under way, by request id (relay.go)
+	// relayTimers: the relays' deadlines, in NextDeadline like the
+	// requests' timers, so that a relay ends at its deadline, not at the
+	// next periodic Tick. An entry whose relay ended is dropped lazily.
+	relayTimers timerHeap
+	relaySeq    uint64 // the last relay's seq, which tells its timer from an earlier relay's of the same id
+	callers     map[string]int
+	timers      timerHeap
+	stopping    bool
+	aborted     bool
+	out         []Command
+	stats       Stats
 }
 
 // Stats are counters and gauges for metrics.
@@ -51,7 +56,6 @@ func (c *Core) Step(ev Event) []Command {
 	case Arrived:
 		c.arrive(e.Req)
 	case Tick:
-		c.expireRelays()
 		if c.rcs.prune(c.now, c.cfg.DeadAfter) {
 			c.advanceAll()
 		}
@@ -105,16 +109,28 @@ func (c *Core) Step(ev Event) []Command {
 }
 
 // NextDeadline is the earliest time the core must be stepped (a Tick) even
-// if nothing else happens.
+// if nothing else happens: a request's timer or a relay's deadline.
 func (c *Core) NextDeadline() (int64, bool) {
+	at, ok := int64(0), false
 	for c.timers.Len() > 0 {
 		t := c.timers[0]
 		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
-			return t.at, true
+			at, ok = t.at, true
+			break
 		}
 		heap.Pop(&c.timers)
 	}
-	return 0, false
+	for c.relayTimers.Len() > 0 {
+		t := c.relayTimers[0]
+		if rl := c.relays[t.id]; rl != nil && rl.seq == t.gen {
+			if !ok || t.at < at {
+				at, ok = t.at, true
+			}
+			break
+		}
+		heap.Pop(&c.relayTimers)
+	}
+	return at, ok
 }
 
 // Idle reports that the core holds no request and relays no answer stream:
@@ -134,7 +150,8 @@ func (c *Core) Holds(id string) bool { return c.reqs[id] != nil }
 
 func (c *Core) emit(cmd Command) { c.out = append(c.out, cmd) }
 
-// expire advances every request whose timer is due.
+// expire advances every request whose timer is due, and ends the relays
+// past their deadline (relay.go).
 func (c *Core) expire() {
 	for c.timers.Len() > 0 && c.timers[0].at <= c.now {
 		t := heap.Pop(&c.timers).(timer)
@@ -143,6 +160,7 @@ func (c *Core) expire() {
 			c.advance(r)
 		}
 	}
+	c.expireRelays()
 }
 
 // advanceAll looks at every request again (an RC came, went or restarted).

@@ -111,6 +111,40 @@ func TestStreamBrokenEndsWithError(t *testing.T) {
 	}
 }
 
+// A relay's deadline is in NextDeadline: the shell steps the core then, and
+// the stream ends at its deadline, not at the next periodic Tick (up to an
+// announcement period later); a Tick just before it ends nothing.
+func TestRelayExpiresAtItsDeadline(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	begun := s.now
+	s.streamBegun("r1", "A")
+	deadline := begun + 5000*ms + margin
+	if at, ok := s.c.NextDeadline(); !ok || at != deadline {
+		t.Fatalf("NextDeadline %d %t, want the relay's deadline %d", at-begun, ok, deadline-begun)
+	}
+	s.now = deadline - 1
+	s.step(Tick{At: s.now})
+	none[Relay](s)
+	s.now = deadline
+	s.step(Tick{At: s.now})
+	if r := only[Relay](s); r.Status.IsOK() || !r.End {
+		t.Fatalf("at its deadline the stream ended with %+v, want the GW's error frame", r)
+	}
+	if _, ok := s.c.NextDeadline(); ok || !s.c.Idle() {
+		t.Fatalf("after the relay ended: NextDeadline %t, idle %t", ok, s.c.Idle())
+	}
+
+	// A relay that ends first leaves no deadline behind.
+	s = newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.streamBegun("r2", "B")
+	s.step(frame("r2", "B", 1, true))
+	if _, ok := s.c.NextDeadline(); ok {
+		t.Fatal("a finished relay's deadline is still in NextDeadline")
+	}
+}
+
 // A caller that does not read streams never gets a frame.
 func TestStreamFrameForWholeCallerDropped(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
