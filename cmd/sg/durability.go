@@ -52,8 +52,8 @@ func loadDurability(look lookupFunc) (DurabilityConfig, error) {
 	c := DurabilityConfig{JetStream: defaults.JetStream, Replicas: defaults.JSReplicas, Storage: defaults.JSStorage,
 		RequestLogTTL: defaults.RequestLogMaxAge, RequestLogCreateAfter: defaults.RequestLogCreateAfter,
 		AnswerStoreBucket: defaults.AnswerStoreBucket, AnswerStoreTTL: defaults.AnswerStoreTTL, AnswerStoreMaxBytes: defaults.AnswerStoreMaxBytes}
-	on := map[bool]string{true: "on", false: "off"}[defaults.JetStream]
-	switch v := strings.ToLower(envString(look, envJetStream, on)); v {
+	switch v := strings.ToLower(envString(look, envJetStream, "")); v {
+	case "": // unset: defaults.JetStream
 	case "on", "true", "1", "yes":
 		c.JetStream = true
 	case "off", "false", "0", "no":
