@@ -13,7 +13,8 @@ import (
 // or plain milliseconds, a seed's KXI_ one milliseconds only. A duration is
 // positive; with zero, 0 is a value too. Errors name the setting. It is the
 // one parser of duration settings: cmd/sg's and the services' (the RC's
-// label set retention) read the same inputs the same way.
+// label set retention, the Retry-After settings) read the same inputs the
+// same way.
 func ParseDuration(name, s string, zero bool) (time.Duration, error) {
 	least, want := "a positive number of milliseconds", "a positive duration"
 	if zero {

@@ -82,9 +82,11 @@ func FromEnv(c Config, look func(string) (string, bool)) (Config, error) {
 		to   *time.Duration
 	}{{EnvMin, &c.Min}, {EnvMax, &c.Max}, {EnvNominalExec, &c.NominalExec}, {EnvNominalAgg, &c.NominalAgg}} {
 		if s, ok := look(d.name); ok && s != "" {
-			v, err := time.ParseDuration(s)
-			if err != nil || v < 0 {
-				return c, fmt.Errorf("%s=%q: want a duration >= 0", d.name, s)
+			// Positive only: a zero field takes the default (WithDefaults),
+			// so a 0 read here would silently mean 1s or 300s.
+			v, err := defaults.ParseDuration(d.name, s, false)
+			if err != nil {
+				return c, err
 			}
 			*d.to = v
 		}
