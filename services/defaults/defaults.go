@@ -25,11 +25,16 @@ const NoRetry = -1
 
 // Connection and limits.
 const (
-	NATSURL              = "nats://127.0.0.1:4222"
-	Prefix               = "sg"
-	MaxRequestBytes      = 256 << 10 // SG_MAX_REQUEST_BYTES
-	MaxAnswerBytes       = 256 << 20 // largest answer the GW forwards and the Agg composes
-	AnnounceEvery        = time.Second
+	NATSURL         = "nats://127.0.0.1:4222"
+	Prefix          = "sg"
+	MaxRequestBytes = 256 << 10 // SG_MAX_REQUEST_BYTES
+	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes
+	AnnounceEvery   = time.Second
+	GWMaxInFlight   = 4096 // requests one GW holds open at once
+	// An RC silent for DeadAnnouncements announcement periods, and at least
+	// DeadAfterLeast, is dead to a GW: its requests are driven again.
+	DeadAnnouncements    = 10
+	DeadAfterLeast       = 3 * time.Second
 	RCMaxQueued          = 100_000 // SG_RC_MAX_QUEUED
 	RCMaxQueuedPerCaller = 10_000  // SG_RC_MAX_QUEUED_PER_CALLER
 	RecoverTimeout       = 10 * time.Second
@@ -79,11 +84,12 @@ const (
 // state), and the bundled NATS server (README, Deployment, durability and
 // recovery).
 const (
-	JetStream             = true      // SG_JETSTREAM
-	JSStorage             = "file"    // SG_JS_STORAGE: file | memory
-	JSReplicas            = 1         // SG_JS_REPLICAS: 3 on a NATS cluster
-	RequestLogMaxAge      = time.Hour // SG_REQUEST_LOG_MAX_AGE: request timeouts must stay below it
-	RequestLogCreateAfter = 0         // SG_REQUEST_LOG_CREATE_AFTER: each entry written with its request's first drive
+	JetStream             = true        // SG_JETSTREAM
+	JSStorage             = "file"      // SG_JS_STORAGE: file | memory
+	JSReplicas            = 1           // SG_JS_REPLICAS: 3 on a NATS cluster
+	RequestLogMaxAge      = time.Hour   // SG_REQUEST_LOG_MAX_AGE: request timeouts must stay below it
+	RequestLogCreateAfter = 0           // SG_REQUEST_LOG_CREATE_AFTER: each entry written with its request's first drive
+	RequestLogRetry       = time.Second // after a failed request log write, when the GW writes again
 	// NATSSyncInterval (SG_NATS_SYNC_INTERVAL): the bundled server's
 	// JetStream fsync period, at most what a power loss can lose of
 	// acknowledged data (the nats-server default is 2 minutes).

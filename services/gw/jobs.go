@@ -95,7 +95,7 @@ func (j Jobs) withDefaults(maxPerCaller int) Jobs {
 		j.Retention = DefaultJobRetention
 	}
 	if j.Replicas <= 0 {
-		j.Replicas = 1
+		j.Replicas = defaults.JSReplicas
 	}
 	if j.MaxRunning <= 0 {
 		j.MaxRunning = maxPerCaller

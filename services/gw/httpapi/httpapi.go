@@ -88,7 +88,7 @@ const (
 type Config struct {
 	Subjects        subjects.Subjects
 	MaxRequestBytes int64         // request body limit (the GW has its own, too)
-	MaxAnswerBytes  int64         // answer limit (messages.DefaultChunkLimit)
+	MaxAnswerBytes  int64         // answer limit (defaults.MaxAnswerBytes)
 	Wait            time.Duration // how long to wait for an answer when the request sets no timeout
 	ChunkIdle       time.Duration // how long to wait between two chunks of one answer, and for the caller to take one
 	// MaxBacklogBytes bounds what one answer may hold in the adapter while
@@ -116,7 +116,7 @@ func (c Config) withDefaults() Config {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if c.MaxAnswerBytes <= 0 {
-		c.MaxAnswerBytes = messages.DefaultChunkLimit
+		c.MaxAnswerBytes = defaults.MaxAnswerBytes
 	}
 	if c.Wait <= 0 {
 		c.Wait = DefaultWait
