@@ -18,7 +18,8 @@ type Core struct {
 	relays map[string]*relay // answer streams under way, by request id (relay.go)
 	// relayTimers: the relays' deadlines, in NextDeadline like the
 	// requests' timers, so that a relay ends at its deadline, not at the
-	// next periodic Tick. An entry whose relay ended is dropped lazily.
+	// next periodic Tick. An entry whose relay ended is dropped lazily
+	// (compactTimers).
 	relayTimers timerHeap
 	relaySeq    uint64 // the last relay's seq, which tells its timer from an earlier relay's of the same id
 	callers     map[string]int
@@ -104,6 +105,7 @@ func (c *Core) Step(ev Event) []Command {
 		panic(fmt.Sprintf("gw/core: unknown event %T", ev))
 	}
 	c.expire()
+	c.compactTimers()
 	c.stats.InFlight = len(c.reqs)
 	return c.out
 }
@@ -113,16 +115,14 @@ func (c *Core) Step(ev Event) []Command {
 func (c *Core) NextDeadline() (int64, bool) {
 	at, ok := int64(0), false
 	for c.timers.Len() > 0 {
-		t := c.timers[0]
-		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
+		if t := c.timers[0]; c.timerLive(t) {
 			at, ok = t.at, true
 			break
 		}
 		heap.Pop(&c.timers)
 	}
 	for c.relayTimers.Len() > 0 {
-		t := c.relayTimers[0]
-		if rl := c.relays[t.id]; rl != nil && rl.seq == t.gen {
+		if t := c.relayTimers[0]; c.relayTimerLive(t) {
 			if !ok || t.at < at {
 				at, ok = t.at, true
 			}
@@ -154,8 +154,8 @@ func (c *Core) emit(cmd Command) { c.out = append(c.out, cmd) }
 // past their deadline (relay.go).
 func (c *Core) expire() {
 	for c.timers.Len() > 0 && c.timers[0].at <= c.now {
-		t := heap.Pop(&c.timers).(timer)
-		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
+		if t := heap.Pop(&c.timers).(timer); c.timerLive(t) {
+			r := c.reqs[t.id]
 			r.gen++ // even: no timer armed
 			c.advance(r)
 		}
@@ -219,6 +219,34 @@ func unavailable(text string) messages.Status {
 
 // --- timers ---
 
+// timerLive: t is the timer armed now for its request (an answered
+// request's, or one re-armed since, is stale).
+func (c *Core) timerLive(t timer) bool {
+	r := c.reqs[t.id]
+	return r != nil && r.gen == t.gen
+}
+
+// relayTimerLive: t is the deadline of a relay under way (not of one that
+// ended, nor of an earlier relay of the same id: seq differs).
+func (c *Core) relayTimerLive(t timer) bool {
+	rl := c.relays[t.id]
+	return rl != nil && rl.seq == t.gen
+}
+
+// compactTimers drops the stale timers of a heap once they outnumber the
+// live ones, as the RC's ageHeap does. Stale ones leave only when they reach
+// the top, so under one live timer a heap would keep every request answered
+// (or relay ended) before its deadline: rate x (timeout + margin) of them.
+// Each request and relay has at most one live timer.
+func (c *Core) compactTimers() {
+	if len(c.timers) > 2*len(c.reqs)+64 {
+		c.timers.compact(c.timerLive)
+	}
+	if len(c.relayTimers) > 2*len(c.relays)+64 {
+		c.relayTimers.compact(c.relayTimerLive)
+	}
+}
+
 type timer struct {
 	at  int64
 	id  string
@@ -239,6 +267,20 @@ func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timer)) }
 func (h *timerHeap) Pop() any {
 	old := *h
 	t := old[len(old)-1]
+	old[len(old)-1] = timer{} // its id
 	*h = old[:len(old)-1]
 	return t
+}
+
+// compact keeps the live timers only, in heap order again.
+func (h *timerHeap) compact(live func(timer) bool) {
+	kept := (*h)[:0]
+	for _, t := range *h {
+		if live(t) {
+			kept = append(kept, t)
+		}
+	}
+	clear((*h)[len(kept):])
+	*h = kept
+	heap.Init(h)
 }

@@ -381,9 +381,8 @@ func (c *Core) endRelays(why string) {
 // and then id order; NextDeadline has the shell step the core then.
 func (c *Core) expireRelays() {
 	for c.relayTimers.Len() > 0 && c.relayTimers[0].at <= c.now {
-		t := heap.Pop(&c.relayTimers).(timer)
-		if rl := c.relays[t.id]; rl != nil && rl.seq == t.gen {
-			c.endRelay(t.id, rl, "the answer was not whole by the request's deadline")
+		if t := heap.Pop(&c.relayTimers).(timer); c.relayTimerLive(t) {
+			c.endRelay(t.id, c.relays[t.id], "the answer was not whole by the request's deadline")
 		}
 	}
 }

@@ -647,3 +647,36 @@ func TestAdoptedRequestKeepsChunks(t *testing.T) {
 		t.Fatalf("caller reassembled %d bytes, %v", len(out), err)
 	}
 }
+
+// A relay that ends before its deadline leaves its entry in relayTimers; once
+// ended ones outnumber those under way they are dropped, so that behind one
+// long relay the heap does not keep every relay that ended meanwhile
+// (relays/s x (timeout + margin) of them). The long relay still ends at its
+// deadline.
+func TestRelayTimersOfEndedRelaysAreDropped(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	begun := s.now
+	s.streamBegun("r0", "A")
+	const n = 2000
+	most := 0
+	for i := range n {
+		s.now += ms
+		id := fmt.Sprint("r", i+1)
+		s.streamBegun(id, "B")
+		s.step(frame(id, "B", 1, true))
+		most = max(most, len(s.c.relayTimers))
+	}
+	if s.c.Relaying() != 1 || most > 2*1+64+1 {
+		t.Fatalf("after %d relays ended behind one under way: %d relaying, relayTimers held up to %d", n, s.c.Relaying(), most)
+	}
+	deadline := begun + 5000*ms + margin
+	if at, ok := s.c.NextDeadline(); !ok || at != deadline {
+		t.Fatalf("NextDeadline %d %t, want r0's deadline %d", at-begun, ok, deadline-begun)
+	}
+	s.now = deadline
+	s.step(Tick{At: s.now})
+	if r := only[Relay](s); r.Info.ID != "r0" || r.Status.IsOK() || !r.End {
+		t.Fatalf("at its deadline r0 ended with %+v, want the GW's error frame", r)
+	}
+}
