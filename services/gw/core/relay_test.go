@@ -680,3 +680,34 @@ func TestRelayTimersOfEndedRelaysAreDropped(t *testing.T) {
 		t.Fatalf("at its deadline r0 ended with %+v, want the GW's error frame", r)
 	}
 }
+
+// A relay's entry in relayTimers names its relay by seq, not only by id: r1's
+// relay ends early, r1 is relayed again (the same id, a later deadline), and
+// the first relay's deadline ends nothing; the second ends at its own.
+func TestRelayDeadlineOfAnEarlierRelayOfTheSameIDEndsNothing(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	first := s.now + 5000*ms + margin
+	s.streamBegun("r1", "A")
+	s.step(frame("r1", "A", 1, true))
+	if s.c.Relaying() != 0 {
+		t.Fatal("r1's first relay did not end with its last frame")
+	}
+	s.now += 1000 * ms
+	second := s.now + 5000*ms + margin
+	s.streamBegun("r1", "B")
+	s.now = first
+	s.step(Tick{At: s.now})
+	none[Relay](s)
+	if s.c.Relaying() != 1 {
+		t.Fatal("the first relay's deadline ended r1's second relay")
+	}
+	if at, ok := s.c.NextDeadline(); !ok || at != second {
+		t.Fatalf("NextDeadline %d %t, want the second relay's deadline %d", at-first, ok, second-first)
+	}
+	s.now = second
+	s.step(Tick{At: s.now})
+	if r := only[Relay](s); r.Info.ID != "r1" || r.Status.IsOK() || !r.End {
+		t.Fatalf("at its deadline the second relay ended with %+v, want the GW's error frame", r)
+	}
+}
