@@ -127,13 +127,13 @@ type Setting struct {
 // default as README writes it; a test checks README's Configuration table
 // against it, row for row, and the texts against the constants above.
 var Table = []Setting{
-	{"SG_NATS_URL", "", "`" + NATSURL + "`", "NATS URL"},
+	{"SG_NATS_URL", "", "`nats://127.0.0.1:4222`", "NATS URL"},
 	{"SG_TIMEOUT", "KXI_SG_TIMEOUT", "60 s", "default request timeout"},
 	{"SG_TIMEOUT_MARGIN", "KXI_SG_TIMEOUT_MARGIN", "30 s", "GW: wait after a deadline for the RC's timeout"},
 	{"SG_MAX_RETRY", "KXI_SG_MAX_RETRY", "3", "RC: retries per request, 0 = none"},
 	{"SG_RC_TIMER", "KXI_SG_RC_TIMER", "10 s", "RC: timer period"},
 	{"SG_MULTI_RC_TO_MAX_WAIT", "KXI_SG_MULTI_RC_TO_MAX_WAIT", "1", "RC: timer periods to wait for secondaries"},
-	{"SG_SCOPE_AFFINITY", "KXI_SCOPE_AFFINITY", "`" + Affinity + "`", "GW: hard | soft"},
+	{"SG_SCOPE_AFFINITY", "KXI_SCOPE_AFFINITY", "`hard`", "GW: hard | soft"},
 	{"SG_ASSEMBLY_KEY", "KXI_ASSEMBLY_KEY", `""`, "GW, RC: the label whose value names the assembly"},
 	{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME", `""`, `RC, DAP: the assembly, "" = global`},
 	{"SG_RC_LABELS", "", "none", "RC: its labels, k=v,..., the assembly key's among them"},
@@ -141,9 +141,9 @@ var Table = []Setting{
 	{"SG_HTTP_CHUNK_IDLE", "", "`30s`", "HTTP API: longest wait for an answer's next message or its caller"},
 	{"SG_HTTP_MAX_BACKLOG_BYTES", "", "64 MiB", "HTTP API: held for slow callers, per answer"},
 	{"SG_HTTP_MAX_BACKLOG_TOTAL", "", "256 MiB", "HTTP API: held for slow callers, all answers"},
-	{"SG_PREFIX", "", "`" + Prefix + "`", "subject prefix"},
+	{"SG_PREFIX", "", "`sg`", "subject prefix"},
 	{"SG_JETSTREAM", "", "`on`", "GW, RC: request log and DAP state stream, on | off"},
-	{"SG_JS_STORAGE", "", "`" + JSStorage + "`", "their storage, file | memory"},
+	{"SG_JS_STORAGE", "", "`file`", "their storage, file | memory"},
 	{"SG_JS_REPLICAS", "", "`1`", "their replicas"},
 	{"SG_REQUEST_LOG_MAX_AGE", "", "`1h`", "request log retention; request timeouts must stay below it"},
 	{"SG_REQUEST_LOG_CREATE_AFTER", "", "`0`", "GW: how long a request runs before it is logged (0: with its first drive); opt-in: one answered sooner is never logged, and lost if its GW dies"},
