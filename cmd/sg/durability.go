@@ -17,7 +17,7 @@ var (
 	envJetStream     = envVar{"SG_JETSTREAM", ""}           // on | off: request log and DAP state stream
 	envJSReplicas    = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (3 on a NATS cluster)
 	envJSStorage     = envVar{"SG_JS_STORAGE", ""}          // file | memory
-	envRequestLogTTL = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention; caps request timeouts
+	envRequestLogTTL = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention; a request's timeout plus the margin must be below it
 	// How long a request runs before its log entry is written (0: with its first drive).
 	envRequestLogCreateAfter = envVar{"SG_REQUEST_LOG_CREATE_AFTER", ""}
 	envNATSSyncPeriod        = envVar{"SG_NATS_SYNC_INTERVAL", ""} // sg nats / sg run: fsync period of JetStream files

@@ -87,7 +87,7 @@ const (
 	JetStream             = true        // SG_JETSTREAM
 	JSStorage             = "file"      // SG_JS_STORAGE: file | memory
 	JSReplicas            = 1           // SG_JS_REPLICAS: 3 on a NATS cluster
-	RequestLogMaxAge      = time.Hour   // SG_REQUEST_LOG_MAX_AGE: request timeouts must stay below it
+	RequestLogMaxAge      = time.Hour   // SG_REQUEST_LOG_MAX_AGE: a request's timeout plus the margin must be below it
 	RequestLogCreateAfter = 0           // SG_REQUEST_LOG_CREATE_AFTER: each entry written with its request's first drive
 	RequestLogRetry       = time.Second // after a failed request log write, when the GW writes again
 	// NATSSyncInterval (SG_NATS_SYNC_INTERVAL): the bundled server's
@@ -145,7 +145,7 @@ var Table = []Setting{
 	{"SG_JETSTREAM", "", "`on`", "GW, RC: request log and DAP state stream, on | off"},
 	{"SG_JS_STORAGE", "", "`file`", "their storage, file | memory"},
 	{"SG_JS_REPLICAS", "", "`1`", "their replicas"},
-	{"SG_REQUEST_LOG_MAX_AGE", "", "`1h`", "request log retention; request timeouts must stay below it"},
+	{"SG_REQUEST_LOG_MAX_AGE", "", "`1h`", "request log retention; the GW refuses a request whose timeout plus SG_TIMEOUT_MARGIN is not below it"},
 	{"SG_REQUEST_LOG_CREATE_AFTER", "", "`0`", "GW: how long a request runs before it is logged (0: with its first drive); opt-in: one answered sooner is never logged, and lost if its GW dies"},
 	{"SG_NATS_SYNC_INTERVAL", "", "`1s`", "sg nats, sg run: fsync period of JetStream files"},
 	{"SG_NATS_CREDS", "", "none", "credential file: nkey seed from sg auth, or .creds"},
