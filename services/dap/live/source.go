@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
@@ -57,8 +58,12 @@ func (s hdbSource) getData(args msgpack.RawMessage) (messages.GetDataArgs, dap.G
 	if err != nil {
 		return a, nil, err
 	}
-	if s.cat.Has(a.Table) {
+	if s.cat != nil && s.cat.Has(a.Table) {
 		return a, s.cat.ExecuteContext, nil
+	}
+	if s.ref == nil {
+		// A nil store's ExecuteContext would panic in the DAP's worker.
+		return a, nil, fmt.Errorf("hdb source: table %q is not in the Parquet catalog and there is no reference store", a.Table)
 	}
 	return a, s.ref.ExecuteContext, nil
 }
