@@ -90,30 +90,14 @@ func envDuration(look lookupFunc, v envVar, def time.Duration) (time.Duration, e
 	return envDurationFrom(look, v, def, false)
 }
 
-// envDurationFrom is envDuration, and takes 0 too when zero is a value.
+// envDurationFrom is envDuration, and takes 0 too when zero is a value
+// (defaults.ParseDuration: the one parser of duration settings).
 func envDurationFrom(look lookupFunc, v envVar, def time.Duration, zero bool) (time.Duration, error) {
 	name, s, ok := v.get(look)
 	if !ok {
 		return def, nil
 	}
-	least, want := "a positive number of milliseconds", "a positive duration"
-	if zero {
-		least, want = "0 or more milliseconds", "0 or a duration"
-	}
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if ms < 0 || ms == 0 && !zero {
-			return 0, fmt.Errorf("%s=%q: must be %s", name, s, least)
-		}
-		return time.Duration(ms) * time.Millisecond, nil
-	}
-	if strings.HasPrefix(name, "KXI_") {
-		return 0, fmt.Errorf("%s=%q: want milliseconds, e.g. 60000", name, s)
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 || d == 0 && !zero {
-		return 0, fmt.Errorf("%s=%q: want %s such as 60s or milliseconds such as 60000", name, s, want)
-	}
-	return d, nil
+	return defaults.ParseDuration(name, s, zero)
 }
 
 func envInt(look lookupFunc, v envVar, def, least int) (int, error) {

@@ -14,37 +14,33 @@ import (
 // RC (DAP state) create, and of the bundled NATS server. README.md
 // (Deployment, durability and recovery) says what each choice guarantees.
 var (
-	envJetStream     = envVar{"SG_JETSTREAM", ""}           // on | off (on): request log and DAP state stream
-	envJSReplicas    = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (1; 3 on a NATS cluster)
-	envJSStorage     = envVar{"SG_JS_STORAGE", ""}          // file | memory (file)
-	envRequestLogTTL = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention (1h); caps request timeouts
+	envJetStream     = envVar{"SG_JETSTREAM", ""}           // on | off: request log and DAP state stream
+	envJSReplicas    = envVar{"SG_JS_REPLICAS", ""}         // stream replicas (3 on a NATS cluster)
+	envJSStorage     = envVar{"SG_JS_STORAGE", ""}          // file | memory
+	envRequestLogTTL = envVar{"SG_REQUEST_LOG_MAX_AGE", ""} // request log retention; a request's timeout plus the margin must be below it
 	// How long a request runs before its log entry is written (0: with its first drive).
 	envRequestLogCreateAfter = envVar{"SG_REQUEST_LOG_CREATE_AFTER", ""}
-	envNATSSyncPeriod        = envVar{"SG_NATS_SYNC_INTERVAL", ""} // sg nats / sg run: fsync period of JetStream files (1s)
+	envNATSSyncPeriod        = envVar{"SG_NATS_SYNC_INTERVAL", ""} // sg nats / sg run: fsync period of JetStream files
 
 	// The GW's answer store (README, Large answers).
 	envAnswerStoreBucket   = envVar{"SG_ANSWER_STORE_BUCKET", ""}    // object store bucket ("" = <PREFIX>_ANSWERS)
-	envAnswerStoreTTL      = envVar{"SG_ANSWER_STORE_TTL", ""}       // how long a stored answer can be fetched (10m)
-	envAnswerStoreMaxBytes = envVar{"SG_ANSWER_STORE_MAX_BYTES", ""} // the bucket's size cap (1 GiB)
+	envAnswerStoreTTL      = envVar{"SG_ANSWER_STORE_TTL", ""}       // how long a stored answer can be fetched
+	envAnswerStoreMaxBytes = envVar{"SG_ANSWER_STORE_MAX_BYTES", ""} // the bucket's size cap
 )
 
-// defaultSyncInterval is the bundled server's JetStream fsync period: at most
-// this much acknowledged data can be lost when the machine loses power (the
-// nats-server default is 2 minutes).
-const defaultSyncInterval = time.Second
-
 // natsSyncInterval is what startNATSServer uses; `sg nats --sync-interval`
-// and SG_NATS_SYNC_INTERVAL change it.
-var natsSyncInterval = defaultSyncInterval
+// and SG_NATS_SYNC_INTERVAL change it (defaults.NATSSyncInterval: what a
+// power loss can lose).
+var natsSyncInterval = defaults.NATSSyncInterval
 
 // DurabilityConfig is shared by `sg gw` and `sg rc`.
 type DurabilityConfig struct {
-	JetStream     bool          // SG_JETSTREAM, default on
-	Replicas      int           // SG_JS_REPLICAS, default 1
-	Storage       string        // SG_JS_STORAGE: file (default) or memory
-	RequestLogTTL time.Duration // SG_REQUEST_LOG_MAX_AGE, default 1h (GW)
-	// RequestLogCreateAfter: SG_REQUEST_LOG_CREATE_AFTER, default 0: each
-	// request's entry written with its first drive (GW).
+	JetStream     bool          // SG_JETSTREAM
+	Replicas      int           // SG_JS_REPLICAS
+	Storage       string        // SG_JS_STORAGE: file or memory
+	RequestLogTTL time.Duration // SG_REQUEST_LOG_MAX_AGE (GW)
+	// RequestLogCreateAfter: SG_REQUEST_LOG_CREATE_AFTER (GW); by default
+	// 0: each request's entry written with its first drive.
 	RequestLogCreateAfter time.Duration
 
 	AnswerStoreBucket   string        // SG_ANSWER_STORE_BUCKET (GW), default defaults.AnswerStoreBucket
@@ -53,30 +49,33 @@ type DurabilityConfig struct {
 }
 
 func loadDurability(look lookupFunc) (DurabilityConfig, error) {
-	c := DurabilityConfig{JetStream: true, Replicas: 1, Storage: "file", RequestLogTTL: time.Hour,
+	c := DurabilityConfig{JetStream: defaults.JetStream, Replicas: defaults.JSReplicas, Storage: defaults.JSStorage,
+		RequestLogTTL: defaults.RequestLogMaxAge, RequestLogCreateAfter: defaults.RequestLogCreateAfter,
 		AnswerStoreBucket: defaults.AnswerStoreBucket, AnswerStoreTTL: defaults.AnswerStoreTTL, AnswerStoreMaxBytes: defaults.AnswerStoreMaxBytes}
-	switch v := strings.ToLower(envString(look, envJetStream, "on")); v {
+	switch v := strings.ToLower(envString(look, envJetStream, "")); v {
+	case "": // unset: defaults.JetStream
 	case "on", "true", "1", "yes":
+		c.JetStream = true
 	case "off", "false", "0", "no":
 		c.JetStream = false
 	default:
 		return c, fmt.Errorf("SG_JETSTREAM=%q: want on or off", v)
 	}
 	var err error
-	if c.Replicas, err = envInt(look, envJSReplicas, 1, 1); err != nil {
+	if c.Replicas, err = envInt(look, envJSReplicas, defaults.JSReplicas, 1); err != nil {
 		return c, err
 	}
 	if c.Replicas > 5 {
 		return c, fmt.Errorf("SG_JS_REPLICAS=%d: JetStream allows at most 5", c.Replicas)
 	}
-	c.Storage = strings.ToLower(envString(look, envJSStorage, "file"))
+	c.Storage = strings.ToLower(envString(look, envJSStorage, defaults.JSStorage))
 	if c.Storage != "file" && c.Storage != "memory" {
 		return c, fmt.Errorf("SG_JS_STORAGE=%q: want file or memory", c.Storage)
 	}
-	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, time.Hour); err != nil {
+	if c.RequestLogTTL, err = envDuration(look, envRequestLogTTL, defaults.RequestLogMaxAge); err != nil {
 		return c, err
 	}
-	if c.RequestLogCreateAfter, err = envDurationFrom(look, envRequestLogCreateAfter, 0, true); err != nil {
+	if c.RequestLogCreateAfter, err = envDurationFrom(look, envRequestLogCreateAfter, defaults.RequestLogCreateAfter, true); err != nil {
 		return c, err
 	}
 	c.AnswerStoreBucket = envString(look, envAnswerStoreBucket, defaults.AnswerStoreBucket)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/httpapi"
 	"github.com/sg-project/sg/subjects"
@@ -21,24 +22,24 @@ const defaultHTTPListen = "127.0.0.1:8080"
 
 // The HTTP adapter's bounds on slow callers (README, Over HTTP).
 var (
-	envHTTPChunkIdle       = envVar{"SG_HTTP_CHUNK_IDLE", ""}        // wait for an answer's next message, and for its caller to take a piece (30s)
-	envHTTPMaxBacklogBytes = envVar{"SG_HTTP_MAX_BACKLOG_BYTES", ""} // one answer's messages held for a slow caller (64 MiB)
-	envHTTPMaxBacklogTotal = envVar{"SG_HTTP_MAX_BACKLOG_TOTAL", ""} // every answer's together (256 MiB)
+	envHTTPChunkIdle       = envVar{"SG_HTTP_CHUNK_IDLE", ""}        // wait for an answer's next message, and for its caller to take a piece
+	envHTTPMaxBacklogBytes = envVar{"SG_HTTP_MAX_BACKLOG_BYTES", ""} // one answer's messages held for a slow caller
+	envHTTPMaxBacklogTotal = envVar{"SG_HTTP_MAX_BACKLOG_TOTAL", ""} // every answer's together
 )
 
 // loadHTTPConfig reads the HTTP adapter's bounds from the environment; what
-// is not set keeps httpapi's default.
+// is not set keeps its default (services/defaults).
 func loadHTTPConfig(look lookupFunc) (httpapi.Config, error) {
 	var c httpapi.Config
 	var err error
-	if c.ChunkIdle, err = envDuration(look, envHTTPChunkIdle, httpapi.DefaultChunkIdle); err != nil {
+	if c.ChunkIdle, err = envDuration(look, envHTTPChunkIdle, defaults.HTTPChunkIdle); err != nil {
 		return c, err
 	}
-	one, err := envInt(look, envHTTPMaxBacklogBytes, httpapi.DefaultMaxBacklogBytes, 1)
+	one, err := envInt(look, envHTTPMaxBacklogBytes, defaults.HTTPMaxBacklogBytes, 1)
 	if err != nil {
 		return c, err
 	}
-	all, err := envInt(look, envHTTPMaxBacklogTotal, httpapi.DefaultMaxBacklogTotal, 1)
+	all, err := envInt(look, envHTTPMaxBacklogTotal, defaults.HTTPMaxBacklogTotal, 1)
 	if err != nil {
 		return c, err
 	}

@@ -7,16 +7,16 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/services/auth"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/retryafter"
 )
 
 // Async jobs and the dynamic Retry-After (issue 11). Defaults live in
-// services/gw (Jobs) and services/retryafter (the seed's table); the
-// environment is read by retryafter.FromEnv and here.
+// services/defaults; the environment is read by retryafter.FromEnv and here.
 var (
-	envJobRetention = envVar{"SG_JOB_RETENTION", ""} // how long a finished job's answer is kept (24h)
-	envMaxJobs      = envVar{"SG_GW_MAX_JOBS", ""}   // async jobs one GW runs at once (256)
+	envJobRetention = envVar{"SG_JOB_RETENTION", ""} // how long a finished job's answer is kept
+	envMaxJobs      = envVar{"SG_GW_MAX_JOBS", ""}   // async jobs one GW runs at once
 	envJobsCreds    = envVar{"SG_GW_JOBS_CREDS", ""} // GW: client credential its async jobs run on
 )
 
@@ -34,10 +34,10 @@ type JobsConfig struct {
 func loadJobsConfig(look lookupFunc) (JobsConfig, error) {
 	c := JobsConfig{}
 	var err error
-	if c.Retention, err = envDuration(look, envJobRetention, gw.DefaultJobRetention); err != nil {
+	if c.Retention, err = envDuration(look, envJobRetention, defaults.JobRetention); err != nil {
 		return c, err
 	}
-	if c.MaxRunning, err = envInt(look, envMaxJobs, gw.DefaultMaxInFlightPerCaller, 1); err != nil {
+	if c.MaxRunning, err = envInt(look, envMaxJobs, defaults.GWMaxJobs, 1); err != nil {
 		return c, err
 	}
 	if c.RetryAfter, err = retryafter.FromEnv(retryafter.Config{}.WithDefaults(), look); err != nil {

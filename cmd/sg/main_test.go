@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 func TestHelpEverySubcommand(t *testing.T) {
@@ -25,6 +27,25 @@ func TestHelpEverySubcommand(t *testing.T) {
 	var out bytes.Buffer
 	if err := realMain(context.Background(), []string{"--help"}, &out, &out); err != nil || !strings.Contains(out.String(), "SG_TIMEOUT_MARGIN") {
 		t.Fatalf("sg --help: %v\n%s", err, out.String())
+	}
+	// Each setting's own line has its names, help and default: a default
+	// shared by several (none, "") found on any line would prove nothing.
+	lines := map[string][]string{}
+	for l := range strings.Lines(out.String()) {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "SG_") {
+			lines[f[0]] = append(lines[f[0]], strings.TrimSuffix(l, "\n"))
+		}
+	}
+	for _, s := range defaults.Table { // one home: README's table is checked against the same
+		name := s.Env
+		if s.KXI != "" {
+			name += " / " + s.KXI
+		}
+		d := strings.ReplaceAll(s.Default, "`", "")
+		if l := lines[s.Env]; len(l) != 1 || !strings.HasPrefix(strings.TrimSpace(l[0]), name+" ") ||
+			!strings.HasSuffix(l[0], " "+s.Help+"; default "+d) {
+			t.Errorf("sg --help's lines of %s are %q, want one: %s, %s; default %s", s.Env, l, name, s.Help, d)
+		}
 	}
 }
 

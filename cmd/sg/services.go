@@ -362,7 +362,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 		return err
 	}
 	addJobsFlags(fs, &jc)
-	fs.DurationVar(&cfg.Durability.RequestLogTTL, "request-log-max-age", cfg.Durability.RequestLogTTL, "request log retention; request timeouts stay below it (env SG_REQUEST_LOG_MAX_AGE)")
+	fs.DurationVar(&cfg.Durability.RequestLogTTL, "request-log-max-age", cfg.Durability.RequestLogTTL, "request log retention; a request whose timeout plus --timeout-margin is not below it is refused (env SG_REQUEST_LOG_MAX_AGE)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}

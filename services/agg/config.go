@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
@@ -19,7 +18,7 @@ const (
 	// DefaultPartialTTL is how long partials of a request without expectation are kept.
 	DefaultPartialTTL = 2 * time.Minute
 	// DefaultMaxHeldBytes bounds the partials an Agg holds for all requests.
-	DefaultMaxHeldBytes = 1 << 30
+	DefaultMaxHeldBytes = defaults.AggMaxHeldBytes // SG_AGG_MAX_BYTES
 	// DefaultHeartbeat is the heartbeat period, the DAPs' default: an RC declares an
 	// Agg lost after three missed periods, as it does a DAP.
 	DefaultHeartbeat = defaults.DAPHeartbeat
@@ -32,7 +31,7 @@ type Config struct {
 	Subjects subjects.Subjects // zero value: subjects.Default()
 	Log      zerolog.Logger
 	// MaxAnswerBytes bounds an answer and the partials buffered for one request; above
-	// it the request is answered TOO_LARGE. Default messages.DefaultChunkLimit (256 MiB).
+	// it the request is answered TOO_LARGE. Default defaults.MaxAnswerBytes (256 MiB).
 	MaxAnswerBytes int64
 	// PartialTTL: partials of a request whose expectation has not come are dropped after
 	// it, and answered ids are remembered for it past their deadline. Default 2 min.
@@ -84,7 +83,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Subjects = subjects.Default()
 	}
 	if c.MaxAnswerBytes == 0 {
-		c.MaxAnswerBytes = messages.DefaultChunkLimit
+		c.MaxAnswerBytes = defaults.MaxAnswerBytes
 	}
 	if c.PartialTTL == 0 {
 		c.PartialTTL = DefaultPartialTTL

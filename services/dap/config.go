@@ -18,7 +18,7 @@ import (
 const (
 	DefaultHeartbeat   = defaults.DAPHeartbeat
 	DefaultConcurrency = 1
-	DefaultMaxQueue    = 1024
+	DefaultMaxQueue    = defaults.DAPMaxQueue // SG_DAP_MAX_QUEUE
 )
 
 // EnvMaxQueue names MaxQueue in the environment (README: Configuration).

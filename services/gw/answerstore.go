@@ -66,7 +66,7 @@ func (a AnswerStore) withDefaults(bucket string) AnswerStore {
 		a.MaxBytes = DefaultAnswerStoreMaxBytes
 	}
 	if a.Replicas <= 0 {
-		a.Replicas = 1
+		a.Replicas = defaults.JSReplicas
 	}
 	return a
 }

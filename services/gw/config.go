@@ -36,7 +36,7 @@ const (
 	DefaultTimeout        = defaults.Timeout       // SG_TIMEOUT
 	DefaultTimeoutMargin  = defaults.TimeoutMargin // SG_TIMEOUT_MARGIN
 	DefaultMaxAnswerBytes = defaults.MaxAnswerBytes
-	DefaultMaxInFlight    = 4096
+	DefaultMaxInFlight    = defaults.GWMaxInFlight
 	// DefaultMaxInFlightPerCaller: one caller (a client connection's inbox)
 	// may hold this many of the GW's requests open at once.
 	DefaultMaxInFlightPerCaller = 256
@@ -174,7 +174,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.DeadAfter <= 0 {
-		c.DeadAfter = max(10*c.AnnounceEvery, 3*time.Second)
+		c.DeadAfter = max(defaults.DeadAnnouncements*c.AnnounceEvery, defaults.DeadAfterLeast)
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = 30 * time.Second
@@ -182,7 +182,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RequestLog != nil {
 		d := *c.RequestLog
 		if d.MaxAge <= 0 {
-			d.MaxAge = time.Hour
+			d.MaxAge = defaults.RequestLogMaxAge
 		}
 		if d.CreateAfter < 0 {
 			return c, fmt.Errorf("gw: request log CreateAfter %v: want 0 (with the first drive) or more", d.CreateAfter)

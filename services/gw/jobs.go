@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
@@ -72,7 +73,7 @@ type Jobs struct {
 
 // Defaults of Jobs.
 const (
-	DefaultJobRetention    = 24 * time.Hour
+	DefaultJobRetention    = defaults.JobRetention // SG_JOB_RETENTION
 	DefaultJobPositionWait = 250 * time.Millisecond
 	// LimitJobs names Jobs.MaxRunning in Sg-Limit.
 	LimitJobs = "gw_running_jobs"
@@ -94,7 +95,7 @@ func (j Jobs) withDefaults(maxPerCaller int) Jobs {
 		j.Retention = DefaultJobRetention
 	}
 	if j.Replicas <= 0 {
-		j.Replicas = 1
+		j.Replicas = defaults.JSReplicas
 	}
 	if j.MaxRunning <= 0 {
 		j.MaxRunning = maxPerCaller

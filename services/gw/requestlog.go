@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/services/streams"
 )
@@ -203,7 +204,7 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 const logWorkers = 8
 
 // logRetry: after a failed log write, the core writes again this much later.
-const logRetry = time.Second
+const logRetry = defaults.RequestLogRetry
 
 // logJob is a read back after a conflicting write, or a purge of a subject
 // (a stream without per-message TTLs), for a worker.

@@ -3,8 +3,6 @@ package rc
 import (
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,34 +111,16 @@ func (c *Config) LimitsFromEnv(look func(string) (string, bool)) error {
 		*l.v = int(min(n, 1<<31-1))
 	}
 	if s, ok := look(EnvLabelSetRetention); ok && strings.TrimSpace(s) != "" {
-		d, err := parseRetention(strings.TrimSpace(s))
+		d, err := defaults.ParseDuration(EnvLabelSetRetention, strings.TrimSpace(s), true)
 		if err != nil {
-			return fmt.Errorf("rc: %s=%q: %w", EnvLabelSetRetention, s, err)
+			return fmt.Errorf("rc: %w", err)
+		}
+		if d == 0 {
+			d = -1 // none: in Config, 0 is the default
 		}
 		c.LabelSetRetention = d
 	}
 	return nil
-}
-
-// parseRetention reads a retention as SG_ durations are written (a Go
-// duration or milliseconds); 0 is "none" (negative in Config, where 0 is
-// the default).
-func parseRetention(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		ms, err2 := strconv.ParseInt(s, 10, 64)
-		if err2 != nil || ms > int64(math.MaxInt64/time.Millisecond) {
-			return 0, errors.New("want a duration such as 10m or milliseconds such as 600000")
-		}
-		d = time.Duration(ms) * time.Millisecond
-	}
-	switch {
-	case d < 0:
-		return 0, errors.New("want 0 (none) or more")
-	case d == 0:
-		return -1, nil
-	}
-	return d, nil
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -31,13 +31,15 @@ package retryafter
 import (
 	"math"
 	"time"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 // Defaults of the seed's parameters table.
 const (
-	DefaultMin          = 1 * time.Second   // min_seconds: the floor
-	DefaultMax          = 300 * time.Second // max_seconds: the ceiling
-	DefaultSafetyMargin = 0.2               // safety_margin: multiplier on the ETA
+	DefaultMin          = defaults.RetryMin          // min_seconds: the floor
+	DefaultMax          = defaults.RetryMax          // max_seconds: the ceiling
+	DefaultSafetyMargin = defaults.RetrySafetyMargin // safety_margin: multiplier on the ETA
 )
 
 // Params are the seed's clamp and margin. The zero value means the defaults.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 // sg's stages of a request, as an async caller sees them (the seed's
@@ -34,9 +36,9 @@ const (
 const (
 	// DefaultNominalExec is P: one portion's execution at a DAP when none
 	// was measured yet (the seed's P for its shortest request type).
-	DefaultNominalExec = 2 * time.Second
+	DefaultNominalExec = defaults.RetryNominalExec
 	// DefaultNominalAgg is T: the Agg's merge and the answer's way back.
-	DefaultNominalAgg = 100 * time.Millisecond
+	DefaultNominalAgg = defaults.RetryNominalAgg
 )
 
 // Config is everything the sg mapping takes: the seed's clamp and margin,
@@ -80,9 +82,11 @@ func FromEnv(c Config, look func(string) (string, bool)) (Config, error) {
 		to   *time.Duration
 	}{{EnvMin, &c.Min}, {EnvMax, &c.Max}, {EnvNominalExec, &c.NominalExec}, {EnvNominalAgg, &c.NominalAgg}} {
 		if s, ok := look(d.name); ok && s != "" {
-			v, err := time.ParseDuration(s)
-			if err != nil || v < 0 {
-				return c, fmt.Errorf("%s=%q: want a duration >= 0", d.name, s)
+			// Positive only: a zero field takes the default (WithDefaults),
+			// so a 0 read here would silently mean 1s or 300s.
+			v, err := defaults.ParseDuration(d.name, s, false)
+			if err != nil {
+				return c, err
 			}
 			*d.to = v
 		}

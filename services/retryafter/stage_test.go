@@ -1,6 +1,7 @@
 package retryafter
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,5 +69,28 @@ func TestFromEnv(t *testing.T) {
 	}
 	if _, err := FromEnv(Config{}, func(k string) (string, bool) { return "x", k == EnvMax }); err == nil {
 		t.Fatal("bad duration accepted")
+	}
+}
+
+// SG_ durations take milliseconds too (README: Configuration), as every
+// other duration setting does through defaults.ParseDuration; a value that is
+// not one names its setting, and 0 is refused (a zero field would silently
+// take the default).
+func TestFromEnvMillisecondsAndErrors(t *testing.T) {
+	env := map[string]string{EnvMin: "5000", EnvMax: "60000", EnvNominalExec: "250", EnvNominalAgg: "5ms"}
+	c, err := FromEnv(Config{}, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Min != 5*time.Second || c.Max != time.Minute || c.NominalExec != 250*time.Millisecond || c.NominalAgg != 5*time.Millisecond {
+		t.Fatalf("FromEnv = %+v", c)
+	}
+	for _, name := range []string{EnvMin, EnvMax, EnvNominalExec, EnvNominalAgg} {
+		for _, v := range []string{"x", "-5", "0", "-1s"} {
+			_, err := FromEnv(Config{}, func(k string) (string, bool) { return v, k == name })
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: error %v, want one naming %s", name, v, err, name)
+			}
+		}
 	}
 }

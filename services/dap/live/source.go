@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
@@ -19,22 +20,17 @@ type hdbSource struct {
 	ref *engine.Store
 }
 
-var pingPayload = []byte{0xc3}
-
 // ExecutePartial implements dap.PartialSource: a time table's rows from the
 // Parquet catalog go to the Agg in windows, as an in-memory store's do.
 func (s hdbSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
 	if api != subjects.APIGetData {
 		return merge.Partial{}, false, nil
 	}
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	a, exec, err := s.getData(args)
 	if err != nil {
 		return merge.Partial{}, true, err
 	}
-	if !s.cat.Has(a.Table) {
-		return dap.EngineSource{Store: s.ref}.ExecutePartial(ctx, api, args, l, rng)
-	}
-	p, err := dap.RunGetDataPartial(ctx, s.cat.ExecuteContext, a, rng)
+	p, err := dap.RunGetDataPartial(ctx, exec, a, rng)
 	return p, true, err
 }
 
@@ -47,12 +43,27 @@ func (s hdbSource) ExecuteRows(ctx context.Context, api string, args msgpack.Raw
 	if api != subjects.APIGetData {
 		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
 	}
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	a, exec, err := s.getData(args)
 	if err != nil {
 		return nil, 0, err
 	}
-	if !s.cat.Has(a.Table) {
-		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
+	return dap.RunGetData(ctx, exec, a, rng)
+}
+
+// getData decodes getData's arguments, once, and picks what serves their
+// table: the Parquet catalog for a time table, the in-memory store for a
+// reference table.
+func (s hdbSource) getData(args msgpack.RawMessage) (messages.GetDataArgs, dap.GetDataExecutor, error) {
+	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	if err != nil {
+		return a, nil, err
 	}
-	return dap.RunGetData(ctx, s.cat.ExecuteContext, a, rng)
+	if s.cat != nil && s.cat.Has(a.Table) {
+		return a, s.cat.ExecuteContext, nil
+	}
+	if s.ref == nil {
+		// A nil store's ExecuteContext would panic in the DAP's worker.
+		return a, nil, fmt.Errorf("hdb source: table %q is not in the Parquet catalog and there is no reference store", a.Table)
+	}
+	return a, s.ref.ExecuteContext, nil
 }

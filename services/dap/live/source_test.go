@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,33 @@ func TestHDBSourceGivesItsPartialForWindows(t *testing.T) {
 	}
 	if _, ok, err := src.ExecutePartial(ctx, subjects.APIPing, nil, nil, rng); ok || err != nil {
 		t.Fatalf("ping: ok=%v err=%v, want the encoded path", ok, err)
+	}
+}
+
+// An hdb source without a reference store answers a getData of a table not
+// in its Parquet catalog with an error that says so, not a panic (as it did
+// before the source picked its executor itself).
+func TestHDBSourceWithoutReferenceStoreErrs(t *testing.T) {
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	cat, err := parquetdb.Open(t.TempDir(), demo.Defs(), day.Add(24*time.Hour).UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Has(demo.Instrument) {
+		t.Fatalf("the catalog has %s: the test needs a table it lacks", demo.Instrument)
+	}
+	args, err := messages.Encode(&messages.GetDataArgs{Table: demo.Instrument, StartTS: day, EndTS: day.Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := messages.TimeRange{Start: day.UnixNano(), End: day.Add(24 * time.Hour).UnixNano()}
+	for _, src := range []hdbSource{{cat: cat}, {}} {
+		if _, _, err := src.ExecuteRows(ctx, subjects.APIGetData, args, nil, rng); err == nil || !strings.Contains(err.Error(), demo.Instrument) {
+			t.Errorf("ExecuteRows: %v, want an error naming %s", err, demo.Instrument)
+		}
+		if _, _, err := src.ExecutePartial(ctx, subjects.APIGetData, args, nil, rng); err == nil || !strings.Contains(err.Error(), demo.Instrument) {
+			t.Errorf("ExecutePartial: %v, want an error naming %s", err, demo.Instrument)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/sg-project/sg/services/defaults"
+)
 
 // Config of a Core. Durations are nanoseconds; the shell fills every field
 // (gw.Config holds the defaults).
@@ -61,25 +65,25 @@ func (c Config) withDefaults() Config {
 		c.Affinity = AffinityHard
 	}
 	if c.AnnounceEvery <= 0 {
-		c.AnnounceEvery = int64(time.Second)
+		c.AnnounceEvery = int64(defaults.AnnounceEvery)
 	}
 	if c.DeadAfter <= 0 {
-		c.DeadAfter = max(10*c.AnnounceEvery, int64(3*time.Second))
+		c.DeadAfter = max(defaults.DeadAnnouncements*c.AnnounceEvery, int64(defaults.DeadAfterLeast))
 	}
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 4096
+		c.MaxInFlight = defaults.GWMaxInFlight
 	}
 	if c.MaxInFlightPerCaller <= 0 {
 		c.MaxInFlightPerCaller = c.MaxInFlight
 	}
 	if c.MaxAnswerBytes <= 0 {
-		c.MaxAnswerBytes = 256 << 20
+		c.MaxAnswerBytes = defaults.MaxAnswerBytes
 	}
 	if c.RetryAfter <= 0 {
-		c.RetryAfter = 1
+		c.RetryAfter = int(defaults.RetryMin / time.Second)
 	}
 	if c.LogRetry <= 0 {
-		c.LogRetry = int64(time.Second)
+		c.LogRetry = int64(defaults.RequestLogRetry)
 	}
 	if c.LogSubject == nil {
 		c.LogSubject = func(gw, id string) string { return "log.req." + gw + "." + id }

@@ -11,17 +11,23 @@ import (
 // Core is the GW's request state machine: synchronous, single-threaded, no
 // I/O, no clock. One goroutine owns it (see doc.go).
 type Core struct {
-	cfg      Config
-	now      int64
-	rcs      rcs
-	reqs     map[string]*request
-	relays   map[string]*relay // answer streams under way, by request id (relay.go)
-	callers  map[string]int
-	timers   timerHeap
-	stopping bool
-	aborted  bool
-	out      []Command
-	stats    Stats
+	cfg    Config
+	now    int64
+	rcs    rcs
+	reqs   map[string]*request
+	relays map[string]*relay // answer streams under way, by request id (relay.go)
+	// relayTimers: the relays' deadlines, in NextDeadline like the
+	// requests' timers, so that a relay ends at its deadline, not at the
+	// next periodic Tick. An entry whose relay ended is dropped lazily
+	// (compactTimers).
+	relayTimers timerHeap
+	relaySeq    uint64 // the last relay's seq, which tells its timer from an earlier relay's of the same id
+	callers     map[string]int
+	timers      timerHeap
+	stopping    bool
+	aborted     bool
+	out         []Command
+	stats       Stats
 }
 
 // Stats are counters and gauges for metrics.
@@ -51,7 +57,6 @@ func (c *Core) Step(ev Event) []Command {
 	case Arrived:
 		c.arrive(e.Req)
 	case Tick:
-		c.expireRelays()
 		if c.rcs.prune(c.now, c.cfg.DeadAfter) {
 			c.advanceAll()
 		}
@@ -100,21 +105,32 @@ func (c *Core) Step(ev Event) []Command {
 		panic(fmt.Sprintf("gw/core: unknown event %T", ev))
 	}
 	c.expire()
+	c.compactTimers()
 	c.stats.InFlight = len(c.reqs)
 	return c.out
 }
 
 // NextDeadline is the earliest time the core must be stepped (a Tick) even
-// if nothing else happens.
+// if nothing else happens: a request's timer or a relay's deadline.
 func (c *Core) NextDeadline() (int64, bool) {
+	at, ok := int64(0), false
 	for c.timers.Len() > 0 {
-		t := c.timers[0]
-		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
-			return t.at, true
+		if t := c.timers[0]; c.timerLive(t) {
+			at, ok = t.at, true
+			break
 		}
 		heap.Pop(&c.timers)
 	}
-	return 0, false
+	for c.relayTimers.Len() > 0 {
+		if t := c.relayTimers[0]; c.relayTimerLive(t) {
+			if !ok || t.at < at {
+				at, ok = t.at, true
+			}
+			break
+		}
+		heap.Pop(&c.relayTimers)
+	}
+	return at, ok
 }
 
 // Idle reports that the core holds no request and relays no answer stream:
@@ -134,15 +150,17 @@ func (c *Core) Holds(id string) bool { return c.reqs[id] != nil }
 
 func (c *Core) emit(cmd Command) { c.out = append(c.out, cmd) }
 
-// expire advances every request whose timer is due.
+// expire advances every request whose timer is due, and ends the relays
+// past their deadline (relay.go).
 func (c *Core) expire() {
 	for c.timers.Len() > 0 && c.timers[0].at <= c.now {
-		t := heap.Pop(&c.timers).(timer)
-		if r := c.reqs[t.id]; r != nil && r.gen == t.gen {
+		if t := heap.Pop(&c.timers).(timer); c.timerLive(t) {
+			r := c.reqs[t.id]
 			r.gen++ // even: no timer armed
 			c.advance(r)
 		}
 	}
+	c.expireRelays()
 }
 
 // advanceAll looks at every request again (an RC came, went or restarted).
@@ -201,6 +219,34 @@ func unavailable(text string) messages.Status {
 
 // --- timers ---
 
+// timerLive: t is the timer armed now for its request (an answered
+// request's, or one re-armed since, is stale).
+func (c *Core) timerLive(t timer) bool {
+	r := c.reqs[t.id]
+	return r != nil && r.gen == t.gen
+}
+
+// relayTimerLive: t is the deadline of a relay under way (not of one that
+// ended, nor of an earlier relay of the same id: seq differs).
+func (c *Core) relayTimerLive(t timer) bool {
+	rl := c.relays[t.id]
+	return rl != nil && rl.seq == t.gen
+}
+
+// compactTimers drops the stale timers of a heap once they outnumber the
+// live ones, as the RC's ageHeap does. Stale ones leave only when they reach
+// the top, so under one live timer a heap would keep every request answered
+// (or relay ended) before its deadline: rate x (timeout + margin) of them.
+// Each request and relay has at most one live timer.
+func (c *Core) compactTimers() {
+	if len(c.timers) > 2*len(c.reqs)+64 {
+		c.timers.compact(c.timerLive)
+	}
+	if len(c.relayTimers) > 2*len(c.relays)+64 {
+		c.relayTimers.compact(c.relayTimerLive)
+	}
+}
+
 type timer struct {
 	at  int64
 	id  string
@@ -221,6 +267,20 @@ func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timer)) }
 func (h *timerHeap) Pop() any {
 	old := *h
 	t := old[len(old)-1]
+	old[len(old)-1] = timer{} // its id
 	*h = old[:len(old)-1]
 	return t
+}
+
+// compact keeps the live timers only, in heap order again.
+func (h *timerHeap) compact(live func(timer) bool) {
+	kept := (*h)[:0]
+	for _, t := range *h {
+		if live(t) {
+			kept = append(kept, t)
+		}
+	}
+	clear((*h)[len(kept):])
+	*h = kept
+	heap.Init(h)
 }

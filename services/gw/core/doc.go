@@ -35,9 +35,9 @@
 //     the reply subject: the core checked nothing about it, the shell
 //     admits only client inboxes), and Released, Dropped, Adopted for logs
 //     and metrics. The slice is reused by the next Step.
-//  4. After each Step, arm a timer for NextDeadline and Step a Tick when it
-//     fires; Tick also periodically (the RC announcement period), so silent
-//     RCs are noticed.
+//  4. After each Step, arm a timer for NextDeadline (the requests' timers
+//     and the relays' deadlines) and Step a Tick when it fires; Tick also
+//     periodically (the RC announcement period), so silent RCs are noticed.
 //  5. To stop: Step Stop (no more admissions; requests not yet logged are
 //     refused UNAVAILABLE), let requests finish for a grace period, Step
 //     Abort (without a log the rest are answered UNAVAILABLE; with one they

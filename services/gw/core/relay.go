@@ -1,6 +1,7 @@
 package core
 
 import (
+	"container/heap"
 	"slices"
 	"strconv"
 
@@ -79,6 +80,7 @@ type relay struct {
 	next     int
 	chunks   *messages.ChunkRelay // a chunked answer's, nil for a stream
 	deadline int64                // past it the stream is ended with an error
+	seq      uint64               // its entry in Core.relayTimers
 }
 
 // relayChunk handles a chunk of a chunked answer that is relayed as it comes
@@ -262,6 +264,9 @@ func (c *Core) follow(id string, rl *relay, broken string) {
 		c.relays = map[string]*relay{}
 	}
 	c.relays[id] = rl
+	c.relaySeq++
+	rl.seq = c.relaySeq
+	heap.Push(&c.relayTimers, timer{at: rl.deadline, id: id, gen: rl.seq})
 }
 
 // startChunkRelay follows a chunked answer's Answer (chunk 0): the chunks
@@ -372,11 +377,12 @@ func (c *Core) endRelays(why string) {
 
 // expireRelays ends the answers still being passed on at their request's
 // deadline plus TimeoutMargin, the last frame or chunk not come by then
-// (an Agg that fell silent, or one too slow for the deadline).
+// (an Agg that fell silent, or one too slow for the deadline), in deadline
+// and then id order; NextDeadline has the shell step the core then.
 func (c *Core) expireRelays() {
-	for id, rl := range c.relays {
-		if c.now >= rl.deadline {
-			c.endRelay(id, rl, "the answer was not whole by the request's deadline")
+	for c.relayTimers.Len() > 0 && c.relayTimers[0].at <= c.now {
+		if t := heap.Pop(&c.relayTimers).(timer); c.relayTimerLive(t) {
+			c.endRelay(t.id, c.relays[t.id], "the answer was not whole by the request's deadline")
 		}
 	}
 }

@@ -111,6 +111,40 @@ func TestStreamBrokenEndsWithError(t *testing.T) {
 	}
 }
 
+// A relay's deadline is in NextDeadline: the shell steps the core then, and
+// the stream ends at its deadline, not at the next periodic Tick (up to an
+// announcement period later); a Tick just before it ends nothing.
+func TestRelayExpiresAtItsDeadline(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	begun := s.now
+	s.streamBegun("r1", "A")
+	deadline := begun + 5000*ms + margin
+	if at, ok := s.c.NextDeadline(); !ok || at != deadline {
+		t.Fatalf("NextDeadline %d %t, want the relay's deadline %d", at-begun, ok, deadline-begun)
+	}
+	s.now = deadline - 1
+	s.step(Tick{At: s.now})
+	none[Relay](s)
+	s.now = deadline
+	s.step(Tick{At: s.now})
+	if r := only[Relay](s); r.Status.IsOK() || !r.End {
+		t.Fatalf("at its deadline the stream ended with %+v, want the GW's error frame", r)
+	}
+	if _, ok := s.c.NextDeadline(); ok || !s.c.Idle() {
+		t.Fatalf("after the relay ended: NextDeadline %t, idle %t", ok, s.c.Idle())
+	}
+
+	// A relay that ends first leaves no deadline behind.
+	s = newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.streamBegun("r2", "B")
+	s.step(frame("r2", "B", 1, true))
+	if _, ok := s.c.NextDeadline(); ok {
+		t.Fatal("a finished relay's deadline is still in NextDeadline")
+	}
+}
+
 // A caller that does not read streams never gets a frame.
 func TestStreamFrameForWholeCallerDropped(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
@@ -611,5 +645,69 @@ func TestAdoptedRequestKeepsChunks(t *testing.T) {
 	}
 	if out, err := reassemble(got); err != nil || !bytes.Equal(out, body) {
 		t.Fatalf("caller reassembled %d bytes, %v", len(out), err)
+	}
+}
+
+// A relay that ends before its deadline leaves its entry in relayTimers; once
+// ended ones outnumber those under way they are dropped, so that behind one
+// long relay the heap does not keep every relay that ended meanwhile
+// (relays/s x (timeout + margin) of them). The long relay still ends at its
+// deadline.
+func TestRelayTimersOfEndedRelaysAreDropped(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	begun := s.now
+	s.streamBegun("r0", "A")
+	const n = 2000
+	most := 0
+	for i := range n {
+		s.now += ms
+		id := fmt.Sprint("r", i+1)
+		s.streamBegun(id, "B")
+		s.step(frame(id, "B", 1, true))
+		most = max(most, len(s.c.relayTimers))
+	}
+	if s.c.Relaying() != 1 || most > 2*1+64+1 {
+		t.Fatalf("after %d relays ended behind one under way: %d relaying, relayTimers held up to %d", n, s.c.Relaying(), most)
+	}
+	deadline := begun + 5000*ms + margin
+	if at, ok := s.c.NextDeadline(); !ok || at != deadline {
+		t.Fatalf("NextDeadline %d %t, want r0's deadline %d", at-begun, ok, deadline-begun)
+	}
+	s.now = deadline
+	s.step(Tick{At: s.now})
+	if r := only[Relay](s); r.Info.ID != "r0" || r.Status.IsOK() || !r.End {
+		t.Fatalf("at its deadline r0 ended with %+v, want the GW's error frame", r)
+	}
+}
+
+// A relay's entry in relayTimers names its relay by seq, not only by id: r1's
+// relay ends early, r1 is relayed again (the same id, a later deadline), and
+// the first relay's deadline ends nothing; the second ends at its own.
+func TestRelayDeadlineOfAnEarlierRelayOfTheSameIDEndsNothing(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	first := s.now + 5000*ms + margin
+	s.streamBegun("r1", "A")
+	s.step(frame("r1", "A", 1, true))
+	if s.c.Relaying() != 0 {
+		t.Fatal("r1's first relay did not end with its last frame")
+	}
+	s.now += 1000 * ms
+	second := s.now + 5000*ms + margin
+	s.streamBegun("r1", "B")
+	s.now = first
+	s.step(Tick{At: s.now})
+	none[Relay](s)
+	if s.c.Relaying() != 1 {
+		t.Fatal("the first relay's deadline ended r1's second relay")
+	}
+	if at, ok := s.c.NextDeadline(); !ok || at != second {
+		t.Fatalf("NextDeadline %d %t, want the second relay's deadline %d", at-first, ok, second-first)
+	}
+	s.now = second
+	s.step(Tick{At: s.now})
+	if r := only[Relay](s); r.Info.ID != "r1" || r.Status.IsOK() || !r.End {
+		t.Fatalf("at its deadline the second relay ended with %+v, want the GW's error frame", r)
 	}
 }

@@ -434,3 +434,42 @@ func TestCreateAfter(t *testing.T) {
 		only[Released](s)
 	})
 }
+
+// The requests' timers likewise: a request answered before its deadline
+// leaves its timer in the heap, and behind one request still running the
+// heap would keep every request answered meanwhile. Once stale timers
+// outnumber the requests held they are dropped; the running request still
+// times out when its own timer fires.
+func TestTimersOfAnsweredRequestsAreDropped(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	begun := s.now
+	s.arrive("r0", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r0", Seq: 1})
+	const n = 2000
+	most := 0
+	for i := range n {
+		s.now += ms
+		id := fmt.Sprint("r", i+1)
+		s.arrive(id, 5000*ms)
+		s.step(LogWritten{At: s.now, ID: id, Seq: 1})
+		a := answerFor(id, id)
+		a.At = s.now
+		s.step(a)
+		s.step(LogWritten{At: s.now, ID: id, Seq: 2})
+		only[Answer](s)
+		most = max(most, len(s.c.timers))
+	}
+	if s.c.Stats().InFlight != 1 || most > 2*1+64+1 {
+		t.Fatalf("after %d requests answered behind one running: %d held, timers held up to %d", n, s.c.Stats().InFlight, most)
+	}
+	giveUp := begun + 5000*ms + margin
+	if at, ok := s.c.NextDeadline(); !ok || at != giveUp {
+		t.Fatalf("NextDeadline %d %t, want r0's %d", at-begun, ok, giveUp-begun)
+	}
+	s.now = giveUp
+	s.step(Tick{At: s.now})
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+		t.Fatalf("at its deadline r0 wrote %s, want its timeout's `answered`", describe(w))
+	}
+}

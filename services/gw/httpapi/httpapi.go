@@ -62,32 +62,33 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/subjects"
 )
 
 // Defaults of Config.
 const (
-	DefaultMaxRequestBytes = 256 << 10          // a request body above it is TOO_LARGE (413)
-	DefaultWait            = 95 * time.Second   // GW timeout + margin + 5 s, for a request that sets no timeout
-	DefaultChunkIdle       = 30 * time.Second   // longest wait between two chunks of one answer
-	DefaultHealthTimeout   = 2 * time.Second    // the health check's ping timeout
-	DefaultMaxBacklogBytes = 64 << 20           // one answer's messages received and not yet written to its caller
-	DefaultMaxBacklogTotal = 256 << 20          // every answer's, together
-	waitMargin             = 35 * time.Second   // beyond a request's own timeout: the GW's margin + 5 s
-	healthPath             = "/v1/health"       //
-	openAPIPath            = "/v1/openapi.json" //
-	apiPattern             = "POST /v1/{api}"   //
-	jobsPath               = "/v1/jobs/"        // GET /v1/jobs/{id}: an async job (jobs.go)
-	contentJSON            = "application/json" //
-	contentProblem         = "application/json" // error answers are envelopes too
-	hdrRequestID           = "X-Request-Id"     // the caller's request id, echoed
+	DefaultMaxRequestBytes = defaults.MaxRequestBytes     // a request body above it is TOO_LARGE (413)
+	DefaultWait            = 95 * time.Second             // GW timeout + margin + 5 s, for a request that sets no timeout
+	DefaultChunkIdle       = defaults.HTTPChunkIdle       // longest wait between two chunks of one answer
+	DefaultHealthTimeout   = 2 * time.Second              // the health check's ping timeout
+	DefaultMaxBacklogBytes = defaults.HTTPMaxBacklogBytes // one answer's messages received and not yet written to its caller
+	DefaultMaxBacklogTotal = defaults.HTTPMaxBacklogTotal // every answer's, together
+	waitMargin             = 35 * time.Second             // beyond a request's own timeout: the GW's margin + 5 s
+	healthPath             = "/v1/health"                 //
+	openAPIPath            = "/v1/openapi.json"           //
+	apiPattern             = "POST /v1/{api}"             //
+	jobsPath               = "/v1/jobs/"                  // GET /v1/jobs/{id}: an async job (jobs.go)
+	contentJSON            = "application/json"           //
+	contentProblem         = "application/json"           // error answers are envelopes too
+	hdrRequestID           = "X-Request-Id"               // the caller's request id, echoed
 )
 
 // Config configures the adapter. The zero value of a field means its default.
 type Config struct {
 	Subjects        subjects.Subjects
 	MaxRequestBytes int64         // request body limit (the GW has its own, too)
-	MaxAnswerBytes  int64         // answer limit (messages.DefaultChunkLimit)
+	MaxAnswerBytes  int64         // answer limit (defaults.MaxAnswerBytes)
 	Wait            time.Duration // how long to wait for an answer when the request sets no timeout
 	ChunkIdle       time.Duration // how long to wait between two chunks of one answer, and for the caller to take one
 	// MaxBacklogBytes bounds what one answer may hold in the adapter while
@@ -115,7 +116,7 @@ func (c Config) withDefaults() Config {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if c.MaxAnswerBytes <= 0 {
-		c.MaxAnswerBytes = messages.DefaultChunkLimit
+		c.MaxAnswerBytes = defaults.MaxAnswerBytes
 	}
 	if c.Wait <= 0 {
 		c.Wait = DefaultWait

@@ -129,10 +129,10 @@ type subqueue struct {
 	tab *itemTable
 	// items are the subqueue's items by number (itemTable).
 	items []uint32
-	// heaps[i] holds the items meeting purviews[i].
-	purviews []messages.TimeRange
-	heaps    []ageHeap
-	n        int
+	// heaps: one per distinct purview of the group's DAPs (ageHeap.p), in
+	// the group's order (queueGroup.purviews).
+	heaps []ageHeap
+	n     int
 }
 
 // ageHeap orders items by age: a FIFO for the items that come in age order
@@ -296,9 +296,9 @@ func (q *subqueue) insert(it *item) {
 
 // place puts the item in the heap of every purview it meets.
 func (q *subqueue) place(it *item) {
-	for b, p := range q.purviews {
-		if _, ok := p.Intersect(it.rng); ok {
-			q.heaps[b].push(it)
+	for b := range q.heaps {
+		if h := &q.heaps[b]; meets(h.p, it.rng) {
+			h.push(it)
 		}
 	}
 }
@@ -311,10 +311,10 @@ func (q *subqueue) remove(it *item) {
 	q.items = q.items[:last]
 	it.sub = nil // its heap slots are stale from here on
 	q.n--
-	for b, p := range q.purviews {
-		if _, ok := p.Intersect(it.rng); ok {
-			q.heaps[b].live--
-			q.heaps[b].compact(q)
+	for b := range q.heaps {
+		if h := &q.heaps[b]; meets(h.p, it.rng) {
+			h.live--
+			h.compact(q)
 		}
 	}
 }
@@ -328,21 +328,23 @@ func (q *subqueue) remove(it *item) {
 func (q *subqueue) shrink(it *item, rng TimeRange) {
 	old := it.rng
 	it.rng = rng
-	for b, p := range q.purviews {
-		if _, was := p.Intersect(old); !was {
-			continue
-		}
-		if _, is := p.Intersect(rng); !is {
-			q.heaps[b].live--
-			q.heaps[b].compact(q)
+	for b := range q.heaps {
+		if h := &q.heaps[b]; meets(h.p, old) && !meets(h.p, rng) {
+			h.live--
+			h.compact(q)
 		}
 	}
+}
+
+// meets: the purview p and the range r intersect.
+func meets(p messages.TimeRange, r TimeRange) bool {
+	_, ok := p.Intersect(r)
+	return ok
 }
 
 // setPurviews rebuilds the heaps for the group's purviews (sorted, distinct),
 // in the buffers it has.
 func (q *subqueue) setPurviews(ps []messages.TimeRange) {
-	q.purviews = ps
 	for i := range q.heaps {
 		q.heaps[i].reset()
 	}
@@ -378,7 +380,8 @@ func (q *subqueue) release() {
 	for i := range q.heaps {
 		q.heaps[i].reset()
 	}
-	q.g, q.purviews, q.id = nil, nil, 0 // (no label set's subFor answer stands)
+	q.heaps = q.heaps[:0]
+	q.g, q.id = nil, 0 // (no label set's subFor answer stands)
 }
 
 // reset empties the heap, keeping its buffers.
@@ -415,13 +418,13 @@ type frontier []int32
 // peek is the heap of purview p and its oldest live slot, without asking the
 // placement chain: no item can be older than it (ok false when none).
 func (q *subqueue) peek(p messages.TimeRange) (*ageHeap, heapSlot, bool) {
-	b := slices.Index(q.purviews, p)
-	if b < 0 {
-		return nil, heapSlot{}, false // no DAP of the group has this purview: refreshPurviews keeps them in step
+	for b := range q.heaps {
+		if h := &q.heaps[b]; h.p == p {
+			top, ok := h.top(q)
+			return h, top, ok
+		}
 	}
-	h := &q.heaps[b]
-	top, ok := h.top(q)
-	return h, top, ok
+	return nil, heapSlot{}, false // no DAP of the group has this purview: refreshPurviews keeps them in step
 }
 
 // oldestFrom is oldest, given the heap and its top (peek).
