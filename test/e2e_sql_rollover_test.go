@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +21,27 @@ import (
 func TestSQLDateRolloverThroughARunningSystem(t *testing.T) {
 	real0 := time.Now()
 	midnight := real0.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
-	lead := 1500 * time.Millisecond // RC time starts this long before midnight (after the warm-up below)
-	offset := midnight.Add(-lead - 2*time.Second).Sub(real0)
-	rcNow := func() time.Time { return time.Now().Add(offset) }
-	// Deadlines come from the GW's real clock; they must stay ahead of the RC's.
-	sys := startSystem(t, systemOptions{gwTimeout: offset + time.Hour, rcNow: rcNow})
+	const (
+		setup = 2 * time.Second         // RC time from the RC's first reading of its clock to the requests
+		lead  = 1500 * time.Millisecond // then this long before midnight
+	)
+	// The RC's clock starts at midnight - lead - setup when the RC first
+	// reads it (rc.New), not when the test began: the embedded NATS server
+	// (JetStream) and the GW start before it, and on a loaded machine that
+	// start alone could use up the setup bound below. From there it runs at
+	// the real rate, one offset, as a real clock would.
+	var (
+		start  sync.Once
+		offset time.Duration
+	)
+	rcNow := func() time.Time {
+		now := time.Now()
+		start.Do(func() { offset = midnight.Add(-lead - setup).Sub(now) })
+		return now.Add(offset)
+	}
+	// Deadlines come from the GW's real clock; they must stay ahead of the
+	// RC's, which is behind midnight.Sub(real0) ahead of it.
+	sys := startSystem(t, systemOptions{gwTimeout: midnight.Sub(real0) + time.Hour, rcNow: rcNow})
 
 	st := engine.NewStore()
 	def := engine.TableDef{Name: "trade", Labels: []string{"region"}, Columns: []messages.ColumnSpec{
@@ -43,10 +60,17 @@ func TestSQLDateRolloverThroughARunningSystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := sys.startDAP(dap.Config{ID: "dap-eu", RCID: "rc-1", Labels: messages.LabelSet{"region": "eu"}, Tier: messages.TierHDB,
-		Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}}, Concurrency: 1, Heartbeat: 200 * time.Millisecond,
-		Source: dap.EngineSource{Store: st}, Unavailable: "maintenance", PurviewVersion: 1})
+		Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}}, Concurrency: 1,
+		// The deployed heartbeat: the DAP must stay known while it waits
+		// unavailable, however loaded the machine (at 200 ms, 600 ms unscheduled
+		// lost it); SetAvailable tells the RC at once.
+		Heartbeat: dap.DefaultHeartbeat,
+		Source:    dap.EngineSource{Store: st}, Unavailable: "maintenance", PurviewVersion: 1})
 	sys.waitDAPs(1)
-	// Wait for the RC's warm-up (2 s) so the requests are queued now, before midnight.
+	// Its DAP is registered and the RC's warm-up (500 ms, startSystem) ends
+	// within the setup time: wait out the rest of it, so that the requests
+	// are queued now, before midnight.
+	t.Logf("setup took %s of the RC's clock (%s allowed)", rcNow().Sub(midnight.Add(-lead-setup)), setup+lead-500*time.Millisecond)
 	until := func(rcTime time.Time) {
 		timer := time.NewTimer(rcTime.Sub(rcNow())) // waits for the clock, the condition under test
 		defer timer.Stop()

@@ -229,9 +229,14 @@ type gwOpts struct {
 func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
 	d.t.Helper()
 	p := d.newProcess(id)
+	// DeadAfter is the GW's own (3 s here): an RC or a peer GW silent that
+	// long is dead, its requests driven again or adopted, which every test
+	// that is not about a silent death would see as a second drive. At 1 s a
+	// loaded machine could leave a live process that silent; a restart or a
+	// stop is acted on at once whatever DeadAfter is.
 	cfg := gw.Config{ID: id, NC: p.nc, Subjects: d.s, Log: d.logger(id), Affinity: o.affinity,
 		TimeoutMargin: o.margin, AnnounceEvery: 100 * time.Millisecond, ShutdownGrace: 20 * time.Millisecond,
-		StartupWait: 2 * time.Second, DeadAfter: time.Second, Registry: p.reg}
+		StartupWait: 2 * time.Second, Registry: p.reg}
 	if cfg.TimeoutMargin == 0 {
 		cfg.TimeoutMargin = 500 * time.Millisecond
 	}

@@ -40,6 +40,7 @@ type outcome struct {
 	c    *call
 	slot int
 	err  error
+	at   time.Time // when fn returned: a pause asked is counted from here
 }
 
 // Start starts the actor of endpoint key; its dispatcher stops when ctx ends.
@@ -162,16 +163,23 @@ func (a *Actor) run(ctx context.Context) {
 			cctx, cancel := context.WithCancel(c.ctx)
 			stop := context.AfterFunc(ctx, cancel)
 			err := c.fn(cctx, slot)
+			at := time.Now()
 			stop()
 			cancel()
-			a.finished <- outcome{c: c, slot: slot, err: err}
+			a.finished <- outcome{c: c, slot: slot, err: err, at: at}
 		}()
 	}
 
 	// finish takes a slot's outcome: a rate-limit error pauses the endpoint
 	// for the time asked, the largest asked so far winning (seed: "max to
-	// protect against race conditions"), and queues the call again.
-	finish := func(o outcome, now time.Time) {
+	// protect against race conditions"), and queues the call again. The
+	// pause is counted from when the call returned (o.at), not from when the
+	// dispatcher got to the outcome: on a loaded machine that came tens of
+	// milliseconds later, and every pause was that much longer than asked,
+	// its time lost to the endpoint's allowed rate. It still never ends
+	// before the endpoint's, which began before the call returned.
+	finish := func(o outcome) {
+		now := o.at
 		free = append(free, o.slot)
 		d, limited := a.cfg.Classify(o.err)
 		if !limited {
@@ -214,7 +222,7 @@ func (a *Actor) run(ctx context.Context) {
 		// Outcomes first: a refusal must stop dispatch before another call goes out.
 		select {
 		case o := <-a.finished:
-			finish(o, time.Now())
+			finish(o)
 			continue
 		default:
 		}
@@ -257,7 +265,7 @@ func (a *Actor) run(ctx context.Context) {
 			}
 			dispatch(c)
 		case o := <-a.finished:
-			finish(o, time.Now())
+			finish(o)
 		case <-wake:
 		case <-ctx.Done():
 			a.shutdown(free, retry)

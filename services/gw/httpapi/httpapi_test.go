@@ -796,17 +796,20 @@ func TestStalledReaderFailsAfterChunkIdle(t *testing.T) {
 
 // A caller that reads slowly but steadily is never cut off, however large a
 // frame: the write bound is on progress (each piece of a frame taken within
-// ChunkIdle), not on a whole frame. Here a frame takes about 2 s to be read
-// at the caller's pace, twice ChunkIdle (1 s); both ends' socket buffers are
-// small, so the frame waits on the caller. ChunkIdle is also how long the
-// reading goroutine may go unscheduled on a loaded machine before the
-// transfer is rightly cut: at 200 ms that happened under -race with the
-// other packages' tests beside it (1 run in 40 with two busy loops).
+// ChunkIdle), not on a whole frame. Here the first frame takes about 4 s to
+// be read at the caller's pace, twice ChunkIdle (2 s); both ends' socket
+// buffers are small, so the frame waits on the caller. ChunkIdle is also how
+// long the reading goroutine may go unscheduled on a loaded machine before
+// the transfer is rightly cut: at 200 ms that happened under -race with the
+// other packages' tests beside it (1 run in 40 with two busy loops), and at
+// 1 s still 1 run in 30 beside the whole race suite (an i/o timeout in the
+// middle of a frame after 3 s on pace). One large frame instead of two
+// frames of ChunkIdle's length keeps the test at 4 s for the wider bound.
 func TestSlowSteadyReaderIsNotCutOff(t *testing.T) {
 	logs := &signalLog{want: "aborting the HTTP transfer", hit: make(chan struct{})}
-	srv := natstest.Start(t)
+	srv := natstest.Start(t, func(o *server.Options) { o.MaxPayload = 4 << 20 }) // for the 1.6 MiB frame
 	nc := natstest.Connect(t, srv)
-	a, err := httpapi.New(natstest.Connect(t, srv), httpapi.Config{Log: zerolog.New(logs).Level(zerolog.WarnLevel), ChunkIdle: time.Second})
+	a, err := httpapi.New(natstest.Connect(t, srv), httpapi.Config{Log: zerolog.New(logs).Level(zerolog.WarnLevel), ChunkIdle: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -819,8 +822,8 @@ func TestSlowSteadyReaderIsNotCutOff(t *testing.T) {
 	}
 	hs.Start()
 	t.Cleanup(hs.Close)
-	window := []byte(`[` + strings.Repeat(`{"i":1},`, 100<<10) + `{"i":0}]`) // 800 KiB
-	windows := [][]byte{window, window}
+	window := []byte(`[` + strings.Repeat(`{"i":1},`, 200<<10) + `{"i":0}]`) // 1.6 MiB
+	windows := [][]byte{window, []byte(`[{"i":2}]`)}
 	startFakeGW(t, nc, func(m *nats.Msg, req messages.Request) { sendFrames(t, nc, m, windows, nil) })
 	resp := postSmallReadBuffer(t, hs.URL, "steady")
 	defer resp.Body.Close()
@@ -843,9 +846,9 @@ func TestSlowSteadyReaderIsNotCutOff(t *testing.T) {
 	if line := logs.Line(`"request_id":"steady"`, "aborting"); line != "" {
 		t.Fatalf("a steady reader's transfer was aborted: %s", line)
 	}
-	if !json.Valid(body.Bytes()) || body.Len() < len(windows)*len(window) {
-		t.Fatalf("a steady reader got %d bytes (valid JSON: %v), want the whole envelope of %d frames of %d bytes; logs:\n%s",
-			body.Len(), json.Valid(body.Bytes()), len(windows), len(window), truncate(logs.String()))
+	if !json.Valid(body.Bytes()) || body.Len() < len(window)+len(windows[1]) {
+		t.Fatalf("a steady reader got %d bytes (valid JSON: %v), want the whole envelope of frames of %d and %d bytes; logs:\n%s",
+			body.Len(), json.Valid(body.Bytes()), len(window), len(windows[1]), truncate(logs.String()))
 	}
 }
 
