@@ -173,9 +173,8 @@ func liveHeap() uint64 {
 // costs the process (every service, the embedded NATS server and the caller)
 // less heap than read whole: the GW relays windows instead of reassembling,
 // the Agg never builds the merged table or its encoding, the caller holds a
-// window. It is not yet the bound (every service under 100 MiB for a
-// 300 MB answer): the DAPs still send a portion's partial whole and the Agg
-// holds every partial until the last arrives; the peak logged is theirs.
+// window. The bound itself (every service under 100 MiB for a 300 MB
+// answer) is TestLargeAnswerMemoryPerService's, one process per service.
 func TestLargeAnswerStreamedHeap(t *testing.T) {
 	trades := 100_000 // per day and region: 600,000 rows, about 11 MiB of msgpack
 	if raceEnabled {
@@ -206,15 +205,15 @@ func TestLargeAnswerStreamedHeap(t *testing.T) {
 	// 5 to 8 MiB, and it failed once in about 20 runs beside the race suite
 	// (25 MiB each). An unmeasured read first puts such things in both bases.
 	warm, _ := streamed(t, sys.client, args)
-	streamPeak, rows := measure(func() int64 {
+	readStreamed := func() int64 {
 		sum, windows := streamed(t, sys.client, args)
 		t.Logf("streamed: %d rows in %d windows", sum.rows, windows)
 		if sum != warm {
 			t.Errorf("two streamed reads differ: %d rows (hash %x), then %d (hash %x)", warm.rows, warm.h, sum.rows, sum.h)
 		}
 		return int64(sum.rows)
-	})
-	wholePeak, size := measure(func() int64 {
+	}
+	readWhole := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
@@ -222,13 +221,26 @@ func TestLargeAnswerStreamedHeap(t *testing.T) {
 			t.Fatalf("getData: %v %+v", err, resp.Header.Status)
 		}
 		return int64(len(resp.Payload))
-	})
-	t.Logf("answer: %d rows, %d bytes of msgpack; heap above the idle system: streamed %d MiB, whole %d MiB",
-		rows, size, streamPeak>>20, wholePeak>>20)
+	}
 	// Read whole, the answer is held by the Agg (merged table, encoding,
 	// chunks), the GW (reassembled, relabelled, chunks) and the caller
-	// (reassembled, decoded) on top of what both reads share.
-	if streamPeak >= wholePeak {
-		t.Fatalf("streamed read peaked at %d MiB of heap, no less than the whole read's %d MiB", streamPeak>>20, wholePeak>>20)
+	// (reassembled, decoded) on top of what both reads share. A sampled peak
+	// also counts when the collector ran, and on a loaded machine the
+	// streamed read's margin (5 to 8 MiB) was once lost to that: a pair of
+	// reads that disagrees is measured once more, and a streamed read that
+	// holds as much as a whole one (a regression) fails both.
+	const attempts = 2
+	for attempt := 1; ; attempt++ {
+		streamPeak, rows := measure(readStreamed)
+		wholePeak, size := measure(readWhole)
+		t.Logf("answer: %d rows, %d bytes of msgpack; heap above the idle system: streamed %d MiB, whole %d MiB",
+			rows, size, streamPeak>>20, wholePeak>>20)
+		if streamPeak < wholePeak {
+			return
+		}
+		if attempt == attempts {
+			t.Fatalf("streamed reads peaked at %d MiB of heap, no less than the whole reads' %d MiB, %d times in a row",
+				streamPeak>>20, wholePeak>>20, attempts)
+		}
 	}
 }
