@@ -208,32 +208,40 @@ func TestAnsweredWriteExpires(t *testing.T) {
 		}
 		return m
 	}
-	if ev := lw.send(nc, logSend{write: answered("a")}, at); ev != nil {
-		t.Fatalf("send: %#v", ev)
-	}
-	m := next()
-	if ttl := m.Header.Get(jetstream.MsgTTLHeader); ttl != AnsweredTTL.String() {
-		t.Fatalf("answered write's TTL %q, want %s", ttl, AnsweredTTL)
+	// Two answered writes go out with the TTL before the first refusal comes.
+	var sent []*nats.Msg
+	for _, id := range []string{"a", "b"} {
+		if ev := lw.send(nc, logSend{write: answered(id)}, at); ev != nil {
+			t.Fatalf("send: %#v", ev)
+		}
+		m := next()
+		if ttl := m.Header.Get(jetstream.MsgTTLHeader); ttl != AnsweredTTL.String() {
+			t.Fatalf("answered write's TTL %q, want %s", ttl, AnsweredTTL)
+		}
+		sent = append(sent, m)
 	}
 	if !lw.expires() {
 		t.Fatal("an answered entry with a TTL is closed again")
 	}
-	// The stream takes no TTLs: nothing was written, the write goes again.
-	if err := nc.Publish(m.Reply, []byte(`{"error":{"code":400,"err_code":10166,"description":"per-message TTL is disabled"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	ev, job, again := lw.acked(nextAck(t, lw))
-	if ev != nil || job != nil || again == nil || again.write.ID != "a" {
-		t.Fatalf("TTL refused: %#v, %#v, %#v; want the write again", ev, job, again)
-	}
-	if lw.expires() {
-		t.Fatal("after a refused TTL, answered entries are not closed")
-	}
-	if ev := lw.send(nc, *again, at); ev != nil {
-		t.Fatalf("send again: %#v", ev)
-	}
-	if m := next(); m.Header.Get(jetstream.MsgTTLHeader) != "" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "4" {
-		t.Fatalf("write again: headers %v, want the condition and no TTL", m.Header)
+	// The stream takes no TTLs: nothing was written, each write goes again
+	// at once (the second's refusal is no failure to retry a LogRetry later).
+	for i, id := range []string{"a", "b"} {
+		if err := nc.Publish(sent[i].Reply, []byte(`{"error":{"code":400,"err_code":10166,"description":"per-message TTL is disabled"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		ev, job, again := lw.acked(nextAck(t, lw))
+		if ev != nil || job != nil || again == nil || again.write.ID != id {
+			t.Fatalf("TTL refused for %s: %#v, %#v, %#v; want the write again", id, ev, job, again)
+		}
+		if lw.expires() {
+			t.Fatal("after a refused TTL, answered entries are not closed")
+		}
+		if ev := lw.send(nc, *again, at); ev != nil {
+			t.Fatalf("send again: %#v", ev)
+		}
+		if m := next(); m.Header.Get(jetstream.MsgTTLHeader) != "" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "4" {
+			t.Fatalf("write again: headers %v, want the condition and no TTL", m.Header)
+		}
 	}
 }
 

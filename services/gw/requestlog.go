@@ -382,12 +382,16 @@ func (w *logWrites) acked(m *nats.Msg) (core.Event, *logJob, *logSend) {
 		return core.LogWritten{At: now(), ID: s.write.ID, Seq: seq}, nil, nil
 	case conflict:
 		return nil, &logJob{readBack: s.write}, nil
-	case ttlRefused && !w.noTTL:
+	case ttlRefused:
 		// Nothing was written: the same write again, without the TTL (and
-		// so every later one), and the entry purged after the answer.
-		w.noTTL = true
-		w.l.g.log.Warn().Str("stream", w.l.g.s.RequestLogStream()).
-			Msg("the request log stream takes no per-message TTLs: answered entries are purged instead (slower)")
+		// so every later one), and the entry purged after the answer. A
+		// write that went out with the TTL before the first refusal came is
+		// refused too, and sent again the same way.
+		if !w.noTTL {
+			w.noTTL = true
+			w.l.g.log.Warn().Str("stream", w.l.g.s.RequestLogStream()).
+				Msg("the request log stream takes no per-message TTLs: answered entries are purged instead (slower)")
+		}
 		return nil, nil, &logSend{write: s.write}
 	default:
 		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err)), nil, nil
