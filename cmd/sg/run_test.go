@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -187,9 +188,10 @@ func TestRunAllInOne(t *testing.T) {
 	}
 	t.Logf("sg query --async progress:\n%s", errb.String())
 
-	// sg run runs with the request log on, as every deployment does: the
-	// requests above were written to it (a create and an answered record
-	// each; answered records expire by their TTL, so count what was written).
+	// sg run runs with the request log on, as every deployment does: each
+	// request is written to it twice (its entry with the first drive, then
+	// `answered`; answered records expire by their TTL, which the last
+	// sequence does not see).
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
@@ -199,18 +201,33 @@ func TestRunAllInOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, subjects.Default().RequestLogStream())
 	if err != nil {
 		t.Fatalf("sg run's request log stream %s: %v", subjects.Default().RequestLogStream(), err)
 	}
-	info, err := st.Info(ctx)
+	before, err := st.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Config.Storage != jetstream.FileStorage || info.State.LastSeq < 2 {
-		t.Errorf("request log %s: storage %s, last sequence %d; want file storage and the requests above written",
-			info.Config.Name, info.Config.Storage, info.State.LastSeq)
+	const requests = 3
+	body := []byte(`{"header":{"api":"getData"},"payload":{"table":"trade","labels":{"region":"eu"},"limit":1}}`)
+	for range requests {
+		m, err := nc.RequestWithContext(ctx, subjects.Default().GWAPI(subjects.APIGetData), body)
+		if err != nil {
+			t.Fatalf("getData over NATS: %v", err)
+		}
+		if rc := m.Header.Get(messages.HdrRC); rc != "0" {
+			t.Fatalf("getData over NATS: rc %q: %s", rc, m.Data)
+		}
+	}
+	after, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Config.Storage != jetstream.FileStorage || after.State.LastSeq-before.State.LastSeq != 2*requests {
+		t.Errorf("request log %s: storage %s, %d records written for %d requests; want file storage and %d",
+			after.Config.Name, after.Config.Storage, after.State.LastSeq-before.State.LastSeq, requests, 2*requests)
 	}
 }
