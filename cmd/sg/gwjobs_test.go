@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,26 @@ func TestGWJobsUnderAuth(t *testing.T) {
 	}
 	if strings.Contains(l, "violation") {
 		t.Fatalf("a service logged a permissions violation:\n%s", l)
+	}
+}
+
+// Retry-After flags taken as given are checked before anything starts: a
+// floor of 0 would tell async callers to poll again at once.
+func TestRetryAfterFlagsAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gw", "--retry-min", "0"}, "--retry-min (SG_RETRY_MIN) 0s: want a positive duration"},
+		{[]string{"run", "--retry-min", "0", "--retry-max", "0"}, "--retry-min (SG_RETRY_MIN) 0s"},
+		{[]string{"gw", "--retry-min", "5s", "--retry-max", "2s"}, "--retry-max (SG_RETRY_MAX) 2s is below --retry-min (SG_RETRY_MIN) 5s"},
+		{[]string{"run", "--retry-nominal-agg", "-1s"}, "--retry-nominal-agg (SG_RETRY_NOMINAL_AGG) -1s"},
+		{[]string{"gw", "--retry-safety-margin", "1.5"}, "--retry-safety-margin (SG_RETRY_SAFETY_MARGIN) 1.5"},
+	} {
+		var out, errb bytes.Buffer
+		err := realMain(context.Background(), c.args, &out, &errb)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("sg %s: %v; want an error saying %q", strings.Join(c.args, " "), err, c.want)
+		}
 	}
 }

@@ -83,6 +83,9 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	if err := checkAffinity(gwc.Affinity); err != nil {
 		return err
 	}
+	if err := jc.RetryAfter.Check(); err != nil {
+		return err
+	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err

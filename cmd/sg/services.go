@@ -369,6 +369,9 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	if err := checkAffinity(cfg.Affinity); err != nil {
 		return err
 	}
+	if err := jc.RetryAfter.Check(); err != nil {
+		return err
+	}
 	if err := cfg.Durability.check(); err != nil {
 		return err
 	}

@@ -49,6 +49,30 @@ type Config struct {
 	NominalAgg  time.Duration // SG_RETRY_NOMINAL_AGG
 }
 
+// Check refuses what a caller could not use, for settings taken as given
+// (flags, with NoDefaults): a zero or negative floor, ceiling or nominal time
+// (a Retry-After of 0 would have async callers poll without pause), a
+// ceiling below the floor, a margin outside [0, 1]. Errors name the flags
+// and their environment variables.
+func (c Config) Check() error {
+	for _, d := range []struct {
+		flag, env string
+		v         time.Duration
+	}{{"retry-min", EnvMin, c.Min}, {"retry-max", EnvMax, c.Max},
+		{"retry-nominal-exec", EnvNominalExec, c.NominalExec}, {"retry-nominal-agg", EnvNominalAgg, c.NominalAgg}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s (%s) %s: want a positive duration", d.flag, d.env, d.v)
+		}
+	}
+	if c.Max < c.Min {
+		return fmt.Errorf("--retry-max (%s) %s is below --retry-min (%s) %s", EnvMax, c.Max, EnvMin, c.Min)
+	}
+	if c.SafetyMargin < 0 || c.SafetyMargin > 1 {
+		return fmt.Errorf("--retry-safety-margin (%s) %g: want a number in [0, 1]", EnvSafetyMargin, c.SafetyMargin)
+	}
+	return nil
+}
+
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
 	c.Params = c.Params.WithDefaults()
