@@ -32,22 +32,34 @@ func (a *SQLArgs) Validate() error {
 
 // DecodeSQLArgs decodes sql arguments in encoding c (checked with the
 // envelope) and validates them. It never panics.
-func DecodeSQLArgs(c Content, b []byte) (a SQLArgs, err error) {
+func DecodeSQLArgs(c Content, b []byte) (SQLArgs, error) {
+	a, _, err := DecodeSQLArgsScope(c, b)
+	return a, err
+}
+
+// DecodeSQLArgsScope is DecodeSQLArgs that also gives the raw "scope" key of
+// JSON arguments, as DecodeGetDataArgsJSONScope does (nil for msgpack).
+func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = SQLArgs{}, fmt.Errorf("%w: sql arguments: decoder panic: %v", ErrMalformed, r)
+			a, sc, err = SQLArgs{}, nil, fmt.Errorf("%w: sql arguments: decoder panic: %v", ErrMalformed, r)
 		}
 	}()
 	switch c {
 	case ContentJSON:
 		if err := CheckJSON(b, MessageLimits); err != nil {
-			return a, fmt.Errorf("%w: sql arguments: %w", ErrMalformed, err)
+			return a, nil, fmt.Errorf("%w: sql arguments: %w", ErrMalformed, err)
 		}
 		t := bytes.TrimSpace(b)
 		if len(t) > 0 && t[0] == '"' {
 			err = json.Unmarshal(t, &a.Query)
 		} else {
-			err = json.Unmarshal(t, &a)
+			var w struct {
+				Query string          `json:"query"`
+				Scope json.RawMessage `json:"scope"`
+			}
+			err = json.Unmarshal(t, &w)
+			a.Query, sc = w.Query, w.Scope
 		}
 	case ContentMsgpack:
 		if len(b) > 0 && (b[0]&0xe0 == 0xa0 || b[0] == 0xd9 || b[0] == 0xda || b[0] == 0xdb) {
@@ -56,10 +68,10 @@ func DecodeSQLArgs(c Content, b []byte) (a SQLArgs, err error) {
 			err = DecodeLimited(b, &a, MessageLimits)
 		}
 	default:
-		return a, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+		return a, nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
 	}
 	if err != nil {
-		return SQLArgs{}, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
+		return SQLArgs{}, nil, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
 	}
-	return a, a.Validate()
+	return a, sc, a.Validate()
 }
