@@ -2,7 +2,8 @@ package messages
 
 // SQLArgs are the arguments of the sql API. JSON: {"query": "SELECT ..."} or
 // the statement as a bare string; msgpack: {"query": "..."} or a string. The
-// GW re-encodes them as msgpack {"query": ...} for the RC, which plans them.
+// RC plans them: a msgpack caller's arguments reach it as sent, a JSON
+// caller's re-encoded by the GW as msgpack {"query": ...}.
 
 import (
 	"bytes"
