@@ -226,3 +226,34 @@ func BenchmarkTable(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGWArgsJSON is the GW's work on a JSON caller's getData arguments
+// and their scope: one parse (DecodeGetDataArgsJSONScope, then ScopeFromJSON
+// on the raw scope) against the two it made before (ScopeFromArgs, then
+// DecodeGetDataArgsJSON).
+//
+//	go test ./messages -run '^$' -bench GWArgsJSON -benchmem
+func BenchmarkGWArgsJSON(b *testing.B) {
+	args := []byte(`{"table":"trade","startTS":"2026-11-24T12:00:00Z","endTS":"2026-11-24T12:01:00Z",` +
+		`"labels":{"region":"eu"},"limit":1,"scope":{"assembly":"eu"}}`)
+	b.Run("one parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a, raw, err := DecodeGetDataArgsJSONScope(args)
+			s, ok, serr := ScopeFromJSON(raw)
+			if err != nil || serr != nil || !ok || s.Assembly != "eu" || a.Table != "trade" {
+				b.Fatal(a, s, err, serr)
+			}
+		}
+	})
+	b.Run("two parses", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s, ok, serr := ScopeFromArgs(ContentJSON, args)
+			a, err := DecodeGetDataArgsJSON(args)
+			if err != nil || serr != nil || !ok || s.Assembly != "eu" || a.Table != "trade" {
+				b.Fatal(a, s, err, serr)
+			}
+		}
+	})
+}

@@ -372,6 +372,9 @@ type getDataArgsJSON struct {
 	Agg      [][]string        `json:"agg,omitempty"`
 	SortCols []string          `json:"sortCols,omitempty"`
 	Limit    int               `json:"limit,omitempty"`
+	// Scope is the envelope's own key (ScopeFromArgs), kept raw so that the
+	// GW takes it from this one parse (DecodeGetDataArgsJSONScope).
+	Scope json.RawMessage `json:"scope,omitempty"`
 }
 
 // MarshalJSON writes the shape documented at the top of the file.
@@ -441,31 +444,42 @@ func jsonValue(v any) any {
 // UnmarshalJSON reads the shape documented at the top of the file. Unknown keys are
 // ignored, so that an envelope may carry its own fields (scope, opts) beside these.
 func (a *GetDataArgs) UnmarshalJSON(data []byte) error {
+	_, err := a.unmarshalJSON(data)
+	return err
+}
+
+// unmarshalJSON is UnmarshalJSON that also gives the raw "scope" key, once
+// the arguments are an object (even when a value in them is refused).
+func (a *GetDataArgs) unmarshalJSON(data []byte) (json.RawMessage, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrMalformedGetDataArgs, fmt.Sprintf(format, args...))
 	}
 	var w getDataArgsJSON
 	if err := json.Unmarshal(data, &w); err != nil {
-		return bad("%v", err)
+		return nil, bad("%v", err)
 	}
+	return a.fromJSON(&w, bad)
+}
+
+func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) error) (json.RawMessage, error) {
 	out := GetDataArgs{Table: w.Table, Columns: w.Columns, GroupBy: w.GroupBy, SortCols: w.SortCols, Limit: w.Limit}
 	var err error
 	if w.StartTS != "" {
 		if out.StartTS, err = time.Parse(time.RFC3339Nano, w.StartTS); err != nil {
-			return bad("startTS: %v", err)
+			return w.Scope, bad("startTS: %v", err)
 		}
 		out.StartTS = out.StartTS.UTC()
 	}
 	if w.EndTS != "" {
 		if out.EndTS, err = time.Parse(time.RFC3339Nano, w.EndTS); err != nil {
-			return bad("endTS: %v", err)
+			return w.Scope, bad("endTS: %v", err)
 		}
 		out.EndTS = out.EndTS.UTC()
 	}
 	if len(w.Labels) > 0 && !bytes.Equal(w.Labels, []byte("null")) {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(w.Labels, &m); err != nil {
-			return bad("labels must be an object of key to value or list of values: %v", err)
+			return w.Scope, bad("labels must be an object of key to value or list of values: %v", err)
 		}
 		out.Labels = make(LabelSelector, len(m))
 		for k, raw := range m {
@@ -476,7 +490,7 @@ func (a *GetDataArgs) UnmarshalJSON(data []byte) error {
 			}
 			var many []string
 			if err := json.Unmarshal(raw, &many); err != nil || many == nil {
-				return bad("label %q: want a string or a list of strings", k)
+				return w.Scope, bad("label %q: want a string or a list of strings", k)
 			}
 			out.Labels[k] = many
 		}
@@ -484,14 +498,14 @@ func (a *GetDataArgs) UnmarshalJSON(data []byte) error {
 	for i, raw := range w.Filter {
 		f, err := decodeFilterJSON(raw)
 		if err != nil {
-			return bad("filter %d: %v", i, err)
+			return w.Scope, bad("filter %d: %v", i, err)
 		}
 		out.Filter = append(out.Filter, f)
 	}
 	for i, t := range w.Agg {
 		// [name, function] is accepted for count, which needs no column.
 		if len(t) != 3 && len(t) != 2 {
-			return bad("agg %d: want [name, function, column]", i)
+			return w.Scope, bad("agg %d: want [name, function, column]", i)
 		}
 		s := AggSpec{Name: t[0], Func: AggFunc(t[1])}
 		if len(t) == 3 {
@@ -500,7 +514,7 @@ func (a *GetDataArgs) UnmarshalJSON(data []byte) error {
 		out.Agg = append(out.Agg, s)
 	}
 	*a = out
-	return nil
+	return w.Scope, nil
 }
 
 func decodeFilterJSON(raw json.RawMessage) (Filter, error) {
@@ -603,22 +617,28 @@ func (s *AggSpec) DecodeMsgpack(dec *msgpack.Decoder) error {
 }
 
 // DecodeGetDataArgsJSON is the JSON counterpart of DecodeGetDataArgsMsgpack.
-func DecodeGetDataArgsJSON(b []byte) (a GetDataArgs, err error) {
+func DecodeGetDataArgsJSON(b []byte) (GetDataArgs, error) {
+	a, _, err := DecodeGetDataArgsJSONScope(b)
+	return a, err
+}
+
+// DecodeGetDataArgsJSONScope is DecodeGetDataArgsJSON that also gives the
+// arguments' raw "scope" key, so the GW parses a JSON caller's arguments
+// once. The scope is given whenever the arguments are an object, even with
+// an error, so that a bad scope can be named first, as ScopeFromArgs does.
+func DecodeGetDataArgsJSONScope(b []byte) (a GetDataArgs, sc json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = GetDataArgs{}, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
+			a, sc, err = GetDataArgs{}, nil, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
 		}
 	}()
 	if err := CheckJSON(b, MessageLimits); err != nil {
-		return GetDataArgs{}, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
+		return GetDataArgs{}, nil, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
 	}
-	if err := json.Unmarshal(b, &a); err != nil {
-		if !errors.Is(err, ErrMalformedGetDataArgs) {
-			err = fmt.Errorf("%w: %v", ErrMalformedGetDataArgs, err)
-		}
-		return GetDataArgs{}, err
+	if sc, err = a.unmarshalJSON(b); err != nil {
+		return GetDataArgs{}, sc, err
 	}
-	return a, nil
+	return a, sc, nil
 }
 
 // sortedLabelKeys gives a stable order for messages and logs.

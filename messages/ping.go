@@ -33,25 +33,34 @@ func (a *PingArgs) Validate() error {
 
 // DecodePingArgsJSON decodes ping arguments from JSON; an empty body or null
 // is no selector. It never panics.
-func DecodePingArgsJSON(b []byte) (a PingArgs, err error) {
+func DecodePingArgsJSON(b []byte) (PingArgs, error) {
+	a, _, err := DecodePingArgsJSONScope(b)
+	return a, err
+}
+
+// DecodePingArgsJSONScope is DecodePingArgsJSON that also gives the raw
+// "scope" key, as DecodeGetDataArgsJSONScope does.
+func DecodePingArgsJSONScope(b []byte) (a PingArgs, sc json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = PingArgs{}, fmt.Errorf("%w: ping arguments: decoder panic: %v", ErrMalformed, r)
+			a, sc, err = PingArgs{}, nil, fmt.Errorf("%w: ping arguments: decoder panic: %v", ErrMalformed, r)
 		}
 	}()
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
-		return PingArgs{}, nil
+		return PingArgs{}, nil, nil
 	}
 	if err := CheckJSON(b, MessageLimits); err != nil {
-		return PingArgs{}, fmt.Errorf("%w: ping arguments: %w", ErrMalformed, err)
+		return PingArgs{}, nil, fmt.Errorf("%w: ping arguments: %w", ErrMalformed, err)
 	}
 	var w struct {
 		Labels map[string]json.RawMessage `json:"labels"`
+		Scope  json.RawMessage            `json:"scope"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return PingArgs{}, fmt.Errorf("%w: ping arguments: %v", ErrMalformed, err)
+		return PingArgs{}, nil, fmt.Errorf("%w: ping arguments: %v", ErrMalformed, err)
 	}
+	sc = w.Scope
 	if len(w.Labels) > 0 {
 		a.Labels = make(LabelSelector, len(w.Labels))
 	}
@@ -63,11 +72,11 @@ func DecodePingArgsJSON(b []byte) (a PingArgs, err error) {
 		}
 		var many []string
 		if err := json.Unmarshal(raw, &many); err != nil || many == nil {
-			return PingArgs{}, fmt.Errorf("%w: ping arguments: label %q: want a string or a list of strings", ErrMalformed, k)
+			return PingArgs{}, sc, fmt.Errorf("%w: ping arguments: label %q: want a string or a list of strings", ErrMalformed, k)
 		}
 		a.Labels[k] = many
 	}
-	return a, nil
+	return a, sc, nil
 }
 
 // DecodePingArgsMsgpack decodes ping arguments from msgpack; an empty body is

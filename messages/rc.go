@@ -103,8 +103,9 @@ func (m *RCHeartbeat) Validate() error {
 }
 
 // RCSubmission is a request that a GW hands to an RC: the client's request
-// with its arguments re-encoded as msgpack by the GW, plus what the GW
-// decided (id, deadline, where the answer goes).
+// with its arguments in msgpack (a msgpack caller's as sent, a JSON caller's
+// re-encoded by the GW), plus what the GW decided (id, deadline, where the
+// answer goes).
 type RCSubmission struct {
 	V          uint8              `msgpack:"v"`
 	RequestID  string             `msgpack:"req"`

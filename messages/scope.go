@@ -26,17 +26,7 @@ func ScopeFromArgs(c Content, args []byte) (s Scope, ok bool, err error) {
 		if json.Unmarshal(args, &w) != nil {
 			return s, false, nil // not an object: the API's decoder says why
 		}
-		raw := bytes.TrimSpace(w.Scope)
-		if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-			return s, false, nil
-		}
-		if raw[0] != '{' {
-			return s, false, invalid("request arguments", "scope must be an object such as {\"assembly\":\"eu\"}, got %s", jsonKind(raw[0]))
-		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return s, false, invalid("request arguments", "scope: %v", err)
-		}
-		return s, true, nil
+		return ScopeFromJSON(w.Scope)
 	case ContentMsgpack:
 		raw, found := msgpackScope(args)
 		if !found || raw[0] == 0xc0 {
@@ -52,6 +42,23 @@ func ScopeFromArgs(c Content, args []byte) (s Scope, ok bool, err error) {
 		return s, true, nil
 	}
 	return s, false, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+}
+
+// ScopeFromJSON reads the raw value of the "scope" key of JSON arguments, as
+// an API's decoder kept it (DecodeGetDataArgsJSONScope): ScopeFromArgs
+// without a second parse of the arguments.
+func ScopeFromJSON(raw json.RawMessage) (s Scope, ok bool, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return s, false, nil
+	}
+	if raw[0] != '{' {
+		return s, false, invalid("request arguments", "scope must be an object such as {\"assembly\":\"eu\"}, got %s", jsonKind(raw[0]))
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, false, invalid("request arguments", "scope: %v", err)
+	}
+	return s, true, nil
 }
 
 // msgpackScope finds the value of the "scope" key of msgpack arguments (the

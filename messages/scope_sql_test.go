@@ -37,6 +37,19 @@ func TestScopeFromArgs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, ok, err := ScopeFromArgs(c.content, c.args)
+			if c.content == ContentJSON {
+				// The GW takes a JSON caller's scope from the API decoder's
+				// one parse: the same scope, or the same error, for every API.
+				_, gd, _ := DecodeGetDataArgsJSONScope(c.args)
+				_, pg, _ := DecodePingArgsJSONScope(c.args)
+				_, sq, _ := DecodeSQLArgsScope(ContentJSON, c.args)
+				for api, raw := range map[string][]byte{"getData": gd, "ping": pg, "sql": sq} {
+					g, o, e := ScopeFromJSON(raw)
+					if g != got || o != ok || (e == nil) != (err == nil) || (e != nil && e.Error() != err.Error()) {
+						t.Errorf("%s: from its decoder's parse %+v %v %v, ScopeFromArgs %+v %v %v", api, g, o, e, got, ok, err)
+					}
+				}
+			}
 			if c.err != "" {
 				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err %v, want one containing %q", err, c.err)

@@ -2,7 +2,8 @@ package messages
 
 // SQLArgs are the arguments of the sql API. JSON: {"query": "SELECT ..."} or
 // the statement as a bare string; msgpack: {"query": "..."} or a string. The
-// GW re-encodes them as msgpack {"query": ...} for the RC, which plans them.
+// RC plans them: a msgpack caller's arguments reach it as sent, a JSON
+// caller's re-encoded by the GW as msgpack {"query": ...}.
 
 import (
 	"bytes"
@@ -32,22 +33,34 @@ func (a *SQLArgs) Validate() error {
 
 // DecodeSQLArgs decodes sql arguments in encoding c (checked with the
 // envelope) and validates them. It never panics.
-func DecodeSQLArgs(c Content, b []byte) (a SQLArgs, err error) {
+func DecodeSQLArgs(c Content, b []byte) (SQLArgs, error) {
+	a, _, err := DecodeSQLArgsScope(c, b)
+	return a, err
+}
+
+// DecodeSQLArgsScope is DecodeSQLArgs that also gives the raw "scope" key of
+// JSON arguments, as DecodeGetDataArgsJSONScope does (nil for msgpack).
+func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = SQLArgs{}, fmt.Errorf("%w: sql arguments: decoder panic: %v", ErrMalformed, r)
+			a, sc, err = SQLArgs{}, nil, fmt.Errorf("%w: sql arguments: decoder panic: %v", ErrMalformed, r)
 		}
 	}()
 	switch c {
 	case ContentJSON:
 		if err := CheckJSON(b, MessageLimits); err != nil {
-			return a, fmt.Errorf("%w: sql arguments: %w", ErrMalformed, err)
+			return a, nil, fmt.Errorf("%w: sql arguments: %w", ErrMalformed, err)
 		}
 		t := bytes.TrimSpace(b)
 		if len(t) > 0 && t[0] == '"' {
 			err = json.Unmarshal(t, &a.Query)
 		} else {
-			err = json.Unmarshal(t, &a)
+			var w struct {
+				Query string          `json:"query"`
+				Scope json.RawMessage `json:"scope"`
+			}
+			err = json.Unmarshal(t, &w)
+			a.Query, sc = w.Query, w.Scope
 		}
 	case ContentMsgpack:
 		if len(b) > 0 && (b[0]&0xe0 == 0xa0 || b[0] == 0xd9 || b[0] == 0xda || b[0] == 0xdb) {
@@ -56,10 +69,10 @@ func DecodeSQLArgs(c Content, b []byte) (a SQLArgs, err error) {
 			err = DecodeLimited(b, &a, MessageLimits)
 		}
 	default:
-		return a, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+		return a, nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
 	}
 	if err != nil {
-		return SQLArgs{}, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
+		return SQLArgs{}, nil, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
 	}
-	return a, a.Validate()
+	return a, sc, a.Validate()
 }

@@ -65,6 +65,7 @@ type liveMerge struct {
 	a       *Agg
 	r       *request
 	exp     messages.AggExpectation
+	args    messages.GetDataArgs // the expectation's, as streamsLive decoded them
 	sources []messages.PortionRef
 	wake    chan struct{} // capacity 1: a window came, or err was set
 	err     error         // set under Agg.mu: the stream must end with it
@@ -125,7 +126,7 @@ func (r *request) streamsLive() bool {
 		r.liveKind = 2
 		if r.exp.Stream && (r.exp.API == subjects.APIGetData || r.exp.API == subjects.APISQL) {
 			if args, err := messages.DecodeGetDataArgsMsgpack(r.exp.Args); err == nil && !args.Aggregating() && len(args.SortCols) == 0 {
-				r.liveKind = 1
+				r.liveKind, r.liveArgs = 1, args
 			}
 		}
 	}
@@ -269,7 +270,7 @@ func (a *Agg) stopWindowsLocked(r *request) {
 // startLiveLocked starts the live merge of a ready request, exactly once; the
 // request stays in a.requests for the windows to come.
 func (a *Agg) startLiveLocked(r *request) {
-	lm := &liveMerge{a: a, r: r, exp: *r.exp, sources: append([]messages.PortionRef(nil), r.expect...), wake: make(chan struct{}, 1)}
+	lm := &liveMerge{a: a, r: r, exp: *r.exp, args: r.liveArgs, sources: append([]messages.PortionRef(nil), r.expect...), wake: make(chan struct{}, 1)}
 	r.live = lm
 	r.answering = true
 	a.stats.answered.Add(1)
@@ -343,16 +344,11 @@ func (a *Agg) answerLive(lm *liveMerge) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, e.Deadline))
 	defer cancel()
 	start := time.Now()
-	args, err := messages.DecodeGetDataArgsMsgpack(e.Args)
-	if err != nil {
-		a.answerWhole(job{exp: *e}, content, log, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err))
-		return
-	}
 	fetch := make([]merge.Fetch, len(lm.sources))
 	for i, ref := range lm.sources {
 		fetch[i] = func() (merge.Partial, bool, error) { return lm.next(ctx, ref) }
 	}
-	w, err := merge.NewMerger(args).Stream(fetch)
+	w, err := merge.NewMerger(lm.args).Stream(fetch)
 	if err != nil {
 		a.endLiveEarly(lm, content, log, err)
 		return

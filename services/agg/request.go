@@ -32,8 +32,9 @@ type request struct {
 	// live: the answer's stream has begun (live.go): the request stays here,
 	// for the windows still to come, until the stream ends.
 	live     *liveMerge
-	failed   *messages.Status // the windows broke the protocol (live.go): the answer is this error
-	liveKind int8             // streamsLive, once known: 1 yes, 2 no
+	failed   *messages.Status     // the windows broke the protocol (live.go): the answer is this error
+	liveKind int8                 // streamsLive, once known: 1 yes, 2 no
+	liveArgs messages.GetDataArgs // decoded by streamsLive, once: answerLive reads them
 	bytes    int64
 	tooLarge bool // the partials passed MaxRequestBytes: they were dropped, the answer is TOO_LARGE
 	// refused: a partial would have passed the Agg's MaxHeldBytes: the partials were

@@ -297,11 +297,21 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if req.Header.Opts.Async && g.jobs == nil {
 		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
 	}
+	// One parse of the arguments: the API's decoder also gives a JSON
+	// caller's "scope" key, whose error is named before the arguments'.
+	args, rawScope, argsSt := g.decodeArgs(&req)
 	// Seed: the scope is given in the request arguments, in either
 	// encoding; lift it into the header. A header scope wins.
-	if sc, ok, err := messages.ScopeFromArgs(req.Content, req.Payload); err != nil {
+	var sc messages.Scope
+	var scoped bool
+	if req.Content == messages.ContentJSON {
+		sc, scoped, err = messages.ScopeFromJSON(rawScope)
+	} else {
+		sc, scoped, err = messages.ScopeFromArgs(req.Content, req.Payload)
+	}
+	if err != nil {
 		return nil, bad("%v", err)
-	} else if ok && req.Header.Scope == (messages.Scope{}) {
+	} else if scoped && req.Header.Scope == (messages.Scope{}) {
 		req.Header.Scope = sc
 		if err := req.Header.Validate(); err != nil {
 			return nil, bad("Malformed request: %v", err)
@@ -311,9 +321,8 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 	if req.Header.Scope.Tier != "" && req.Header.Scope.Assembly == "" {
 		return nil, bad("scope.tier is valid only with scope.assembly")
 	}
-	args, st := g.decodeArgs(&req)
-	if !st.IsOK() {
-		return nil, st
+	if !argsSt.IsOK() {
+		return nil, argsSt
 	}
 	timeout := g.cfg.Timeout
 	if ms := req.Header.Opts.TimeoutMS; ms > 0 {
@@ -331,28 +340,27 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 }
 
 // decodeArgs decodes the API's arguments in the client's encoding and checks
-// them; the RC gets them in msgpack (forwardArgs).
-func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Status) {
+// them; the RC gets them in msgpack (forwardArgs). A JSON caller's "scope"
+// key comes back raw from the same parse (ScopeFromJSON reads it).
+func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, json.RawMessage, messages.Status) {
 	switch req.Header.API {
 	case subjects.APISQL:
 		// The RC plans the statement: it knows the fleet's label keys.
-		a, err := messages.DecodeSQLArgs(req.Content, req.Payload)
+		a, sc, err := messages.DecodeSQLArgsScope(req.Content, req.Payload)
 		if err != nil {
-			return nil, bad("Bad sql arguments: %v", err)
+			return nil, sc, bad("Bad sql arguments: %v", err)
 		}
-		b, err := messages.Encode(&a)
-		if err != nil {
-			return nil, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode sql arguments: %v", err)
-		}
-		return b, messages.StatusOK
+		args, st := forwardArgs(req, &a)
+		return args, sc, st
 	case subjects.APIGetData:
 		if len(req.Payload) == 0 {
-			return nil, bad("getData needs arguments: at least a table")
+			return nil, nil, bad("getData needs arguments: at least a table")
 		}
 		var a messages.GetDataArgs
+		var sc json.RawMessage
 		var err error
 		if req.Content == messages.ContentJSON {
-			a, err = messages.DecodeGetDataArgsJSON(req.Payload)
+			a, sc, err = messages.DecodeGetDataArgsJSONScope(req.Payload)
 		} else {
 			a, err = messages.DecodeGetDataArgsMsgpack(req.Payload)
 		}
@@ -360,14 +368,16 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Sta
 			err = a.Validate()
 		}
 		if err != nil {
-			return nil, bad("Bad getData arguments: %v", err)
+			return nil, sc, bad("Bad getData arguments: %v", err)
 		}
-		return forwardArgs(req, a)
+		args, st := forwardArgs(req, a)
+		return args, sc, st
 	case subjects.APIPing:
 		var a messages.PingArgs
+		var sc json.RawMessage
 		var err error
 		if req.Content == messages.ContentJSON {
-			a, err = messages.DecodePingArgsJSON(req.Payload)
+			a, sc, err = messages.DecodePingArgsJSONScope(req.Payload)
 		} else {
 			a, err = messages.DecodePingArgsMsgpack(req.Payload)
 		}
@@ -375,16 +385,18 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, messages.Sta
 			err = a.Validate()
 		}
 		if err != nil {
-			return nil, bad("Bad ping arguments: %v", err)
+			return nil, sc, bad("Bad ping arguments: %v", err)
 		}
-		return forwardArgs(req, a)
+		args, st := forwardArgs(req, a)
+		return args, sc, st
 	case subjects.APIGetMeta:
+		// A scope key is an argument too: getMeta takes none.
 		if !emptyArgs(req.Content, req.Payload) {
-			return nil, bad("getMeta takes no arguments")
+			return nil, nil, bad("getMeta takes no arguments")
 		}
-		return nil, messages.StatusOK
+		return nil, nil, messages.StatusOK
 	}
-	return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
+	return nil, nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
 }
 
 // forwardArgs is what goes to the RC of arguments a, checked: a msgpack

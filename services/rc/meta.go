@@ -91,17 +91,13 @@ func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 // answerPing reports, per DAP matching the labels, whether it is reached:
 // its last heartbeat is within its heartbeat interval (plus one for lag).
 func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
-	var sel messages.LabelSelector
-	if len(sub.Args) > 0 {
-		var args struct {
-			Labels map[string][]string `msgpack:"labels"`
-		}
-		if err := messages.Decode(sub.Args, &args); err != nil {
-			r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "ping arguments: %v", err), nil)
-			return
-		}
-		sel = args.Labels
+	// The GW's decoder, so that the arguments mean here what they meant there.
+	args, err := messages.DecodePingArgsMsgpack(sub.Args)
+	if err != nil {
+		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "ping arguments: %v", err), nil)
+		return
 	}
+	sel := args.Labels
 	out := []PingResult{}
 	for _, d := range r.core.DAPs() {
 		if !sel.Selects(d.Labels) { // as a request selects label sets
