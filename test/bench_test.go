@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/cputime"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
@@ -85,7 +86,8 @@ func benchSmallRequest(b *testing.B, o systemOptions) {
 	args := messages.GetDataArgs{Table: demo.Trade, Limit: 1,
 		StartTS: demoEnd.Add(-time.Hour), EndTS: demoEnd.Add(-time.Hour + time.Minute)}
 	ctx := context.Background()
-	runs0, cpu0 := goroutineRuns(), processCPU()
+	runs0 := goroutineRuns()
+	cpu0, _ := cputime.Process()
 	took := make([]time.Duration, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -105,7 +107,8 @@ func benchSmallRequest(b *testing.B, o systemOptions) {
 	p50 := median(took)
 	b.ReportMetric(float64(p50)/float64(time.Microsecond), "p50-µs")
 	b.ReportMetric(float64(p50)/float64(median(plain)), "x-p50")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	cpu1, _ := cputime.Process()
+	b.ReportMetric(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(goroutineRuns()-runs0)/float64(b.N), "runs/op")
 }
 
@@ -136,7 +139,7 @@ func BenchmarkLargeAnswer(b *testing.B) {
 	ctx := context.Background()
 	var bytes int64
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0, _ := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		resp, err := sys.client.Do(ctx, "getData", args, messages.Opts{})
 		if err != nil || !resp.Header.Status.IsOK() {
@@ -147,7 +150,8 @@ func BenchmarkLargeAnswer(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e6, "MB/s")
 	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB/answer")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	cpu1, _ := cputime.Process()
+	b.ReportMetric(float64(cpu1-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkLargeAnswerStream is BenchmarkLargeAnswer read with the client's
@@ -166,7 +170,7 @@ func BenchmarkLargeAnswerStream(b *testing.B) {
 	size := int64(len(whole.Payload))
 	var bytes int64
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0, _ := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		rows := 0
 		hdr, err := sys.client.GetDataStream(ctx, q, func(t messages.Table) error {
@@ -181,5 +185,6 @@ func BenchmarkLargeAnswerStream(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e6, "MB/s")
 	b.ReportMetric(float64(bytes)/float64(b.N)/(1<<20), "MiB/answer")
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	cpu1, _ := cputime.Process()
+	b.ReportMetric(float64(cpu1-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/cputime"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
@@ -619,13 +620,13 @@ type cpuMark struct {
 }
 
 func startCPU() cpuMark {
-	at, ok := processCPU()
+	at, ok := cputime.Process()
 	return cpuMark{at, ok}
 }
 
 // msPer is the CPU since m, in core-ms per mb megabytes (0: not read).
 func (m cpuMark) msPer(mb float64) float64 {
-	now, ok := processCPU()
+	now, ok := cputime.Process()
 	if !m.ok || !ok || mb <= 0 {
 		return 0
 	}

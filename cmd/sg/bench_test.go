@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sg-project/sg/services/cputime"
 )
 
 // A run adds its section on top and keeps every older section as it was; a
@@ -66,7 +68,7 @@ func TestTimedMBsCounts(t *testing.T) {
 	if err != nil || m.n != benchLargeMin {
 		t.Fatalf("slow answers: %d ran, want %d (%v)", m.n, benchLargeMin, err)
 	}
-	if _, ok := processCPU(); ok && m.cpuMs <= 0 {
+	if _, ok := cputime.Process(); ok && m.cpuMs <= 0 {
 		t.Fatalf("a busy read used no CPU per MB: %+v", m)
 	}
 	if _, err := timedMBs(0, func() (int64, error) { return 0, errors.New("boom") }); err == nil {

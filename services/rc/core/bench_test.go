@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sg-project/sg/services/cputime"
 )
 
 // BenchmarkDispatch measures dequeue decisions with 1,000 DAPs (100 label
@@ -84,7 +86,7 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0, _ := cputime.Process()
 	start, arrived := c.stats.Decisions, c.stats.Arrived
 	for i := 0; i < b.N; i++ {
 		d := running[head]
@@ -104,7 +106,8 @@ func BenchmarkDispatch(b *testing.B) {
 	if s := b.Elapsed().Seconds(); s > 0 {
 		b.ReportMetric(float64(c.stats.Decisions-start)/s, "decisions/s")
 	}
-	if s := processCPU() - cpu0; s > 0 {
+	if cpu1, _ := cputime.Process(); cpu1 > cpu0 {
+		s := (cpu1 - cpu0).Seconds()
 		b.ReportMetric(float64(c.stats.Decisions-start)/s, "decisions/cpu-s")
 	}
 	// One decision per DAP event: each completion frees the DAP's one slot
