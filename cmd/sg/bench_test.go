@@ -41,37 +41,40 @@ func TestBenchDocKeepsOlderSections(t *testing.T) {
 	}
 }
 
+// testWindow stands for benchLargeFor (2 s) where the test times answers.
+const testWindow = 20 * time.Millisecond
+
 // Without --large a large-answer row asks at least benchLargeMin answers and
 // goes on while under benchLargeFor; with --large it asks exactly that many.
 func TestTimedMBsCounts(t *testing.T) {
 	calls := 0
 	read := func() (int64, error) { calls++; return 1e6, nil }
-	m, err := timedMBs(5, read)
+	m, err := timedMBs(5, 3, testWindow, read)
 	if err != nil || m.n != 5 || calls != 5 || m.mbs <= 0 {
 		t.Fatalf("--large 5: %d calls, %+v, %v", calls, m, err)
 	}
 	calls = 0
-	m, err = timedMBs(0, read)
-	if err != nil || m.n != calls || m.n < benchLargeMin {
+	m, err = timedMBs(0, 3, testWindow, read)
+	if err != nil || m.n != calls || m.n < 3 {
 		t.Fatalf("default: %d calls, %+v, %v", calls, m, err)
 	}
 	// A slow answer: the minimum, however long it takes.
 	calls = 0
 	slow := func() (int64, error) {
 		calls++
-		deadline := time.Now().Add(benchLargeFor / 2)
+		deadline := time.Now().Add(testWindow / 2)
 		for time.Now().Before(deadline) { // busy, so that the process's CPU moves
 		}
 		return 1e6, nil
 	}
-	m, err = timedMBs(0, slow)
-	if err != nil || m.n != benchLargeMin {
-		t.Fatalf("slow answers: %d ran, want %d (%v)", m.n, benchLargeMin, err)
+	m, err = timedMBs(0, 3, testWindow, slow)
+	if err != nil || m.n != 3 {
+		t.Fatalf("slow answers: %d ran, want 3 (%v)", m.n, err)
 	}
 	if _, ok := cputime.Process(); ok && m.cpuMs <= 0 {
 		t.Fatalf("a busy read used no CPU per MB: %+v", m)
 	}
-	if _, err := timedMBs(0, func() (int64, error) { return 0, errors.New("boom") }); err == nil {
+	if _, err := timedMBs(0, 3, testWindow, func() (int64, error) { return 0, errors.New("boom") }); err == nil {
 		t.Fatal("a failed read was not reported")
 	}
 }
