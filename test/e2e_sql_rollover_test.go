@@ -40,7 +40,7 @@ func TestSQLDateRolloverThroughARunningSystem(t *testing.T) {
 		return now.Add(offset)
 	}
 	// Deadlines come from the GW's real clock; they must stay ahead of the
-	// RC's, which is behind midnight.Sub(real0) ahead of it.
+	// RC's clock, which runs up to midnight.Sub(real0) ahead of the GW's.
 	sys := startSystem(t, systemOptions{gwTimeout: midnight.Sub(real0) + time.Hour, rcNow: rcNow})
 
 	st := engine.NewStore()

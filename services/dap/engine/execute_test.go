@@ -250,8 +250,7 @@ func TestRowsViewSurvivesWrites(t *testing.T) {
 }
 
 // TestLimitIsPushedDownToTheDAP: a row query with a limit and no sortCols
-// makes a DAP send the first Limit rows in time order (ties at the cut are
-// broken by the canonical order, as the merge breaks them), not its whole time
+// makes a DAP send the first Limit rows in time order, not its whole time
 // range; the merge relies on each partial being in time order. A DAP that left
 // the cut to the Agg would send the whole range here.
 func TestLimitIsPushedDownToTheDAP(t *testing.T) {

@@ -92,8 +92,8 @@ func TestHDBSourceGivesItsPartialForWindows(t *testing.T) {
 }
 
 // An hdb source without a reference store answers a getData of a table not
-// in its Parquet catalog with an error that says so, not a panic (as it did
-// before the source picked its executor itself).
+// in its Parquet catalog with an error that names the table, as it did before
+// the source picked its executor itself (a nil store is not called).
 func TestHDBSourceWithoutReferenceStoreErrs(t *testing.T) {
 	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	cat, err := parquetdb.Open(t.TempDir(), demo.Defs(), day.Add(24*time.Hour).UnixNano())
