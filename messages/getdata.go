@@ -456,7 +456,9 @@ func (a *GetDataArgs) unmarshalJSON(data []byte) (json.RawMessage, error) {
 	}
 	var w getDataArgsJSON
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, bad("%v", err)
+		// A value of the wrong type still leaves the other keys read: the
+		// scope is named first if it is bad too.
+		return w.Scope, bad("%v", err)
 	}
 	return a.fromJSON(&w, bad)
 }

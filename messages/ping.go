@@ -58,7 +58,8 @@ func DecodePingArgsJSONScope(b []byte) (a PingArgs, sc json.RawMessage, err erro
 		Scope  json.RawMessage            `json:"scope"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return PingArgs{}, nil, fmt.Errorf("%w: ping arguments: %v", ErrMalformed, err)
+		// A value of the wrong type still leaves the scope read.
+		return PingArgs{}, w.Scope, fmt.Errorf("%w: ping arguments: %v", ErrMalformed, err)
 	}
 	sc = w.Scope
 	if len(w.Labels) > 0 {

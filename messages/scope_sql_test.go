@@ -29,6 +29,10 @@ func TestScopeFromArgs(t *testing.T) {
 		{"json null", ContentJSON, []byte(`{"scope":null}`), Scope{}, false, ""},
 		{"json string", ContentJSON, []byte(`{"scope":"eu"}`), Scope{}, false, "got a string"},
 		{"json number", ContentJSON, []byte(`{"scope":5}`), Scope{}, false, "got a number"},
+		// Every other key of the wrong type for each API (getData's table and
+		// limit, ping's labels, sql's query): the bad scope is still named.
+		{"json bad scope, other keys of the wrong type", ContentJSON,
+			[]byte(`{"table":5,"limit":"5","labels":[],"query":5,"scope":"eu"}`), Scope{}, false, "got a string"},
 		{"msgpack map", ContentMsgpack, mp(map[string]any{"t": "x", "scope": map[string]any{"assembly": "us"}}), Scope{Assembly: "us"}, true, ""},
 		{"msgpack none", ContentMsgpack, mp(map[string]any{"t": "x"}), Scope{}, false, ""},
 		{"msgpack nil", ContentMsgpack, mp(map[string]any{"scope": nil}), Scope{}, false, ""},

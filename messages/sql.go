@@ -72,7 +72,7 @@ func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc json.RawMessage, err
 		return a, nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
 	}
 	if err != nil {
-		return SQLArgs{}, nil, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
+		return SQLArgs{}, sc, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
 	}
 	return a, sc, a.Validate()
 }
