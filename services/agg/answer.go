@@ -183,7 +183,7 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 		// side (merge.EncodeRuns).
 		if content == messages.ContentJSON {
 			var w *merge.Windows
-			if w, err = m.Stream(merge.SourceFetches(parts.runs)); err == nil {
+			if w, err = m.Stream(merge.SourceFetches(parts.runs, false)); err == nil {
 				t, err = w.Rest(parts.rows)
 			}
 		} else {

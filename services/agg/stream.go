@@ -69,7 +69,8 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	if parts == nil {
 		w, err = m.Windows()
 	} else {
-		w, err = m.Stream(merge.SourceFetches(parts.runs))
+		// Dropped as merged: nothing releases them after a stream.
+		w, err = m.Stream(merge.SourceFetches(parts.runs, true))
 	}
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false

@@ -103,7 +103,7 @@ func TestCodedMergeIsMerge(t *testing.T) {
 			if err1 != nil || err2 != nil || string(wb) != string(gb) {
 				t.Fatalf("seed %d %+v: the coded merge encodes differently (%v, %v)", seed, args, err1, err2)
 			}
-			w, err := NewMerger(args).Stream(SourceFetches(wins))
+			w, err := NewMerger(args).Stream(SourceFetches(wins, false))
 			if err != nil {
 				t.Fatal(err)
 			}

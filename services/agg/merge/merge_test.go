@@ -170,7 +170,7 @@ func BenchmarkMerge100(b *testing.B) {
 	b.Run("rows-tiers-encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w, err := NewMerger(rowArgs).Stream(SourceFetches(tiers))
+			w, err := NewMerger(rowArgs).Stream(SourceFetches(tiers, false))
 			if err != nil {
 				b.Fatal(err)
 			}

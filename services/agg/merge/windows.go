@@ -332,7 +332,7 @@ func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byt
 		}
 	}
 	if m.args.Aggregating() || len(m.args.SortCols) > 0 || m.args.Limit > 0 || workers < 2 || total < parallelOrderRows {
-		w, err := m.Stream(SourceFetches(sources))
+		w, err := m.Stream(SourceFetches(sources, false))
 		if err != nil {
 			return nil, err
 		}
@@ -405,14 +405,22 @@ func encodeOrder(schema []messages.ColumnSpec, parts []*Partial, refs []rowRef, 
 }
 
 // SourceFetches serves each source's windows, held whole, in order: Stream's
-// fetches for an answer gathered whole.
-func SourceFetches(sources [][]Partial) []Fetch {
+// fetches for an answer gathered whole. With drop, a window's slot in
+// sources is cleared as it is served (the merge holds it now), so that a
+// window merged can be collected before the answer ends (an answer sent as a
+// stream); without, sources keep every window for a release once the answer
+// is written.
+func SourceFetches(sources [][]Partial, drop bool) []Fetch {
 	out := make([]Fetch, len(sources))
 	for i, run := range sources {
 		k := 0
 		out[i] = func() (Partial, bool, error) {
+			w := run[k]
+			if drop {
+				run[k] = Partial{}
+			}
 			k++
-			return run[k-1], k < len(run), nil
+			return w, k < len(run), nil
 		}
 	}
 	return out

@@ -125,7 +125,7 @@ func TestStreamIsMerge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := NewMerger(args).Stream(SourceFetches(wins))
+			w, err := NewMerger(args).Stream(SourceFetches(wins, false))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestStreamFetchError(t *testing.T) {
 		}
 		return Partial{}, false, boom
 	}
-	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream([]Fetch{bad, SourceFetches([][]Partial{{p}})[0]})
+	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream([]Fetch{bad, SourceFetches([][]Partial{{p}}, false)[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestStreamFetchError(t *testing.T) {
 	}
 	other := Partial{Version: PartialVersion, Rows: messages.NewTable([]messages.ColumnSpec{{Name: "x", Type: messages.TypeFloat}}), Times: []int64{}}
 	two := []Fetch{func() (Partial, bool, error) { return other, false, nil }}
-	if _, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(append(SourceFetches([][]Partial{{p}}), two...)); !errors.Is(err, ErrSchemaMismatch) {
+	if _, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(append(SourceFetches([][]Partial{{p}}, false), two...)); !errors.Is(err, ErrSchemaMismatch) {
 		t.Fatalf("a window of another schema: %v, want ErrSchemaMismatch", err)
 	}
 }
@@ -187,7 +187,7 @@ func TestRest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, hint := range []int{0, 2, 100} {
-			w, err := NewMerger(args).Stream(SourceFetches([][]Partial{splitWindows(p, 2), splitWindows(q, 1)}))
+			w, err := NewMerger(args).Stream(SourceFetches([][]Partial{splitWindows(p, 2), splitWindows(q, 1)}, false))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +249,7 @@ func TestEncodeRestIsEncodeOfMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, workers := range []int{1, 2, 4} {
-			w, err := NewMerger(args).Stream(SourceFetches(wins))
+			w, err := NewMerger(args).Stream(SourceFetches(wins, false))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -301,7 +301,7 @@ func TestStreamMatchesSort(t *testing.T) {
 		for k, i := range idx {
 			want[k] = vals[i]
 		}
-		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(wins))
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(wins, false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func windowsOf(t *testing.T, tb messages.Table) []Partial {
 // plain merge (Stream, EncodeRest) and the two halves (EncodeRuns).
 func plainAndRuns(t *testing.T, wins [][]Partial) (plain, runs []byte) {
 	t.Helper()
-	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(wins))
+	w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(wins, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,5 +403,36 @@ func TestEncodeRunsEqualsStreamWithSignedZeros(t *testing.T) {
 		if want, got := plainAndRuns(t, wins); string(want) != string(got) {
 			t.Fatalf("seed %d: EncodeRuns differs from Stream+EncodeRest", seed)
 		}
+	}
+}
+
+// SourceFetches with drop lets go of each window as it serves it (a streamed
+// answer's merged windows can be collected); without, the sources keep them
+// for a release after the answer. The answer is the same either way.
+func TestSourceFetchesDrop(t *testing.T) {
+	p := rowsPartial(t, []int64{1, 2, 3, 4, 5}, []int64{5, 4, 3, 2, 1})
+	q := rowsPartial(t, []int64{2, 3, 9}, []int64{7, 8, 9})
+	var answers []string
+	for _, drop := range []bool{false, true} {
+		sources := [][]Partial{splitWindows(p, 2), splitWindows(q, 1)}
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches(sources, drop))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.Rest(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, fmt.Sprint(got.Col("v").Ints))
+		for i, run := range sources {
+			for k := range run {
+				if held := run[k].Rows.NumRows() > 0; held == drop {
+					t.Errorf("drop %t: source %d window %d held %t after the merge", drop, i, k, held)
+				}
+			}
+		}
+	}
+	if answers[0] != answers[1] {
+		t.Fatalf("answers differ: %s kept, %s dropped", answers[0], answers[1])
 	}
 }
