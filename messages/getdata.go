@@ -460,28 +460,28 @@ func (a *GetDataArgs) unmarshalJSON(data []byte) (json.RawMessage, error) {
 		// scope is named first if it is bad too.
 		return w.Scope, bad("%v", err)
 	}
-	return a.fromJSON(&w, bad)
+	return w.Scope, a.fromJSON(&w, bad)
 }
 
-func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) error) (json.RawMessage, error) {
+func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) error) error {
 	out := GetDataArgs{Table: w.Table, Columns: w.Columns, GroupBy: w.GroupBy, SortCols: w.SortCols, Limit: w.Limit}
 	var err error
 	if w.StartTS != "" {
 		if out.StartTS, err = time.Parse(time.RFC3339Nano, w.StartTS); err != nil {
-			return w.Scope, bad("startTS: %v", err)
+			return bad("startTS: %v", err)
 		}
 		out.StartTS = out.StartTS.UTC()
 	}
 	if w.EndTS != "" {
 		if out.EndTS, err = time.Parse(time.RFC3339Nano, w.EndTS); err != nil {
-			return w.Scope, bad("endTS: %v", err)
+			return bad("endTS: %v", err)
 		}
 		out.EndTS = out.EndTS.UTC()
 	}
 	if len(w.Labels) > 0 && !bytes.Equal(w.Labels, []byte("null")) {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(w.Labels, &m); err != nil {
-			return w.Scope, bad("labels must be an object of key to value or list of values: %v", err)
+			return bad("labels must be an object of key to value or list of values: %v", err)
 		}
 		out.Labels = make(LabelSelector, len(m))
 		for k, raw := range m {
@@ -492,7 +492,7 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) erro
 			}
 			var many []string
 			if err := json.Unmarshal(raw, &many); err != nil || many == nil {
-				return w.Scope, bad("label %q: want a string or a list of strings", k)
+				return bad("label %q: want a string or a list of strings", k)
 			}
 			out.Labels[k] = many
 		}
@@ -500,14 +500,14 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) erro
 	for i, raw := range w.Filter {
 		f, err := decodeFilterJSON(raw)
 		if err != nil {
-			return w.Scope, bad("filter %d: %v", i, err)
+			return bad("filter %d: %v", i, err)
 		}
 		out.Filter = append(out.Filter, f)
 	}
 	for i, t := range w.Agg {
 		// [name, function] is accepted for count, which needs no column.
 		if len(t) != 3 && len(t) != 2 {
-			return w.Scope, bad("agg %d: want [name, function, column]", i)
+			return bad("agg %d: want [name, function, column]", i)
 		}
 		s := AggSpec{Name: t[0], Func: AggFunc(t[1])}
 		if len(t) == 3 {
@@ -516,7 +516,7 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) erro
 		out.Agg = append(out.Agg, s)
 	}
 	*a = out
-	return w.Scope, nil
+	return nil
 }
 
 func decodeFilterJSON(raw json.RawMessage) (Filter, error) {

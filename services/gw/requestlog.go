@@ -338,7 +338,8 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(s.write.ExpectSeq, 10)
 	w.tokens++
-	m.Reply = w.prefix + strconv.FormatUint(w.tokens, 36)
+	token := strconv.FormatUint(w.tokens, 36)
+	m.Reply = w.prefix + token
 	published := false
 	err := messages.WithEncoded(&s.write.Entry, func(data []byte) error {
 		published = true
@@ -351,7 +352,6 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 	case err != nil:
 		return w.failed(s.write, fmt.Errorf("request log write %s: %w", s.write.Subject, err))
 	}
-	token := m.Reply[len(w.prefix):]
 	s.deadline = at + int64(w.timeout)
 	w.pending[token] = &s
 	w.order = append(w.order, token)

@@ -68,20 +68,20 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxRequestBytes = defaults.MaxRequestBytes     // a request body above it is TOO_LARGE (413)
-	DefaultWait            = 95 * time.Second             // GW timeout + margin + 5 s, for a request that sets no timeout
-	DefaultChunkIdle       = defaults.HTTPChunkIdle       // longest wait between two chunks of one answer
-	DefaultHealthTimeout   = 2 * time.Second              // the health check's ping timeout
-	DefaultMaxBacklogBytes = defaults.HTTPMaxBacklogBytes // one answer's messages received and not yet written to its caller
-	DefaultMaxBacklogTotal = defaults.HTTPMaxBacklogTotal // every answer's, together
-	waitMargin             = 35 * time.Second             // beyond a request's own timeout: the GW's margin + 5 s
-	healthPath             = "/v1/health"                 //
-	openAPIPath            = "/v1/openapi.json"           //
-	apiPattern             = "POST /v1/{api}"             //
-	jobsPath               = "/v1/jobs/"                  // GET /v1/jobs/{id}: an async job (jobs.go)
-	contentJSON            = "application/json"           //
-	contentProblem         = "application/json"           // error answers are envelopes too
-	hdrRequestID           = "X-Request-Id"               // the caller's request id, echoed
+	DefaultMaxRequestBytes = defaults.MaxRequestBytes               // a request body above it is TOO_LARGE (413)
+	DefaultWait            = defaults.Timeout + waitMargin          // for a request that sets no timeout
+	DefaultChunkIdle       = defaults.HTTPChunkIdle                 // longest wait between two chunks of one answer
+	DefaultHealthTimeout   = 2 * time.Second                        // the health check's ping timeout
+	DefaultMaxBacklogBytes = defaults.HTTPMaxBacklogBytes           // one answer's messages received and not yet written to its caller
+	DefaultMaxBacklogTotal = defaults.HTTPMaxBacklogTotal           // every answer's, together
+	waitMargin             = defaults.TimeoutMargin + 5*time.Second // beyond a request's own timeout: the GW's margin + 5 s
+	healthPath             = "/v1/health"                           //
+	openAPIPath            = "/v1/openapi.json"                     //
+	apiPattern             = "POST /v1/{api}"                       //
+	jobsPath               = "/v1/jobs/"                            // GET /v1/jobs/{id}: an async job (jobs.go)
+	contentJSON            = "application/json"                     //
+	contentProblem         = "application/json"                     // error answers are envelopes too
+	hdrRequestID           = "X-Request-Id"                         // the caller's request id, echoed
 )
 
 // Config configures the adapter. The zero value of a field means its default.
