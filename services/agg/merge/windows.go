@@ -350,12 +350,14 @@ func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byt
 		}
 	}
 	schema := m.first.Rows.Schema() // total > 0: a window was checked
-	split := splitTime(all)
+	split := splitTime(all, total)
 	// Each window's rows before split go to the first half, the others to
 	// the second; every row to exactly one, each half in its sources' order.
 	var early, late []*Partial
+	n := 0 // rows in the first half
 	for _, p := range all {
 		i, _ := slices.BinarySearch(p.Times, split) // the first row at split or after (a sorted window)
+		n += i
 		switch {
 		case i == len(p.Times):
 			early = append(early, p)
@@ -370,10 +372,6 @@ func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byt
 	// the heap (rowHeap), so a portion's later windows cost no comparison.
 	// The halves' orders go into one slice, each in its own part of it.
 	a, b := rowWindows(schema, early, 0), rowWindows(schema, late, 0)
-	n := 0
-	for _, p := range early {
-		n += len(p.Times)
-	}
 	refs := getRefs(total) // every entry written by the halves
 	defer putRefs(refs)
 	// Each half's order has room for exactly its rows: one of the right
@@ -426,13 +424,9 @@ func SourceFetches(sources [][]Partial, drop bool) []Fetch {
 	return out
 }
 
-// splitTime is a time that splits the rows of parts (each in time order)
-// about in half: the median of a sample of their times.
-func splitTime(parts []*Partial) int64 {
-	total := 0
-	for _, p := range parts {
-		total += len(p.Times)
-	}
+// splitTime is a time that splits the rows of parts (total rows, each part
+// in time order) about in half: the median of a sample of their times.
+func splitTime(parts []*Partial, total int) int64 {
 	const samples = 256
 	var sample []int64
 	for _, p := range parts {
