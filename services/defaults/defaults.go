@@ -27,6 +27,7 @@ const NoRetry = -1
 const (
 	NATSURL         = "nats://127.0.0.1:4222"
 	Prefix          = "sg"
+	LogLevel        = "info"    // SG_LOG_LEVEL: trace, debug, info, warn or error
 	MaxRequestBytes = 256 << 10 // SG_MAX_REQUEST_BYTES
 	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes
 	AnnounceEvery   = time.Second
@@ -142,6 +143,7 @@ var Table = []Setting{
 	{"SG_HTTP_MAX_BACKLOG_BYTES", "", "64 MiB", "HTTP API: held for slow callers, per answer"},
 	{"SG_HTTP_MAX_BACKLOG_TOTAL", "", "256 MiB", "HTTP API: held for slow callers, all answers"},
 	{"SG_PREFIX", "", "`sg`", "subject prefix"},
+	{"SG_LOG_LEVEL", "", "`info`", "log level: trace, debug, info, warn or error"},
 	{"SG_JETSTREAM", "", "`on`", "GW, RC: request log and DAP state stream, on | off"},
 	{"SG_JS_STORAGE", "", "`file`", "their storage, file | memory"},
 	{"SG_JS_REPLICAS", "", "`1`", "their replicas"},

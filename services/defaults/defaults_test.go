@@ -121,6 +121,7 @@ func TestTableMatchesConstants(t *testing.T) {
 		"SG_JS_STORAGE":               "`" + JSStorage + "`",
 		"SG_NATS_URL":                 "`" + NATSURL + "`",
 		"SG_PREFIX":                   "`" + Prefix + "`",
+		"SG_LOG_LEVEL":                "`" + LogLevel + "`",
 		"SG_SCOPE_AFFINITY":           "`" + Affinity + "`",
 		"SG_JS_REPLICAS":              fmt.Sprintf("`%d`", JSReplicas),
 		"SG_REQUEST_LOG_MAX_AGE":      dur(RequestLogMaxAge),
