@@ -1,5 +1,6 @@
 // Package defaults is the one home of sg's configuration defaults: the GW,
-// the RC (shell and core) and cmd/sg read them from here, and Table, which
+// the RC (shell and core), messages and cmd/sg read them from here (it
+// imports nothing of sg's, so that any package may), and Table, which
 // README's Configuration table is checked against by a test, lists the ones
 // a user sets through the environment.
 package defaults
@@ -29,7 +30,7 @@ const (
 	Prefix          = "sg"
 	LogLevel        = "info"    // SG_LOG_LEVEL: trace, debug, info, warn or error
 	MaxRequestBytes = 256 << 10 // SG_MAX_REQUEST_BYTES
-	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes
+	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes; a chunked transfer's (messages.DefaultChunkLimit)
 	AnnounceEvery   = time.Second
 	GWMaxInFlight   = 4096 // requests one GW holds open at once
 	// An RC silent for DeadAnnouncements announcement periods, and at least
