@@ -115,6 +115,10 @@ func TestQueueGroupsDroppedWhenIdle(t *testing.T) {
 		h.request(q+"-past", "trade", Selector{"region": {region}}, t0, t0+hour, time.Second)
 		h.advance(2 * time.Minute)
 		h.tick()
+		// Requests for it that queue nothing: one late on arrival, one that
+		// also selects a label set nobody has.
+		only[Reply](t, h.request(q+"-late", "ref", Selector{"region": {region}}, t0, t0+hour, 0))
+		only[Reply](t, h.request(q+"-missing", "trade", Selector{"region": {region, "nowhere"}}, t0, t0+hour, time.Minute))
 		if i == 0 && len(h.c.groups) != base {
 			t.Fatalf("after one label set came and went the core holds %d queue groups, want %d", len(h.c.groups), base)
 		}
