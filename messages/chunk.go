@@ -16,11 +16,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 // DefaultChunkLimit is the largest payload a Reassembler accepts unless told
-// otherwise.
-const DefaultChunkLimit int64 = 256 << 20
+// otherwise: the largest answer (defaults.MaxAnswerBytes, its one home), as
+// every chunked transfer is an answer. (defaults imports nothing of sg's, so
+// messages may import it.)
+const DefaultChunkLimit int64 = defaults.MaxAnswerBytes
 
 // Chunk errors.
 var (

@@ -86,12 +86,25 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	ctx, cancel := context.WithCancel(context.Background())
 	sys := &system{t: t, nc: nc, s: s, reg: reg, ctx: ctx, wg: &sync.WaitGroup{}, errs: make(chan error, 64), log: log, url: o.url}
 	t.Cleanup(func() {
+		bound, stopBound := context.WithTimeout(context.Background(), 15*time.Second)
+		defer stopBound()
+		// The GW first: stopped with the rest, it saw the RC drain and logged
+		// "gw not ready" (once, as it should for a change of readiness) at
+		// the end of every test, some eighty times a suite, as if each had
+		// lost its RC.
+		if sys.stopGW != nil {
+			sys.stopGW()
+			select {
+			case <-sys.gwDone:
+			case <-bound.Done():
+			}
+		}
 		cancel()
 		done := make(chan struct{})
 		go func() { sys.wg.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(15 * time.Second):
+		case <-bound.Done():
 			t.Error("services did not stop within 15s")
 		}
 		nc.Close()

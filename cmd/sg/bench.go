@@ -229,7 +229,10 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 	if err != nil {
 		return benchResult{}, err
 	}
-	aggc := loadAggConfig(func(string) (string, bool) { return "", false })
+	aggc, err := loadAggConfig(func(string) (string, bool) { return "", false })
+	if err != nil {
+		return benchResult{}, err
+	}
 	rcc.AggIDs = []string{aggc.ID}
 	reg := prometheus.NewRegistry()
 	r, err := newRC(rcc, nc, s, log, reg)

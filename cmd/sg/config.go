@@ -40,6 +40,7 @@ var (
 	envRCLabels        = envVar{"SG_RC_LABELS", ""}                                       // RC: its labels, k=v,k2=v2
 	envNATSURL         = envVar{"SG_NATS_URL", ""}                                        // NATS URL (nats://127.0.0.1:4222)
 	envPrefix          = envVar{"SG_PREFIX", ""}                                          // subject prefix (sg)
+	envLogLevel        = envVar{"SG_LOG_LEVEL", ""}                                       // log level (info)
 	envMaxRequestBytes = envVar{"SG_MAX_REQUEST_BYTES", ""}                               // GW: largest request accepted (256 KiB)
 )
 
@@ -123,7 +124,7 @@ func checkAffinity(s string) error {
 type Common struct {
 	NATSURL  string // SG_NATS_URL, default nats://127.0.0.1:4222
 	Prefix   string // SG_PREFIX, default "sg"
-	LogLevel string // default info
+	LogLevel string // SG_LOG_LEVEL, default info
 	// Creds is the credential file (SG_NATS_CREDS): an nkey seed file made
 	// by sg auth, or a NATS .creds file; "" connects without credentials.
 	// The path is printed, never the content.
@@ -136,17 +137,24 @@ type Common struct {
 	TLSKey      string // SG_NATS_TLS_KEY: its private key
 }
 
-func loadCommon(look lookupFunc) Common {
-	return Common{
+func loadCommon(look lookupFunc) (Common, error) {
+	c := Common{
 		NATSURL:     envString(look, envNATSURL, defaultNATSURL),
 		Prefix:      envString(look, envPrefix, defaults.Prefix),
-		LogLevel:    "info",
+		LogLevel:    defaults.LogLevel,
 		Creds:       envString(look, envCreds, ""),
 		InboxPrefix: envString(look, envInboxPrefix, ""),
 		TLSCA:       envString(look, envTLSCA, ""),
 		TLSCert:     envString(look, envTLSCert, ""),
 		TLSKey:      envString(look, envTLSKey, ""),
 	}
+	if name, s, ok := envLogLevel.get(look); ok {
+		if _, err := parseLogLevel(s); err != nil {
+			return c, fmt.Errorf("%s=%q: %w", name, s, err)
+		}
+		c.LogLevel = s
+	}
+	return c, nil
 }
 
 // GWConfig configures `sg gw`.
@@ -165,9 +173,12 @@ type GWConfig struct {
 }
 
 func loadGWConfig(look lookupFunc) (GWConfig, error) {
-	c := GWConfig{Common: loadCommon(look), ID: "gw-1", MaxAnswerBytes: defaultMaxAnswerBytes,
+	c := GWConfig{ID: "gw-1", MaxAnswerBytes: defaultMaxAnswerBytes,
 		AssemblyKey: envString(look, envAssemblyKey, defaults.AssemblyKey)}
 	var err error
+	if c.Common, err = loadCommon(look); err != nil {
+		return c, err
+	}
 	if c.Durability, err = loadDurability(look); err != nil {
 		return c, err
 	}
@@ -207,10 +218,13 @@ type RCConfig struct {
 }
 
 func loadRCConfig(look lookupFunc) (RCConfig, error) {
-	c := RCConfig{Common: loadCommon(look), ID: "rc-1", AggIDs: []string{"agg-1"},
+	c := RCConfig{ID: "rc-1", AggIDs: []string{"agg-1"},
 		Assembly: envString(look, envAssembly, defaults.AssemblyName), AssemblyKey: envString(look, envAssemblyKey, defaults.AssemblyKey),
 		Labels: envString(look, envRCLabels, "")}
 	var err error
+	if c.Common, err = loadCommon(look); err != nil {
+		return c, err
+	}
 	if c.Durability, err = loadDurability(look); err != nil {
 		return c, err
 	}
@@ -233,8 +247,9 @@ type AggConfig struct {
 	MaxAnswerBytes int64  // default 256 MiB
 }
 
-func loadAggConfig(look lookupFunc) AggConfig {
-	return AggConfig{Common: loadCommon(look), ID: "agg-1", MaxAnswerBytes: defaultMaxAnswerBytes}
+func loadAggConfig(look lookupFunc) (AggConfig, error) {
+	common, err := loadCommon(look)
+	return AggConfig{Common: common, ID: "agg-1", MaxAnswerBytes: defaultMaxAnswerBytes}, err
 }
 
 // DAPConfig configures `sg dap`.
@@ -254,9 +269,10 @@ type DAPConfig struct {
 	Concurrency int // default 4
 }
 
-func loadDAPConfig(look lookupFunc) DAPConfig {
-	return DAPConfig{Common: loadCommon(look), ID: "dap-1", Assembly: envString(look, envAssembly, ""),
-		Labels: "region=eu", Tier: "hdb", Tables: "trade,quote,instrument", Replicas: 1, Concurrency: 4}
+func loadDAPConfig(look lookupFunc) (DAPConfig, error) {
+	common, err := loadCommon(look)
+	return DAPConfig{Common: common, ID: "dap-1", Assembly: envString(look, envAssembly, ""),
+		Labels: "region=eu", Tier: "hdb", Tables: "trade,quote,instrument", Replicas: 1, Concurrency: 4}, err
 }
 
 // maskURL hides a password in a NATS URL before it is printed.

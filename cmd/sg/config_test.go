@@ -1,11 +1,14 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 )
 
 func env(kv ...string) lookupFunc {
@@ -65,7 +68,7 @@ func TestSGAndKXINames(t *testing.T) {
 	if r.MaxRetry != 5 || r.Timer != 250*time.Millisecond || r.Assembly != "us" {
 		t.Fatalf("RC SG names: %+v", r)
 	}
-	if d := loadDAPConfig(env("KXI_ASSEMBLY_NAME", "asia")); d.Assembly != "asia" {
+	if d, err := loadDAPConfig(env("KXI_ASSEMBLY_NAME", "asia")); err != nil || d.Assembly != "asia" {
 		t.Fatalf("DAP assembly %q", d.Assembly)
 	}
 }
@@ -123,3 +126,54 @@ func TestParseRangeAndLabels(t *testing.T) {
 }
 
 func messagesUnbounded() messages.TimeRange { return messages.Unbounded }
+
+// SG_LOG_LEVEL is the default of every service's --log-level (the flag
+// wins), as test/e2e_memory_test.go sets it for the services it starts; a bad
+// value is an error naming the setting, from every service's configuration.
+func TestLogLevelFromEnvironment(t *testing.T) {
+	loaders := map[string]func(lookupFunc) (Common, error){
+		"gw":     func(l lookupFunc) (Common, error) { c, err := loadGWConfig(l); return c.Common, err },
+		"rc":     func(l lookupFunc) (Common, error) { c, err := loadRCConfig(l); return c.Common, err },
+		"agg":    func(l lookupFunc) (Common, error) { c, err := loadAggConfig(l); return c.Common, err },
+		"dap":    func(l lookupFunc) (Common, error) { c, err := loadDAPConfig(l); return c.Common, err },
+		"common": loadCommon,
+	}
+	for name, load := range loaders {
+		if c, err := load(env()); err != nil || c.LogLevel != defaults.LogLevel {
+			t.Errorf("%s: log level %q, %v without SG_LOG_LEVEL, want %q", name, c.LogLevel, err, defaults.LogLevel)
+		}
+		if c, err := load(env("SG_LOG_LEVEL", " WARN ")); err != nil || c.LogLevel != "WARN" {
+			t.Errorf("%s: log level %q, %v with SG_LOG_LEVEL=WARN", name, c.LogLevel, err)
+		}
+		for _, bad := range []string{"loud", "fatal", "disabled"} {
+			if _, err := load(env("SG_LOG_LEVEL", bad)); err == nil || !strings.Contains(err.Error(), `SG_LOG_LEVEL="`+bad+`": want trace, debug, info, warn or error`) {
+				t.Errorf("%s: SG_LOG_LEVEL=%s gave %v, want an error naming the setting", name, bad, err)
+			}
+		}
+	}
+	// The flag's default is the environment's; the flag wins.
+	c, err := loadCommon(env("SG_LOG_LEVEL", "debug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, "debug"}, {[]string{"--log-level", "error"}, "error"}} {
+		c := c
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		addCommonFlags(fs, &c)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if c.LogLevel != tc.want {
+			t.Errorf("args %q: log level %q, want %q", tc.args, c.LogLevel, tc.want)
+		}
+		if log, err := newLogger(io.Discard, c.LogLevel); err != nil || log.GetLevel().String() != tc.want {
+			t.Errorf("args %q: logger at %v, %v", tc.args, log.GetLevel(), err)
+		}
+	}
+	if _, err := newLogger(io.Discard, "loud"); err == nil || !strings.Contains(err.Error(), `log level "loud"`) {
+		t.Errorf("--log-level loud gave %v", err)
+	}
+}

@@ -73,7 +73,10 @@ func loadLiveSchema(path string) ([]messages.LabelSet, []engine.TableDef, error)
 }
 
 func cmdLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common := loadCommon(os.LookupEnv)
+	common, err := loadCommon(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	fs := newFlagSet("live", "[flags]", `
 Runs live label sets against a NATS server: for each label set an rdb, an idb and an hdb
 DAP, fed by the live stream (see sg publish), with ends of interval and of day, and

@@ -15,7 +15,10 @@ import (
 )
 
 func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common := loadCommon(os.LookupEnv)
+	common, err := loadCommon(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	fs := newFlagSet("publish", "<table> '<json rows>' [flags]", `
 Writes rows to the live stream, where the rdb DAPs of their label sets take them (an
 instrument-like reference table instead sets the label set's reference vintage).

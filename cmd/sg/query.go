@@ -58,7 +58,11 @@ func parseMixed(fs *flag.FlagSet, args []string, stdout io.Writer) (pos []string
 }
 
 func cmdQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	q := queryFlags{common: loadCommon(os.LookupEnv)}
+	common, err := loadCommon(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	q := queryFlags{common: common}
 	fs := newFlagSet("query", "<api> ['<json args>'] [flags]", `
 Calls an API of the gateway and prints the answer. APIs: getData, ping, getMeta, sql.
 Example:
@@ -86,7 +90,11 @@ The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, 
 }
 
 func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	q := queryFlags{common: loadCommon(os.LookupEnv)}
+	common, err := loadCommon(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	q := queryFlags{common: common}
 	fs := newFlagSet("ping", "[flags]", `Calls ping: which DAPs (matching --labels) are reached.`, stdout, stderr)
 	addQueryFlags(fs, &q)
 	labels := fs.String("labels", "", "label selector k=v[,k=v], e.g. region=eu")
@@ -105,7 +113,11 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func cmdMeta(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	q := queryFlags{common: loadCommon(os.LookupEnv)}
+	common, err := loadCommon(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	q := queryFlags{common: common}
 	fs := newFlagSet("meta", "[flags]", `Calls getMeta: the tables, DAPs and purviews sg knows.`, stdout, stderr)
 	addQueryFlags(fs, &q)
 	if done, err := parse(fs, args, stdout); done {

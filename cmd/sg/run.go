@@ -31,7 +31,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	aggc := loadAggConfig(os.LookupEnv)
+	aggc, err := loadAggConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	httpc, err := loadHTTPConfig(os.LookupEnv)
 	if err != nil {
 		return err
@@ -58,7 +61,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	replicas := fs.Int("replicas", 1, "demo DAPs per region and tier (with --live=false)")
 	throttle := fs.Float64("throttle", 0, "with --live=false: demo DAPs call a rate-limited test endpoint (one per replica, the seed's ad platform at a tenth of its time) allowing this many calls a second; 0: off")
 	sample := fs.Bool("sample", true, "answer and print a sample getData query at start")
-	logLevel := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
+	logLevel := fs.String("log-level", gwc.LogLevel, "log level: trace, debug, info, warn, error (env SG_LOG_LEVEL)")
 	natsLogs := fs.Bool("nats-logs", false, "print the NATS server's own logs")
 	authDir := fs.String("auth", envString(os.LookupEnv, envAuthDir, ""), "credential directory: authentication and per-role permissions on; made if it has no users (env SG_AUTH_DIR)")
 	metrics := fs.String("metrics-listen", "", "HOST:PORT to serve Prometheus /metrics on (\"\" = off)")

@@ -32,11 +32,21 @@ import (
 	"github.com/sg-project/sg/subjects"
 )
 
+// parseLogLevel reads a log level as --log-level and SG_LOG_LEVEL take it:
+// trace, debug, info, warn or error, in any case.
+func parseLogLevel(s string) (zerolog.Level, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(s))
+	if err != nil || s == "" || lvl < zerolog.TraceLevel || lvl > zerolog.ErrorLevel {
+		return zerolog.NoLevel, errors.New("want trace, debug, info, warn or error")
+	}
+	return lvl, nil
+}
+
 // newLogger logs JSON to stderr, or the console form when stderr is a terminal.
 func newLogger(stderr io.Writer, level string) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
-	if err != nil || level == "" {
-		return zerolog.Nop(), fmt.Errorf("log level %q: want trace, debug, info, warn or error", level)
+	lvl, err := parseLogLevel(level)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("log level %q: %w", level, err)
 	}
 	w := stderr
 	if f, ok := stderr.(*os.File); ok {
@@ -52,7 +62,7 @@ func addCommonFlags(fs interface {
 }, c *Common) {
 	fs.StringVar(&c.NATSURL, "nats", c.NATSURL, "NATS URL(s), comma-separated (env SG_NATS_URL)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "subject prefix of the deployment (env SG_PREFIX)")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error (env SG_LOG_LEVEL)")
 	fs.StringVar(&c.Creds, "creds", c.Creds, "credential file: an nkey seed made by sg auth, or a NATS .creds file (env SG_NATS_CREDS)")
 	fs.StringVar(&c.InboxPrefix, "inbox-prefix", c.InboxPrefix, "inbox prefix; default: the one in the credential (env SG_NATS_INBOX_PREFIX)")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA file that signs the server's certificate; turns TLS on (env SG_NATS_TLS_CA)")
@@ -506,7 +516,10 @@ func newRC(cfg RCConfig, nc *nats.Conn, s subjects.Subjects, log zerolog.Logger,
 }
 
 func cmdAgg(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := loadAggConfig(os.LookupEnv)
+	cfg, err := loadAggConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	fs := newFlagSet("agg", "[flags]", `
 Runs an aggregator: it merges the partial results of a request's portions and
 sends the answer to the GW.`, stdout, stderr)
@@ -537,7 +550,10 @@ sends the answer to the GW.`, stdout, stderr)
 }
 
 func cmdDAP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := loadDAPConfig(os.LookupEnv)
+	cfg, err := loadDAPConfig(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	fs := newFlagSet("dap", "[--demo] [flags]", `
 Runs a data access process. With --demo it runs the whole demo fleet instead:
 a DAP per region (eu, us, asia) and tier (rdb, idb, hdb) with seeded generated data.

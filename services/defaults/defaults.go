@@ -1,5 +1,6 @@
 // Package defaults is the one home of sg's configuration defaults: the GW,
-// the RC (shell and core) and cmd/sg read them from here, and Table, which
+// the RC (shell and core), messages and cmd/sg read them from here (it
+// imports nothing of sg's, so that any package may), and Table, which
 // README's Configuration table is checked against by a test, lists the ones
 // a user sets through the environment.
 package defaults
@@ -27,8 +28,9 @@ const NoRetry = -1
 const (
 	NATSURL         = "nats://127.0.0.1:4222"
 	Prefix          = "sg"
+	LogLevel        = "info"    // SG_LOG_LEVEL: trace, debug, info, warn or error
 	MaxRequestBytes = 256 << 10 // SG_MAX_REQUEST_BYTES
-	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes
+	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes; a chunked transfer's (messages.DefaultChunkLimit)
 	AnnounceEvery   = time.Second
 	GWMaxInFlight   = 4096 // requests one GW holds open at once
 	// An RC silent for DeadAnnouncements announcement periods, and at least
@@ -142,6 +144,7 @@ var Table = []Setting{
 	{"SG_HTTP_MAX_BACKLOG_BYTES", "", "64 MiB", "HTTP API: held for slow callers, per answer"},
 	{"SG_HTTP_MAX_BACKLOG_TOTAL", "", "256 MiB", "HTTP API: held for slow callers, all answers"},
 	{"SG_PREFIX", "", "`sg`", "subject prefix"},
+	{"SG_LOG_LEVEL", "", "`info`", "log level: trace, debug, info, warn or error"},
 	{"SG_JETSTREAM", "", "`on`", "GW, RC: request log and DAP state stream, on | off"},
 	{"SG_JS_STORAGE", "", "`file`", "their storage, file | memory"},
 	{"SG_JS_REPLICAS", "", "`1`", "their replicas"},

@@ -2,6 +2,8 @@ package defaults
 
 import (
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -121,6 +123,7 @@ func TestTableMatchesConstants(t *testing.T) {
 		"SG_JS_STORAGE":               "`" + JSStorage + "`",
 		"SG_NATS_URL":                 "`" + NATSURL + "`",
 		"SG_PREFIX":                   "`" + Prefix + "`",
+		"SG_LOG_LEVEL":                "`" + LogLevel + "`",
 		"SG_SCOPE_AFFINITY":           "`" + Affinity + "`",
 		"SG_JS_REPLICAS":              fmt.Sprintf("`%d`", JSReplicas),
 		"SG_REQUEST_LOG_MAX_AGE":      dur(RequestLogMaxAge),
@@ -194,5 +197,29 @@ func TestEverySettingInTable(t *testing.T) {
 	}
 	if found < len(Table) {
 		t.Errorf("found %d setting names in the code, fewer than Table's %d: is the walk reading the module?", found, len(Table))
+	}
+}
+
+// TestImportsNothingOfSg: messages (and anything else) may import defaults
+// only while defaults imports no package of sg's; one that did could close an
+// import cycle through messages.
+func TestImportsNothingOfSg(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range parsed.Imports {
+			if p := strings.Trim(im.Path.Value, `"`); strings.HasPrefix(p, "github.com/sg-project/sg") {
+				t.Errorf("%s imports %s: defaults must import nothing of sg's (messages imports defaults)", f, p)
+			}
+		}
 	}
 }

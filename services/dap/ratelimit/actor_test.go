@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -332,5 +333,93 @@ func TestActorOpen(t *testing.T) {
 	}
 	if a.pausedUntilNS.Load() == 0 {
 		t.Error("the pause was not published to Open")
+	}
+}
+
+// A pause is counted from when the refused call returned, not from when the
+// dispatcher got to its outcome: here the dispatcher is held (in Classify of
+// another call's error) from before the refusal returns until well after, and
+// the pause still ends the time asked after the refusal returned. Counted
+// from the dispatcher's turn, it would end that much later than asked.
+func TestActorPauseCountsFromTheRefusal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const (
+		pause = 100 * time.Millisecond
+		held  = 50 * time.Millisecond // the dispatcher is late by at least this
+	)
+	errOther := errors.New("some other error")
+	entered, release := make(chan struct{}), make(chan struct{})
+	a := Start(ctx, "ads", Config{Slots: 2, Classify: func(err error) (time.Duration, bool) {
+		if errors.Is(err, errOther) {
+			close(entered)
+			<-release // the dispatcher is busy elsewhere
+		}
+		return Delay(err)
+	}})
+	started := make(chan struct{}, 2)
+	goB, goA := make(chan struct{}), make(chan struct{})
+	var returned atomic.Int64 // when A's refusal returned (unix ns)
+	var attempts atomic.Int32
+	errs := make(chan error, 2)
+	go func() {
+		errs <- a.Do(ctx, func(context.Context, int) error {
+			started <- struct{}{}
+			<-goB
+			return errOther
+		})
+	}()
+	go func() {
+		errs <- a.Do(ctx, func(context.Context, int) error {
+			if attempts.Add(1) > 1 {
+				return nil // tried again after the pause
+			}
+			started <- struct{}{}
+			<-goA
+			returned.Store(time.Now().UnixNano())
+			return &Error{Endpoint: "ads", Delay: pause}
+		})
+	}()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+	wait(started, "the first call to start")
+	wait(started, "the second call to start")
+	close(goB)
+	wait(entered, "the dispatcher to take the other error")
+	close(goA)
+	// A's outcome (with the time it returned) waits in the dispatcher's inbox.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.finished) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the refusal's outcome")
+		}
+		runtime.Gosched()
+	}
+	time.Sleep(held) // the dispatcher is late: the test's point, not a wait for an event
+	dispatcherAt := time.Now().UnixNano()
+	close(release)
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil && !errors.Is(err, errOther) {
+				t.Fatalf("a call failed: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("timed out waiting for the calls' answers")
+		}
+	}
+	if n := attempts.Load(); n != 2 {
+		t.Fatalf("the refused call ran %d times, want 2", n)
+	}
+	until := a.pausedUntilNS.Load()
+	if from := until - int64(pause); from < returned.Load() || from >= dispatcherAt {
+		t.Fatalf("the pause was counted from %v after the refusal returned (the dispatcher got to it %v after), want from its return",
+			time.Duration(from-returned.Load()), time.Duration(dispatcherAt-returned.Load()))
 	}
 }

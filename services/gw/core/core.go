@@ -113,24 +113,11 @@ func (c *Core) Step(ev Event) []Command {
 // NextDeadline is the earliest time the core must be stepped (a Tick) even
 // if nothing else happens: a request's timer or a relay's deadline.
 func (c *Core) NextDeadline() (int64, bool) {
-	at, ok := int64(0), false
-	for c.timers.Len() > 0 {
-		if t := c.timers[0]; c.timerLive(t) {
-			at, ok = t.at, true
-			break
-		}
-		heap.Pop(&c.timers)
+	t, ok := c.timers.top(c.timerLive)
+	if rt, rok := c.relayTimers.top(c.relayTimerLive); rok && (!ok || rt.at < t.at) {
+		t, ok = rt, true
 	}
-	for c.relayTimers.Len() > 0 {
-		if t := c.relayTimers[0]; c.relayTimerLive(t) {
-			if !ok || t.at < at {
-				at, ok = t.at, true
-			}
-			break
-		}
-		heap.Pop(&c.relayTimers)
-	}
-	return at, ok
+	return t.at, ok
 }
 
 // Idle reports that the core holds no request and relays no answer stream:
@@ -270,6 +257,18 @@ func (h *timerHeap) Pop() any {
 	old[len(old)-1] = timer{} // its id
 	*h = old[:len(old)-1]
 	return t
+}
+
+// top drops the stale timers off the top of the heap and returns the
+// earliest live one (false when none is left).
+func (h *timerHeap) top(live func(timer) bool) (timer, bool) {
+	for h.Len() > 0 {
+		if t := (*h)[0]; live(t) {
+			return t, true
+		}
+		heap.Pop(h)
+	}
+	return timer{}, false
 }
 
 // compact keeps the live timers only, in heap order again.

@@ -711,3 +711,39 @@ func TestRelayDeadlineOfAnEarlierRelayOfTheSameIDEndsNothing(t *testing.T) {
 		t.Fatalf("at its deadline the second relay ended with %+v, want the GW's error frame", r)
 	}
 }
+
+// A request id whose answer is still being relayed is not taken up again
+// while the relay lasts: an Adopt of it (a log read from before this GW's
+// `answered` write landed) is ignored, and an arrival of it (a shell bug:
+// its ids are unique) is refused; either one held would have its frames
+// taken by the relay and, once answered, replaced the relay in c.relays,
+// leaving the first caller's stream without an end. The relay goes on.
+func TestRequestIDBeingRelayedIsNotHeldAgain(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.streamBegun("r1", "A")
+	entry := messages.LogEntry{RequestID: "r1", ClientRequestID: "k", GWID: "gw-9", State: messages.LogOpen, Drive: 1,
+		Caller: "_INBOX.b", ClientReply: "_INBOX.b.r1", API: subjects.APIGetData, Content: messages.ContentMsgpack,
+		Submission: messages.RCSubmission{V: messages.RCVersion, GWID: "gw-9", Header: messages.RequestHeader{API: subjects.APIGetData},
+			Content: messages.ContentMsgpack, Deadline: s.now + 5000*ms, ReceivedAt: s.now, Stream: true}}
+	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-9", "r1"), Seq: 7, Entry: entry})
+	none[WriteLog](s)
+	if s.c.Holds("r1") {
+		t.Fatal("adopted r1 while its answer is being relayed")
+	}
+	s.arriveStreaming("r1", 5000*ms)
+	if a := only[Answer](s); a.Status.IsOK() || a.Info.ID != "r1" {
+		t.Fatalf("a second arrival of r1 while its answer is relayed was answered %s, want refused", describe(a))
+	}
+	none[WriteLog](s)
+	if s.c.Holds("r1") {
+		t.Fatal("held a second r1 while its answer is being relayed")
+	}
+	s.step(frame("r1", "A", 1, true))
+	if got := fmt.Sprint(relays(s)); got != "[A/1true]" {
+		t.Fatalf("the relay under way relayed %s", got)
+	}
+	if !s.c.Idle() {
+		t.Fatal("not idle after the relay's last frame")
+	}
+}

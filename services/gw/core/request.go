@@ -75,9 +75,10 @@ func (c *Core) arrive(req Request) {
 	case c.stopping:
 		refuse(unavailable(TextShuttingDown), "")
 		return
-	case c.reqs[req.ID] != nil:
-		// The shell's ids are unique; a repeat is a bug, never two answers.
-		refuse(messages.Errorf(messages.CodeInternal, messages.CodeErr, "request id %s is already held", req.ID), "")
+	case c.reqs[req.ID] != nil || c.relays[req.ID] != nil:
+		// The shell's ids are unique; a repeat is a bug, never two answers
+		// (nor a second answer's relay in place of the first's).
+		refuse(messages.Errorf(messages.CodeInternal, messages.CodeErr, "request id %s is already held or its answer relayed", req.ID), "")
 		return
 	case c.callers[req.Caller] >= c.cfg.MaxInFlightPerCaller:
 		refuse(messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
@@ -505,6 +506,11 @@ func (c *Core) answerChunk(e AnswerChunk) {
 func (c *Core) adopt(e Adopt) {
 	en := e.Entry
 	if c.stopping || en.State != messages.LogOpen || c.reqs[en.RequestID] != nil {
+		return
+	}
+	if c.relays[en.RequestID] != nil {
+		// This GW answered it and passes the rest on: the entry read as open
+		// was read before the `answered` write landed.
 		return
 	}
 	req := Request{ID: en.RequestID, ClientID: en.ClientRequestID, Caller: en.Caller, Reply: en.ClientReply, API: en.API,

@@ -134,7 +134,7 @@ func (c *Core) split(r *request) *replyError {
 		// Shared, not cloned: a DAP's labels are never changed in place (a
 		// registration installs a new map), and nothing downstream writes them.
 		ls.group, ls.labels = groupKey{table: r.Table, key: key}, known[i].labels
-		if known[i].g == nil {
+		if known[i].g == nil || known[i].g.dropped {
 			known[i].g = c.groupFor(ls.group)
 		}
 		ls.qg = known[i].g
@@ -176,7 +176,7 @@ type knownSet struct {
 	labels Labels
 	daps   []*dap      // fleet.byLabel[key]
 	past   *pastSet    // remembered: DAPs of it left (nil: none)
-	g      *queueGroup // its queue group, once a request has had it
+	g      *queueGroup // its queue group, once a request has had it (until dropped)
 }
 
 // labelSetsOf is the table's label sets, of DAPs in the fleet or

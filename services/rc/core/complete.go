@@ -216,6 +216,13 @@ func (c *Core) end(r *request) {
 		return
 	}
 	c.unqueueAll(r)
+	// A group split made for a label set no DAP serves, that nothing of the
+	// request was queued in (it failed, or arrived late), goes with it.
+	for _, ls := range r.sets {
+		if g := ls.qg; g != nil {
+			c.dropGroupIfIdle(g)
+		}
+	}
 	c.releaseCaller(r)
 	r.ended = true
 	delete(c.requests, r.ID)

@@ -77,6 +77,9 @@ type queueGroup struct {
 	top      uint64
 	topEpoch uint64
 	topKnown bool
+	// dropped: deleted from Core.groups (dropGroupIfIdle); whatever still
+	// holds it looks its key up again.
+	dropped bool
 	// daps is fleet.group(key) as of fleet epoch dapsEpoch (groupDAPs).
 	daps      []*dap
 	dapsEpoch uint64

@@ -31,18 +31,22 @@ func (c *Core) subFor(ls *labelSet) *subqueue {
 	return q
 }
 
-// queueGroupOf is the label set's queue group, looked up once.
+// queueGroupOf is the label set's queue group, looked up once (again when
+// the one it held was dropped).
 func (c *Core) queueGroupOf(ls *labelSet) *queueGroup {
-	if ls.qg == nil {
+	if ls.qg == nil || ls.qg.dropped {
 		ls.qg = c.groupFor(ls.group)
 	}
 	return ls.qg
 }
 
-// groupFor is the queue group of a group key, made on first use. Groups
-// stay (only their subqueues come and go), so that label sets and DAPs can
-// hold theirs instead of looking it up on every decision; there are no more
-// of them than (table, label set) pairs the fleet has had.
+// groupFor is the queue group of a group key, made on first use. A group
+// lives while a DAP of the fleet serves it or anything of it is queued
+// (dropGroupIfIdle), so that there are no more of them than the fleet's
+// (table, label set) pairs and the ones with queued work. Label sets and
+// DAPs hold theirs instead of looking it up on every decision: a DAP's
+// groups are never dropped while it is in the fleet (it serves them), and a
+// label set's or known set's group is looked up again once dropped.
 func (c *Core) groupFor(gk groupKey) *queueGroup {
 	g := c.groups[gk]
 	if g == nil {
@@ -107,6 +111,9 @@ func (c *Core) refreshPurviews() {
 		if g == nil {
 			continue
 		}
+		if c.dropGroupIfIdle(g); g.dropped {
+			continue // its last DAP left and nothing of it is queued
+		}
 		ps := c.groupPurviews(gk)
 		if slices.Equal(ps, g.purviews) {
 			continue
@@ -123,21 +130,42 @@ func (c *Core) refreshPurviews() {
 }
 
 // dropIfEmpty keeps the group maps as small as the queue. A group's
-// unlocked subqueue stays (one per group): it empties and comes back with
-// every request, and releasing and rebuilding it each time cost more than
-// the decisions around it.
+// unlocked subqueue stays while the group does (one per group): it empties
+// and comes back with every request, and releasing and rebuilding it each
+// time cost more than the decisions around it. A group emptied that no DAP
+// serves goes (dropGroupIfIdle).
 func (c *Core) dropIfEmpty(q *subqueue) {
 	if q.n > 0 {
 		return
 	}
 	g := q.g
-	if !q.key.locked || g.locked[q.key.vintage] != q {
+	if q.key.locked && g.locked[q.key.vintage] == q {
+		delete(g.locked, q.key.vintage)
+		// Kept with its buffers for the next subqueue.
+		q.release()
+		c.freeSubs = append(c.freeSubs, q)
+	}
+	c.dropGroupIfIdle(g)
+}
+
+// dropGroupIfIdle deletes a queue group that holds nothing queued and that
+// no DAP of the fleet serves: without it, every (table, label set) a
+// long-running RC ever queued for kept its group and subqueue buffers. What
+// still points at it (a label set, a known set, a gone DAP's cache) sees
+// dropped and looks the key up again; a group is only an index, so a new
+// one rebuilt from the fleet (groupFor) stands for it.
+func (c *Core) dropGroupIfIdle(g *queueGroup) {
+	if g.dropped || !g.empty() || c.fleet.serves(g.key) {
 		return
 	}
-	delete(g.locked, q.key.vintage)
-	// Kept with its buffers for the next subqueue.
-	q.release()
-	c.freeSubs = append(c.freeSubs, q)
+	delete(c.groups, g.key)
+	g.dropped = true
+	if q := g.unlocked; q != nil {
+		g.unlocked = nil
+		q.release()
+		c.freeSubs = append(c.freeSubs, q)
+	}
+	g.daps = nil
 }
 
 // newSubqueue is a subqueue of group g, reused when one was released.
@@ -214,6 +242,9 @@ func (c *Core) lock(ls *labelSet, v uint64) {
 		c.dropIfEmpty(q)
 	}
 	ls.locked, ls.vintage, ls.sub = true, v, nil
+	if len(ls.items) == 0 {
+		return // (no empty subqueue made: it would hold its group)
+	}
 	q := c.subFor(ls)
 	for _, it := range ls.items {
 		q.insert(it)

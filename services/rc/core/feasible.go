@@ -176,8 +176,9 @@ func (c *Core) wantVintage(it *item) (v uint64, word string) {
 
 // inGroup: the DAP serves the label set's table and is one of its group
 // (fleet.groupOf), asked of the DAP's queue groups: a group key has one queue
-// group for the core's life, so a pointer compare replaces a table lookup and
-// a compare of two strings on every decision.
+// group at a time (a DAP's are not dropped while it serves them, a label
+// set's is looked up again once dropped), so a pointer compare replaces a
+// table lookup and a compare of two strings on every decision.
 func (c *Core) inGroup(d *dap, ls *labelSet) bool {
 	g := c.queueGroupOf(ls)
 	for _, dg := range c.dapGroups(d) {

@@ -312,6 +312,15 @@ type groupKey struct {
 	key   labelKey
 }
 
+// serves: a DAP of the fleet serves the group (its table, and for a table
+// that is not unsharded, in its label set).
+func (f *fleet) serves(g groupKey) bool {
+	if f.kind(g.table) == Unsharded {
+		return len(f.byTable[g.table]) > 0
+	}
+	return f.setDAPs[g] > 0
+}
+
 // groupOf is the group a DAP serves for a table.
 func (f *fleet) groupOf(d *dap, table string) groupKey {
 	if f.kind(table) == Unsharded {

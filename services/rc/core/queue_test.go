@@ -1,8 +1,10 @@
 package core
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -82,4 +84,55 @@ func (q *subqueue) oldest(p messages.TimeRange, c *Core, d *dap, scratch *fronti
 		return nil
 	}
 	return q.oldestFrom(h, top, c, d, scratch)
+}
+
+// Queue groups go when nothing references them: after many label sets have
+// come (a DAP registers, requests queue and run), waited in the queue after
+// their DAPs left, and gone, the core holds groups only for the fleet it has
+// now. Before groups were dropped, every (table, label set) ever queued kept
+// its group and subqueue buffers for the RC's life.
+func TestQueueGroupsDroppedWhenIdle(t *testing.T) {
+	h := newHarness(t, Config{LabelSetRetention: time.Hour})
+	h.register("keep", lbl("region", "keep"))
+	base := len(h.c.groups) // the staying DAP's groups: trade, ref, cfg
+	const n = 200
+	for i := range n {
+		region := fmt.Sprintf("r%d", i)
+		id := fmt.Sprintf("d%d", i)
+		h.advance(time.Second)
+		h.register(id, lbl("region", region))
+		// A request runs on the DAP and is answered.
+		q := fmt.Sprintf("q%d", i)
+		d := dispatchedTo(t, h.request(q, "trade", Selector{"region": {region}}, t0, t0+hour, time.Minute), id)
+		h.complete(d, OutcomeOK)
+		h.step(AggDone{At: h.now, Request: q})
+		// One is running when the DAP is lost, another waits for it.
+		d = dispatchedTo(t, h.request(q+"-lost", "ref", Selector{"region": {region}}, t0, t0+hour, time.Minute), id)
+		h.request(q+"-wait", "trade", Selector{"region": {region}}, t0, t0+hour, time.Second)
+		h.step(DAPLost{At: h.now, DAP: id})
+		// The label set is remembered: a request for it queues with no DAP,
+		// and times out with the others.
+		h.request(q+"-past", "trade", Selector{"region": {region}}, t0, t0+hour, time.Second)
+		h.advance(2 * time.Minute)
+		h.tick()
+		// Requests for it that queue nothing: one late on arrival, one that
+		// also selects a label set nobody has.
+		only[Reply](t, h.request(q+"-late", "ref", Selector{"region": {region}}, t0, t0+hour, 0))
+		only[Reply](t, h.request(q+"-missing", "trade", Selector{"region": {region, "nowhere"}}, t0, t0+hour, time.Minute))
+		if i == 0 && len(h.c.groups) != base {
+			t.Fatalf("after one label set came and went the core holds %d queue groups, want %d", len(h.c.groups), base)
+		}
+	}
+	if got := len(h.c.groups); got != base {
+		var left []string
+		for k := range h.c.groups {
+			left = append(left, fmt.Sprintf("%s%v", k.table, k.key))
+		}
+		t.Fatalf("after %d label sets came and went the core holds %d queue groups, want %d (the staying DAP's): %v", n, got, base, left)
+	}
+	// The staying DAP's groups still serve, and a group of a label set that
+	// was dropped comes back when it is needed again.
+	dispatchedTo(t, h.request("after", "trade", Selector{"region": {"keep"}}, t0, t0+hour, time.Minute), "keep")
+	h.register("again", lbl("region", "r7"))
+	dispatchedTo(t, h.request("again", "ref", Selector{"region": {"r7"}}, t0, t0+hour, time.Minute), "again")
 }
