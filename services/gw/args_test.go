@@ -95,3 +95,81 @@ func TestJSONScopeFromTheArgumentsParse(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONArgsForwardedAsSent: a JSON caller's arguments reach the RC as the
+// caller sent them, byte for byte, in ArgsJSON of a submission that names
+// ArgsJSONVersion (the GW parses them once to check them and read the scope,
+// and never re-encodes them); a msgpack caller's in Args, at version 1. The
+// RC's decoders read both.
+func TestJSONArgsForwardedAsSent(t *testing.T) {
+	e := startGW(t, nil)
+	got := make(chan messages.RCSubmission, 4)
+	e.fakeRC("rc1", "", func(s messages.RCSubmission) {
+		got <- s
+		e.reply(s, messages.StatusOK, map[string]string{"ok": "1"})
+	})
+	jsonHdr := nats.Header{messages.HdrContentType: {"json"}}
+	for _, c := range []struct{ api, args string }{
+		// Spacing, key order and a time's form that a re-encoding would not keep.
+		{subjects.APIGetData, `{ "table" : "trade",  "startTS":"2026-01-02T03:04:05Z", "labels":{"region":"eu"}, "agg":[["n","count","price"]], "groupBy":["sym"] }`},
+		{subjects.APIPing, `{"labels": {"region": ["eu", "us"]}}`},
+		{subjects.APISQL, `{"query":  "SELECT * FROM trade"}`},
+		{subjects.APISQL, `"SELECT * FROM quote"`},
+	} {
+		body := `{"header":{"v":1,"api":"` + c.api + `"},"payload":` + c.args + `}`
+		r := e.raw(c.api, jsonHdr, []byte(body))
+		if !r.Header.Status.IsOK() {
+			t.Fatalf("%s %s: status %v", c.api, c.args, r.Header.Status)
+		}
+		var s messages.RCSubmission
+		select {
+		case s = <-got:
+		case <-time.After(wait):
+			t.Fatalf("%s: no submission", c.api)
+		}
+		if string(s.ArgsJSON) != c.args || len(s.Args) != 0 {
+			t.Errorf("%s: RC got argsj %q and args %x, want the caller's bytes %q in argsj alone", c.api, s.ArgsJSON, []byte(s.Args), c.args)
+		}
+		if s.V != messages.ArgsJSONVersion {
+			t.Errorf("%s: submission v%d with JSON arguments, want v%d", c.api, s.V, messages.ArgsJSONVersion)
+		}
+		var err error
+		switch c.api {
+		case subjects.APIGetData:
+			var a messages.GetDataArgs
+			if a, err = s.Arguments().GetData(); err == nil && (a.Table != "trade" || len(a.Agg) != 1) {
+				t.Errorf("getData decoded at the RC as %+v", a)
+			}
+		case subjects.APIPing:
+			var a messages.PingArgs
+			if a, err = s.Arguments().Ping(); err == nil && len(a.Labels["region"]) != 2 {
+				t.Errorf("ping decoded at the RC as %+v", a)
+			}
+		case subjects.APISQL:
+			_, err = s.Arguments().SQL()
+		}
+		if err != nil {
+			t.Errorf("%s: the RC's decoder refuses what the GW accepted: %v", c.api, err)
+		}
+	}
+	// A msgpack caller's: in Args, version 1.
+	args, err := messages.Encode(&messages.GetDataArgs{Table: "trade"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentMsgpack}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.raw(subjects.APIGetData, nats.Header{messages.HdrContentType: {"msgpack"}}, body); !r.Header.Status.IsOK() {
+		t.Fatalf("msgpack getData: status %v", r.Header.Status)
+	}
+	select {
+	case s := <-got:
+		if !bytes.Equal(s.Args, args) || len(s.ArgsJSON) != 0 || s.V != messages.RCVersion {
+			t.Errorf("msgpack caller: v%d args %x argsj %q, want v%d and the caller's bytes %x in args", s.V, []byte(s.Args), s.ArgsJSON, messages.RCVersion, args)
+		}
+	case <-time.After(wait):
+		t.Fatal("msgpack getData: no submission")
+	}
+}
