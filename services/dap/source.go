@@ -13,8 +13,10 @@ import (
 
 // Source executes an API on the DAP's data. Execute must return soon after ctx ends (the
 // dispatch deadline, a cancel from the RC, or shutdown), e.g. by looking at ctx between
-// batches of rows; the DAP keeps the slot until it does. payload is the
-// API's partial answer, msgpack: for getData an encoded merge.Partial, for ping true.
+// batches of rows; the DAP keeps the slot until it does. args are the API's
+// arguments in the encoding the caller sent them (msgpack or JSON): decode them
+// once, with their decoder (args.GetData). payload is the API's partial answer,
+// msgpack: for getData an encoded merge.Partial, for ping true.
 type Source interface {
 	Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, err error)
 }
