@@ -486,7 +486,9 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) erro
 		out.Labels = make(LabelSelector, len(m))
 		for k, raw := range m {
 			var one string
-			if err := json.Unmarshal(raw, &one); err == nil && raw[0] == '"' {
+			// A list is the usual form: tried first as a string, it would cost
+			// an error (json.UnmarshalTypeError) each time.
+			if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
 				out.Labels[k] = []string{one}
 				continue
 			}
