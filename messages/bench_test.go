@@ -79,6 +79,34 @@ func BenchmarkHop(b *testing.B) {
 			}
 		}
 	})
+	// A JSON caller's: each service decodes the caller's JSON (Args.GetData),
+	// where the GW used to encode them once to msgpack for the rest.
+	b.Run("GetDataArgsJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		data := []byte(`{"table":"trade","limit":1,"startTS":"2023-11-14T22:13:20Z","endTS":"2023-11-14T22:14:20Z","labels":{"region":["eu"]}}`)
+		for b.Loop() {
+			if _, err := JSONArgs(data).GetData(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The hops that carry a JSON caller's arguments (argsj).
+	for _, v := range argsJSONSamples()[:3] {
+		typ := reflect.TypeOf(v).Elem()
+		b.Run(typ.Name()+"JSON", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := Encode(v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out := reflect.New(typ).Interface()
+				if err := Decode(data, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	b.Run("Request", func(b *testing.B) {
 		b.ReportAllocs()
 		r := Request{Header: RequestHeader{V: RequestVersion, API: "getData", Opts: Opts{TimeoutMS: 5000}},

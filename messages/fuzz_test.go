@@ -26,7 +26,8 @@ import (
 func fuzzSamples() []any {
 	tb := NewTable([]ColumnSpec{{Name: "time", Type: TypeTimestamp}, {Name: "sym", Type: TypeSymbol}, {Name: "s", Type: TypeString}})
 	_ = tb.AppendRow(time.Unix(1, 0), "a", "x")
-	return append(envSamples(), &LiveUpdate{V: LiveVersion, Table: "t", Rows: tb}, &PingArgs{Labels: LabelSelector{"region": {"eu"}}})
+	ss := append(envSamples(), &LiveUpdate{V: LiveVersion, Table: "t", Rows: tb}, &PingArgs{Labels: LabelSelector{"region": {"eu"}}})
+	return append(ss, argsJSONSamples()...) // last: a kept corpus entry whose selector is below them picks what it did
 }
 
 // hostileMsgpack are seeds every msgpack target starts from: huge length
@@ -166,6 +167,19 @@ func FuzzWireDecode(f *testing.F) {
 	}
 	for i, b := range hostileMsgpack {
 		f.Add(byte(i), b)
+	}
+	// The messages with JSON arguments (argsj), for their decoders' cases.
+	for _, s := range argsJSONSamples() {
+		for i, c := range cs {
+			if reflect.TypeOf(c.sample) == reflect.TypeOf(s) {
+				b, err := c.encode(s)
+				if err != nil {
+					f.Fatal(err)
+				}
+				f.Add(byte(i), b)
+				f.Add(byte(i), b[:len(b)-3])
+			}
+		}
 	}
 	f.Fuzz(func(t *testing.T, sel byte, data []byte) {
 		c := cs[int(sel)%len(cs)]

@@ -4,7 +4,7 @@ package messages
 // label sets, which rows (filter), which columns, and optionally a group-by aggregation,
 // a sort and a limit. The RC cuts them into portions; each DAP executes them on its shard.
 //
-// JSON (clients, the GW's HTTP side):
+// JSON (clients, the GW's HTTP side; passed on as sent, messages/args.go):
 //
 //	{"table":"trade",
 //	 "startTS":"2024-01-02T00:00:00.000000000Z", "endTS":"2024-01-03T00:00:00.000000000Z",
@@ -14,7 +14,7 @@ package messages
 //	 "groupBy":["sym"], "agg":[["vwapNum","sum","price"], ["n","count",""]],
 //	 "sortCols":["-n","sym"], "limit":10}
 //
-// msgpack (GW -> RC -> DAP): a map with short keys and a version "v"; a filter is the array
+// msgpack (clients, and the RC's sql plan to the DAPs): a map with short keys and a version "v"; a filter is the array
 // [op, column, value] and an aggregation [name, function, column], as in JSON.
 
 import (
@@ -486,7 +486,9 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) erro
 		out.Labels = make(LabelSelector, len(m))
 		for k, raw := range m {
 			var one string
-			if err := json.Unmarshal(raw, &one); err == nil && raw[0] == '"' {
+			// A list is the usual form: tried first as a string, it would cost
+			// an error (json.UnmarshalTypeError) each time.
+			if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
 				out.Labels[k] = []string{one}
 				continue
 			}

@@ -1,8 +1,8 @@
 package messages
 
 // PingArgs are the arguments of the ping API: which label sets to reach. The
-// GW decodes them from the client's encoding and hands them to the RC as
-// msgpack (RCSubmission.Args).
+// GW checks them in the client's encoding and hands them to the RC as sent
+// (RCSubmission.Args or ArgsJSON), which decodes them the same way (Args.Ping).
 //
 // JSON: {"labels": {"region": ["eu","us"], "desk": "fx"}} (a single value may
 // be a plain string, as in getData); msgpack: {"labels": {"region": ["eu"]}}.

@@ -51,7 +51,8 @@ type PortionDispatch struct {
 	Attempt          uint32             `msgpack:"att"`
 	RCID             string             `msgpack:"rc"` // where the completion goes (subjects.RCCompletion)
 	API              string             `msgpack:"api"`
-	Args             msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments, msgpack
+	Args             msgpack.RawMessage `msgpack:"args,omitempty"`  // the API's arguments, msgpack
+	ArgsJSON         []byte             `msgpack:"argsj,omitempty"` // or in JSON, as the caller sent them (args.go)
 	Labels           LabelSet           `msgpack:"labels"`
 	Range            TimeRange          `msgpack:"range"` // Unbounded when the request has no time component
 	PurviewVersion   uint64             `msgpack:"pv"`
@@ -76,7 +77,7 @@ func (m *PortionDispatch) Routing() Routing {
 // Validate checks the dispatch.
 func (m *PortionDispatch) Validate() error {
 	const typ = "portion dispatch"
-	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+	if err := checkArgs(typ, m.V, m.Arguments()); err != nil {
 		return err
 	}
 	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID},
@@ -327,7 +328,8 @@ type AggExpectation struct {
 	RequestID string             `msgpack:"req"`
 	Seq       uint32             `msgpack:"seq"` // 1, 2, ...: the Agg applies them in order, ignores duplicates
 	API       string             `msgpack:"api"`
-	Args      msgpack.RawMessage `msgpack:"args,omitempty"` // the API's arguments (aggregation spec); in Seq 1
+	Args      msgpack.RawMessage `msgpack:"args,omitempty"`  // the API's arguments (aggregation spec); in Seq 1
+	ArgsJSON  []byte             `msgpack:"argsj,omitempty"` // or in JSON, as the caller sent them (args.go)
 	Expect    []PortionRef       `msgpack:"expect,omitempty"`
 	Supersede []PortionRef       `msgpack:"supersede,omitempty"`
 	Sealed    bool               `msgpack:"sealed,omitempty"` // the set is whole: answer once every expected partial is here (a later Seq may unseal it)
@@ -350,7 +352,7 @@ type AggExpectation struct {
 // Validate checks the expectation.
 func (m *AggExpectation) Validate() error {
 	const typ = "Agg expectation"
-	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
+	if err := checkArgs(typ, m.V, m.Arguments()); err != nil {
 		return err
 	}
 	if err := validateID(typ, "request id", m.RequestID); err != nil {

@@ -103,15 +103,16 @@ func (m *RCHeartbeat) Validate() error {
 }
 
 // RCSubmission is a request that a GW hands to an RC: the client's request
-// with its arguments in msgpack (a msgpack caller's as sent, a JSON caller's
-// re-encoded by the GW), plus what the GW decided (id, deadline, where the
-// answer goes).
+// with its arguments as the caller sent them (Args for a msgpack caller,
+// ArgsJSON for a JSON caller: args.go), plus what the GW decided (id,
+// deadline, where the answer goes).
 type RCSubmission struct {
 	V          uint8              `msgpack:"v"`
 	RequestID  string             `msgpack:"req"`
 	GWID       string             `msgpack:"gw"`
 	Header     RequestHeader      `msgpack:"header"`
 	Args       msgpack.RawMessage `msgpack:"args,omitempty"`   // the API's arguments, msgpack
+	ArgsJSON   []byte             `msgpack:"argsj,omitempty"`  // or in JSON, as a JSON caller sent them (ArgsJSONVersion)
 	ReplyTo    string             `msgpack:"reply"`            // subjects.GWAnswer(gw, request)
 	Content    Content            `msgpack:"content"`          // encoding the client wants the answer in
 	Deadline   int64              `msgpack:"deadline"`         // unix nanoseconds
@@ -123,7 +124,7 @@ type RCSubmission struct {
 // Validate checks the submission.
 func (m *RCSubmission) Validate() error {
 	const typ = "RC submission"
-	if err := checkVersion(typ, m.V, RCVersion); err != nil {
+	if err := checkArgs(typ, m.V, m.Arguments()); err != nil {
 		return err
 	}
 	if err := validateID(typ, "request id", m.RequestID); err != nil {

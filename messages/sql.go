@@ -2,8 +2,9 @@ package messages
 
 // SQLArgs are the arguments of the sql API. JSON: {"query": "SELECT ..."} or
 // the statement as a bare string; msgpack: {"query": "..."} or a string. The
-// RC plans them: a msgpack caller's arguments reach it as sent, a JSON
-// caller's re-encoded by the GW as msgpack {"query": ...}.
+// RC plans them: they reach it as the caller sent them, in either encoding
+// (Args.SQL), and the plan goes on to the DAPs and the Agg as getData
+// arguments in msgpack.
 
 import (
 	"bytes"

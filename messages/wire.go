@@ -112,6 +112,20 @@ func (w *wireWriter) str(s string) {
 	w.b = append(w.b, s...)
 }
 
+// bin writes b as a msgpack bin, as the reflection encoder writes a []byte.
+func (w *wireWriter) bin(b []byte) {
+	n := len(b)
+	switch {
+	case n <= math.MaxUint8:
+		w.b = append(w.b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		w.b = binary.BigEndian.AppendUint16(append(w.b, 0xc5), uint16(n))
+	default:
+		w.b = binary.BigEndian.AppendUint32(append(w.b, 0xc6), uint32(n))
+	}
+	w.b = append(w.b, b...)
+}
+
 func (w *wireWriter) mapLen(n int) {
 	switch {
 	case n <= 15:
@@ -241,6 +255,14 @@ func (f *wireMap) rawOmit(k string, v []byte) {
 	if len(v) > 0 {
 		f.key(k)
 		f.w.b = append(f.w.b, v...)
+	}
+}
+
+// binOmit writes bytes as a bin; empty is omitted.
+func (f *wireMap) binOmit(k string, v []byte) {
+	if len(v) > 0 {
+		f.key(k)
+		f.w.bin(v)
 	}
 }
 
@@ -605,6 +627,14 @@ func (r *wireReader) rawShared() ([]byte, error) {
 		return nil, err
 	}
 	return r.b[start:r.pos:r.pos], nil // an append copies
+}
+
+// bytes reads a bin (or str) into a copy of its bytes; nil is nil, as for
+// the reflection decoder.
+func (r *wireReader) bytes(p *[]byte) error {
+	b, err := r.bytesTemp()
+	*p = bytes.Clone(b)
+	return err
 }
 
 func (r *wireReader) rawMsgpack(p *msgpack.RawMessage) error {

@@ -285,6 +285,7 @@ func (m RCSubmission) appendWire(w *wireWriter) {
 	f.key("header")
 	w.requestHeader(m.Header)
 	f.rawOmit("args", m.Args)
+	f.binOmit("argsj", m.ArgsJSON)
 	f.str("reply", m.ReplyTo)
 	f.str("content", string(m.Content))
 	f.int("deadline", m.Deadline)
@@ -307,6 +308,8 @@ func (m *RCSubmission) decodeWire(r *wireReader) error {
 			return r.requestHeader(&m.Header)
 		case "args":
 			return r.rawMsgpack(&m.Args)
+		case "argsj":
+			return r.bytes(&m.ArgsJSON)
 		case "reply":
 			return r.string(&m.ReplyTo)
 		case "content":
@@ -341,6 +344,7 @@ func (m PortionDispatch) appendWire(w *wireWriter) {
 	f.str("rc", m.RCID)
 	f.str("api", m.API)
 	f.rawOmit("args", m.Args)
+	f.binOmit("argsj", m.ArgsJSON)
 	f.labels("labels", m.Labels)
 	f.timeRange("range", m.Range)
 	f.uint("pv", m.PurviewVersion)
@@ -368,6 +372,8 @@ func (m *PortionDispatch) decodeWire(r *wireReader) error {
 			return r.string(&m.API)
 		case "args":
 			return r.rawMsgpack(&m.Args)
+		case "argsj":
+			return r.bytes(&m.ArgsJSON)
 		case "labels":
 			return r.labels(&m.Labels)
 		case "range":
@@ -560,6 +566,7 @@ func (m AggExpectation) appendWire(w *wireWriter) {
 	f.uint("seq", uint64(m.Seq))
 	f.str("api", m.API)
 	f.rawOmit("args", m.Args)
+	f.binOmit("argsj", m.ArgsJSON)
 	f.refsOmit("expect", m.Expect)
 	f.refsOmit("supersede", m.Supersede)
 	f.boolOmit("sealed", m.Sealed)
@@ -587,6 +594,8 @@ func (m *AggExpectation) decodeWire(r *wireReader) error {
 			return r.string(&m.API)
 		case "args":
 			return r.rawMsgpack(&m.Args)
+		case "argsj":
+			return r.bytes(&m.ArgsJSON)
 		case "expect":
 			return r.refs(&m.Expect)
 		case "supersede":

@@ -31,7 +31,7 @@ type fixedSource struct {
 	d     time.Duration
 }
 
-func (f fixedSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+func (f fixedSource) Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	t := time.NewTimer(f.d)
 	defer t.Stop()
 	select {

@@ -28,7 +28,7 @@ func newGatedSource(inner dap.Source) *gatedSource {
 	return &gatedSource{inner: inner, started: make(chan string, 16), gate: make(chan struct{})}
 }
 
-func (g *gatedSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+func (g *gatedSource) Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	g.started <- rng.String()
 	select {
 	case <-g.gate:

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
@@ -19,7 +17,7 @@ import (
 // its context ends (the DAP stops), as a DAP that goes away mid-portion.
 type stallSource struct{ started chan struct{} }
 
-func (s stallSource) Execute(ctx context.Context, _ string, _ msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+func (s stallSource) Execute(ctx context.Context, _ string, _ messages.Args, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
 	select {
 	case s.started <- struct{}{}:
 	default:

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
@@ -24,7 +23,7 @@ type slowSource struct {
 	d time.Duration
 }
 
-func (s slowSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, r messages.TimeRange) ([]byte, error) {
+func (s slowSource) Execute(ctx context.Context, api string, args messages.Args, l messages.LabelSet, r messages.TimeRange) ([]byte, error) {
 	t := time.NewTimer(s.d)
 	defer t.Stop()
 	select {

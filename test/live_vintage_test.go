@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
@@ -22,7 +21,7 @@ type gateSource struct {
 	release chan struct{}
 }
 
-func (s gateSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, r messages.TimeRange) ([]byte, error) {
+func (s gateSource) Execute(ctx context.Context, api string, args messages.Args, l messages.LabelSet, r messages.TimeRange) ([]byte, error) {
 	s.started <- struct{}{}
 	select {
 	case <-s.release:

@@ -402,7 +402,7 @@ type depGatedSource struct {
 	src dap.EngineSource
 }
 
-func (s depGatedSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+func (s depGatedSource) Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	open, stuck := s.g.wait()
 	select {
 	case s.g.entered <- api:

@@ -251,7 +251,7 @@ func (p *runParts) release() {
 // windows are returned by portion instead, for Merger.Stream (or
 // EncodeRuns), and nothing is added.
 func merger(j job) (*merge.Merger, *runParts, messages.Status) {
-	args, err := messages.DecodeGetDataArgsMsgpack(j.exp.Args)
+	args, err := j.exp.Arguments().GetData()
 	if err != nil {
 		return nil, nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
 	}

@@ -125,7 +125,7 @@ func (r *request) streamsLive() bool {
 	if r.liveKind == 0 {
 		r.liveKind = 2
 		if r.exp.Stream && (r.exp.API == subjects.APIGetData || r.exp.API == subjects.APISQL) {
-			if args, err := messages.DecodeGetDataArgsMsgpack(r.exp.Args); err == nil && !args.Aggregating() && len(args.SortCols) == 0 {
+			if args, err := r.exp.Arguments().GetData(); err == nil && !args.Aggregating() && len(args.SortCols) == 0 {
 				r.liveKind, r.liveArgs = 1, args
 			}
 		}

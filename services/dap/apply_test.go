@@ -16,7 +16,7 @@ import (
 func TestApplyAndPurviewChecks(t *testing.T) {
 	nc := startNATS(t, 0)
 	which := func(name string) Source {
-		return funcSource(func(context.Context, string, msgpack.RawMessage) ([]byte, error) { return msgpack.Marshal(name) })
+		return funcSource(func(context.Context, string, messages.Args) ([]byte, error) { return msgpack.Marshal(name) })
 	}
 	cfg := testConfig(nc, which("old"))
 	cfg.Purview = messages.TimeRange{Start: 100, End: messages.TSMax}

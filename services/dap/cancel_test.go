@@ -39,8 +39,8 @@ func newSlowScan() *slowScan {
 // started, so that it runs before the DAP's own cleanup waits for them.
 func (s *slowScan) stopOnCleanup(t *testing.T) { t.Cleanup(func() { close(s.done) }) }
 
-func (s *slowScan) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+func (s *slowScan) Execute(ctx context.Context, api string, args messages.Args, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+	a, err := args.GetData()
 	if err != nil {
 		return nil, err
 	}

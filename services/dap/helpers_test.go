@@ -119,9 +119,9 @@ func send(t *testing.T, nc *nats.Conn, dapID string, p messages.PortionDispatch)
 }
 
 // funcSource adapts a function to Source.
-type funcSource func(ctx context.Context, api string, args msgpack.RawMessage) ([]byte, error)
+type funcSource func(ctx context.Context, api string, args messages.Args) ([]byte, error)
 
-func (f funcSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+func (f funcSource) Execute(ctx context.Context, api string, args messages.Args, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
 	return f(ctx, api, args)
 }
 

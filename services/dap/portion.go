@@ -271,14 +271,14 @@ type execResult struct {
 // execute runs the portion on its Source.
 func (d *DAP) execute(ctx context.Context, src Source, p *messages.PortionDispatch) (r execResult) {
 	if ps, ok := src.(PartialSource); ok {
-		if part, ok, err := ps.ExecutePartial(ctx, p.API, p.Args, p.Labels, p.Range); ok {
+		if part, ok, err := ps.ExecutePartial(ctx, p.API, p.Arguments(), p.Labels, p.Range); ok {
 			return d.partialResult(part, err)
 		}
 	}
 	if rc, ok := src.(RowCounter); ok {
-		r.payload, r.rows, r.err = rc.ExecuteRows(ctx, p.API, p.Args, p.Labels, p.Range)
+		r.payload, r.rows, r.err = rc.ExecuteRows(ctx, p.API, p.Arguments(), p.Labels, p.Range)
 	} else {
-		r.payload, r.err = src.Execute(ctx, p.API, p.Args, p.Labels, p.Range)
+		r.payload, r.err = src.Execute(ctx, p.API, p.Arguments(), p.Labels, p.Range)
 	}
 	return r
 }

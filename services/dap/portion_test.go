@@ -73,7 +73,7 @@ func TestGoodDispatchSendsPartialAndCompletion(t *testing.T) {
 func TestMismatchAnswersRetryWithoutExecuting(t *testing.T) {
 	nc := startNATS(t, 0)
 	var calls atomic.Int32
-	src := funcSource(func(ctx context.Context, api string, args msgpack.RawMessage) ([]byte, error) {
+	src := funcSource(func(ctx context.Context, api string, args messages.Args) ([]byte, error) {
 		calls.Add(1)
 		return pingPayload, nil
 	})
@@ -124,14 +124,14 @@ type blockingSource struct {
 	max     int32
 }
 
-func (s *blockingSource) Execute(ctx context.Context, _ string, args msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+func (s *blockingSource) Execute(ctx context.Context, _ string, args messages.Args, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
 	n := s.running.Add(1)
 	defer s.running.Add(-1)
 	s.mu.Lock()
 	s.max = max(s.max, n)
 	s.mu.Unlock()
 	var id string
-	_ = msgpack.Unmarshal(args, &id)
+	_ = msgpack.Unmarshal(args.Msgpack, &id)
 	s.started <- id
 	select {
 	case <-s.release:
@@ -297,7 +297,7 @@ func TestLargePartialIsChunked(t *testing.T) {
 		big[i] = byte(i * 7)
 	}
 	payload, _ := msgpack.Marshal(big) // a msgpack bin: the payload must be msgpack
-	src := funcSource(func(context.Context, string, msgpack.RawMessage) ([]byte, error) { return payload, nil })
+	src := funcSource(func(context.Context, string, messages.Args) ([]byte, error) { return payload, nil })
 	d := started(t, testConfig(nc, src))
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
@@ -327,9 +327,9 @@ type stubbornSource struct {
 	release chan struct{}
 }
 
-func (s *stubbornSource) Execute(_ context.Context, _ string, args msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+func (s *stubbornSource) Execute(_ context.Context, _ string, args messages.Args, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
 	var id string
-	_ = msgpack.Unmarshal(args, &id)
+	_ = msgpack.Unmarshal(args.Msgpack, &id)
 	s.started <- id
 	<-s.release
 	return pingPayload, nil

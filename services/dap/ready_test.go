@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sg-project/sg/messages"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -12,7 +13,7 @@ import (
 // registered, not before Run, and then a dispatch sent at once is served.
 func TestReadyOnceRegistered(t *testing.T) {
 	nc := startNATS(t, 0)
-	cfg := testConfig(nc, funcSource(func(context.Context, string, msgpack.RawMessage) ([]byte, error) { return msgpack.Marshal("ok") }))
+	cfg := testConfig(nc, funcSource(func(context.Context, string, messages.Args) ([]byte, error) { return msgpack.Marshal("ok") }))
 	reg := subscribe(t, nc, cfg.Subjects.DAPRegister(cfg.ID))
 	d, err := New(cfg)
 	if err != nil {

@@ -9,21 +9,22 @@ import (
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/subjects"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Source executes an API on the DAP's data. Execute must return soon after ctx ends (the
 // dispatch deadline, a cancel from the RC, or shutdown), e.g. by looking at ctx between
-// batches of rows; the DAP keeps the slot until it does. payload is the
-// API's partial answer, msgpack: for getData an encoded merge.Partial, for ping true.
+// batches of rows; the DAP keeps the slot until it does. args are the API's
+// arguments in the encoding the caller sent them (msgpack or JSON): decode them
+// once, with their decoder (args.GetData). payload is the API's partial answer,
+// msgpack: for getData an encoded merge.Partial, for ping true.
 type Source interface {
-	Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, err error)
+	Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, err error)
 }
 
 // RowCounter is optionally implemented by a Source that knows how many rows its payload
 // holds, for the completion's Rows (metrics) without decoding the payload again.
 type RowCounter interface {
-	ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, rows int64, err error)
+	ExecuteRows(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) (payload []byte, rows int64, err error)
 }
 
 // PartialSource is optionally implemented by a Source whose getData partial can
@@ -33,7 +34,7 @@ type RowCounter interface {
 // never whole in memory. ok false: the DAP calls ExecuteRows or Execute instead
 // (another API).
 type PartialSource interface {
-	ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (p merge.Partial, ok bool, err error)
+	ExecutePartial(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) (p merge.Partial, ok bool, err error)
 }
 
 // EngineSource serves getData and ping from an in-memory engine.Store. The store holds
@@ -60,13 +61,13 @@ func (s EngineSource) Schema(table string) ([]messages.ColumnSpec, bool) {
 var pingPayload = []byte{0xc3}
 
 // Execute implements Source.
-func (s EngineSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+func (s EngineSource) Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	b, _, err := s.ExecuteRows(ctx, api, args, labels, rng)
 	return b, err
 }
 
 // ExecuteRows implements RowCounter.
-func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, _ messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
+func (s EngineSource) ExecuteRows(ctx context.Context, api string, args messages.Args, _ messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
@@ -80,7 +81,7 @@ func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 	if s.Store == nil {
 		return nil, 0, fmt.Errorf("engine source has no store")
 	}
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	a, err := args.GetData()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -90,11 +91,11 @@ func (s EngineSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 }
 
 // ExecutePartial implements PartialSource for getData.
-func (s EngineSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, _ messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
+func (s EngineSource) ExecutePartial(ctx context.Context, api string, args messages.Args, _ messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
 	if api != subjects.APIGetData || s.Store == nil {
 		return merge.Partial{}, false, nil
 	}
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+	a, err := args.GetData()
 	if err != nil {
 		return merge.Partial{}, true, err
 	}

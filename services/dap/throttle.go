@@ -13,7 +13,6 @@ import (
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap/ratelimit"
 	"github.com/sg-project/sg/subjects"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Downstream rate limits (issue 12). A source that calls a remote endpoint
@@ -43,7 +42,7 @@ type RemoteSource struct {
 }
 
 // Execute implements Source.
-func (s RemoteSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+func (s RemoteSource) Execute(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	if err := s.Actor.Do(ctx, s.Call); err != nil {
 		return nil, err
 	}
@@ -51,7 +50,7 @@ func (s RemoteSource) Execute(ctx context.Context, api string, args msgpack.RawM
 }
 
 // ExecuteRows implements RowCounter when Inner does.
-func (s RemoteSource) ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
+func (s RemoteSource) ExecuteRows(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
 	rc, ok := s.Inner.(RowCounter)
 	if !ok {
 		b, err := s.Execute(ctx, api, args, labels, rng)
@@ -66,7 +65,7 @@ func (s RemoteSource) ExecuteRows(ctx context.Context, api string, args msgpack.
 // ExecutePartial implements PartialSource for getData when Inner does (ok
 // false otherwise, before the call: ExecuteRows then makes it), so that a source
 // behind a rate-limited endpoint sends its large partials in windows too.
-func (s RemoteSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, labels messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
+func (s RemoteSource) ExecutePartial(ctx context.Context, api string, args messages.Args, labels messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
 	ps, ok := s.Inner.(PartialSource)
 	if !ok || api != subjects.APIGetData {
 		return merge.Partial{}, false, nil

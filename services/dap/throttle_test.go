@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/ratelimit"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // A source whose endpoint asks for a pause: the DAP answers the portion
@@ -30,7 +29,7 @@ func TestThrottledPortionIsAnsweredToTheRC(t *testing.T) {
 			calls.Add(1)
 			return &ratelimit.Error{Endpoint: "ads.example.com", Delay: 90 * time.Second}
 		},
-		Inner: funcSource(func(ctx context.Context, api string, args msgpack.RawMessage) ([]byte, error) {
+		Inner: funcSource(func(ctx context.Context, api string, args messages.Args) ([]byte, error) {
 			t.Error("the inner source ran although the endpoint refused")
 			return nil, nil
 		}),
@@ -80,13 +79,13 @@ func TestThrottleDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner := funcSource(func(ctx context.Context, api string, args msgpack.RawMessage) ([]byte, error) {
+	inner := funcSource(func(ctx context.Context, api string, args messages.Args) ([]byte, error) {
 		return []byte{0xc3}, nil
 	})
 	src := wrap(DemoShard{}, inner)
 	var refused *ratelimit.Error
 	for i := 0; i < 100 && refused == nil; i++ {
-		_, err := src.Execute(ctx, "ping", nil, nil, messages.Unbounded)
+		_, err := src.Execute(ctx, "ping", messages.Args{}, nil, messages.Unbounded)
 		if err != nil && !errors.As(err, &refused) {
 			t.Fatalf("call %d: %v", i, err)
 		}
@@ -94,7 +93,7 @@ func TestThrottleDemo(t *testing.T) {
 	if refused == nil || refused.Endpoint != "demo-remote-0" || refused.Delay != 1500*time.Millisecond {
 		t.Fatalf("refusal %+v: want demo-remote-0 asking 1.5s", refused)
 	}
-	if _, err := src.Execute(ctx, "ping", nil, nil, messages.Unbounded); !errors.Is(err, ratelimit.ErrRateLimited) {
+	if _, err := src.Execute(ctx, "ping", messages.Args{}, nil, messages.Unbounded); !errors.Is(err, ratelimit.ErrRateLimited) {
 		t.Fatalf("inside the pause: %v", err)
 	}
 	mfs, err := reg.Gather()

@@ -17,7 +17,6 @@ import (
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // endpoint is one API's micro handler. A value, not a closure: micro copies
@@ -332,29 +331,31 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 		return nil, bad("Timeout %s plus the margin %s is not below the request log's retention %s",
 			timeout, g.cfg.TimeoutMargin, g.cfg.RequestLog.MaxAge)
 	}
-	return &messages.RCSubmission{
-		V: messages.RCVersion, RequestID: ri.id, GWID: g.cfg.ID, Header: req.Header, Args: args,
+	sub := &messages.RCSubmission{
+		RequestID: ri.id, GWID: g.cfg.ID, Header: req.Header,
 		ReplyTo: g.s.GWAnswer(g.cfg.ID, ri.id), Content: req.Content, ReceivedAt: ri.received.UnixNano(),
 		Deadline: ri.received.Add(timeout).UnixNano(),
-	}, messages.StatusOK
+	}
+	sub.SetArguments(args) // and the version that carries them
+	return sub, messages.StatusOK
 }
 
 // decodeArgs decodes the API's arguments in the client's encoding and checks
-// them; the RC gets them in msgpack (forwardArgs). A JSON caller's "scope"
-// key comes back raw from the same parse (ScopeFromJSON reads it).
-func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, json.RawMessage, messages.Status) {
+// them; the RC gets them as the caller sent them (forwardArgs). A JSON
+// caller's "scope" key comes back raw from the same parse (ScopeFromJSON
+// reads it).
+func (g *GW) decodeArgs(req *messages.Request) (messages.Args, json.RawMessage, messages.Status) {
 	switch req.Header.API {
 	case subjects.APISQL:
 		// The RC plans the statement: it knows the fleet's label keys.
-		a, sc, err := messages.DecodeSQLArgsScope(req.Content, req.Payload)
+		_, sc, err := messages.DecodeSQLArgsScope(req.Content, req.Payload)
 		if err != nil {
-			return nil, sc, bad("Bad sql arguments: %v", err)
+			return messages.Args{}, sc, bad("Bad sql arguments: %v", err)
 		}
-		args, st := forwardArgs(req, &a)
-		return args, sc, st
+		return forwardArgs(req), sc, messages.StatusOK
 	case subjects.APIGetData:
 		if len(req.Payload) == 0 {
-			return nil, nil, bad("getData needs arguments: at least a table")
+			return messages.Args{}, nil, bad("getData needs arguments: at least a table")
 		}
 		var a messages.GetDataArgs
 		var sc json.RawMessage
@@ -368,10 +369,9 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, json.RawMess
 			err = a.Validate()
 		}
 		if err != nil {
-			return nil, sc, bad("Bad getData arguments: %v", err)
+			return messages.Args{}, sc, bad("Bad getData arguments: %v", err)
 		}
-		args, st := forwardArgs(req, a)
-		return args, sc, st
+		return forwardArgs(req), sc, messages.StatusOK
 	case subjects.APIPing:
 		var a messages.PingArgs
 		var sc json.RawMessage
@@ -385,36 +385,28 @@ func (g *GW) decodeArgs(req *messages.Request) (msgpack.RawMessage, json.RawMess
 			err = a.Validate()
 		}
 		if err != nil {
-			return nil, sc, bad("Bad ping arguments: %v", err)
+			return messages.Args{}, sc, bad("Bad ping arguments: %v", err)
 		}
-		args, st := forwardArgs(req, a)
-		return args, sc, st
+		return forwardArgs(req), sc, messages.StatusOK
 	case subjects.APIGetMeta:
 		// A scope key is an argument too: getMeta takes none.
 		if !emptyArgs(req.Content, req.Payload) {
-			return nil, nil, bad("getMeta takes no arguments")
+			return messages.Args{}, nil, bad("getMeta takes no arguments")
 		}
-		return nil, nil, messages.StatusOK
+		return messages.Args{}, nil, messages.StatusOK
 	}
-	return nil, nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
+	return messages.Args{}, nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
 }
 
-// forwardArgs is what goes to the RC of arguments a, checked: a msgpack
-// caller's own bytes (every service decodes them with the same decoder the GW
-// just used, so they mean the same there), a JSON caller's translated once.
-func forwardArgs(req *messages.Request, a any) (msgpack.RawMessage, messages.Status) {
-	if req.Content == messages.ContentMsgpack {
-		return msgpack.RawMessage(req.Payload), messages.StatusOK
+// forwardArgs is what goes to the RC of checked arguments: the caller's own
+// bytes, in the caller's encoding (messages/args.go). Every service decodes
+// them with the decoder the GW just used, so they mean the same there; the GW
+// never re-encodes them.
+func forwardArgs(req *messages.Request) messages.Args {
+	if req.Content == messages.ContentJSON {
+		return messages.JSONArgs(req.Payload)
 	}
-	return encodeArgs(a)
-}
-
-func encodeArgs(v any) (msgpack.RawMessage, messages.Status) {
-	b, err := messages.Encode(v)
-	if err != nil {
-		return nil, messages.Errorf(messages.CodeInternal, messages.CodeErr, "re-encode arguments: %v", err)
-	}
-	return b, messages.StatusOK
+	return messages.MsgpackArgs(req.Payload)
 }
 
 // emptyArgs accepts no payload, null, or an empty map.

@@ -26,7 +26,11 @@
 //     JetStream (requestlog.go) before anything else happens to it;
 //  5. submits a messages.RCSubmission to the RC, with the reply subject
 //     subjects.GWAnswer(gw, request), the deadline, Sg-Client-Request-Id and
-//     Sg-Caller; if that RC restarts, drains or is dead (Config.DeadAfter),
+//     Sg-Caller, and the caller's arguments as they were sent: a msgpack
+//     caller's in Args, a JSON caller's bytes in ArgsJSON (a v2 submission,
+//     messages/args.go). The GW decodes them once, to check them and read the
+//     scope, and never re-encodes them: the RC, the DAPs and the Agg each
+//     decode them once more, with the same decoder, in their own encoding; if that RC restarts, drains or is dead (Config.DeadAfter),
 //     drives the request again on another, under a new drive id
 //     (messages.DriveID);
 //  6. forwards the first answer that arrives there (one message or chunks)

@@ -168,7 +168,7 @@ func (e *env) echo(rcID string) func(messages.RCSubmission) {
 	return func(s messages.RCSubmission) {
 		out := map[string]string{"rc": rcID, "api": s.Header.API, "assembly": s.Header.Scope.Assembly}
 		if s.Header.API == subjects.APIGetData {
-			a, err := messages.DecodeGetDataArgsMsgpack(s.Args)
+			a, err := s.Arguments().GetData()
 			if err != nil {
 				e.t.Errorf("RC got undecodable getData args: %v", err)
 			}
@@ -396,7 +396,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestDuplicateAnswers(t *testing.T) {
 	e := startGW(t, nil)
 	e.fakeRC("dup", "", func(s messages.RCSubmission) {
-		a, _ := messages.DecodeGetDataArgsMsgpack(s.Args)
+		a, _ := s.Arguments().GetData()
 		e.reply(s, messages.StatusOK, "first-"+a.Table)
 		if a.Table == "t1" {
 			e.reply(s, messages.StatusOK, "second-"+a.Table)

@@ -82,7 +82,7 @@ func TestSameClientRequestIDIsOnlyALabel(t *testing.T) {
 		if h.clientID != "same" || h.caller == "" || !strings.HasPrefix(h.caller, "_INBOX.") {
 			t.Errorf("submission %s: client id %q, caller %q", h.sub.RequestID, h.clientID, h.caller)
 		}
-		a, err := messages.DecodeGetDataArgsMsgpack(h.sub.Args)
+		a, err := h.sub.Arguments().GetData()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestPerCallerLimit(t *testing.T) {
 	e := startGW(t, func(c *gw.Config) { c.MaxInFlightPerCaller = 1 })
 	held := make(chan messages.RCSubmission, 2)
 	e.fakeRC("rc1", "", func(s messages.RCSubmission) {
-		a, _ := messages.DecodeGetDataArgsMsgpack(s.Args)
+		a, _ := s.Arguments().GetData()
 		if a.Table == "hold" {
 			held <- s
 			return

@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg"
@@ -26,7 +25,7 @@ type gatedSource struct {
 	store *engine.Store
 }
 
-func (g *gatedSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, r messages.TimeRange) ([]byte, error) {
+func (g *gatedSource) Execute(ctx context.Context, api string, args messages.Args, l messages.LabelSet, r messages.TimeRange) ([]byte, error) {
 	select {
 	case <-g.gate:
 	case <-ctx.Done():

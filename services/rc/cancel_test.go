@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg"
@@ -31,8 +30,8 @@ type slowSource struct {
 	done     chan struct{} // closed when the test ends: scans under way return
 }
 
-func (s *slowSource) Execute(ctx context.Context, _ string, args msgpack.RawMessage, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+func (s *slowSource) Execute(ctx context.Context, _ string, args messages.Args, _ messages.LabelSet, _ messages.TimeRange) ([]byte, error) {
+	a, err := args.GetData()
 	if err != nil {
 		return nil, err
 	}

@@ -73,11 +73,13 @@ func (r *RC) dispatch(c core.Dispatch) {
 		AggID: c.Agg, Deadline: c.Deadline,
 	}
 	if p := r.pending[c.Portion.Request]; p != nil {
-		m.Args, m.LogCorr = p.sub.Args, p.sub.Header.Opts.LogCorr
+		m.SetArguments(p.sub.Arguments())
+		m.LogCorr = p.sub.Header.Opts.LogCorr
 	} else if ri := r.relayed[c.Portion.Request]; ri != nil {
 		// A secondary relaying a primary's portion: the DAP's completion comes
 		// to us (RCID), and we forward it.
-		m.Args, m.LogCorr = ri.tmpl.Args, ri.tmpl.LogCorr
+		m.SetArguments(ri.tmpl.Arguments())
+		m.LogCorr = ri.tmpl.LogCorr
 	} else {
 		r.reqLog(c.Portion.Request).Error().Msg("dispatch for a request the shell does not hold")
 		return
@@ -125,11 +127,12 @@ func (r *RC) expect(requestID, agg string, refs, supersede []messages.PortionRef
 	}
 	p.aggSeq++
 	m := messages.AggExpectation{
-		V: messages.PortionVersion, RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API, Args: p.sub.Args,
+		RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API,
 		Expect: refs, Supersede: supersede, Sealed: sealed, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
 		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr, Stream: p.sub.Stream,
 		AnswerID: p.sub.AnswerID,
 	}
+	m.SetArguments(p.sub.Arguments()) // and the version that carries them
 	r.publish(r.cfg.Subjects.AggExpect(agg), nil, &m)
 	return p
 }

@@ -92,7 +92,7 @@ func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 // its last heartbeat is within its heartbeat interval (plus one for lag).
 func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
 	// The GW's decoder, so that the arguments mean here what they meant there.
-	args, err := messages.DecodePingArgsMsgpack(sub.Args)
+	args, err := sub.Arguments().Ping()
 	if err != nil {
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "ping arguments: %v", err), nil)
 		return

@@ -74,7 +74,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 		r.relayed[d.RequestID] = ri
 	}
 	tmpl := d
-	tmpl.Args = append([]byte(nil), d.Args...)
+	tmpl.Args, tmpl.ArgsJSON = append([]byte(nil), d.Args...), append([]byte(nil), d.ArgsJSON...) // as they came: msgpack or JSON
 	ri.tmpl = tmpl
 	// Kept for as long as the core keeps the relayed request (it may still be
 	// asked for its status after the deadline), plus a timer period.

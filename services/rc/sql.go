@@ -18,7 +18,7 @@ import (
 
 // planSQL turns a sql submission into getData arguments, or a status.
 func (r *RC) planSQL(sub messages.RCSubmission) (messages.GetDataArgs, messages.Status) {
-	a, err := messages.DecodeSQLArgs(messages.ContentMsgpack, sub.Args)
+	a, err := sub.Arguments().SQL()
 	if err != nil {
 		return messages.GetDataArgs{}, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%v", err)
 	}

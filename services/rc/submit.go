@@ -42,7 +42,9 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 			r.answer(sub, messages.Errorf(messages.CodeInternal, messages.CodeErr, "encode planned sql: %v", err), nil)
 			return
 		}
-		sub.Args, sql = b, true // DAPs and the Agg see the planned getData
+		// DAPs and the Agg see the planned getData: new arguments, msgpack.
+		sub.SetArguments(messages.MsgpackArgs(b))
+		sql = true
 	case subjects.APIGetMeta:
 		r.answerMeta(sub, now)
 		return
@@ -53,7 +55,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		r.answer(sub, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API %q is not supported by this RC", sub.Header.API), nil)
 		return
 	}
-	args, err := messages.DecodeGetDataArgsMsgpack(sub.Args)
+	args, err := sub.Arguments().GetData()
 	if err == nil {
 		err = args.Validate()
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/parquetdb"
 	"github.com/sg-project/sg/subjects"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // hdbSource serves the hdb: time tables from a Parquet catalog, reference tables from
@@ -22,7 +21,7 @@ type hdbSource struct {
 
 // ExecutePartial implements dap.PartialSource: a time table's rows from the
 // Parquet catalog go to the Agg in windows, as an in-memory store's do.
-func (s hdbSource) ExecutePartial(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
+func (s hdbSource) ExecutePartial(ctx context.Context, api string, args messages.Args, l messages.LabelSet, rng messages.TimeRange) (merge.Partial, bool, error) {
 	if api != subjects.APIGetData {
 		return merge.Partial{}, false, nil
 	}
@@ -34,12 +33,12 @@ func (s hdbSource) ExecutePartial(ctx context.Context, api string, args msgpack.
 	return p, true, err
 }
 
-func (s hdbSource) Execute(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
+func (s hdbSource) Execute(ctx context.Context, api string, args messages.Args, l messages.LabelSet, rng messages.TimeRange) ([]byte, error) {
 	b, _, err := s.ExecuteRows(ctx, api, args, l, rng)
 	return b, err
 }
 
-func (s hdbSource) ExecuteRows(ctx context.Context, api string, args msgpack.RawMessage, l messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
+func (s hdbSource) ExecuteRows(ctx context.Context, api string, args messages.Args, l messages.LabelSet, rng messages.TimeRange) ([]byte, int64, error) {
 	if api != subjects.APIGetData {
 		return dap.EngineSource{Store: s.ref}.ExecuteRows(ctx, api, args, l, rng)
 	}
@@ -53,8 +52,8 @@ func (s hdbSource) ExecuteRows(ctx context.Context, api string, args msgpack.Raw
 // getData decodes getData's arguments, once, and picks what serves their
 // table: the Parquet catalog for a time table, the in-memory store for a
 // reference table.
-func (s hdbSource) getData(args msgpack.RawMessage) (messages.GetDataArgs, dap.GetDataExecutor, error) {
-	a, err := messages.DecodeGetDataArgsMsgpack(args)
+func (s hdbSource) getData(args messages.Args) (messages.GetDataArgs, dap.GetDataExecutor, error) {
+	a, err := args.GetData()
 	if err != nil {
 		return a, nil, err
 	}

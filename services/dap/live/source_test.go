@@ -60,11 +60,11 @@ func TestHDBSourceGivesItsPartialForWindows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, ok, err := src.ExecutePartial(ctx, subjects.APIGetData, args, nil, rng)
+		p, ok, err := src.ExecutePartial(ctx, subjects.APIGetData, messages.MsgpackArgs(args), nil, rng)
 		if err != nil || !ok {
 			t.Fatalf("%s: ExecutePartial ok=%v err=%v", table, ok, err)
 		}
-		b, n, err := src.ExecuteRows(ctx, subjects.APIGetData, args, nil, rng)
+		b, n, err := src.ExecuteRows(ctx, subjects.APIGetData, messages.MsgpackArgs(args), nil, rng)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestHDBSourceGivesItsPartialForWindows(t *testing.T) {
 			t.Fatalf("%s: the partial for windows differs from the encoded one", table)
 		}
 	}
-	if _, ok, err := src.ExecutePartial(ctx, subjects.APIPing, nil, nil, rng); ok || err != nil {
+	if _, ok, err := src.ExecutePartial(ctx, subjects.APIPing, messages.Args{}, nil, rng); ok || err != nil {
 		t.Fatalf("ping: ok=%v err=%v, want the encoded path", ok, err)
 	}
 }
@@ -110,10 +110,10 @@ func TestHDBSourceWithoutReferenceStoreErrs(t *testing.T) {
 	ctx := context.Background()
 	rng := messages.TimeRange{Start: day.UnixNano(), End: day.Add(24 * time.Hour).UnixNano()}
 	for _, src := range []hdbSource{{cat: cat}, {}} {
-		if _, _, err := src.ExecuteRows(ctx, subjects.APIGetData, args, nil, rng); err == nil || !strings.Contains(err.Error(), demo.Instrument) {
+		if _, _, err := src.ExecuteRows(ctx, subjects.APIGetData, messages.MsgpackArgs(args), nil, rng); err == nil || !strings.Contains(err.Error(), demo.Instrument) {
 			t.Errorf("ExecuteRows: %v, want an error naming %s", err, demo.Instrument)
 		}
-		if _, _, err := src.ExecutePartial(ctx, subjects.APIGetData, args, nil, rng); err == nil || !strings.Contains(err.Error(), demo.Instrument) {
+		if _, _, err := src.ExecutePartial(ctx, subjects.APIGetData, messages.MsgpackArgs(args), nil, rng); err == nil || !strings.Contains(err.Error(), demo.Instrument) {
 			t.Errorf("ExecutePartial: %v, want an error naming %s", err, demo.Instrument)
 		}
 	}

@@ -1,0 +1,74 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap/demo"
+)
+
+// allocBudgetHopJSON is allocBudgetHop for a JSON caller's small getData. Its
+// arguments go downstream as sent (messages/args.go): the RC, the DAP and the
+// Agg each decode the JSON once, where the GW used to re-encode them to
+// msgpack for them. Measured (issue 10, wip/argsj, without -race): agg=130
+// dap=62 gw=52 rc=37 client=21 nats=113 (426 in all), against agg=124 dap=56
+// gw=54 rc=30 (408) when the GW re-encoded them: encoding/json's decode
+// allocates more than the hand msgpack decoder (BenchmarkHop/GetDataArgsJSON).
+// The budget keeps about a quarter above.
+var allocBudgetHopJSON = map[string]float64{
+	"client": 40, "gw": 60, "rc": 60, "dap": 90, "agg": 150, "nats": 145,
+}
+
+// Allocations per small JSON getData, hop by hop, do not grow past their budgets.
+func TestAllocBudgetPerHopJSON(t *testing.T) {
+	nop := zerolog.Nop()
+	sys := startSystem(t, systemOptions{log: &nop})
+	src, _ := engineSource(t, sys)
+	sys.startDAP(oneDAP(src, 1))
+	sys.waitDAPs(1)
+	args, err := json.Marshal(map[string]any{"table": demo.Trade, "limit": 1,
+		"startTS": demoEnd.Add(-time.Hour).Format(time.RFC3339Nano), "endTS": demoEnd.Add(-time.Hour + time.Minute).Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(n int) {
+		for range n {
+			raw, err := sys.client.DoJSON(context.Background(), "getData", args, messages.Opts{})
+			var env struct {
+				Header messages.ResponseHeader `json:"header"`
+			}
+			if err != nil || json.Unmarshal(raw, &env) != nil || !env.Header.Status.IsOK() {
+				t.Fatalf("getData: %v %.200s", err, raw)
+			}
+		}
+	}
+	do(50)
+	old := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	defer func() { runtime.MemProfileRate = old }()
+	const n = 200
+	before := allocsByHop(t)
+	do(n)
+	after := allocsByHop(t)
+	per := map[string]float64{}
+	var total float64
+	for hop := range after {
+		per[hop] = float64(after[hop]-before[hop]) / n
+		total += per[hop]
+	}
+	t.Logf("allocations per small JSON request by hop: %v (total %.0f)", fmtHops(per), total)
+	for hop, budget := range allocBudgetHopJSON {
+		if raceEnabled {
+			budget *= 1.5
+		}
+		if per[hop] > budget {
+			t.Errorf("hop %s allocates %.0f times per small JSON request, budget %.0f", hop, per[hop], budget)
+		}
+	}
+}
