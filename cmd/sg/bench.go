@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -213,6 +214,16 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
+	return runBenchSystem(ctx, srv, cfg, withLog, log, func() (benchResult, error) {
+		return benchAgainst(ctx, cfg, srv.ClientURL(), subjects.DefaultPrefix, log, stderr)
+	})
+}
+
+// runBenchSystem runs an RC, an Agg, the static demo fleet and a GW (with or
+// without the request log) on srv, connected as sg run connects them, and
+// calls measure once every DAP is known to the GW; the services stop when
+// it returns.
+func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, withLog bool, log zerolog.Logger, measure func() (benchResult, error)) (benchResult, error) {
 	common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix}
 	// Connected as sg run connects its services: in process (inProcess),
 	// unless asked for services run apart (over TCP).
@@ -280,7 +291,7 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 		}
 		return benchResult{}, fmt.Errorf("waiting for %d DAPs: %w", daps, err)
 	}
-	return benchAgainst(ctx, cfg, srv.ClientURL(), subjects.DefaultPrefix, log, stderr)
+	return measure()
 }
 
 // benchResult is one pass's table and what it says beneath it.
