@@ -100,6 +100,21 @@ func TestMultiRCRequestSpansPrimaryAndSecondary(t *testing.T) {
 	// No scope: the global rc-1 is primary; the us DAPs are rc-2's, so rc-2
 	// relays their portions as secondary and forwards their completions.
 	args := tradeArgs()
+	// rc-2 forwards its DAPs' completions after the answer may have gone (a
+	// completion only frees the slot): the test waits for them on the bus,
+	// where rc-1 gets them, before it reads rc-2's counter.
+	usDAPs := map[string]bool{}
+	for _, id := range d.dapIDs("us") {
+		usDAPs[id] = true
+	}
+	forwarded, err := d.nc.SubscribeSync(d.s.RCCompletion("rc-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forwarded.Unsubscribe()
+	if err := d.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	d.send(d.newRequest("span", args, messages.Scope{}, 10*time.Second))
 	st, tbl := depStatus(t, ans.wait(t, "span", 15*time.Second))
 	if !st.IsOK() {
@@ -110,6 +125,17 @@ func TestMultiRCRequestSpansPrimaryAndSecondary(t *testing.T) {
 	}
 	rc1, rc2 := d.proc("rc-1").reg, d.proc("rc-2").reg
 	us := float64(len(d.dapIDs("us")))
+	seen, until := 0, time.Now().Add(10*time.Second)
+	for seen < len(usDAPs) {
+		m, err := forwarded.NextMsg(time.Until(until))
+		if err != nil {
+			t.Fatalf("rc-1 got %d of its secondary's %d completions within 10s: %v", seen, len(usDAPs), err)
+		}
+		var c messages.PortionCompletion
+		if err := messages.Decode(m.Data, &c); err == nil && c.RequestID != "" && usDAPs[c.DAPID] {
+			seen++
+		}
+	}
 	if n := depCounter(t, rc1, "sg_rc_peer_messages_total", map[string]string{"kind": "portion_sent"}); n != us {
 		t.Errorf("rc-1 sent %v portions to its secondary, want %v", n, us)
 	}
