@@ -84,6 +84,11 @@ type queueGroup struct {
 	daps      []*dap
 	dapsEpoch uint64
 	dapsKnown bool
+	// served is fleet.serves(key) as of fleet epoch servedEpoch
+	// (servedKnown): dropIfEmpty asks it whenever a subqueue empties.
+	served      bool
+	servedEpoch uint64
+	servedKnown bool
 }
 
 // callerCount is a caller's queued items, and the live requests that count

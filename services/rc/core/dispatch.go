@@ -155,7 +155,7 @@ func (c *Core) dropIfEmpty(q *subqueue) {
 // dropped and looks the key up again; a group is only an index, so a new
 // one rebuilt from the fleet (groupFor) stands for it.
 func (c *Core) dropGroupIfIdle(g *queueGroup) {
-	if g.dropped || !g.empty() || c.fleet.serves(g.key) {
+	if g.dropped || !g.empty() || c.groupServed(g) {
 		return
 	}
 	delete(c.groups, g.key)
@@ -166,6 +166,16 @@ func (c *Core) dropGroupIfIdle(g *queueGroup) {
 		c.freeSubs = append(c.freeSubs, q)
 	}
 	g.daps = nil
+}
+
+// groupServed is fleet.serves of the group's key, kept on the group until
+// the fleet changes: a served group's subqueues empty with every request,
+// and asking the fleet each time cost its map lookups (kinds, setDAPs).
+func (c *Core) groupServed(g *queueGroup) bool {
+	if !g.servedKnown || g.servedEpoch != c.fleet.epoch {
+		g.served, g.servedEpoch, g.servedKnown = c.fleet.serves(g.key), c.fleet.epoch, true
+	}
+	return g.served
 }
 
 // newSubqueue is a subqueue of group g, reused when one was released.
