@@ -141,9 +141,7 @@ func (c *Core) dropIfEmpty(q *subqueue) {
 	g := q.g
 	if q.key.locked && g.locked[q.key.vintage] == q {
 		delete(g.locked, q.key.vintage)
-		// Kept with its buffers for the next subqueue.
-		q.release()
-		c.freeSubs = append(c.freeSubs, q)
+		c.freeSub(q)
 	}
 	c.dropGroupIfIdle(g)
 }
@@ -162,8 +160,7 @@ func (c *Core) dropGroupIfIdle(g *queueGroup) {
 	g.dropped = true
 	if q := g.unlocked; q != nil {
 		g.unlocked = nil
-		q.release()
-		c.freeSubs = append(c.freeSubs, q)
+		c.freeSub(q)
 	}
 	g.daps = nil
 }
@@ -178,11 +175,30 @@ func (c *Core) groupServed(g *queueGroup) bool {
 	return g.served
 }
 
+// Released subqueues kept for reuse: at most maxFreeSubs, each with room
+// for at most maxFreeSubItems items. A burst of many label sets (or
+// vintages) would otherwise keep a subqueue and its buffers for each for
+// the RC's life; a steady load reuses a few.
+const (
+	maxFreeSubs     = 64
+	maxFreeSubItems = 1024
+)
+
+// freeSub releases a subqueue that left its group, and keeps it with its
+// buffers for the next subqueue when there is room and it is not oversized.
+func (c *Core) freeSub(q *subqueue) {
+	q.release()
+	if len(c.freeSubs) < maxFreeSubs && cap(q.items) <= maxFreeSubItems {
+		c.freeSubs = append(c.freeSubs, q)
+	}
+}
+
 // newSubqueue is a subqueue of group g, reused when one was released.
 func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 	var q *subqueue
 	if n := len(c.freeSubs); n > 0 {
 		q = c.freeSubs[n-1]
+		c.freeSubs[n-1] = nil
 		c.freeSubs = c.freeSubs[:n-1]
 	} else {
 		q = new(subqueue)

@@ -136,3 +136,48 @@ func TestQueueGroupsDroppedWhenIdle(t *testing.T) {
 	h.register("again", lbl("region", "r7"))
 	dispatchedTo(t, h.request("again", "ref", Selector{"region": {"r7"}}, t0, t0+hour, time.Minute), "again")
 }
+
+// Released subqueues kept for reuse are bounded: a burst of requests for
+// many label sets no DAP serves now (remembered), each queued in a group of
+// its own, leaves at most maxFreeSubs subqueues behind once they time out,
+// and none that grew past maxFreeSubItems. Before the bound, every
+// subqueue of the burst stayed in c.freeSubs with its buffers for the RC's
+// life.
+func TestFreeSubqueuesBoundedAfterBurst(t *testing.T) {
+	h := newHarness(t, Config{LabelSetRetention: time.Hour})
+	const n = 300
+	regions := make([]string, n)
+	for i := range n {
+		regions[i] = fmt.Sprintf("r%d", i)
+		id := fmt.Sprintf("d%d", i)
+		h.register(id, lbl("region", regions[i]))
+		h.step(DAPLost{At: h.now, DAP: id})
+	}
+	// One label set with more queued than a kept subqueue may hold.
+	for i := range maxFreeSubItems + 10 {
+		h.request(fmt.Sprintf("big%d", i), "trade", Selector{"region": {"r0"}}, t0, t0+hour, time.Second)
+	}
+	// A burst over every label set: a group and subqueue each.
+	for i, r := range regions {
+		h.request(fmt.Sprintf("q%d", i), "trade", Selector{"region": {r}}, t0, t0+hour, time.Second)
+	}
+	if got := len(h.c.groups); got < n {
+		t.Fatalf("the burst queued in %d groups, want at least %d", got, n)
+	}
+	h.advance(2 * time.Second)
+	h.tick()
+	if got := len(h.c.groups); got != 0 {
+		t.Fatalf("after the burst timed out the core holds %d queue groups, want none", got)
+	}
+	if got := len(h.c.freeSubs); got > maxFreeSubs {
+		t.Fatalf("after a burst over %d label sets the core keeps %d free subqueues, want at most %d", n, got, maxFreeSubs)
+	}
+	for _, q := range h.c.freeSubs {
+		if cap(q.items) > maxFreeSubItems {
+			t.Fatalf("a free subqueue kept room for %d items, want at most %d", cap(q.items), maxFreeSubItems)
+		}
+	}
+	// The label sets still queue and are answered once their DAPs are back.
+	h.register("back", lbl("region", "r5"))
+	dispatchedTo(t, h.request("after", "trade", Selector{"region": {"r5"}}, t0, t0+hour, time.Minute), "back")
+}
