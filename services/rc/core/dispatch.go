@@ -162,7 +162,8 @@ func (c *Core) dropGroupIfIdle(g *queueGroup) {
 		g.unlocked = nil
 		c.freeSub(q)
 	}
-	g.daps = nil
+	// What it kept of the fleet is forgotten with it: none of it is known.
+	g.daps, g.dapsKnown, g.topKnown, g.servedKnown = nil, false, false, false
 }
 
 // groupServed is fleet.serves of the group's key, kept on the group until

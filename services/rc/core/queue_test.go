@@ -181,3 +181,33 @@ func TestFreeSubqueuesBoundedAfterBurst(t *testing.T) {
 	h.register("back", lbl("region", "r5"))
 	dispatchedTo(t, h.request("after", "trade", Selector{"region": {"r5"}}, t0, t0+hour, time.Minute), "back")
 }
+
+// A dropped group keeps nothing it knew of the fleet as known: its DAPs
+// were cleared, and a dapsKnown left true would answer groupDAPs with none
+// until the fleet changed (likewise its top vintage and served flag).
+func TestDroppedGroupForgetsWhatItKnew(t *testing.T) {
+	h := newHarness(t, Config{LabelSetRetention: time.Hour})
+	h.register("d1", lbl("region", "eu"))
+	h.step(DAPLost{At: h.now, DAP: "d1"})
+	h.request("q", "trade", Selector{"region": {"eu"}}, t0, t0+hour, time.Second)
+	var g *queueGroup
+	for k, x := range h.c.groups {
+		if k.table == "trade" {
+			g = x
+		}
+	}
+	if g == nil {
+		t.Fatal("the request for the remembered label set queued in no group")
+	}
+	h.c.groupDAPs(g)
+	h.c.groupTop(g)
+	h.c.groupServed(g)
+	h.advance(2 * time.Second)
+	h.tick()
+	if !g.dropped {
+		t.Fatal("the group was not dropped once its request timed out")
+	}
+	if g.dapsKnown || g.topKnown || g.servedKnown {
+		t.Fatalf("a dropped group still knows: daps %v, top %v, served %v", g.dapsKnown, g.topKnown, g.servedKnown)
+	}
+}
