@@ -211,3 +211,43 @@ func TestDroppedGroupForgetsWhatItKnew(t *testing.T) {
 		t.Fatalf("a dropped group still knows: daps %v, top %v, served %v", g.dapsKnown, g.topKnown, g.servedKnown)
 	}
 }
+
+// The per-table cache split reads (tableSets) holds only tables the fleet
+// serves or remembers: one whose DAPs left and were forgotten, never asked
+// for again, goes; and a cache out of date holds no queue groups.
+func TestTableSetsSweptWhenTablesGo(t *testing.T) {
+	for _, retention := range []time.Duration{-1, time.Minute} {
+		h := newHarness(t, Config{LabelSetRetention: retention})
+		h.register("keep", lbl("region", "keep"), tables(map[string]TableKind{"trade": TimePartitioned}))
+		const n = 50
+		for i := range n {
+			table, id := fmt.Sprintf("t%d", i), fmt.Sprintf("d%d", i)
+			h.register(id, lbl("region", "eu"), tables(map[string]TableKind{table: TimePartitioned}))
+			q := fmt.Sprintf("q%d", i)
+			d := dispatchedTo(t, h.request(q, table, Selector{"region": {"eu"}}, t0, t0+hour, time.Minute), id)
+			h.complete(d, OutcomeOK)
+			h.step(AggDone{At: h.now, Request: q})
+			h.step(DAPLost{At: h.now, DAP: id})
+		}
+		dispatchedTo(t, h.request("keep", "trade", Selector{"region": {"keep"}}, t0, t0+hour, time.Minute), "keep")
+		h.advance(2 * time.Minute) // past the retention: the tables are forgotten
+		h.tick()
+		if got := len(h.c.tableSets); got > 1 {
+			var left []string
+			for t := range h.c.tableSets {
+				left = append(left, t)
+			}
+			t.Fatalf("retention %v: after %d tables came and went tableSets holds %d: %v", retention, n, got, left)
+		}
+		// A fleet change leaves the kept table's cache out of date: it holds
+		// no queue group until it is read again.
+		h.register("other", lbl("region", "other"), tables(map[string]TableKind{"trade": TimePartitioned}))
+		for _, ts := range h.c.tableSets {
+			for _, k := range ts.sets {
+				if k.g != nil {
+					t.Fatalf("retention %v: an out-of-date tableSets entry holds the queue group of %s", retention, k.key)
+				}
+			}
+		}
+	}
+}
