@@ -97,6 +97,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 			select {
 			case <-sys.gwDone:
 			case <-bound.Done():
+				t.Error("GW did not stop within 15s")
 			}
 		}
 		cancel()

@@ -145,7 +145,7 @@ func TestLogLevelFromEnvironment(t *testing.T) {
 		if c, err := load(env("SG_LOG_LEVEL", " WARN ")); err != nil || c.LogLevel != "WARN" {
 			t.Errorf("%s: log level %q, %v with SG_LOG_LEVEL=WARN", name, c.LogLevel, err)
 		}
-		for _, bad := range []string{"loud", "fatal", "disabled"} {
+		for _, bad := range []string{"loud", "fatal", "disabled", "2", "-1"} {
 			if _, err := load(env("SG_LOG_LEVEL", bad)); err == nil || !strings.Contains(err.Error(), `SG_LOG_LEVEL="`+bad+`": want trace, debug, info, warn or error`) {
 				t.Errorf("%s: SG_LOG_LEVEL=%s gave %v, want an error naming the setting", name, bad, err)
 			}

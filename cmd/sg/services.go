@@ -34,12 +34,22 @@ import (
 
 // parseLogLevel reads a log level as --log-level and SG_LOG_LEVEL take it:
 // trace, debug, info, warn or error, in any case.
+// The five names are matched here, not by zerolog.ParseLevel, which also
+// takes numbers ("2" is warn, "-1" trace) and levels the help does not name.
 func parseLogLevel(s string) (zerolog.Level, error) {
-	lvl, err := zerolog.ParseLevel(strings.ToLower(s))
-	if err != nil || s == "" || lvl < zerolog.TraceLevel || lvl > zerolog.ErrorLevel {
-		return zerolog.NoLevel, errors.New("want trace, debug, info, warn or error")
+	switch strings.ToLower(s) {
+	case "trace":
+		return zerolog.TraceLevel, nil
+	case "debug":
+		return zerolog.DebugLevel, nil
+	case "info":
+		return zerolog.InfoLevel, nil
+	case "warn":
+		return zerolog.WarnLevel, nil
+	case "error":
+		return zerolog.ErrorLevel, nil
 	}
-	return lvl, nil
+	return zerolog.NoLevel, errors.New("want trace, debug, info, warn or error")
 }
 
 // newLogger logs JSON to stderr, or the console form when stderr is a terminal.

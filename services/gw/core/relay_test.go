@@ -728,6 +728,9 @@ func TestRequestIDBeingRelayedIsNotHeldAgain(t *testing.T) {
 			Content: messages.ContentMsgpack, Deadline: s.now + 5000*ms, ReceivedAt: s.now, Stream: true}}
 	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-9", "r1"), Seq: 7, Entry: entry})
 	none[WriteLog](s)
+	if d := only[Dropped](s); d.ID != "r1" || !strings.Contains(d.Why, "relaying") {
+		t.Fatalf("the ignored adoption of r1 was reported %+v, want Dropped of r1 as being relayed", d)
+	}
 	if s.c.Holds("r1") {
 		t.Fatal("adopted r1 while its answer is being relayed")
 	}

@@ -511,6 +511,7 @@ func (c *Core) adopt(e Adopt) {
 	if c.relays[en.RequestID] != nil {
 		// This GW answered it and passes the rest on: the entry read as open
 		// was read before the `answered` write landed.
+		c.emit(Dropped{ID: en.RequestID, Why: "adoption of a request whose answer this GW is relaying"})
 		return
 	}
 	req := Request{ID: en.RequestID, ClientID: en.ClientRequestID, Caller: en.Caller, Reply: en.ClientReply, API: en.API,

@@ -223,6 +223,25 @@ func (c *Core) labelSetsOf(table string) []knownSet {
 	return ts.sets
 }
 
+// sweepTableSets runs after a step that changed the fleet: a table no DAP
+// serves or is remembered for goes from tableSets (labelSetsOf deletes it
+// only when asked again, and a table that disappeared may never be), and
+// the others, out of date now, let go of their label sets' DAPs and queue
+// groups until they are asked again.
+func (c *Core) sweepTableSets() {
+	c.tableSetsEpoch = c.fleet.epoch
+	for t, ts := range c.tableSets {
+		if len(c.fleet.setsOf[t]) == 0 && c.fleet.past[t] == nil {
+			delete(c.tableSets, t)
+			continue
+		}
+		if ts.epoch != c.fleet.epoch {
+			clear(ts.sets)
+			ts.sets = ts.sets[:0]
+		}
+	}
+}
+
 // inScope applies the request's scope (assembly, tier) to a DAP.
 func (c *Core) inScope(r *request, d *dap) bool { return scopeHas(r, d.Assembly, d.Tier) }
 

@@ -19,6 +19,8 @@ type Core struct {
 	groups map[groupKey]*queueGroup
 	// tableSets: per table, its label sets as split reads them (arrive.go).
 	tableSets map[string]*tableSets
+	// tableSetsEpoch: the fleet epoch tableSets was last swept at.
+	tableSetsEpoch uint64
 	// queuedBy counts queue items per caller (the per-caller limit); a
 	// request holds its caller's entry while it lives (callerQueue).
 	queuedBy map[string]*callerCount
@@ -84,6 +86,11 @@ type queueGroup struct {
 	daps      []*dap
 	dapsEpoch uint64
 	dapsKnown bool
+	// served is fleet.serves(key) as of fleet epoch servedEpoch
+	// (servedKnown): dropIfEmpty asks it whenever a subqueue empties.
+	served      bool
+	servedEpoch uint64
+	servedKnown bool
 }
 
 // callerCount is a caller's queued items, and the live requests that count
@@ -239,6 +246,9 @@ func (c *Core) Step(ev Event) []Command {
 		panic("core: unknown event")
 	}
 	c.flushTracks()
+	if c.tableSetsEpoch != c.fleet.epoch {
+		c.sweepTableSets()
+	}
 	c.stats.Events++
 	return c.out
 }

@@ -141,9 +141,7 @@ func (c *Core) dropIfEmpty(q *subqueue) {
 	g := q.g
 	if q.key.locked && g.locked[q.key.vintage] == q {
 		delete(g.locked, q.key.vintage)
-		// Kept with its buffers for the next subqueue.
-		q.release()
-		c.freeSubs = append(c.freeSubs, q)
+		c.freeSub(q)
 	}
 	c.dropGroupIfIdle(g)
 }
@@ -155,17 +153,45 @@ func (c *Core) dropIfEmpty(q *subqueue) {
 // dropped and looks the key up again; a group is only an index, so a new
 // one rebuilt from the fleet (groupFor) stands for it.
 func (c *Core) dropGroupIfIdle(g *queueGroup) {
-	if g.dropped || !g.empty() || c.fleet.serves(g.key) {
+	if g.dropped || !g.empty() || c.groupServed(g) {
 		return
 	}
 	delete(c.groups, g.key)
 	g.dropped = true
 	if q := g.unlocked; q != nil {
 		g.unlocked = nil
-		q.release()
+		c.freeSub(q)
+	}
+	// What it kept of the fleet is forgotten with it: none of it is known.
+	g.daps, g.dapsKnown, g.topKnown, g.servedKnown = nil, false, false, false
+}
+
+// groupServed is fleet.serves of the group's key, kept on the group until
+// the fleet changes: a served group's subqueues empty with every request,
+// and asking the fleet each time cost its map lookups (kinds, setDAPs).
+func (c *Core) groupServed(g *queueGroup) bool {
+	if !g.servedKnown || g.servedEpoch != c.fleet.epoch {
+		g.served, g.servedEpoch, g.servedKnown = c.fleet.serves(g.key), c.fleet.epoch, true
+	}
+	return g.served
+}
+
+// Released subqueues kept for reuse: at most maxFreeSubs, each with room
+// for at most maxFreeSubItems items. A burst of many label sets (or
+// vintages) would otherwise keep a subqueue and its buffers for each for
+// the RC's life; a steady load reuses a few.
+const (
+	maxFreeSubs     = 64
+	maxFreeSubItems = 1024
+)
+
+// freeSub releases a subqueue that left its group, and keeps it with its
+// buffers for the next subqueue when there is room and it is not oversized.
+func (c *Core) freeSub(q *subqueue) {
+	q.release()
+	if len(c.freeSubs) < maxFreeSubs && cap(q.items) <= maxFreeSubItems {
 		c.freeSubs = append(c.freeSubs, q)
 	}
-	g.daps = nil
 }
 
 // newSubqueue is a subqueue of group g, reused when one was released.
@@ -173,6 +199,7 @@ func (c *Core) newSubqueue(g *queueGroup, key subKey) *subqueue {
 	var q *subqueue
 	if n := len(c.freeSubs); n > 0 {
 		q = c.freeSubs[n-1]
+		c.freeSubs[n-1] = nil
 		c.freeSubs = c.freeSubs[:n-1]
 	} else {
 		q = new(subqueue)

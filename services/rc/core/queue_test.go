@@ -136,3 +136,118 @@ func TestQueueGroupsDroppedWhenIdle(t *testing.T) {
 	h.register("again", lbl("region", "r7"))
 	dispatchedTo(t, h.request("again", "ref", Selector{"region": {"r7"}}, t0, t0+hour, time.Minute), "again")
 }
+
+// Released subqueues kept for reuse are bounded: a burst of requests for
+// many label sets no DAP serves now (remembered), each queued in a group of
+// its own, leaves at most maxFreeSubs subqueues behind once they time out,
+// and none that grew past maxFreeSubItems. Before the bound, every
+// subqueue of the burst stayed in c.freeSubs with its buffers for the RC's
+// life.
+func TestFreeSubqueuesBoundedAfterBurst(t *testing.T) {
+	h := newHarness(t, Config{LabelSetRetention: time.Hour})
+	const n = 300
+	regions := make([]string, n)
+	for i := range n {
+		regions[i] = fmt.Sprintf("r%d", i)
+		id := fmt.Sprintf("d%d", i)
+		h.register(id, lbl("region", regions[i]))
+		h.step(DAPLost{At: h.now, DAP: id})
+	}
+	// One label set with more queued than a kept subqueue may hold.
+	for i := range maxFreeSubItems + 10 {
+		h.request(fmt.Sprintf("big%d", i), "trade", Selector{"region": {"r0"}}, t0, t0+hour, time.Second)
+	}
+	// A burst over every label set: a group and subqueue each.
+	for i, r := range regions {
+		h.request(fmt.Sprintf("q%d", i), "trade", Selector{"region": {r}}, t0, t0+hour, time.Second)
+	}
+	if got := len(h.c.groups); got < n {
+		t.Fatalf("the burst queued in %d groups, want at least %d", got, n)
+	}
+	h.advance(2 * time.Second)
+	h.tick()
+	if got := len(h.c.groups); got != 0 {
+		t.Fatalf("after the burst timed out the core holds %d queue groups, want none", got)
+	}
+	if got := len(h.c.freeSubs); got > maxFreeSubs {
+		t.Fatalf("after a burst over %d label sets the core keeps %d free subqueues, want at most %d", n, got, maxFreeSubs)
+	}
+	for _, q := range h.c.freeSubs {
+		if cap(q.items) > maxFreeSubItems {
+			t.Fatalf("a free subqueue kept room for %d items, want at most %d", cap(q.items), maxFreeSubItems)
+		}
+	}
+	// The label sets still queue and are answered once their DAPs are back.
+	h.register("back", lbl("region", "r5"))
+	dispatchedTo(t, h.request("after", "trade", Selector{"region": {"r5"}}, t0, t0+hour, time.Minute), "back")
+}
+
+// A dropped group keeps nothing it knew of the fleet as known: its DAPs
+// were cleared, and a dapsKnown left true would answer groupDAPs with none
+// until the fleet changed (likewise its top vintage and served flag).
+func TestDroppedGroupForgetsWhatItKnew(t *testing.T) {
+	h := newHarness(t, Config{LabelSetRetention: time.Hour})
+	h.register("d1", lbl("region", "eu"))
+	h.step(DAPLost{At: h.now, DAP: "d1"})
+	h.request("q", "trade", Selector{"region": {"eu"}}, t0, t0+hour, time.Second)
+	var g *queueGroup
+	for k, x := range h.c.groups {
+		if k.table == "trade" {
+			g = x
+		}
+	}
+	if g == nil {
+		t.Fatal("the request for the remembered label set queued in no group")
+	}
+	h.c.groupDAPs(g)
+	h.c.groupTop(g)
+	h.c.groupServed(g)
+	h.advance(2 * time.Second)
+	h.tick()
+	if !g.dropped {
+		t.Fatal("the group was not dropped once its request timed out")
+	}
+	if g.dapsKnown || g.topKnown || g.servedKnown {
+		t.Fatalf("a dropped group still knows: daps %v, top %v, served %v", g.dapsKnown, g.topKnown, g.servedKnown)
+	}
+}
+
+// The per-table cache split reads (tableSets) holds only tables the fleet
+// serves or remembers: one whose DAPs left and were forgotten, never asked
+// for again, goes; and a cache out of date holds no queue groups.
+func TestTableSetsSweptWhenTablesGo(t *testing.T) {
+	for _, retention := range []time.Duration{-1, time.Minute} {
+		h := newHarness(t, Config{LabelSetRetention: retention})
+		h.register("keep", lbl("region", "keep"), tables(map[string]TableKind{"trade": TimePartitioned}))
+		const n = 50
+		for i := range n {
+			table, id := fmt.Sprintf("t%d", i), fmt.Sprintf("d%d", i)
+			h.register(id, lbl("region", "eu"), tables(map[string]TableKind{table: TimePartitioned}))
+			q := fmt.Sprintf("q%d", i)
+			d := dispatchedTo(t, h.request(q, table, Selector{"region": {"eu"}}, t0, t0+hour, time.Minute), id)
+			h.complete(d, OutcomeOK)
+			h.step(AggDone{At: h.now, Request: q})
+			h.step(DAPLost{At: h.now, DAP: id})
+		}
+		dispatchedTo(t, h.request("keep", "trade", Selector{"region": {"keep"}}, t0, t0+hour, time.Minute), "keep")
+		h.advance(2 * time.Minute) // past the retention: the tables are forgotten
+		h.tick()
+		if got := len(h.c.tableSets); got > 1 {
+			var left []string
+			for t := range h.c.tableSets {
+				left = append(left, t)
+			}
+			t.Fatalf("retention %v: after %d tables came and went tableSets holds %d: %v", retention, n, got, left)
+		}
+		// A fleet change leaves the kept table's cache out of date: it holds
+		// no queue group until it is read again.
+		h.register("other", lbl("region", "other"), tables(map[string]TableKind{"trade": TimePartitioned}))
+		for _, ts := range h.c.tableSets {
+			for _, k := range ts.sets {
+				if k.g != nil {
+					t.Fatalf("retention %v: an out-of-date tableSets entry holds the queue group of %s", retention, k.key)
+				}
+			}
+		}
+	}
+}

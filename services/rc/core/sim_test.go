@@ -535,6 +535,74 @@ func (s *sim) step(ev Event) error {
 	if err := s.checkRunningIndex(); err != nil {
 		return fmt.Errorf("after %T: %w", ev, err)
 	}
+	if err := s.checkGroups(); err != nil {
+		return fmt.Errorf("after %T: %w", ev, err)
+	}
+	return nil
+}
+
+// checkGroups: the queue groups the core holds are live and under their
+// keys; every queued item is in a live subqueue of a live group; and a
+// dropped group (whatever still points at it: a label set, a known set, a
+// DAP's cache) holds no subqueue.
+func (s *sim) checkGroups() error {
+	for k, g := range s.c.groups {
+		if g.dropped {
+			return fmt.Errorf("group %s%v is in c.groups, dropped", k.table, k.key)
+		}
+		if g.key != k {
+			return fmt.Errorf("group %s%v is under key %s%v", g.key.table, g.key.key, k.table, k.key)
+		}
+	}
+	dropped := func(g *queueGroup, what string) error {
+		if g != nil && g.dropped && (g.unlocked != nil || len(g.locked) > 0) {
+			return fmt.Errorf("%s: dropped group %s%v holds subqueues (unlocked %v, %d locked)", what, g.key.table, g.key.key, g.unlocked != nil, len(g.locked))
+		}
+		return nil
+	}
+	for _, id := range s.reqOrder {
+		r := s.c.requests[id]
+		if r == nil {
+			continue
+		}
+		for _, ls := range r.sets {
+			if err := dropped(ls.qg, "request "+r.ID); err != nil {
+				return err
+			}
+			for _, it := range ls.items {
+				q := it.sub
+				if q == nil || q.g == nil || q.id == 0 {
+					return fmt.Errorf("request %s: a queued item of %s%v is in no live subqueue", r.ID, ls.group.table, ls.group.key)
+				}
+				g := q.g
+				if g.dropped || s.c.groups[g.key] != g {
+					return fmt.Errorf("request %s: a queued item is in a subqueue of group %s%v, dropped %v or not the core's", r.ID, g.key.table, g.key.key, g.dropped)
+				}
+				if live := g.unlocked == q || q.key.locked && g.locked[q.key.vintage] == q; !live {
+					return fmt.Errorf("request %s: a queued item is in a subqueue group %s%v no longer holds", r.ID, g.key.table, g.key.key)
+				}
+			}
+		}
+	}
+	for t, ts := range s.c.tableSets {
+		for _, k := range ts.sets {
+			if err := dropped(k.g, "tableSets "+t); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range s.c.fleet.byID {
+		for _, dg := range d.groups {
+			if err := dropped(dg.g, "DAP "+d.ID); err != nil {
+				return err
+			}
+			// A DAP's groups are not dropped while it is in the fleet (it
+			// serves them): dapGroups keeps them for the fleet's epoch.
+			if d.groupsEpoch == s.c.fleet.epoch && dg.g.dropped {
+				return fmt.Errorf("DAP %s serves group %s%v, dropped", d.ID, dg.g.key.table, dg.g.key.key)
+			}
+		}
+	}
 	return nil
 }
 
