@@ -444,27 +444,42 @@ func jsonValue(v any) any {
 // UnmarshalJSON reads the shape documented at the top of the file. Unknown keys are
 // ignored, so that an envelope may carry its own fields (scope, opts) beside these.
 func (a *GetDataArgs) UnmarshalJSON(data []byte) error {
-	_, err := a.unmarshalJSON(data)
+	_, _, err := a.unmarshalJSON(data)
 	return err
 }
 
 // unmarshalJSON is UnmarshalJSON that also gives the raw "scope" key, once
-// the arguments are an object (even when a value in them is refused).
-func (a *GetDataArgs) unmarshalJSON(data []byte) (json.RawMessage, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrMalformedGetDataArgs, fmt.Sprintf(format, args...))
+// the arguments are an object (even when a value in them is refused), and
+// whether the fast path read them (getdata_fastjson.go; for tests).
+func (a *GetDataArgs) unmarshalJSON(data []byte) (sc json.RawMessage, fast bool, err error) {
+	if w, labels, ok := parseGetDataArgsJSONFast(data); ok {
+		return w.Scope, true, a.fromJSON(&w, labels)
 	}
+	sc, err = a.unmarshalJSONStd(data)
+	return sc, false, err
+}
+
+// unmarshalJSONStd is unmarshalJSON with encoding/json only: the reference
+// the fast path must agree with.
+func (a *GetDataArgs) unmarshalJSONStd(data []byte) (json.RawMessage, error) {
 	var w getDataArgsJSON
 	if err := json.Unmarshal(data, &w); err != nil {
 		// A value of the wrong type still leaves the other keys read: the
 		// scope is named first if it is bad too.
-		return w.Scope, bad("%v", err)
+		return w.Scope, badGetDataArgs("%v", err)
 	}
-	return w.Scope, a.fromJSON(&w, bad)
+	return w.Scope, a.fromJSON(&w, nil)
 }
 
-func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) error) error {
-	out := GetDataArgs{Table: w.Table, Columns: w.Columns, GroupBy: w.GroupBy, SortCols: w.SortCols, Limit: w.Limit}
+func badGetDataArgs(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformedGetDataArgs, fmt.Sprintf(format, args...))
+}
+
+// fromJSON finishes what json.Unmarshal read into w. labels, when not nil,
+// are w.Labels already decoded (by the fast path).
+func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, labels LabelSelector) error {
+	bad := badGetDataArgs
+	out := GetDataArgs{Table: w.Table, Labels: labels, Columns: w.Columns, GroupBy: w.GroupBy, SortCols: w.SortCols, Limit: w.Limit}
 	var err error
 	if w.StartTS != "" {
 		if out.StartTS, err = time.Parse(time.RFC3339Nano, w.StartTS); err != nil {
@@ -478,7 +493,7 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, bad func(string, ...any) erro
 		}
 		out.EndTS = out.EndTS.UTC()
 	}
-	if len(w.Labels) > 0 && !bytes.Equal(w.Labels, []byte("null")) {
+	if labels == nil && len(w.Labels) > 0 && !bytes.Equal(w.Labels, []byte("null")) {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(w.Labels, &m); err != nil {
 			return bad("labels must be an object of key to value or list of values: %v", err)
@@ -639,7 +654,8 @@ func DecodeGetDataArgsJSONScope(b []byte) (a GetDataArgs, sc json.RawMessage, er
 	if err := CheckJSON(b, MessageLimits); err != nil {
 		return GetDataArgs{}, nil, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
 	}
-	if sc, err = a.unmarshalJSON(b); err != nil {
+	sc, _, err = a.unmarshalJSON(b)
+	if err != nil {
 		return GetDataArgs{}, sc, err
 	}
 	return a, sc, nil
