@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/subjects"
@@ -367,7 +369,7 @@ func TestBadPartialAnswersAsBefore(t *testing.T) {
 		name string
 		bad  []byte
 		args messages.GetDataArgs // the request's
-		want string              // in the status's ai
+		want string               // in the status's ai
 	}{
 		{"undecodable", []byte{0xa1, 0x78}, foldArgs, "partial result of portion b#1 from DAP dap1: invalid partial result"},
 		{"sum of a symbol", symbolSum, foldArgs, "aggregation does not apply to column type"},
@@ -409,5 +411,88 @@ func TestBadPartialAnswersAsBefore(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// Under -race: partials arrive, and are folded (some on answerers), while a
+// supersede of half of them comes on the other subscription and resets the
+// fold. Whatever the interleaving, the answer is the fold of the survivors.
+func TestFoldsWhileSupersedesCome(t *testing.T) {
+	const rounds, n = 12, 16
+	rng := rand.New(rand.NewPCG(14, 1))
+	e := newEnv(t, nil)
+	other, err := nats.Connect(e.nc.ConnectedUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	send := func(nc *nats.Conn, subject string, v any, h nats.Header) error {
+		b, err := messages.Encode(v)
+		if err != nil {
+			return err
+		}
+		return nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: b})
+	}
+	for round := range rounds {
+		id := fmt.Sprint("req", round)
+		var first, second [][]byte
+		var survivors []merge.Partial
+		refs1 := make([]messages.PortionRef, n)
+		x2 := expectation(id, subjects.APIGetData, foldArgs)
+		x2.Seq, x2.Sealed = 2, true
+		for i := range n {
+			refs1[i] = ref(fmt.Sprint("p", i), 1)
+			syms := 8
+			if i%4 == 0 {
+				syms = 200 // above foldInlineBytes: folded on an answerer
+			}
+			b1, p1 := randomPart(t, rng, 300, syms, int64(i)*1000)
+			first = append(first, b1)
+			if i%2 == 0 { // superseded: its first attempt holds the extremes
+				first[i], _ = extremePart(t)
+				b2, p2 := randomPart(t, rng, 300, syms, int64(i)*1000)
+				second = append(second, b2)
+				survivors = append(survivors, p2)
+				x2.Supersede = append(x2.Supersede, refs1[i])
+				x2.Expect = append(x2.Expect, ref(refs1[i].PortionID, 2))
+			} else {
+				survivors = append(survivors, p1)
+			}
+		}
+		x := expectation(id, subjects.APIGetData, foldArgs, refs1...)
+		x.Sealed = false
+		e.expect(x)
+		partialMsg := func(p messages.PartialResult) nats.Header {
+			h := nats.Header{}
+			messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
+			return h
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { // the first attempts, on one connection
+			for i := range n {
+				p := okPartial(id, refs1[i], "dap", first[i])
+				if err := send(e.nc, subj.AggPartial("agg1"), &p, partialMsg(p)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Go(func() { // the retry, and then its partials, on another
+			if err := send(other, subj.AggExpect("agg1"), &x2, nil); err != nil {
+				t.Error(err)
+			}
+			for k, r := range x2.Expect {
+				p := okPartial(id, r, "dap-new", second[k])
+				if err := send(other, subj.AggPartial("agg1"), &p, partialMsg(p)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Wait()
+		if got, want := e.answerTable(id), mustMerge(t, survivors...); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: answer\n%v\nis not the fold of the survivors\n%v", round, got, want)
+		}
+	}
+	if s := e.agg.Stats(); s.Answered != rounds || s.Folded == 0 {
+		t.Fatalf("stats %+v", s)
 	}
 }
