@@ -38,10 +38,13 @@ import (
 // holds a ref the answer does not), the answer merges every partial as
 // before, in expectation order, so that its status is the same.
 //
-// Where the work runs: a fold is decoded and added after Agg.mu is let go:
-// a small one (foldInlineBytes) by the goroutine that received it, before
-// the answer it may complete; a larger one on an answerer, as early.go's
-// windows are, counted in Agg.answers and within maxEarlyDecodes. A fold's
+// Where the work runs: partials are decoded and folded after Agg.mu is let
+// go, one at a time by one runner per request (the Merger is not safe for
+// concurrent use, and one request's folds need not take every core): a
+// runner for small partials (foldInlineBytes) is the goroutine that received
+// them; for larger ones an answerer, as early.go's windows are, counted in
+// Agg.answers and within maxEarlyDecodes (past it, the receiving goroutine
+// again). A partial handed while a runner runs is folded by it. A fold's
 // state is guarded by aggFold.mu, taken after Agg.mu where both are held.
 //
 // Memory: the running fold is bounded, not counted: a partial is folded as
@@ -53,8 +56,8 @@ import (
 // the bytes held. Past it partials wait for the answer, which folds them as
 // before.
 
-// foldInlineBytes: a partial at most this large is folded by the goroutine
-// that received it (a few microseconds); a larger one on an answerer.
+// foldInlineBytes: partials at most this large are folded by the goroutine
+// that received them (a few microseconds); larger ones on an answerer.
 const foldInlineBytes = 4 << 10
 
 // aggFold is one aggregating request's running fold.
@@ -64,12 +67,14 @@ type aggFold struct {
 
 	mu      sync.Mutex
 	gen     uint64                       // reset bumps it: folds begun before are let go
-	claimed map[messages.PortionRef]bool // refs handed to this generation (being folded or folded)
+	claimed map[messages.PortionRef]bool // refs handed to this generation (pending, or folded)
+	pending []foldItem                   // handed, not yet folded: the runner folds them in turn
+	running bool                         // a runner is folding pending (one at a time: m is not safe for concurrent use)
 	folded  map[messages.PortionRef]bool // refs in m
 	m       *merge.Merger
 	broken  bool // a partial did not decode or fit m: the answer merges every partial as before
 	closed  bool // the answer took m, or the request is over: nothing more is folded
-	// hook, for tests: called after each fold job with how many it folded.
+	// hook, for tests: called after each run with how many it folded.
 	hook func(n int)
 }
 
@@ -87,34 +92,10 @@ func newFold(e *messages.AggExpectation, stats *counters, hook func(int)) *aggFo
 		folded: map[messages.PortionRef]bool{}, m: merge.NewMerger(args)}
 }
 
-// foldItem is one partial handed to a fold job.
+// foldItem is one partial handed to the fold.
 type foldItem struct {
 	ref     messages.PortionRef
 	payload []byte
-}
-
-// foldJob is partials to fold into one generation.
-type foldJob struct {
-	f     *aggFold
-	gen   uint64
-	items []foldItem
-	bytes int
-}
-
-// claim hands ref's partial to the current generation, unless it was
-// handed already. Agg.mu held.
-func (f *aggFold) claim(j *foldJob, ref messages.PortionRef, payload []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || f.broken || f.claimed[ref] {
-		return
-	}
-	if j.f == nil {
-		j.f, j.gen = f, f.gen
-	}
-	f.claimed[ref] = true
-	j.items = append(j.items, foldItem{ref, payload})
-	j.bytes += len(payload)
 }
 
 // drop takes ref back: when it was handed to the fold, the fold is reset
@@ -128,6 +109,7 @@ func (f *aggFold) drop(ref messages.PortionRef) bool {
 	f.gen++
 	clear(f.claimed)
 	clear(f.folded)
+	f.pending = nil
 	f.m, f.broken = merge.NewMerger(f.args), false
 	return true
 }
@@ -136,29 +118,29 @@ func (f *aggFold) drop(ref messages.PortionRef) bool {
 // or it is dropped). Agg.mu held.
 func (f *aggFold) close() {
 	f.mu.Lock()
-	f.closed = true
+	f.closed, f.pending = true, nil
 	f.mu.Unlock()
 }
 
-// current reports whether ref may still be folded into gen.
-func (f *aggFold) current(gen uint64, ref messages.PortionRef) bool {
-	return !f.closed && !f.broken && f.gen == gen && f.claimed[ref] && !f.folded[ref]
-}
-
-// run decodes j's partials and folds them in, those still current.
-func (j *foldJob) run() {
-	f, n := j.f, 0
-	for _, it := range j.items {
+// run folds the pending partials in turn, until none is left. f.running
+// was set by whoever started it.
+func (f *aggFold) run() {
+	n := 0
+	for {
 		f.mu.Lock()
-		ok := f.current(j.gen, it.ref)
-		f.mu.Unlock()
-		if !ok {
-			continue
+		if len(f.pending) == 0 || f.closed || f.broken {
+			f.pending, f.running = nil, false
+			f.mu.Unlock()
+			break
 		}
+		it, gen := f.pending[0], f.gen
+		f.pending = f.pending[1:]
+		f.mu.Unlock()
 		p, err := merge.DecodePartial(it.payload)
 		f.mu.Lock()
 		switch {
-		case !f.current(j.gen, it.ref):
+		case f.closed || f.gen != gen || f.folded[it.ref]:
+			// Let go: the answer took the fold, or a supersede reset it.
 		case err != nil:
 			f.broken = true // the answer says why, as before
 		case f.m.Add(p) != nil:
@@ -181,7 +163,7 @@ func (j *foldJob) run() {
 func (f *aggFold) finish(ps []messages.PartialResult) (m *merge.Merger, ok bool) {
 	f.mu.Lock()
 	m, folded, ok := f.m, f.folded, !f.broken && !f.closed
-	f.closed = true
+	f.closed, f.pending = true, nil
 	f.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -206,47 +188,45 @@ func (f *aggFold) finish(ps []messages.PartialResult) (m *merge.Merger, ok bool)
 }
 
 // foldLocked hands the partials of refs that r holds and counts (expected,
-// OK) to r's fold, and returns what folds them, to be run once Agg.mu is
-// let go (nil: nothing to run there). A job too large to be run by the
-// receiving goroutine goes to an answerer; past the bounds on memory and
-// decodes at once (see above) nothing is handed: the answer folds them.
-// Agg.mu held.
+// OK) to r's fold, and returns what folds them when it is to run on this
+// goroutine once Agg.mu is let go (nil: nothing to run here). A fold's
+// partials are folded one at a time by one runner: if none runs, one is
+// started, here for small partials, else on an answerer (past
+// maxEarlyDecodes at once, here too). Past the bound on held bytes nothing
+// is handed: the answer folds them. Agg.mu held.
 func (a *Agg) foldLocked(r *request, refs []messages.PortionRef) func() {
 	f := r.fold
 	if f == nil || len(refs) == 0 || r.answering || a.closing || a.held > a.cfg.MaxHeldBytes/earlyExpansion {
 		return nil
 	}
-	inline := true
 	size := 0
+	f.mu.Lock()
+	if f.closed || f.broken {
+		f.mu.Unlock()
+		return nil
+	}
 	for _, ref := range refs {
-		if p, ok := r.partials[ref]; ok && p.Status.IsOK() && r.expected[ref] {
+		if p, ok := r.partials[ref]; ok && p.Status.IsOK() && r.expected[ref] && !f.claimed[ref] {
+			f.claimed[ref] = true
+			f.pending = append(f.pending, foldItem{ref, p.Payload})
 			size += len(p.Payload)
 		}
 	}
-	if size > foldInlineBytes {
-		if a.earlyDecodes.Load() >= maxEarlyDecodes {
-			return nil
-		}
-		inline = false
-	}
-	var j foldJob
-	for _, ref := range refs {
-		if p, ok := r.partials[ref]; ok && p.Status.IsOK() && r.expected[ref] {
-			f.claim(&j, ref, p.Payload)
-		}
-	}
-	if j.f == nil {
-		return nil
-	}
-	if inline {
-		return j.run
+	start := !f.running && len(f.pending) > 0
+	f.running = f.running || start
+	f.mu.Unlock()
+	switch {
+	case !start:
+		return nil // the runner folds them, or none to fold
+	case size <= foldInlineBytes || a.earlyDecodes.Load() >= maxEarlyDecodes:
+		return f.run
 	}
 	a.answers.Add(1)
 	a.earlyDecodes.Add(1)
 	a.answerers.run(func() {
 		defer a.answers.Done()
 		defer a.earlyDecodes.Add(-1)
-		j.run()
+		f.run()
 	})
 	return nil
 }
