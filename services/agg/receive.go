@@ -71,9 +71,8 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	r.expectation(e)
 	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
-	answer = a.answerSmallLocked(r, now)
-	if fold := a.foldExpectedLocked(r); answer == nil {
-		answer = fold // run after the lock is let go too
+	if answer = a.answerSmallLocked(r, now); answer == nil {
+		answer = a.foldExpectedLocked(r) // fold.go: run after the lock is let go too
 	}
 }
 
