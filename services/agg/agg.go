@@ -66,9 +66,9 @@ type Stats struct {
 	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
 	Cancelled    uint64 // requests dropped on the RC's cancel (the RC answered them)
 	Refused      uint64 // of the answered, RATE_LIMITED: the Agg held too much (MaxHeldBytes)
-	// Folded: aggregate partials folded as they came (fold.go), a partial
-	// folded again after a supersede reset its fold counting again;
-	// FoldedAtAnswer: those the answer folded (not folded as they came).
+	// Folded: aggregate partials folded as they came (fold.go; one folded
+	// again after a supersede reset its fold counts again); FoldedAtAnswer:
+	// those the answer folded, not folded as they came.
 	Folded, FoldedAtAnswer uint64
 	Pending                int // requests held now
 }

@@ -20,6 +20,9 @@ import (
 
 // answer builds the answer of one request and sends it, then tells the RC.
 func (a *Agg) answer(j job) {
+	if j.fold != nil {
+		defer j.fold.close() // answered without it (an error): its folds are let go
+	}
 	e := &j.exp
 	log := a.log.With().Str("request_id", e.RequestID).Str("api", e.API).Str("log_corr", e.LogCorr).Logger()
 	content := e.Content

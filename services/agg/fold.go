@@ -114,8 +114,8 @@ func (f *aggFold) drop(ref messages.PortionRef) bool {
 	return true
 }
 
-// close lets every fold go: the request is over (its answer is an error,
-// or it is dropped). Agg.mu held.
+// close lets every fold go: the request is over (dropped, or answered
+// without the fold: an error).
 func (f *aggFold) close() {
 	f.mu.Lock()
 	f.closed, f.pending = true, nil
@@ -231,23 +231,45 @@ func (a *Agg) foldLocked(r *request, refs []messages.PortionRef) func() {
 	return nil
 }
 
-// foldExpectedLocked hands r's fold the partials an expectation made
-// counted: once the first expectation is known (the fold is made then),
-// every partial expected and held; later, those of the refs newly expected,
-// or all again when a supersede reset the fold. Agg.mu held.
-func (a *Agg) foldExpectedLocked(r *request) func() {
+// foldOfLocked is r's fold, made (once: its arguments decoded) when
+// something is first to be folded, so that a request answered on its first
+// partial (a small one, of one portion) decodes nothing more; nil: r is not
+// aggregating, or its expectation has not come. Agg.mu held.
+func (a *Agg) foldOfLocked(r *request) *aggFold {
 	if !r.foldKnown && r.exp != nil {
 		r.foldKnown = true
 		var hook func(int)
 		if h := a.foldHook.Load(); h != nil {
 			hook = *h
 		}
-		if r.fold = newFold(r.exp, &a.stats, hook); r.fold != nil {
-			r.refold = true
-		}
+		r.fold = newFold(r.exp, &a.stats, hook)
 	}
+	return r.fold
+}
+
+// foldArrivedLocked hands r's fold the partial of ref, expected, which has
+// just come and not completed r; the fold's first: every partial counted.
+// Agg.mu held.
+func (a *Agg) foldArrivedLocked(r *request, ref messages.PortionRef) func() {
 	if r.fold == nil {
-		return nil
+		if r.foldKnown || a.foldOfLocked(r) == nil {
+			return nil
+		}
+		return a.foldLocked(r, r.expect)
+	}
+	return a.foldLocked(r, []messages.PortionRef{ref})
+}
+
+// foldExpectedLocked hands r's fold the partials an expectation made
+// counted: those of the refs newly expected, or all again when a supersede
+// reset the fold (or when the fold is made: partials came before their
+// expectation). Agg.mu held.
+func (a *Agg) foldExpectedLocked(r *request) func() {
+	if r.fold == nil {
+		if r.foldKnown || len(r.partials) == 0 || a.foldOfLocked(r) == nil {
+			return nil
+		}
+		r.refold = true
 	}
 	refs := r.fresh
 	if r.refold {

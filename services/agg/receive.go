@@ -169,9 +169,9 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
 	answer = a.answerSmallLocked(r, now)
-	if answer == nil && r.fold != nil && r.expected[p.Ref()] {
+	if answer == nil && r.expected[p.Ref()] {
 		// Counted: folded as it comes (fold.go), after the lock is let go.
-		answer = a.foldLocked(r, []messages.PortionRef{p.Ref()})
+		answer = a.foldArrivedLocked(r, p.Ref())
 	}
 }
 
