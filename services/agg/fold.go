@@ -43,8 +43,8 @@ import (
 // concurrent use, and one request's folds need not take every core): a
 // runner for small partials (foldInlineBytes) is the goroutine that received
 // them; for larger ones an answerer, as early.go's windows are, counted in
-// Agg.answers and within maxEarlyDecodes (past it, the receiving goroutine
-// again). A partial handed while a runner runs is folded by it. A fold's
+// Agg.answers and within maxEarlyDecodes (past it, the answer folds them).
+// A partial handed while a runner runs is folded by it. A fold's
 // state is guarded by aggFold.mu, taken after Agg.mu where both are held.
 //
 // Memory: the running fold is bounded, not counted: a partial is folded as
@@ -191,34 +191,44 @@ func (f *aggFold) finish(ps []messages.PartialResult) (m *merge.Merger, ok bool)
 // OK) to r's fold, and returns what folds them when it is to run on this
 // goroutine once Agg.mu is let go (nil: nothing to run here). A fold's
 // partials are folded one at a time by one runner: if none runs, one is
-// started, here for small partials, else on an answerer (past
-// maxEarlyDecodes at once, here too). Past the bound on held bytes nothing
-// is handed: the answer folds them. Agg.mu held.
+// started, here for small partials, else on an answerer. Past the bounds
+// (held bytes; maxEarlyDecodes at once, for a new runner of large
+// partials) nothing is handed: the answer folds them, as before. Agg.mu
+// held.
 func (a *Agg) foldLocked(r *request, refs []messages.PortionRef) func() {
 	f := r.fold
 	if f == nil || len(refs) == 0 || r.answering || a.closing || a.held > a.cfg.MaxHeldBytes/earlyExpansion {
 		return nil
 	}
-	size := 0
 	f.mu.Lock()
-	if f.closed || f.broken {
+	counted := func(ref messages.PortionRef) (messages.PartialResult, bool) {
+		p, ok := r.partials[ref]
+		return p, ok && p.Status.IsOK() && r.expected[ref] && !f.claimed[ref]
+	}
+	size := 0
+	for _, ref := range refs {
+		if p, ok := counted(ref); ok {
+			size += len(p.Payload)
+		}
+	}
+	start := !f.running
+	inline := size <= foldInlineBytes
+	if f.closed || f.broken || size == 0 || (start && !inline && a.earlyDecodes.Load() >= maxEarlyDecodes) {
 		f.mu.Unlock()
 		return nil
 	}
 	for _, ref := range refs {
-		if p, ok := r.partials[ref]; ok && p.Status.IsOK() && r.expected[ref] && !f.claimed[ref] {
+		if p, ok := counted(ref); ok {
 			f.claimed[ref] = true
 			f.pending = append(f.pending, foldItem{ref, p.Payload})
-			size += len(p.Payload)
 		}
 	}
-	start := !f.running && len(f.pending) > 0
-	f.running = f.running || start
+	f.running = true
 	f.mu.Unlock()
 	switch {
 	case !start:
-		return nil // the runner folds them, or none to fold
-	case size <= foldInlineBytes || a.earlyDecodes.Load() >= maxEarlyDecodes:
+		return nil // the runner folds them
+	case inline:
 		return f.run
 	}
 	a.answers.Add(1)
