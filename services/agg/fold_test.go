@@ -496,3 +496,46 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// The running folds are bounded, not counted: partials are folded as they
+// come only while the bytes held stay within MaxHeldBytes/earlyExpansion;
+// past it the answer folds them, and the answer is the same.
+func TestFoldsStayWithinABoundOnHeldBytes(t *testing.T) {
+	const n, bound = 10, 3000
+	rng := rand.New(rand.NewPCG(15, 1))
+	e := newEnv(t, func(c *Config) { c.MaxHeldBytes, c.MaxRequestBytes = bound*earlyExpansion, bound*earlyExpansion })
+	var refs []messages.PortionRef
+	var enc [][]byte
+	var dec []merge.Partial
+	held, within := 0, 0
+	for i := range n {
+		b, p := randomPart(t, rng, 30, 8, 0)
+		refs, enc, dec = append(refs, ref(fmt.Sprint("p", i), 1)), append(enc, b), append(dec, p)
+		if held += len(b); held <= bound {
+			within++
+		}
+	}
+	if within == 0 || within == n {
+		t.Fatalf("%d of %d partials within the bound: the test proves nothing", within, n)
+	}
+	x := expectation("req1", subjects.APIGetData, foldArgs, refs...)
+	x.Sealed = false
+	e.expect(x)
+	e.synced("s0")
+	for i := range n {
+		e.partial(okPartial("req1", refs[i], "dap", enc[i]))
+	}
+	e.synced("s1")
+	if s := e.agg.Stats(); s.Folded != uint64(within) {
+		t.Fatalf("%d folded as they came, want the %d within the bound", s.Folded, within)
+	}
+	x2 := x
+	x2.Seq, x2.Expect, x2.Sealed = 2, nil, true
+	e.expect(x2)
+	if got, want := e.answerTable("req1"), mustMerge(t, dec...); !reflect.DeepEqual(got, want) {
+		t.Fatalf("answer of %d rows is not the merge (%d rows)", got.NumRows(), want.NumRows())
+	}
+	if s := e.agg.Stats(); s.FoldedAtAnswer != uint64(n-within) {
+		t.Fatalf("%d folded at the answer, want %d", s.FoldedAtAnswer, n-within)
+	}
+}
