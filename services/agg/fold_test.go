@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -116,7 +117,8 @@ func (w *foldWatch) until(n uint64) {
 	}
 }
 
-// answerTable reads the next answer, which must be OK, as a table.
+// answerTable reads the next answer, which must be OK, as a table. The
+// answer's bytes must be the table's, encoded: floats to the bit.
 func (e *env) answerTable(id string) messages.Table {
 	e.t.Helper()
 	resp, _ := e.answer()
@@ -124,6 +126,21 @@ func (e *env) answerTable(id string) messages.Table {
 		e.t.Fatalf("answer %+v, want %s OK", resp.Header, id)
 	}
 	return decodeTable(e.t, resp.Payload)
+}
+
+// sameAnswer reports whether got is want to the bit, as the answer encodes
+// it (reflect.DeepEqual takes -0 for 0).
+func sameAnswer(t testing.TB, got, want messages.Table) bool {
+	t.Helper()
+	g, err := messages.EncodeTableMsgpack(got, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := messages.EncodeTableMsgpack(want, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(g, w) && reflect.DeepEqual(got, want)
 }
 
 func mustMerge(t testing.TB, parts ...merge.Partial) messages.Table {
@@ -182,7 +199,7 @@ func TestAggregatesFoldedAsTheyCome(t *testing.T) {
 	x3 := x
 	x3.Seq, x3.Expect, x3.Sealed = 3, nil, true
 	e.expect(x3)
-	if got, want := e.answerTable("req1"), mustMerge(t, dec...); !reflect.DeepEqual(got, want) {
+	if got, want := e.answerTable("req1"), mustMerge(t, dec...); !sameAnswer(t, got, want) {
 		t.Fatalf("answer of %d rows is not the merge of the %d partials (%d rows)", got.NumRows(), n, want.NumRows())
 	}
 	if s := e.agg.Stats(); s.Folded != n || s.FoldedAtAnswer != 0 || s.Answered != 1 {
@@ -262,14 +279,14 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 			x3.Seq, x3.Expect, x3.Sealed = 3, nil, true
 			e.expect(x3)
 			got, want := e.answerTable("req1"), mustMerge(t, survivors...)
-			if !reflect.DeepEqual(got, want) {
+			if !sameAnswer(t, got, want) {
 				t.Fatalf("answer\n%v\nis not the fold of the survivors\n%v", got, want)
 			}
 			var all []merge.Partial
 			for _, p := range tc.first {
 				all = append(all, p.dec)
 			}
-			if reflect.DeepEqual(got, mustMerge(t, append(all, survivors...)...)) {
+			if sameAnswer(t, got, mustMerge(t, append(all, survivors...)...)) {
 				t.Fatal("the superseded partials make no difference: the test proves nothing")
 			}
 			if s := e.agg.Stats(); s.FoldedAtAnswer != 0 || s.Folded != uint64(n) {
@@ -322,7 +339,7 @@ func TestOnlyCountedPartialsAreFolded(t *testing.T) {
 	e.expect(x3)
 	e.synced("s3")
 	e.partial(okPartial("req1", ref("b", 2), "dap1", bEnc)) // completes the request
-	if got, want := e.answerTable("req1"), mustMerge(t, aDec, bDec); !reflect.DeepEqual(got, want) {
+	if got, want := e.answerTable("req1"), mustMerge(t, aDec, bDec); !sameAnswer(t, got, want) {
 		t.Fatalf("answer\n%v\nis not the merge of a#1 and b#2\n%v", got, want)
 	}
 	if s := e.agg.Stats(); s.Folded != 1 || s.FoldedAtAnswer != 1 {
@@ -488,7 +505,7 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 			}
 		})
 		wg.Wait()
-		if got, want := e.answerTable(id), mustMerge(t, survivors...); !reflect.DeepEqual(got, want) {
+		if got, want := e.answerTable(id), mustMerge(t, survivors...); !sameAnswer(t, got, want) {
 			t.Fatalf("round %d: answer\n%v\nis not the fold of the survivors\n%v", round, got, want)
 		}
 	}
@@ -532,7 +549,7 @@ func TestFoldsStayWithinABoundOnHeldBytes(t *testing.T) {
 	x2 := x
 	x2.Seq, x2.Expect, x2.Sealed = 2, nil, true
 	e.expect(x2)
-	if got, want := e.answerTable("req1"), mustMerge(t, dec...); !reflect.DeepEqual(got, want) {
+	if got, want := e.answerTable("req1"), mustMerge(t, dec...); !sameAnswer(t, got, want) {
 		t.Fatalf("answer of %d rows is not the merge (%d rows)", got.NumRows(), want.NumRows())
 	}
 	if s := e.agg.Stats(); s.FoldedAtAnswer != uint64(n-within) {
