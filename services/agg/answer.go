@@ -168,7 +168,7 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 const parallelDecodeBytes = 64 << 10
 
 func getData(j job, content messages.Content) (messages.Status, []byte) {
-	size := partialBytes(j) // the merged table's is about the same
+	size := partialBytes(j) // the merged table's is about the same (rows)
 	m, parts, st := merger(j)
 	if !st.IsOK() {
 		return st, nil
@@ -178,6 +178,10 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	var b []byte
 	if parts == nil {
 		t, err = m.Result()
+		if m.Aggregated() {
+			// Groups: the partials' bytes are about N times the answer's.
+			size = t.SizeHint()
+		}
 	} else {
 		// Portions in windows: a k-way merge of their rows in time order.
 		// For JSON, into one table, each portion fetching its windows in
