@@ -57,7 +57,10 @@ import (
 // before.
 
 // foldInlineBytes: partials at most this large are folded by the goroutine
-// that received them (a few microseconds); larger ones on an answerer.
+// that received them, as a small answer is answered by it
+// (inlineAnswerBytes); larger ones on an answerer. Measured on 2 cores: a
+// partial of 700 bytes (4 groups, every aggregation) decodes in about 20 µs,
+// one of 3 KB (25 groups) in about 45 µs.
 const foldInlineBytes = 4 << 10
 
 // aggFold is one aggregating request's running fold.
