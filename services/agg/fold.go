@@ -87,7 +87,7 @@ func newFold(e *messages.AggExpectation, stats *counters, hook func(int)) *aggFo
 	if e.API != subjects.APIGetData && e.API != subjects.APISQL {
 		return nil
 	}
-	args, err := messages.DecodeGetDataArgsMsgpack(e.Args)
+	args, err := e.Arguments().GetData()
 	if err != nil || !args.Aggregating() {
 		return nil
 	}

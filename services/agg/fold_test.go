@@ -152,9 +152,20 @@ func mustMerge(t testing.TB, parts ...merge.Partial) messages.Table {
 	return want
 }
 
+// foldArgsJSON are foldArgs as a JSON caller sends them (argsj).
+const foldArgsJSON = `{"table":"t","groupBy":["sym"],"agg":[["n","count",""],["s","sum","px"],["a","avg","px"],` +
+	`["lo","min","px"],["hi","max","px"],["f","first","px"],["l","last","px"]]}`
+
 // Issue 10: each partial is folded as it comes, once; the answer, once the
-// last has come, folds none of them again.
+// last has come, folds none of them again. Whether the caller's arguments
+// are msgpack or JSON (argsj).
 func TestAggregatesFoldedAsTheyCome(t *testing.T) {
+	for _, json := range []bool{false, true} {
+		t.Run(fmt.Sprint("json=", json), func(t *testing.T) { testAggregatesFoldedAsTheyCome(t, json) })
+	}
+}
+
+func testAggregatesFoldedAsTheyCome(t *testing.T, json bool) {
 	const n = 100
 	rng := rand.New(rand.NewPCG(10, 1))
 	var enc [][]byte
@@ -174,6 +185,12 @@ func TestAggregatesFoldedAsTheyCome(t *testing.T) {
 	e := newEnv(t, nil)
 	folds := watchFolds(e)
 	x := expectation("req1", subjects.APIGetData, foldArgs, refs[:n/2]...)
+	if json {
+		x.V, x.Args, x.ArgsJSON = messages.ArgsJSONVersion, nil, []byte(foldArgsJSON)
+		if a, err := x.Arguments().GetData(); err != nil || !reflect.DeepEqual(a, foldArgs) {
+			t.Fatalf("JSON arguments %+v (%v), want %+v", a, err, foldArgs)
+		}
+	}
 	x.Sealed = false // the set is not whole yet
 	e.expect(x)
 	// The second half come before their expectation: held, not folded.
