@@ -29,14 +29,16 @@ type Agg struct {
 	dones     *doneNotices   // done notices waiting to go to their RCs (done.go)
 	answers   sync.WaitGroup // answers in progress; Run waits for them
 	answerers answerers      // the goroutines that run them (answerers.go)
-	// earlyDecodes: windows being decoded as they come (early.go).
+	// earlyDecodes: windows being decoded, and folds run on answerers, as they come (early.go, fold.go).
 	earlyDecodes atomic.Int32
-	startedAt    int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
-	hbSeq        uint64        // owned by Run
-	ready        chan struct{} // closed once Run's subscriptions are live
-	started      atomic.Bool
-	stats        counters
-	metrics      *metrics // metrics.go
+	// foldHook, for tests: given to each fold made after it is set (aggFold.hook).
+	foldHook  atomic.Pointer[func(n int)]
+	startedAt int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
+	hbSeq     uint64        // owned by Run
+	ready     chan struct{} // closed once Run's subscriptions are live
+	started   atomic.Bool
+	stats     counters
+	metrics   *metrics // metrics.go
 }
 
 // stream is one chunked partial in transit.
@@ -49,6 +51,7 @@ type stream struct {
 
 type counters struct {
 	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled, refused atomic.Uint64
+	folded, foldedAtAnswer                                                                                atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.
@@ -63,7 +66,11 @@ type Stats struct {
 	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
 	Cancelled    uint64 // requests dropped on the RC's cancel (the RC answered them)
 	Refused      uint64 // of the answered, RATE_LIMITED: the Agg held too much (MaxHeldBytes)
-	Pending      int    // requests held now
+	// Folded: aggregate partials folded as they came (fold.go; one folded
+	// again after a supersede reset its fold counts again); FoldedAtAnswer:
+	// those the answer folded, not folded as they came.
+	Folded, FoldedAtAnswer uint64
+	Pending                int // requests held now
 }
 
 // New validates cfg and returns an Agg.
@@ -90,7 +97,8 @@ func (a *Agg) Stats() Stats {
 	s := &a.stats
 	return Stats{Expectations: s.expectations.Load(), Partials: s.partials.Load(), Discarded: s.discarded.Load(),
 		Malformed: s.malformed.Load(), Answered: s.answered.Load(), Errors: s.errors.Load(),
-		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Refused: s.refused.Load(), Pending: pending}
+		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Refused: s.refused.Load(),
+		Folded: s.folded.Load(), FoldedAtAnswer: s.foldedAtAnswer.Load(), Pending: pending}
 }
 
 // Ready is closed once Run's subscriptions are live at the server and its first
@@ -216,6 +224,9 @@ func (a *Agg) finishLocked(id string, deadline int64, now time.Time) {
 		a.held -= r.bytes
 		if !r.answering {
 			a.stats.discarded.Add(uint64(len(r.partials)))
+			if r.fold != nil {
+				r.fold.close() // folds under way are let go
+			}
 		}
 		// Its DAPs still sending windows stop; a live stream ends (live.go).
 		a.stopWindowsLocked(r)

@@ -383,8 +383,9 @@ func TestNewValidates(t *testing.T) {
 // that already answered OK included (a whole SQL retry, every label set's), so
 // a partial the Agg holds may be superseded at any time before the answer,
 // sealed set or not. The answer counts the new attempt's partials once and
-// the old ones not at all, and the held bytes go with them. (Why aggregates
-// are not folded as they come: a fold could not be taken back.)
+// the old ones not at all, and the held bytes go with them. (Aggregates are
+// folded as they come: the supersede resets the fold, which cannot give the
+// old partials back, and folds the survivors again: fold.go.)
 func TestRetryAfterPartialsCameCountsOnce(t *testing.T) {
 	args := aggArgs
 	args.Agg = append(append([]messages.AggSpec(nil), aggArgs.Agg...), messages.AggSpec{Name: "vol", Func: messages.AggSum, Column: "price"})

@@ -20,6 +20,9 @@ import (
 
 // answer builds the answer of one request and sends it, then tells the RC.
 func (a *Agg) answer(j job) {
+	if j.fold != nil {
+		defer j.fold.close() // answered without it (an error): its folds are let go
+	}
 	e := &j.exp
 	log := a.log.With().Str("request_id", e.RequestID).Str("api", e.API).Str("log_corr", e.LogCorr).Logger()
 	content := e.Content
@@ -165,7 +168,7 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 const parallelDecodeBytes = 64 << 10
 
 func getData(j job, content messages.Content) (messages.Status, []byte) {
-	size := partialBytes(j) // the merged table's is about the same
+	size := partialBytes(j) // the merged table's is about the same (rows)
 	m, parts, st := merger(j)
 	if !st.IsOK() {
 		return st, nil
@@ -175,6 +178,10 @@ func getData(j job, content messages.Content) (messages.Status, []byte) {
 	var b []byte
 	if parts == nil {
 		t, err = m.Result()
+		if m.Aggregated() {
+			// Groups: the partials' bytes are about N times the answer's.
+			size = t.SizeHint()
+		}
 	} else {
 		// Portions in windows: a k-way merge of their rows in time order.
 		// For JSON, into one table, each portion fetching its windows in
@@ -255,32 +262,17 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	if err != nil {
 		return nil, nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
 	}
-	parts := make([]merge.Partial, len(j.partials))
-	errs := make([]error, len(j.partials))
-	// Large partials are decoded side by side, on as many cores as there are:
-	// the answer waits for the slowest, not for the sum.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, p := range j.partials {
-		if i < len(j.decoded) && j.decoded[i] != nil {
-			continue // decoding since it came (early.go)
-		}
-		if len(p.Payload) < parallelDecodeBytes {
-			parts[i], errs[i] = merge.DecodePartial(p.Payload)
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			parts[i], errs[i] = merge.DecodePartial(p.Payload)
-		})
-	}
-	wg.Wait()
-	for i, d := range j.decoded {
-		if d != nil {
-			parts[i], errs[i] = d.wait()
+	if j.fold != nil && j.runs == nil {
+		// Aggregates: folded as they came (fold.go); the answer folds the
+		// rest. Anything amiss: merged below as before, for its status.
+		if m, ok := j.fold.finish(j.partials); ok {
+			for i := range j.partials {
+				j.partials[i].Payload = nil
+			}
+			return m, nil, messages.StatusOK
 		}
 	}
+	parts, errs := decodePartials(j.partials, j.decoded)
 	for i, p := range j.partials {
 		if errs[i] != nil {
 			return nil, nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
@@ -309,6 +301,38 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 		}
 	}
 	return m, nil, messages.StatusOK
+}
+
+// decodePartials decodes ps, those in decoded (by index; nil entries, or
+// nil: none) as they came (early.go). Large partials are decoded side by
+// side, on as many cores as there are: the answer waits for the slowest,
+// not for the sum.
+func decodePartials(ps []messages.PartialResult, decoded []*decoding) ([]merge.Partial, []error) {
+	parts := make([]merge.Partial, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, p := range ps {
+		if i < len(decoded) && decoded[i] != nil {
+			continue // decoding since it came (early.go)
+		}
+		if len(p.Payload) < parallelDecodeBytes {
+			parts[i], errs[i] = merge.DecodePartial(p.Payload)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			parts[i], errs[i] = merge.DecodePartial(p.Payload)
+		})
+	}
+	wg.Wait()
+	for i, d := range decoded {
+		if d != nil {
+			parts[i], errs[i] = d.wait()
+		}
+	}
+	return parts, errs
 }
 
 // ping answers one boolean per DAP reached: true when every portion it ran said true.

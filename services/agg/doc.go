@@ -38,13 +38,25 @@
 // credit, out of order or from another DAP fail the request (ERR) and count as
 // malformed.
 //
-// Aggregates (groupBy, agg) are folded at the answer too, not as they come:
-// until the answer any partial held may be superseded (a RETRY restarts its
-// label set's attempt whole, portions that answered OK included; a whole SQL
-// retry, every label set; a lost DAP, its running portions), and a fold cannot
-// give min, max, first or last back. The fold is order-free
-// (merge.TestAggregateFoldIsOrderFree), so only taking a partial back out
-// stands in the way (TestRetryAfterPartialsCameCountsOnce).
+// Aggregates (groupBy, agg; sql's GROUP BY) are folded as they come (fold.go):
+// each partial is decoded and folded into the request's running fold once it
+// counts (its ref expected: as it arrives, or as its expectation does), never
+// one not (yet) expected, superseded or failed; the answer folds only what
+// was not folded yet (usually the last partial, which completed it) and
+// takes the fold's result. Until the answer any partial held may be
+// superseded (a RETRY restarts its label set's attempt whole, portions that
+// answered OK included; a whole SQL retry, every label set; a lost DAP, its
+// running portions), and a fold cannot give min, max, first or last back:
+// the partials' bytes stay held, and counted, as before, and a supersede of
+// a folded ref starts the fold again, at once, from the partials still
+// counted. The fold is order-free to the bit (merge.TestAggregateFoldIsOrderFree),
+// so a fold rebuilt, or finished at the answer, is the fold of exactly the
+// answered partials, each once (TestRetryAfterFoldsCountsSurvivorsOnce). A
+// partial that does not decode or fit makes the answer merge them all as
+// before, in expectation order, for the same status. The running folds are
+// bounded, not counted: partials are folded as they come only while the
+// bytes held for all requests stay within MaxHeldBytes/16 (early.go's bound
+// for windows decoded as they come); past it the answer folds them.
 //
 // Answers by API:
 //

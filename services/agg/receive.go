@@ -71,7 +71,9 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	r.expectation(e)
 	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
-	answer = a.answerSmallLocked(r, now)
+	if answer = a.answerSmallLocked(r, now); answer == nil {
+		answer = a.foldExpectedLocked(r) // fold.go: run after the lock is let go too
+	}
 }
 
 // onCancel: the RC answered the request itself (timeout, cancel, failure) and tells us
@@ -167,6 +169,10 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	a.held += r.bytes - before
 	a.stats.discarded.Add(r.takeDropped())
 	answer = a.answerSmallLocked(r, now)
+	if answer == nil && r.expected[p.Ref()] {
+		// Counted: folded as it comes (fold.go), after the lock is let go.
+		answer = a.foldArrivedLocked(r, p.Ref())
+	}
 }
 
 // chunk adds one chunk to its transfer and returns the whole payload once complete.

@@ -43,6 +43,15 @@ type request struct {
 	retryAfter int
 	answering  bool // handed to an answer goroutine
 	dropped    int  // partials dropped after being kept (superseded, outside the sealed set, too large)
+
+	// fold: an aggregating request's partials folded as they come (fold.go),
+	// nil for any other; foldKnown: decided, once the expectation came.
+	fold      *aggFold
+	foldKnown bool
+	// fresh: refs expected since the last fold was handed out; refold: the
+	// fold was reset, every ref counted is folded again (fold.go).
+	fresh  []messages.PortionRef
+	refold bool
 }
 
 func newRequest(id string, now time.Time) *request {
@@ -92,6 +101,9 @@ func (r *request) apply(e messages.AggExpectation) {
 		}
 		r.superseded[ref] = true
 		delete(r.expected, ref)
+		if r.fold != nil && r.fold.drop(ref) {
+			r.refold = true // its fold cannot give it back: folded again without it
+		}
 		r.drop(ref)
 	}
 	r.expect = slices.DeleteFunc(r.expect, func(ref messages.PortionRef) bool { return r.superseded[ref] })
@@ -99,6 +111,9 @@ func (r *request) apply(e messages.AggExpectation) {
 		if !r.superseded[ref] && !r.expected[ref] {
 			r.expected[ref] = true
 			r.expect = append(r.expect, ref)
+			if r.fold != nil {
+				r.fresh = append(r.fresh, ref)
+			}
 			if r.live != nil {
 				r.live.fail(messages.Errorf(messages.CodeErr, messages.CodeErr,
 					"portion %s was added after the answer's stream began: the answer is cut, ask again", ref))
@@ -174,6 +189,9 @@ func (r *request) setFailed(st messages.Status) {
 
 // dropAll drops every partial and window held.
 func (r *request) dropAll() {
+	if r.fold != nil {
+		r.fold.close() // the answer is an error
+	}
 	r.dropped += len(r.partials)
 	clear(r.partials)
 	for _, w := range r.windows {
@@ -232,13 +250,15 @@ type job struct {
 	// decoded: the partials whose decoding began as they came (early.go),
 	// by index in partials; nil entries, or nil: decoded with the answer.
 	decoded []*decoding
+	// fold: the partials folded as they came (fold.go), nil: none.
+	fold *aggFold
 }
 
 // job takes the answer's partials out: the windows of a portion in windows
 // each count as a partial (each is a row partial in the portion's order; the
 // merge is a k-way merge of them all).
 func (r *request) job() job {
-	j := job{exp: *r.exp, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter, failed: r.failed}
+	j := job{exp: *r.exp, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter, failed: r.failed, fold: r.fold}
 	held := len(r.partials)
 	for _, w := range r.windows {
 		held += len(w.queue)

@@ -101,6 +101,10 @@ func columnNames(t *messages.Table) []string {
 	return names
 }
 
+// Aggregated reports whether the partials added are aggregated (groupBy,
+// agg): the answer is their groups, not their rows.
+func (m *Merger) Aggregated() bool { return m.agg != nil }
+
 // Partials is how many partials have been added.
 func (m *Merger) Partials() int { return m.n }
 
