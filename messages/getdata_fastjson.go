@@ -165,40 +165,22 @@ func (s *argsScanner) string() (string, bool) {
 
 // strings reads a list of strings; [] gives an empty, non-nil list, as
 // encoding/json does.
-func (s *argsScanner) strings() ([]string, bool) {
-	if !s.next('[') {
-		return nil, false
-	}
-	out := []string{}
-	if s.next(']') {
-		return out, true
-	}
-	for {
-		v, ok := s.string()
-		if !ok {
-			return nil, false
-		}
-		out = append(out, v)
-		if s.next(']') {
-			return out, true
-		}
-		if !s.next(',') {
-			return nil, false
-		}
-	}
-}
+func (s *argsScanner) strings() ([]string, bool) { return scanList(s, s.string) }
 
 // lists reads a list of lists of strings (agg).
-func (s *argsScanner) lists() ([][]string, bool) {
+func (s *argsScanner) lists() ([][]string, bool) { return scanList(s, s.strings) }
+
+// scanList reads a list of elem; [] gives an empty, non-nil list.
+func scanList[T any](s *argsScanner, elem func() (T, bool)) ([]T, bool) {
 	if !s.next('[') {
 		return nil, false
 	}
-	out := [][]string{}
+	out := []T{}
 	if s.next(']') {
 		return out, true
 	}
 	for {
-		v, ok := s.strings()
+		v, ok := elem()
 		if !ok {
 			return nil, false
 		}

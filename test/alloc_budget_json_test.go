@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"encoding/json"
-	"runtime"
 	"testing"
 	"time"
 
@@ -52,27 +51,5 @@ func TestAllocBudgetPerHopJSON(t *testing.T) {
 			}
 		}
 	}
-	do(50)
-	old := runtime.MemProfileRate
-	runtime.MemProfileRate = 1
-	defer func() { runtime.MemProfileRate = old }()
-	const n = 200
-	before := allocsByHop(t)
-	do(n)
-	after := allocsByHop(t)
-	per := map[string]float64{}
-	var total float64
-	for hop := range after {
-		per[hop] = float64(after[hop]-before[hop]) / n
-		total += per[hop]
-	}
-	t.Logf("allocations per small JSON request by hop: %v (total %.0f)", fmtHops(per), total)
-	for hop, budget := range allocBudgetHopJSON {
-		if raceEnabled {
-			budget *= 1.5
-		}
-		if per[hop] > budget {
-			t.Errorf("hop %s allocates %.0f times per small JSON request, budget %.0f", hop, per[hop], budget)
-		}
-	}
+	checkHopBudgets(t, do, allocBudgetHopJSON, "small JSON request")
 }

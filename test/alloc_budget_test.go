@@ -102,7 +102,14 @@ var allocBudgetHop = map[string]float64{
 
 // Allocations per small request, hop by hop, do not grow past their budgets.
 func TestAllocBudgetPerHop(t *testing.T) {
-	do := smallRequests(t)
+	checkHopBudgets(t, smallRequests(t), allocBudgetHop, "small request")
+}
+
+// checkHopBudgets runs do's requests (after a warm-up) with every allocation
+// sampled, and fails each hop that allocates more per request (what) than its
+// budget (half as much again under -race).
+func checkHopBudgets(t *testing.T, do func(n int), budgets map[string]float64, what string) {
+	t.Helper()
 	do(50)
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
@@ -117,13 +124,13 @@ func TestAllocBudgetPerHop(t *testing.T) {
 		per[hop] = float64(after[hop]-before[hop]) / n
 		total += per[hop]
 	}
-	t.Logf("allocations per small request by hop: %v (total %.0f)", fmtHops(per), total)
-	for hop, budget := range allocBudgetHop {
+	t.Logf("allocations per %s by hop: %v (total %.0f)", what, fmtHops(per), total)
+	for hop, budget := range budgets {
 		if raceEnabled {
 			budget *= 1.5
 		}
 		if per[hop] > budget {
-			t.Errorf("hop %s allocates %.0f times per small request, budget %.0f", hop, per[hop], budget)
+			t.Errorf("hop %s allocates %.0f times per %s, budget %.0f", hop, per[hop], what, budget)
 		}
 	}
 }
