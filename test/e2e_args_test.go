@@ -53,8 +53,11 @@ func tapArgs(t *testing.T, sys *system) *argsTap {
 }
 
 // check takes what the tap saw of one request (requests run one at a time):
-// at least one dispatch and one expectation, every one carrying want (both
-// fields, byte for byte) at the version that carries it.
+// every dispatch and expectation of it, each carrying want (both fields,
+// byte for byte) at the version that carries it. The request is whole on the
+// tap once its expectation is sealed and every portion expected (less the
+// superseded) has had its dispatch; the tap's messages may come after the
+// answer, so check waits for that, with a bound.
 func (tap *argsTap) check(t *testing.T, what string, want messages.Args) {
 	t.Helper()
 	wantV := uint8(1)
@@ -65,37 +68,39 @@ func (tap *argsTap) check(t *testing.T, what string, want messages.Args) {
 		return bytes.Equal(got.Msgpack, want.Msgpack) && bytes.Equal(got.JSON, want.JSON)
 	}
 	bound := time.After(10 * time.Second)
-	var nd, ne int
-	for nd == 0 || ne == 0 {
+	expected, dispatched := map[messages.PortionRef]bool{}, map[messages.PortionRef]bool{}
+	sealed := false
+	whole := func() bool {
+		if !sealed || len(expected) == 0 {
+			return false
+		}
+		for ref := range expected {
+			if !dispatched[ref] {
+				return false
+			}
+		}
+		return true
+	}
+	for !whole() {
 		select {
 		case d := <-tap.dispatches:
-			nd++
+			dispatched[d.Ref()] = true
 			if got := d.Arguments(); !same(got) || d.V != wantV {
 				t.Errorf("%s: the DAP got v%d args %x argsj %q, want v%d args %x argsj %q", what, d.V, []byte(got.Msgpack), got.JSON, wantV, []byte(want.Msgpack), want.JSON)
 			}
 		case e := <-tap.expectations:
-			ne++
+			for _, ref := range e.Expect {
+				expected[ref] = true
+			}
+			for _, ref := range e.Supersede {
+				delete(expected, ref)
+			}
+			sealed = e.Sealed
 			if got := e.Arguments(); !same(got) || e.V != wantV {
 				t.Errorf("%s: the Agg got v%d args %x argsj %q, want v%d args %x argsj %q", what, e.V, []byte(got.Msgpack), got.JSON, wantV, []byte(want.Msgpack), want.JSON)
 			}
 		case <-bound:
-			t.Fatalf("%s: the tap saw %d dispatches and %d expectations, want some of each", what, nd, ne)
-		}
-	}
-	// The rest of the request's (more portions, a sealing Seq): drained
-	// before the next request, checked the same.
-	for {
-		select {
-		case d := <-tap.dispatches:
-			if !same(d.Arguments()) {
-				t.Errorf("%s: a later dispatch carries other arguments", what)
-			}
-		case e := <-tap.expectations:
-			if !same(e.Arguments()) {
-				t.Errorf("%s: a later expectation carries other arguments", what)
-			}
-		case <-time.After(200 * time.Millisecond):
-			return
+			t.Fatalf("%s: within 10s the tap saw %d portions dispatched, %d expected, sealed %v", what, len(dispatched), len(expected), sealed)
 		}
 	}
 }
