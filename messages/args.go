@@ -6,7 +6,7 @@ package messages
 // field, as before; a JSON caller's bytes go, as sent, in ArgsJSON
 // (msgpack key "argsj", a bin): msgpack.RawMessage is written verbatim, so
 // JSON cannot go in Args. Exactly one of the two is set (neither: no
-// arguments, as for getMeta). Each service decodes them once, with the same
+// arguments, as for getMeta). The services downstream decode them with the
 // decoder the GW checked them with (DecodeGetDataArgsJSON, ...), which bounds
 // hostile bytes as the GW does (CheckJSON within MessageLimits).
 //
@@ -74,9 +74,6 @@ func (a Args) Ping() (PingArgs, error) {
 
 // SQL decodes and validates sql arguments.
 func (a Args) SQL() (SQLArgs, error) { return DecodeSQLArgs(a.Content(), a.Bytes()) }
-
-// Scope reads the arguments' "scope" key (ScopeFromArgs).
-func (a Args) Scope() (Scope, bool, error) { return ScopeFromArgs(a.Content(), a.Bytes()) }
 
 // version is the version of a message carrying a, whose version without JSON
 // arguments is base.

@@ -132,10 +132,6 @@ func TestArgsDecodeEitherEncoding(t *testing.T) {
 			t.Errorf("%s sql: %+v (%v)", a.Content(), got, err)
 		}
 	}
-	sc, ok, err := JSONArgs([]byte(`{"table":"t","scope":{"assembly":"eu"}}`)).Scope()
-	if err != nil || !ok || sc.Assembly != "eu" {
-		t.Errorf("scope: %+v %v %v", sc, ok, err)
-	}
 	deep := JSONArgs([]byte(`{"table":"t","x":` + strings.Repeat("[", MaxDepth+2) + strings.Repeat("]", MaxDepth+2) + `}`))
 	if _, err := deep.GetData(); !errors.Is(err, ErrMalformed) {
 		t.Errorf("deep JSON getData: %v, want ErrMalformed", err)

@@ -498,20 +498,10 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, labels LabelSelector) error {
 		if err := json.Unmarshal(w.Labels, &m); err != nil {
 			return bad("labels must be an object of key to value or list of values: %v", err)
 		}
-		out.Labels = make(LabelSelector, len(m))
-		for k, raw := range m {
-			var one string
-			// A list is the usual form: tried first as a string, it would cost
-			// an error (json.UnmarshalTypeError) each time.
-			if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
-				out.Labels[k] = []string{one}
-				continue
-			}
-			var many []string
-			if err := json.Unmarshal(raw, &many); err != nil || many == nil {
-				return bad("label %q: want a string or a list of strings", k)
-			}
-			out.Labels[k] = many
+		var k string
+		var ok bool
+		if out.Labels, k, ok = labelsFromJSON(m); !ok {
+			return bad("label %q: want a string or a list of strings", k)
 		}
 	}
 	for i, raw := range w.Filter {
@@ -534,6 +524,28 @@ func (a *GetDataArgs) fromJSON(w *getDataArgsJSON, labels LabelSelector) error {
 	}
 	*a = out
 	return nil
+}
+
+// labelsFromJSON reads a label selector's values, each a string or a list of
+// strings (getData's and ping's labels); bad is the first key whose value is
+// neither.
+func labelsFromJSON(m map[string]json.RawMessage) (s LabelSelector, bad string, ok bool) {
+	s = make(LabelSelector, len(m))
+	for k, raw := range m {
+		var one string
+		// A list is the usual form: tried first as a string only when it is
+		// one, a list would cost an error (json.UnmarshalTypeError) each time.
+		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
+			s[k] = []string{one}
+			continue
+		}
+		var many []string
+		if err := json.Unmarshal(raw, &many); err != nil || many == nil {
+			return nil, k, false
+		}
+		s[k] = many
+	}
+	return s, "", true
 }
 
 func decodeFilterJSON(raw json.RawMessage) (Filter, error) {

@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -236,8 +237,13 @@ func (s *argsScanner) labels() (LabelSelector, bool) {
 	}
 }
 
-// uint reads a non-negative integer without fraction or exponent; a larger
-// one than 18 digits could overflow, and is left to encoding/json.
+// maxUintDigits: an int of this many decimal digits cannot overflow (18 of
+// 64 bits, 9 of 32); a longer one is left to encoding/json, which refuses
+// what does not fit.
+const maxUintDigits = 18*(strconv.IntSize/64) + 9*(1-strconv.IntSize/64)
+
+// uint reads a non-negative integer without fraction or exponent; a longer
+// one than maxUintDigits could overflow, and is left to encoding/json.
 func (s *argsScanner) uint() (int, bool) {
 	s.space()
 	start, n := s.i, 0
@@ -246,7 +252,7 @@ func (s *argsScanner) uint() (int, bool) {
 		s.i++
 	}
 	digits := s.i - start
-	if digits == 0 || digits > 18 || (digits > 1 && s.b[start] == '0') {
+	if digits == 0 || digits > maxUintDigits || (digits > 1 && s.b[start] == '0') {
 		return 0, false
 	}
 	// Whatever follows must end the value: '.', 'e' or another byte falls back.

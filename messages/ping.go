@@ -63,19 +63,11 @@ func DecodePingArgsJSONScope(b []byte) (a PingArgs, sc json.RawMessage, err erro
 	}
 	sc = w.Scope
 	if len(w.Labels) > 0 {
-		a.Labels = make(LabelSelector, len(w.Labels))
-	}
-	for k, raw := range w.Labels {
-		var one string
-		if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
-			a.Labels[k] = []string{one}
-			continue
-		}
-		var many []string
-		if err := json.Unmarshal(raw, &many); err != nil || many == nil {
+		labels, k, ok := labelsFromJSON(w.Labels)
+		if !ok {
 			return PingArgs{}, sc, fmt.Errorf("%w: ping arguments: label %q: want a string or a list of strings", ErrMalformed, k)
 		}
-		a.Labels[k] = many
+		a.Labels = labels
 	}
 	return a, sc, nil
 }

@@ -23,8 +23,9 @@ import (
 // between the messages of one request, averaged over SG_HOPS sequential
 // requests, are what each service and hop cost (the monitor's own delivery
 // delay is in every stamp alike). Plain NATS request-reply to an echo
-// responder is measured the same way beside it. It is a measurement, not a
-// check: it runs only with SG_HOPS set, e.g.
+// responder is measured the same way beside it. It is a measurement (its only
+// check: every request's messages on the critical path were seen and named),
+// so it runs only with SG_HOPS set, e.g.
 //
 //	SG_HOPS=3000 go test ./cmd/sg -run TestHopBreakdown -v -count=1
 //
@@ -219,6 +220,22 @@ func report(t *testing.T, name string, withLog bool, stamps []stamp, rtt []float
 		}
 		return strings.Compare(a, b)
 	})
+	// The messages on the critical path were seen and named for (nearly:
+	// the monitor's stamps of the first and last requests may fall outside
+	// the window) every request: a change of subjects that class no longer
+	// knows fails here rather than leaving the table without them.
+	want := []string{"0 plain request", "0 plain reply"}
+	if name != "plain" {
+		want = []string{"1 client->GW", "2 GW->RC submit", "3 RC->DAP portion", "5 DAP->Agg partial", "7 Agg->GW answer", "8 GW->client reply"}
+		if withLog {
+			want = append(want, "L1 entry write", "L2 answered write")
+		}
+	}
+	for _, k := range want {
+		if counts[k] < requests*9/10 {
+			t.Errorf("%s, log %v: %q seen %d times in %d requests", name, withLog, k, counts[k], requests)
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s, log %v: %d requests, client round trip median %.1f µs, mean %.1f µs\n", name, withLog, requests, median(rtt), mean(rtt))
 	fmt.Fprintf(&b, "  %-24s %6s %10s %10s %10s\n", "message", "count", "median µs", "mean µs", "gap µs")

@@ -51,7 +51,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		}, func() float64 { return float64(inFlight()) }),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answers_dropped_total",
-			Help: "Answer messages for a request that was already answered (duplicates, late answers after a GW timeout).",
+			Help: "Answer messages the GW did not forward (duplicates, late answers after a GW timeout, chunks or frames out of place), and requests or adoptions it let go (another GW took the request over, or its answer is being relayed here): core.Dropped, its reason in the debug log.",
 		}),
 		sendFailed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answer_send_failures_total",

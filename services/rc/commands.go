@@ -66,7 +66,7 @@ func (r *RC) carryOut(cmd core.Command) {
 
 func (r *RC) dispatch(c core.Dispatch) {
 	m := messages.PortionDispatch{
-		V: messages.PortionVersion, RequestID: c.Portion.Request, PortionID: strconv.FormatUint(c.Portion.ID, 10),
+		RequestID: c.Portion.Request, PortionID: strconv.FormatUint(c.Portion.ID, 10),
 		Attempt: uint32(c.Portion.Attempt), RCID: r.cfg.ID, API: c.API,
 		Labels: messages.LabelSet(c.Portion.Labels), Range: c.Portion.Range,
 		PurviewVersion: c.Portion.PurviewVersion, ReferenceVintage: c.Portion.Vintage,
