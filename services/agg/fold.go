@@ -73,6 +73,7 @@ type aggFold struct {
 	claimed map[messages.PortionRef]bool // refs handed to this generation (pending, or folded)
 	pending []foldItem                   // handed, not yet folded: the runner folds them in turn
 	running bool                         // a runner is folding pending (one at a time: m is not safe for concurrent use)
+	inline  bool                         // that runner is the goroutine that received a partial: it takes small ones only
 	folded  map[messages.PortionRef]bool // refs in m
 	m       *merge.Merger
 	broken  bool // a partial did not decode or fit m: the answer merges every partial as before
@@ -216,7 +217,11 @@ func (a *Agg) foldLocked(r *request, refs []messages.PortionRef) func() {
 	}
 	start := !f.running
 	inline := size <= foldInlineBytes
-	if f.closed || f.broken || size == 0 || (start && !inline && a.earlyDecodes.Load() >= maxEarlyDecodes) {
+	// A runner on a receiving goroutine is handed no large partial: its
+	// decode would hold up every request's partials, past maxEarlyDecodes.
+	// The answer folds it.
+	if f.closed || f.broken || size == 0 || (start && !inline && a.earlyDecodes.Load() >= maxEarlyDecodes) ||
+		(!start && f.inline && !inline) {
 		f.mu.Unlock()
 		return nil
 	}
@@ -226,7 +231,9 @@ func (a *Agg) foldLocked(r *request, refs []messages.PortionRef) func() {
 			f.pending = append(f.pending, foldItem{ref, p.Payload})
 		}
 	}
-	f.running = true
+	if start {
+		f.running, f.inline = true, inline
+	}
 	f.mu.Unlock()
 	switch {
 	case !start:

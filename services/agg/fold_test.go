@@ -573,3 +573,36 @@ func TestFoldsStayWithinABoundOnHeldBytes(t *testing.T) {
 		t.Fatalf("%d folded at the answer, want %d", s.FoldedAtAnswer, n-within)
 	}
 }
+
+// A runner on the goroutine that received a small partial is handed no
+// large one (its decode would hold up every request's partials): the large
+// one is left to the answer.
+func TestLargePartialNotFoldedInline(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.agg
+	small, _ := aggPart(t, foldRow{"a", 1, 1})
+	large, _ := randomPart(t, rand.New(rand.NewPCG(3, 1)), 400, 400, 0)
+	if len(small) > foldInlineBytes || len(large) <= foldInlineBytes {
+		t.Fatalf("partials of %d and %d bytes: want one small, one large", len(small), len(large))
+	}
+	r := newRequest("x", time.Now())
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	a.mu.Lock()
+	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
+	run := a.foldArrivedLocked(r, ref("a", 1))
+	r.partials[ref("b", 1)] = okPartial("x", ref("b", 1), "dapb", large)
+	if a.foldArrivedLocked(r, ref("b", 1)) != nil {
+		t.Error("a second runner was started")
+	}
+	a.mu.Unlock()
+	if run == nil {
+		t.Fatal("the small partial was not folded inline")
+	}
+	run()
+	r.fold.mu.Lock()
+	defer r.fold.mu.Unlock()
+	if !r.fold.folded[ref("a", 1)] || r.fold.claimed[ref("b", 1)] {
+		t.Fatalf("folded %v, claimed %v: want the small partial folded inline, the large one left to the answer",
+			r.fold.folded, r.fold.claimed)
+	}
+}
