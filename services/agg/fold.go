@@ -285,15 +285,18 @@ func (a *Agg) foldArrivedLocked(r *request, ref messages.PortionRef) func() {
 // reset the fold (or when the fold is made: partials came before their
 // expectation). Agg.mu held.
 func (a *Agg) foldExpectedLocked(r *request) func() {
-	if r.fold == nil {
+	refs := r.fresh
+	switch {
+	case r.fold == nil:
 		if r.foldKnown || len(r.partials) == 0 || a.foldOfLocked(r) == nil {
 			return nil
 		}
-		r.refold = true
-	}
-	refs := r.fresh
-	if r.refold {
 		refs = r.expect
+	case r.refold && !r.refolded:
+		// Once per request: an RC retrying label sets one expectation at a
+		// time resets the fold as often, and each pass would decode and fold
+		// every survivor again. After the first, the answer folds them.
+		refs, r.refolded = r.expect, true
 	}
 	run := a.foldLocked(r, refs)
 	r.fresh, r.refold = r.fresh[:0], false

@@ -606,3 +606,44 @@ func TestLargePartialNotFoldedInline(t *testing.T) {
 			r.fold.folded, r.fold.claimed)
 	}
 }
+
+// An RC retrying a label set one expectation at a time resets the fold as
+// often: the survivors are folded again on the first reset only (else K
+// resets are K passes over every survivor); later, the answer folds them.
+func TestSupersedesRefoldOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	folds := watchFolds(e)
+	rng := rand.New(rand.NewPCG(5, 1))
+	b, bDec := randomPart(t, rng, 30, 8, 0)
+	c, cDec := randomPart(t, rng, 30, 8, 0)
+	a, aDec := randomPart(t, rng, 30, 8, 0)
+	x := expectation("req1", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1), ref("c", 1))
+	x.Sealed = false
+	e.expect(x)
+	e.partial(okPartial("req1", ref("a", 1), "dapa", a))
+	e.partial(okPartial("req1", ref("b", 1), "dapb", b))
+	e.partial(okPartial("req1", ref("c", 1), "dapc", c))
+	folds.until(3)
+	const retries = 5
+	n := uint64(3)
+	for k := uint32(1); k <= retries; k++ {
+		xk := x
+		xk.Seq, xk.Expect, xk.Supersede = k+1, []messages.PortionRef{ref("a", k+1)}, []messages.PortionRef{ref("a", k)}
+		e.expect(xk)
+		e.partial(okPartial("req1", ref("a", k+1), "dapa", a))
+		n++ // a's new attempt
+		if k == 1 {
+			n += 2 // b and c, folded again on the first reset only
+		}
+		folds.until(n)
+	}
+	xs := x
+	xs.Seq, xs.Expect, xs.Sealed = retries+2, nil, true
+	e.expect(xs)
+	if got, want := e.answerTable("req1"), mustMerge(t, aDec, bDec, cDec); !sameAnswer(t, got, want) {
+		t.Fatalf("answer\n%v\nis not the fold of the survivors\n%v", got, want)
+	}
+	if s := e.agg.Stats(); s.Folded != n || s.FoldedAtAnswer != 2 {
+		t.Fatalf("stats %+v: want %d folded as they came, b and c at the answer", s, n)
+	}
+}

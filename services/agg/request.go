@@ -49,9 +49,11 @@ type request struct {
 	fold      *aggFold
 	foldKnown bool
 	// fresh: refs expected since the last fold was handed out; refold: the
-	// fold was reset, every ref counted is folded again (fold.go).
-	fresh  []messages.PortionRef
-	refold bool
+	// fold was reset, every ref counted is folded again (fold.go), on the
+	// first reset only (refolded): later ones leave the survivors to the answer.
+	fresh    []messages.PortionRef
+	refold   bool
+	refolded bool
 }
 
 func newRequest(id string, now time.Time) *request {
