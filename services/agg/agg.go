@@ -187,6 +187,11 @@ func (a *Agg) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.closing = true
 	a.stopLiveLocked() // live.go: a stream waiting for windows ends now
+	for _, r := range a.requests {
+		if r.fold != nil && !r.answering {
+			r.fold.close() // never answered now: folds under way are let go, answers.Wait need not wait for them
+		}
+	}
 	a.mu.Unlock()
 	a.answers.Wait()
 	a.answerers.stop()

@@ -239,7 +239,11 @@ func (a *Agg) foldLocked(r *request, refs []messages.PortionRef) func() {
 	case !start:
 		return nil // the runner folds them
 	case inline:
-		return f.run
+		a.answers.Add(1) // Run waits for it, as for an answer run inline
+		return func() {
+			defer a.answers.Done()
+			f.run()
+		}
 	}
 	a.answers.Add(1)
 	a.earlyDecodes.Add(1)

@@ -647,3 +647,52 @@ func TestSupersedesRefoldOnce(t *testing.T) {
 		t.Fatalf("stats %+v: want %d folded as they came, b and c at the answer", s, n)
 	}
 }
+
+// Fold work is tied to the Agg's lifetime: Run does not return while a fold
+// handed to a receiving goroutine is still to run, and when it stops, the
+// folds of the requests it held (never answered now) are let go.
+func TestFoldsEndWithRun(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.agg
+	folds := watchFolds(e)
+	small, _ := aggPart(t, foldRow{"a", 1, 1})
+	x := expectation("held", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1))
+	x.Sealed = false
+	e.expect(x)
+	e.partial(okPartial("held", ref("a", 1), "dapa", small))
+	folds.until(1)
+
+	r := newRequest("x", time.Now())
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	a.mu.Lock()
+	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
+	run := a.foldArrivedLocked(r, ref("a", 1))
+	a.mu.Unlock()
+	if run == nil {
+		t.Fatal("the small partial was not folded inline")
+	}
+	stopped := make(chan struct{})
+	go func() { e.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while a fold was still to run")
+	case <-time.After(100 * time.Millisecond): // a negative: Run must still be waiting
+	}
+	run()
+	select {
+	case <-stopped:
+	case <-time.After(wait):
+		t.Fatal("Run did not return after the fold ran")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.requests["held"]
+	if h == nil || h.fold == nil {
+		t.Fatal("the held request or its fold is gone")
+	}
+	h.fold.mu.Lock()
+	defer h.fold.mu.Unlock()
+	if !h.fold.closed {
+		t.Fatal("Run stopped with a held request's fold still open")
+	}
+}
