@@ -271,12 +271,20 @@ func (a *Agg) foldOfLocked(r *request) *aggFold {
 	return r.fold
 }
 
+// openFoldLocked makes r's fold for its first fold, which takes every
+// partial counted: false when there is nothing to fold (no partial held, or
+// r handed to its answer, which decodes the arguments itself) or r's fold
+// was decided before (none: r is not aggregating). Agg.mu held.
+func (a *Agg) openFoldLocked(r *request) bool {
+	return !r.answering && !r.foldKnown && len(r.partials) > 0 && a.foldOfLocked(r) != nil
+}
+
 // foldArrivedLocked hands r's fold the partial of ref, expected, which has
 // just come and not completed r; the fold's first: every partial counted.
 // Agg.mu held.
 func (a *Agg) foldArrivedLocked(r *request, ref messages.PortionRef) func() {
 	if r.fold == nil {
-		if r.foldKnown || a.foldOfLocked(r) == nil {
+		if !a.openFoldLocked(r) {
 			return nil
 		}
 		return a.foldLocked(r, r.expect)
@@ -292,7 +300,7 @@ func (a *Agg) foldExpectedLocked(r *request) func() {
 	refs := r.fresh
 	switch {
 	case r.fold == nil:
-		if r.foldKnown || len(r.partials) == 0 || a.foldOfLocked(r) == nil {
+		if !a.openFoldLocked(r) {
 			return nil
 		}
 		refs = r.expect

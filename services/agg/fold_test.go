@@ -696,3 +696,20 @@ func TestFoldsEndWithRun(t *testing.T) {
 		t.Fatal("Run stopped with a held request's fold still open")
 	}
 }
+
+// A request handed to its answer (on an answerer) makes no fold: its
+// arguments are not decoded for it.
+func TestAnsweredRequestMakesNoFold(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.agg
+	small, _ := aggPart(t, foldRow{"a", 1, 1})
+	r := newRequest("x", time.Now())
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	r.answering = true
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
+	if a.foldArrivedLocked(r, ref("a", 1)) != nil || a.foldExpectedLocked(r) != nil || r.fold != nil || r.foldKnown {
+		t.Fatalf("a fold was made (%v) for a request being answered", r.fold != nil)
+	}
+}
