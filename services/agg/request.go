@@ -45,7 +45,8 @@ type request struct {
 	dropped    int  // partials dropped after being kept (superseded, outside the sealed set, too large)
 
 	// fold: an aggregating request's partials folded as they come (fold.go),
-	// nil for any other; foldKnown: decided, once the expectation came.
+	// nil for any other; foldKnown: decided, once something is first to be
+	// folded (the expectation came and a partial is held), not before.
 	fold      *aggFold
 	foldKnown bool
 	// fresh: refs expected since the last fold was handed out; refold: the
