@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
@@ -45,20 +44,10 @@ func benchmarkAggregateAnswer(b *testing.B, n int) {
 	defer func() { cancel(); wg.Wait() }()
 	<-a.Ready()
 	answers := natstest.Subscribe(b, nc, subj.GWAnswerPattern("gw1"))
-	publish := func(subject string, v any, h nats.Header) {
-		data, err := messages.Encode(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	partial := func(id string, r messages.PortionRef, payload []byte) {
-		p := okPartial(id, r, "dap", payload)
-		h := nats.Header{}
-		messages.Routing{RequestID: id, PortionID: r.PortionID, Attempt: r.Attempt}.Write(h)
-		publish(subj.AggPartial("agg1"), &p, h)
+		if err := partialOn(nc, okPartial(id, r, "dap", payload)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportAllocs()
 	b.StopTimer()
@@ -69,7 +58,9 @@ func benchmarkAggregateAnswer(b *testing.B, n int) {
 			refs[p] = ref(fmt.Sprint("p", p), 1)
 		}
 		x := expectation(id, subjects.APIGetData, foldArgs, refs...)
-		publish(subj.AggExpect("agg1"), &x, nil)
+		if err := publishOn(nc, subj.AggExpect("agg1"), &x, nil); err != nil {
+			b.Fatal(err)
+		}
 		for p := range n - 1 {
 			partial(id, refs[p], enc[p])
 		}

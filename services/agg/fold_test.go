@@ -460,13 +460,6 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(other.Close)
-	send := func(nc *nats.Conn, subject string, v any, h nats.Header) error {
-		b, err := messages.Encode(v)
-		if err != nil {
-			return err
-		}
-		return nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: b})
-	}
 	for round := range rounds {
 		id := fmt.Sprint("req", round)
 		var first, second [][]byte
@@ -496,27 +489,20 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 		x := expectation(id, subjects.APIGetData, foldArgs, refs1...)
 		x.Sealed = false
 		e.expect(x)
-		partialMsg := func(p messages.PartialResult) nats.Header {
-			h := nats.Header{}
-			messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
-			return h
-		}
 		var wg sync.WaitGroup
 		wg.Go(func() { // the first attempts, on one connection
 			for i := range n {
-				p := okPartial(id, refs1[i], "dap", first[i])
-				if err := send(e.nc, subj.AggPartial("agg1"), &p, partialMsg(p)); err != nil {
+				if err := partialOn(e.nc, okPartial(id, refs1[i], "dap", first[i])); err != nil {
 					t.Error(err)
 				}
 			}
 		})
 		wg.Go(func() { // the retry, and then its partials, on another
-			if err := send(other, subj.AggExpect("agg1"), &x2, nil); err != nil {
+			if err := publishOn(other, subj.AggExpect("agg1"), &x2, nil); err != nil {
 				t.Error(err)
 			}
 			for k, r := range x2.Expect {
-				p := okPartial(id, r, "dap-new", second[k])
-				if err := send(other, subj.AggPartial("agg1"), &p, partialMsg(p)); err != nil {
+				if err := partialOn(other, okPartial(id, r, "dap-new", second[k])); err != nil {
 					t.Error(err)
 				}
 			}
