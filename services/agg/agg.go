@@ -52,6 +52,9 @@ type stream struct {
 type counters struct {
 	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled, refused atomic.Uint64
 	folded, foldedAtAnswer                                                                                atomic.Uint64
+	// foldResets: supersedes that reset a fold which had folded a partial
+	// (fold.go); not in Stats: the tests' proof that a reset was exercised.
+	foldResets atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.

@@ -117,6 +117,9 @@ func (f *aggFold) drop(ref messages.PortionRef) bool {
 	if f.closed || !f.claimed[ref] {
 		return false
 	}
+	if len(f.folded) > 0 {
+		f.stats.foldResets.Add(1)
+	}
 	f.gen++
 	clear(f.claimed)
 	clear(f.folded)

@@ -117,6 +117,20 @@ func (w *foldWatch) until(n uint64) {
 	}
 }
 
+// past waits (bounded) until more than n partials in all were folded as
+// they came.
+func (w *foldWatch) past(n uint64) {
+	w.e.t.Helper()
+	timeout := time.After(wait)
+	for w.e.agg.Stats().Folded <= n {
+		select {
+		case <-w.wake:
+		case <-timeout:
+			w.e.t.Fatalf("%d partials folded as they came after %v, want more than %d", w.e.agg.Stats().Folded, wait, n)
+		}
+	}
+}
+
 // answerTable reads the next answer, which must be OK, as a table. The
 // answer's bytes must be the table's, encoded: floats to the bit.
 func (e *env) answerTable(id string) messages.Table {
@@ -451,10 +465,13 @@ func TestBadPartialAnswersAsBefore(t *testing.T) {
 // Under -race: partials arrive, and are folded (some on answerers), while a
 // supersede of half of them comes on the other subscription and resets the
 // fold. Whatever the interleaving, the answer is the fold of the survivors.
+// In every other round a superseded partial is folded before the rest are
+// sent, so that its supersede surely resets a fold that has folded.
 func TestFoldsWhileSupersedesCome(t *testing.T) {
 	const rounds, n = 12, 16
 	rng := rand.New(rand.NewPCG(14, 1))
 	e := newEnv(t, nil)
+	folds := watchFolds(e)
 	other, err := nats.Connect(e.nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
@@ -489,9 +506,16 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 		x := expectation(id, subjects.APIGetData, foldArgs, refs1...)
 		x.Sealed = false
 		e.expect(x)
+		from := 0
+		if round%2 == 1 {
+			before := e.agg.Stats().Folded
+			e.partial(okPartial(id, refs1[0], "dap", first[0])) // superseded below
+			folds.past(before)
+			from = 1
+		}
 		var wg sync.WaitGroup
 		wg.Go(func() { // the first attempts, on one connection
-			for i := range n {
+			for i := from; i < n; i++ {
 				if err := partialOn(e.nc, okPartial(id, refs1[i], "dap", first[i])); err != nil {
 					t.Error(err)
 				}
@@ -514,6 +538,9 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 	}
 	if s := e.agg.Stats(); s.Answered != rounds || s.Folded == 0 {
 		t.Fatalf("stats %+v", s)
+	}
+	if got := e.agg.stats.foldResets.Load(); got < rounds/2 {
+		t.Fatalf("%d supersedes reset a fold that had folded, want at least %d: the test proves little", got, rounds/2)
 	}
 }
 
