@@ -81,38 +81,39 @@ func extremePart(t testing.TB) ([]byte, merge.Partial) {
 	return aggPart(t, rows...)
 }
 
-// foldWatch counts the partials an env's Agg folded as they came, and waits for them.
+// foldWatch counts the partials an Agg folded as they came, and waits for them.
 type foldWatch struct {
-	e    *env
+	tb   testing.TB
+	a    *Agg
 	wake chan struct{}
 }
 
-func watchFolds(e *env) *foldWatch {
-	w := &foldWatch{e: e, wake: make(chan struct{}, 1)}
+func watchFolds(tb testing.TB, a *Agg) *foldWatch {
+	w := &foldWatch{tb: tb, a: a, wake: make(chan struct{}, 1)}
 	hook := func(int) {
 		select {
 		case w.wake <- struct{}{}:
 		default:
 		}
 	}
-	e.agg.foldHook.Store(&hook)
+	a.foldHook.Store(&hook)
 	return w
 }
 
 // until waits (bounded) until n partials in all were folded as they came.
 func (w *foldWatch) until(n uint64) {
-	w.e.t.Helper()
+	w.tb.Helper()
 	timeout := time.After(wait)
 	for {
-		if got := w.e.agg.Stats().Folded; got == n {
+		if got := w.a.Stats().Folded; got == n {
 			return
 		} else if got > n {
-			w.e.t.Fatalf("%d partials folded as they came, want %d", got, n)
+			w.tb.Fatalf("%d partials folded as they came, want %d", got, n)
 		}
 		select {
 		case <-w.wake:
 		case <-timeout:
-			w.e.t.Fatalf("%d partials folded as they came after %v, want %d", w.e.agg.Stats().Folded, wait, n)
+			w.tb.Fatalf("%d partials folded as they came after %v, want %d", w.a.Stats().Folded, wait, n)
 		}
 	}
 }
@@ -120,13 +121,13 @@ func (w *foldWatch) until(n uint64) {
 // past waits (bounded) until more than n partials in all were folded as
 // they came.
 func (w *foldWatch) past(n uint64) {
-	w.e.t.Helper()
+	w.tb.Helper()
 	timeout := time.After(wait)
-	for w.e.agg.Stats().Folded <= n {
+	for w.a.Stats().Folded <= n {
 		select {
 		case <-w.wake:
 		case <-timeout:
-			w.e.t.Fatalf("%d partials folded as they came after %v, want more than %d", w.e.agg.Stats().Folded, wait, n)
+			w.tb.Fatalf("%d partials folded as they came after %v, want more than %d", w.a.Stats().Folded, wait, n)
 		}
 	}
 }
@@ -197,7 +198,7 @@ func testAggregatesFoldedAsTheyCome(t *testing.T, json bool) {
 		t.Fatalf("partials of %d and %d bytes: want one above and one within %d", len(enc[0]), len(enc[1]), foldInlineBytes)
 	}
 	e := newEnv(t, nil)
-	folds := watchFolds(e)
+	folds := watchFolds(e.t, e.agg)
 	x := expectation("req1", subjects.APIGetData, foldArgs, refs[:n/2]...)
 	if json {
 		x.V, x.Args, x.ArgsJSON = messages.ArgsJSONVersion, nil, []byte(foldArgsJSON)
@@ -271,7 +272,7 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			folds := watchFolds(e)
+			folds := watchFolds(e.t, e.agg)
 			ids := []string{"a", "b", "c"}
 			var refs1 []messages.PortionRef
 			for _, id := range ids {
@@ -471,7 +472,7 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 	const rounds, n = 12, 16
 	rng := rand.New(rand.NewPCG(14, 1))
 	e := newEnv(t, nil)
-	folds := watchFolds(e)
+	folds := watchFolds(e.t, e.agg)
 	other, err := nats.Connect(e.nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
@@ -625,7 +626,7 @@ func TestLargePartialNotFoldedInline(t *testing.T) {
 // resets are K passes over every survivor); later, the answer folds them.
 func TestSupersedesRefoldOnce(t *testing.T) {
 	e := newEnv(t, nil)
-	folds := watchFolds(e)
+	folds := watchFolds(e.t, e.agg)
 	rng := rand.New(rand.NewPCG(5, 1))
 	b, bDec := randomPart(t, rng, 30, 8, 0)
 	c, cDec := randomPart(t, rng, 30, 8, 0)
@@ -667,7 +668,7 @@ func TestSupersedesRefoldOnce(t *testing.T) {
 func TestFoldsEndWithRun(t *testing.T) {
 	e := newEnv(t, nil)
 	a := e.agg
-	folds := watchFolds(e)
+	folds := watchFolds(e.t, e.agg)
 	small, _ := aggPart(t, foldRow{"a", 1, 1})
 	x := expectation("held", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1))
 	x.Sealed = false
