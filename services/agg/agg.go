@@ -52,6 +52,9 @@ type stream struct {
 type counters struct {
 	expectations, partials, discarded, malformed, answered, errors, tooLarge, expired, cancelled, refused atomic.Uint64
 	folded, foldedAtAnswer                                                                                atomic.Uint64
+	// foldResets: supersedes that reset a fold which had folded a partial
+	// (fold.go); not in Stats: the tests' proof that a reset was exercised.
+	foldResets atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.
@@ -187,6 +190,11 @@ func (a *Agg) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.closing = true
 	a.stopLiveLocked() // live.go: a stream waiting for windows ends now
+	for _, r := range a.requests {
+		if r.fold != nil && !r.answering {
+			r.fold.close() // never answered now: folds under way are let go, answers.Wait need not wait for them
+		}
+	}
 	a.mu.Unlock()
 	a.answers.Wait()
 	a.answerers.stop()

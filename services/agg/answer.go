@@ -258,9 +258,14 @@ func (p *runParts) release() {
 // windows are returned by portion instead, for Merger.Stream (or
 // EncodeRuns), and nothing is added.
 func merger(j job) (*merge.Merger, *runParts, messages.Status) {
-	args, err := j.exp.Arguments().GetData()
-	if err != nil {
-		return nil, nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
+	var args messages.GetDataArgs
+	if j.fold != nil {
+		args = j.fold.args // decoded once, when the fold was made
+	} else {
+		var err error
+		if args, err = j.exp.Arguments().GetData(); err != nil {
+			return nil, nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
+		}
 	}
 	if j.fold != nil && j.runs == nil {
 		// Aggregates: folded as they came (fold.go); the answer folds the

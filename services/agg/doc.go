@@ -48,8 +48,9 @@
 // answered OK included; a whole SQL retry, every label set; a lost DAP, its
 // running portions), and a fold cannot give min, max, first or last back:
 // the partials' bytes stay held, and counted, as before, and a supersede of
-// a folded ref starts the fold again, at once, from the partials still
-// counted. The fold is order-free to the bit (merge.TestAggregateFoldIsOrderFree),
+// a folded ref starts the fold again: on the request's first such reset from
+// the partials still counted (within the bounds below), on later ones from
+// the partials that come after it, the answer folding the rest. The fold is order-free to the bit (merge.TestAggregateFoldIsOrderFree),
 // so a fold rebuilt, or finished at the answer, is the fold of exactly the
 // answered partials, each once (TestRetryAfterFoldsCountsSurvivorsOnce). A
 // partial that does not decode or fit makes the answer merge them all as

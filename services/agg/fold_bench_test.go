@@ -6,9 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
@@ -44,21 +42,12 @@ func benchmarkAggregateAnswer(b *testing.B, n int) {
 	wg.Go(func() { _ = a.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 	<-a.Ready()
+	folds := watchFolds(b, a)
 	answers := natstest.Subscribe(b, nc, subj.GWAnswerPattern("gw1"))
-	publish := func(subject string, v any, h nats.Header) {
-		data, err := messages.Encode(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data}); err != nil {
-			b.Fatal(err)
-		}
-	}
 	partial := func(id string, r messages.PortionRef, payload []byte) {
-		p := okPartial(id, r, "dap", payload)
-		h := nats.Header{}
-		messages.Routing{RequestID: id, PortionID: r.PortionID, Attempt: r.Attempt}.Write(h)
-		publish(subj.AggPartial("agg1"), &p, h)
+		if err := partialOn(nc, okPartial(id, r, "dap", payload)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportAllocs()
 	b.StopTimer()
@@ -69,11 +58,13 @@ func benchmarkAggregateAnswer(b *testing.B, n int) {
 			refs[p] = ref(fmt.Sprint("p", p), 1)
 		}
 		x := expectation(id, subjects.APIGetData, foldArgs, refs...)
-		publish(subj.AggExpect("agg1"), &x, nil)
+		if err := publishOn(nc, subj.AggExpect("agg1"), &x, nil); err != nil {
+			b.Fatal(err)
+		}
 		for p := range n - 1 {
 			partial(id, refs[p], enc[p])
 		}
-		settle(b, a, id, n-1, uint64(i+1)*uint64(n-1))
+		settle(b, folds, id, n-1, uint64(i+1)*uint64(n-1))
 		b.StartTimer()
 		partial(id, refs[n-1], enc[n-1])
 		m, err := answers.NextMsg(wait)
@@ -87,21 +78,18 @@ func benchmarkAggregateAnswer(b *testing.B, n int) {
 	}
 }
 
-// settle waits (bounded) until request id holds n partials and the Agg has
-// folded folded partials as they came in all.
-func settle(b *testing.B, a *Agg, id string, n int, folded uint64) {
-	for end := time.Now().Add(wait); ; time.Sleep(20 * time.Microsecond) {
-		a.mu.Lock()
-		held := 0
-		if r := a.requests[id]; r != nil {
-			held = len(r.partials)
-		}
-		a.mu.Unlock()
-		if held == n && a.Stats().Folded == folded {
-			return
-		}
-		if time.Now().After(end) {
-			b.Fatalf("request %s holds %d partials, %d folded, want %d and %d", id, held, a.Stats().Folded, n, folded)
-		}
+// settle waits (bounded) until the Agg has folded folded partials as they
+// came in all, and then requires that request id hold n partials.
+func settle(b *testing.B, folds *foldWatch, id string, n int, folded uint64) {
+	folds.until(folded)
+	a := folds.a
+	a.mu.Lock()
+	held := 0
+	if r := a.requests[id]; r != nil {
+		held = len(r.partials)
+	}
+	a.mu.Unlock()
+	if held != n {
+		b.Fatalf("request %s holds %d partials, want %d", id, held, n)
 	}
 }

@@ -81,38 +81,53 @@ func extremePart(t testing.TB) ([]byte, merge.Partial) {
 	return aggPart(t, rows...)
 }
 
-// foldWatch counts the partials an env's Agg folded as they came, and waits for them.
+// foldWatch counts the partials an Agg folded as they came, and waits for them.
 type foldWatch struct {
-	e    *env
+	tb   testing.TB
+	a    *Agg
 	wake chan struct{}
 }
 
-func watchFolds(e *env) *foldWatch {
-	w := &foldWatch{e: e, wake: make(chan struct{}, 1)}
+func watchFolds(tb testing.TB, a *Agg) *foldWatch {
+	w := &foldWatch{tb: tb, a: a, wake: make(chan struct{}, 1)}
 	hook := func(int) {
 		select {
 		case w.wake <- struct{}{}:
 		default:
 		}
 	}
-	e.agg.foldHook.Store(&hook)
+	a.foldHook.Store(&hook)
 	return w
 }
 
 // until waits (bounded) until n partials in all were folded as they came.
 func (w *foldWatch) until(n uint64) {
-	w.e.t.Helper()
+	w.tb.Helper()
 	timeout := time.After(wait)
 	for {
-		if got := w.e.agg.Stats().Folded; got == n {
+		if got := w.a.Stats().Folded; got == n {
 			return
 		} else if got > n {
-			w.e.t.Fatalf("%d partials folded as they came, want %d", got, n)
+			w.tb.Fatalf("%d partials folded as they came, want %d", got, n)
 		}
 		select {
 		case <-w.wake:
 		case <-timeout:
-			w.e.t.Fatalf("%d partials folded as they came after %v, want %d", w.e.agg.Stats().Folded, wait, n)
+			w.tb.Fatalf("%d partials folded as they came after %v, want %d", w.a.Stats().Folded, wait, n)
+		}
+	}
+}
+
+// past waits (bounded) until more than n partials in all were folded as
+// they came.
+func (w *foldWatch) past(n uint64) {
+	w.tb.Helper()
+	timeout := time.After(wait)
+	for w.a.Stats().Folded <= n {
+		select {
+		case <-w.wake:
+		case <-timeout:
+			w.tb.Fatalf("%d partials folded as they came after %v, want more than %d", w.a.Stats().Folded, wait, n)
 		}
 	}
 }
@@ -183,7 +198,7 @@ func testAggregatesFoldedAsTheyCome(t *testing.T, json bool) {
 		t.Fatalf("partials of %d and %d bytes: want one above and one within %d", len(enc[0]), len(enc[1]), foldInlineBytes)
 	}
 	e := newEnv(t, nil)
-	folds := watchFolds(e)
+	folds := watchFolds(e.t, e.agg)
 	x := expectation("req1", subjects.APIGetData, foldArgs, refs[:n/2]...)
 	if json {
 		x.V, x.Args, x.ArgsJSON = messages.ArgsJSONVersion, nil, []byte(foldArgsJSON)
@@ -257,7 +272,7 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			folds := watchFolds(e)
+			folds := watchFolds(e.t, e.agg)
 			ids := []string{"a", "b", "c"}
 			var refs1 []messages.PortionRef
 			for _, id := range ids {
@@ -451,22 +466,18 @@ func TestBadPartialAnswersAsBefore(t *testing.T) {
 // Under -race: partials arrive, and are folded (some on answerers), while a
 // supersede of half of them comes on the other subscription and resets the
 // fold. Whatever the interleaving, the answer is the fold of the survivors.
+// In every other round a superseded partial is folded before the rest are
+// sent, so that its supersede surely resets a fold that has folded.
 func TestFoldsWhileSupersedesCome(t *testing.T) {
 	const rounds, n = 12, 16
 	rng := rand.New(rand.NewPCG(14, 1))
 	e := newEnv(t, nil)
+	folds := watchFolds(e.t, e.agg)
 	other, err := nats.Connect(e.nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(other.Close)
-	send := func(nc *nats.Conn, subject string, v any, h nats.Header) error {
-		b, err := messages.Encode(v)
-		if err != nil {
-			return err
-		}
-		return nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: b})
-	}
 	for round := range rounds {
 		id := fmt.Sprint("req", round)
 		var first, second [][]byte
@@ -496,27 +507,27 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 		x := expectation(id, subjects.APIGetData, foldArgs, refs1...)
 		x.Sealed = false
 		e.expect(x)
-		partialMsg := func(p messages.PartialResult) nats.Header {
-			h := nats.Header{}
-			messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
-			return h
+		from := 0
+		if round%2 == 1 {
+			before := e.agg.Stats().Folded
+			e.partial(okPartial(id, refs1[0], "dap", first[0])) // superseded below
+			folds.past(before)
+			from = 1
 		}
 		var wg sync.WaitGroup
 		wg.Go(func() { // the first attempts, on one connection
-			for i := range n {
-				p := okPartial(id, refs1[i], "dap", first[i])
-				if err := send(e.nc, subj.AggPartial("agg1"), &p, partialMsg(p)); err != nil {
+			for i := from; i < n; i++ {
+				if err := partialOn(e.nc, okPartial(id, refs1[i], "dap", first[i])); err != nil {
 					t.Error(err)
 				}
 			}
 		})
 		wg.Go(func() { // the retry, and then its partials, on another
-			if err := send(other, subj.AggExpect("agg1"), &x2, nil); err != nil {
+			if err := publishOn(other, subj.AggExpect("agg1"), &x2, nil); err != nil {
 				t.Error(err)
 			}
 			for k, r := range x2.Expect {
-				p := okPartial(id, r, "dap-new", second[k])
-				if err := send(other, subj.AggPartial("agg1"), &p, partialMsg(p)); err != nil {
+				if err := partialOn(other, okPartial(id, r, "dap-new", second[k])); err != nil {
 					t.Error(err)
 				}
 			}
@@ -528,6 +539,9 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 	}
 	if s := e.agg.Stats(); s.Answered != rounds || s.Folded == 0 {
 		t.Fatalf("stats %+v", s)
+	}
+	if got := e.agg.stats.foldResets.Load(); got < rounds/2 {
+		t.Fatalf("%d supersedes reset a fold that had folded, want at least %d: the test proves little", got, rounds/2)
 	}
 }
 
@@ -571,5 +585,145 @@ func TestFoldsStayWithinABoundOnHeldBytes(t *testing.T) {
 	}
 	if s := e.agg.Stats(); s.FoldedAtAnswer != uint64(n-within) {
 		t.Fatalf("%d folded at the answer, want %d", s.FoldedAtAnswer, n-within)
+	}
+}
+
+// A runner on the goroutine that received a small partial is handed no
+// large one (its decode would hold up every request's partials): the large
+// one is left to the answer.
+func TestLargePartialNotFoldedInline(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.agg
+	small, _ := aggPart(t, foldRow{"a", 1, 1})
+	large, _ := randomPart(t, rand.New(rand.NewPCG(3, 1)), 400, 400, 0)
+	if len(small) > foldInlineBytes || len(large) <= foldInlineBytes {
+		t.Fatalf("partials of %d and %d bytes: want one small, one large", len(small), len(large))
+	}
+	r := newRequest("x", time.Now())
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	a.mu.Lock()
+	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
+	run := a.foldArrivedLocked(r, ref("a", 1))
+	r.partials[ref("b", 1)] = okPartial("x", ref("b", 1), "dapb", large)
+	if a.foldArrivedLocked(r, ref("b", 1)) != nil {
+		t.Error("a second runner was started")
+	}
+	a.mu.Unlock()
+	if run == nil {
+		t.Fatal("the small partial was not folded inline")
+	}
+	run()
+	r.fold.mu.Lock()
+	defer r.fold.mu.Unlock()
+	if !r.fold.folded[ref("a", 1)] || r.fold.claimed[ref("b", 1)] {
+		t.Fatalf("folded %v, claimed %v: want the small partial folded inline, the large one left to the answer",
+			r.fold.folded, r.fold.claimed)
+	}
+}
+
+// An RC retrying a label set one expectation at a time resets the fold as
+// often: the survivors are folded again on the first reset only (else K
+// resets are K passes over every survivor); later, the answer folds them.
+func TestSupersedesRefoldOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	folds := watchFolds(e.t, e.agg)
+	rng := rand.New(rand.NewPCG(5, 1))
+	b, bDec := randomPart(t, rng, 30, 8, 0)
+	c, cDec := randomPart(t, rng, 30, 8, 0)
+	a, aDec := randomPart(t, rng, 30, 8, 0)
+	x := expectation("req1", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1), ref("c", 1))
+	x.Sealed = false
+	e.expect(x)
+	e.partial(okPartial("req1", ref("a", 1), "dapa", a))
+	e.partial(okPartial("req1", ref("b", 1), "dapb", b))
+	e.partial(okPartial("req1", ref("c", 1), "dapc", c))
+	folds.until(3)
+	const retries = 5
+	n := uint64(3)
+	for k := uint32(1); k <= retries; k++ {
+		xk := x
+		xk.Seq, xk.Expect, xk.Supersede = k+1, []messages.PortionRef{ref("a", k+1)}, []messages.PortionRef{ref("a", k)}
+		e.expect(xk)
+		e.partial(okPartial("req1", ref("a", k+1), "dapa", a))
+		n++ // a's new attempt
+		if k == 1 {
+			n += 2 // b and c, folded again on the first reset only
+		}
+		folds.until(n)
+	}
+	xs := x
+	xs.Seq, xs.Expect, xs.Sealed = retries+2, nil, true
+	e.expect(xs)
+	if got, want := e.answerTable("req1"), mustMerge(t, aDec, bDec, cDec); !sameAnswer(t, got, want) {
+		t.Fatalf("answer\n%v\nis not the fold of the survivors\n%v", got, want)
+	}
+	if s := e.agg.Stats(); s.Folded != n || s.FoldedAtAnswer != 2 {
+		t.Fatalf("stats %+v: want %d folded as they came, b and c at the answer", s, n)
+	}
+}
+
+// Fold work is tied to the Agg's lifetime: Run does not return while a fold
+// handed to a receiving goroutine is still to run, and when it stops, the
+// folds of the requests it held (never answered now) are let go.
+func TestFoldsEndWithRun(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.agg
+	folds := watchFolds(e.t, e.agg)
+	small, _ := aggPart(t, foldRow{"a", 1, 1})
+	x := expectation("held", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1))
+	x.Sealed = false
+	e.expect(x)
+	e.partial(okPartial("held", ref("a", 1), "dapa", small))
+	folds.until(1)
+
+	r := newRequest("x", time.Now())
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	a.mu.Lock()
+	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
+	run := a.foldArrivedLocked(r, ref("a", 1))
+	a.mu.Unlock()
+	if run == nil {
+		t.Fatal("the small partial was not folded inline")
+	}
+	stopped := make(chan struct{})
+	go func() { e.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while a fold was still to run")
+	case <-time.After(100 * time.Millisecond): // a negative: Run must still be waiting
+	}
+	run()
+	select {
+	case <-stopped:
+	case <-time.After(wait):
+		t.Fatal("Run did not return after the fold ran")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.requests["held"]
+	if h == nil || h.fold == nil {
+		t.Fatal("the held request or its fold is gone")
+	}
+	h.fold.mu.Lock()
+	defer h.fold.mu.Unlock()
+	if !h.fold.closed {
+		t.Fatal("Run stopped with a held request's fold still open")
+	}
+}
+
+// A request handed to its answer (on an answerer) makes no fold: its
+// arguments are not decoded for it.
+func TestAnsweredRequestMakesNoFold(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.agg
+	small, _ := aggPart(t, foldRow{"a", 1, 1})
+	r := newRequest("x", time.Now())
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	r.answering = true
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
+	if a.foldArrivedLocked(r, ref("a", 1)) != nil || a.foldExpectedLocked(r) != nil || r.fold != nil || r.foldKnown {
+		t.Fatalf("a fold was made (%v) for a request being answered", r.fold != nil)
 	}
 }

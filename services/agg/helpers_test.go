@@ -77,13 +77,18 @@ func subscribe(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
 
 func (e *env) publish(subject string, v any) {
 	e.t.Helper()
+	if err := publishOn(e.nc, subject, v, nil); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// publishOn publishes v, encoded, with h on nc.
+func publishOn(nc *nats.Conn, subject string, v any, h nats.Header) error {
 	b, err := messages.Encode(v)
 	if err != nil {
-		e.t.Fatal(err)
+		return err
 	}
-	if err := e.nc.Publish(subject, b); err != nil {
-		e.t.Fatal(err)
-	}
+	return nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: b})
 }
 
 func (e *env) expect(x messages.AggExpectation) { e.t.Helper(); e.publish(subj.AggExpect("agg1"), &x) }
@@ -91,22 +96,26 @@ func (e *env) expect(x messages.AggExpectation) { e.t.Helper(); e.publish(subj.A
 // partial sends a partial result as a DAP does: chunked when above max payload.
 func (e *env) partial(p messages.PartialResult) {
 	e.t.Helper()
+	if err := partialOn(e.nc, p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// partialOn sends p on nc as a DAP does (env.partial), for a test or
+// benchmark that sends on a connection of its own.
+func partialOn(nc *nats.Conn, p messages.PartialResult) error {
 	b, err := messages.Encode(&p)
 	if err != nil {
-		e.t.Fatal(err)
+		return err
 	}
 	h := nats.Header{}
 	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
 	p.Status.Write(h)
-	if int64(len(b))+4096 > e.nc.MaxPayload() {
-		if _, err := messages.SendChunked(e.nc, subj.AggPartial("agg1"), h, b, 0); err != nil {
-			e.t.Fatal(err)
-		}
-		return
+	if int64(len(b))+4096 > nc.MaxPayload() {
+		_, err = messages.SendChunked(nc, subj.AggPartial("agg1"), h, b, 0)
+		return err
 	}
-	if err := e.nc.PublishMsg(&nats.Msg{Subject: subj.AggPartial("agg1"), Header: h, Data: b}); err != nil {
-		e.t.Fatal(err)
-	}
+	return nc.PublishMsg(&nats.Msg{Subject: subj.AggPartial("agg1"), Header: h, Data: b})
 }
 
 // answer receives the next answer (whole or chunked) and decodes its envelope.

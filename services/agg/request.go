@@ -45,13 +45,16 @@ type request struct {
 	dropped    int  // partials dropped after being kept (superseded, outside the sealed set, too large)
 
 	// fold: an aggregating request's partials folded as they come (fold.go),
-	// nil for any other; foldKnown: decided, once the expectation came.
+	// nil for any other; foldKnown: decided, once something is first to be
+	// folded (the expectation came and a partial is held), not before.
 	fold      *aggFold
 	foldKnown bool
 	// fresh: refs expected since the last fold was handed out; refold: the
-	// fold was reset, every ref counted is folded again (fold.go).
-	fresh  []messages.PortionRef
-	refold bool
+	// fold was reset, every ref counted is folded again (fold.go), on the
+	// first reset only (refolded): later ones leave the survivors to the answer.
+	fresh    []messages.PortionRef
+	refold   bool
+	refolded bool
 }
 
 func newRequest(id string, now time.Time) *request {
