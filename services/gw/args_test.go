@@ -23,11 +23,7 @@ import (
 // DecodeSQLArgs), in either of their forms; the GW still checks them first.
 func TestSQLMsgpackArgsForwardedAsSent(t *testing.T) {
 	e := startGW(t, nil)
-	got := make(chan messages.RCSubmission, 4)
-	e.fakeRC("rc1", "", func(s messages.RCSubmission) {
-		got <- s
-		e.reply(s, messages.StatusOK, map[string]string{"ok": "1"})
-	})
+	got := submissionsAnswered(e)
 	mpHdr := nats.Header{messages.HdrContentType: {"msgpack"}}
 	enc := func(v any) []byte {
 		t.Helper()
@@ -108,11 +104,7 @@ func TestJSONScopeFromTheArgumentsParse(t *testing.T) {
 // RC's decoders read both.
 func TestJSONArgsForwardedAsSent(t *testing.T) {
 	e := startGW(t, nil)
-	got := make(chan messages.RCSubmission, 4)
-	e.fakeRC("rc1", "", func(s messages.RCSubmission) {
-		got <- s
-		e.reply(s, messages.StatusOK, map[string]string{"ok": "1"})
-	})
+	got := submissionsAnswered(e)
 	jsonHdr := nats.Header{messages.HdrContentType: {"json"}}
 	for _, c := range []struct{ api, args string }{
 		// Spacing, key order and a time's form that a re-encoding would not keep.
@@ -216,11 +208,7 @@ func TestAdoptsEntriesOfEitherArgsVersion(t *testing.T) {
 		c.RequestLog = &gw.Durability{Memory: true}
 		c.AnnounceEvery, c.DeadAfter, c.SweepEvery = 50*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	})
-	got := make(chan messages.RCSubmission, 4)
-	e.fakeRC("rc1", "", func(s messages.RCSubmission) {
-		got <- s
-		e.reply(s, messages.StatusOK, map[string]string{"ok": "1"})
-	})
+	got := submissionsAnswered(e)
 	// The fake RC beats, so that it outlives DeadAfter (the dead GW's
 	// silence is judged by the same): the beats stop with the test.
 	beatCtx, stopBeats := context.WithCancel(context.Background())
@@ -308,4 +296,15 @@ func TestAdoptsEntriesOfEitherArgsVersion(t *testing.T) {
 			t.Errorf("%s: answer %+v (%v)", id, r.Header.Status, err)
 		}
 	}
+}
+
+// submissionsAnswered runs a fake RC rc1 that answers every submission OK and
+// passes it on, for a test to look at what the GW sent.
+func submissionsAnswered(e *env) <-chan messages.RCSubmission {
+	got := make(chan messages.RCSubmission, 4)
+	e.fakeRC("rc1", "", func(s messages.RCSubmission) {
+		got <- s
+		e.reply(s, messages.StatusOK, map[string]string{"ok": "1"})
+	})
+	return got
 }
