@@ -32,7 +32,11 @@ type Agg struct {
 	// earlyDecodes: windows being decoded, and folds run on answerers, as they come (early.go, fold.go).
 	earlyDecodes atomic.Int32
 	// foldHook, for tests: given to each fold made after it is set (aggFold.hook).
-	foldHook  atomic.Pointer[func(n int)]
+	foldHook atomic.Pointer[func(n int)]
+	// changed, for tests: called once an expectation, partial or cancel was
+	// applied, a request finished or a done notice is held (noteChanged), so
+	// that a test waits on that event instead of polling.
+	changed   atomic.Pointer[func()]
 	startedAt int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
 	hbSeq     uint64        // owned by Run
 	ready     chan struct{} // closed once Run's subscriptions are live
@@ -116,17 +120,17 @@ func (a *Agg) Run(ctx context.Context) error {
 		return errors.New("agg: Run called twice")
 	}
 	nc, subj := a.cfg.NC, a.cfg.Subjects
-	expect, err := nc.Subscribe(subj.AggExpect(a.cfg.ID), a.onExpect)
+	expect, err := nc.Subscribe(subj.AggExpect(a.cfg.ID), func(m *nats.Msg) { a.onExpect(m); a.noteChanged() })
 	if err != nil {
 		return fmt.Errorf("agg %s: subscribe expectations: %w", a.cfg.ID, err)
 	}
 	defer expect.Unsubscribe()
-	partial, err := nc.Subscribe(subj.AggPartial(a.cfg.ID), a.onPartial)
+	partial, err := nc.Subscribe(subj.AggPartial(a.cfg.ID), func(m *nats.Msg) { a.onPartial(m); a.noteChanged() })
 	if err != nil {
 		return fmt.Errorf("agg %s: subscribe partials: %w", a.cfg.ID, err)
 	}
 	defer partial.Unsubscribe()
-	cancel, err := nc.Subscribe(subj.AggCancel(a.cfg.ID), a.onCancel)
+	cancel, err := nc.Subscribe(subj.AggCancel(a.cfg.ID), func(m *nats.Msg) { a.onCancel(m); a.noteChanged() })
 	if err != nil {
 		return fmt.Errorf("agg %s: subscribe cancels: %w", a.cfg.ID, err)
 	}
@@ -228,6 +232,7 @@ func (a *Agg) heartbeat(stopping bool) {
 // finishLocked forgets request id and drops anything about it that arrives later; a.mu
 // held. Partials still held count as discarded, unless they are being answered.
 func (a *Agg) finishLocked(id string, deadline int64, now time.Time) {
+	defer a.noteChanged()
 	if r := a.requests[id]; r != nil {
 		a.held -= r.bytes
 		if !r.answering {
@@ -285,5 +290,12 @@ func (a *Agg) sweep(now time.Time) {
 		if now.After(until) {
 			delete(a.finished, id)
 		}
+	}
+}
+
+// noteChanged calls the test hook Agg.changed, if one is set.
+func (a *Agg) noteChanged() {
+	if f := a.changed.Load(); f != nil {
+		(*f)()
 	}
 }

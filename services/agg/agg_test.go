@@ -431,19 +431,40 @@ func TestRetryAfterPartialsCameCountsOnce(t *testing.T) {
 // orders them waits for the first to be applied.
 func waitHeld(t *testing.T, a *Agg, id string, n int, bytes int64) {
 	t.Helper()
-	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+	var held int
+	var b int64
+	waitChanged(t, a, func() bool {
 		a.mu.Lock()
-		var held int
-		var b int64
+		defer a.mu.Unlock()
+		held, b = 0, 0
 		if r := a.requests[id]; r != nil {
 			held, b = len(r.partials), r.bytes
 		}
-		a.mu.Unlock()
-		if held == n && b == bytes {
-			return
+		return held == n && b == bytes
+	}, func() string {
+		return fmt.Sprintf("request %s holds %d partials of %d bytes after %v, want %d of %d", id, held, b, wait, n, bytes)
+	})
+}
+
+// waitChanged waits, within wait, until ok holds, looking again each time
+// the Agg says something changed (Agg.changed); fail says what did not come.
+func waitChanged(t *testing.T, a *Agg, ok func() bool, fail func() string) {
+	t.Helper()
+	changed := make(chan struct{}, 1)
+	hook := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
 		}
-		if time.Now().After(end) {
-			t.Fatalf("request %s holds %d partials of %d bytes after %v, want %d of %d", id, held, b, wait, n, bytes)
+	}
+	a.changed.Store(&hook)
+	defer a.changed.Store(nil)
+	bound := time.After(wait)
+	for !ok() {
+		select {
+		case <-changed:
+		case <-bound:
+			t.Fatal(fail())
 		}
 	}
 }

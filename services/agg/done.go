@@ -59,6 +59,7 @@ func (d *doneNotices) add(rcID string, e messages.AggDoneEntry, urgent bool) {
 	d.urgent = d.urgent || urgent
 	wake := first || urgent
 	d.mu.Unlock()
+	d.a.noteChanged()
 	if full != nil {
 		d.send(rcID, full, now)
 	}

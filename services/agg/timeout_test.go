@@ -168,15 +168,13 @@ func TestAggDoneFullBatchGoesAtOnce(t *testing.T) {
 // read the answer may be ahead of it.
 func waitHeldNotices(t *testing.T, a *Agg, rc string, n int) {
 	t.Helper()
-	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+	held := 0
+	waitChanged(t, a, func() bool {
 		a.dones.mu.Lock()
-		held := len(a.dones.byRC[rc])
-		a.dones.mu.Unlock()
-		if held >= n {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("the Agg holds %d done notices for %s after %v, want %d", held, rc, wait, n)
-		}
-	}
+		defer a.dones.mu.Unlock()
+		held = len(a.dones.byRC[rc])
+		return held >= n
+	}, func() string {
+		return fmt.Sprintf("the Agg holds %d done notices for %s after %v, want %d", held, rc, wait, n)
+	})
 }
