@@ -20,16 +20,16 @@ import (
 // they come until the last, a gap, or its deadline plus TimeoutMargin: a
 // stream that stops short ends with an error frame, never looks whole.
 
-// maxHeldFrames bounds the frames held while `answered` is written: about
+// MaxHeldFrames bounds the frames held while `answered` is written: about
 // that many windows of the Agg's. Past it the stream is ended with an error
 // once the answer goes out. An Agg told that this GW paces its stream
 // (messages.AggExpectation.StreamStart) sends messages.StreamStartFrames
 // frames and then waits for StartStream, which goes with the Answer: it
 // never gets here, however slow the write; an older Agg may.
-const maxHeldFrames = 32
+const MaxHeldFrames = 32
 
 // The Agg's frames before StartStream (frame 0 and the held ones) must fit.
-const _ = uint(maxHeldFrames - messages.StreamStartFrames)
+const _ = uint(MaxHeldFrames - messages.StreamStartFrames)
 
 // maxHeldChunks bounds the chunks of a chunked answer held while `answered`
 // is written, in number (their bytes are bounded by MaxAnswerBytes): 4,096
@@ -233,8 +233,8 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		return
 	case f.Seq != s.next:
 		s.broken = "frames were lost (frame " + itoa(f.Seq) + " came, " + itoa(s.next) + " expected)"
-	case len(s.held) >= maxHeldFrames:
-		s.broken = "the request log's write held the stream past " + itoa(maxHeldFrames) + " frames"
+	case len(s.held) >= MaxHeldFrames:
+		s.broken = "the request log's write held the stream past " + itoa(MaxHeldFrames) + " frames"
 	default:
 		s.next++
 		s.end = f.End

@@ -518,7 +518,7 @@ func (s *sim) checkHeld() error {
 				return fmt.Errorf("%s holds %d bytes of chunks of %s, above MaxAnswerBytes", g.id, held, id)
 			case r.chunks != nil && len(r.chunks.held) > maxHeldChunks:
 				return fmt.Errorf("%s holds %d chunks of %s", g.id, len(r.chunks.held), id)
-			case r.stream != nil && len(r.stream.held) > maxHeldFrames:
+			case r.stream != nil && len(r.stream.held) > MaxHeldFrames:
 				return fmt.Errorf("%s holds %d frames of %s", g.id, len(r.stream.held), id)
 			case len(r.streams) > maxStreamsPerRequest:
 				return fmt.Errorf("%s reassembles %d transfers of %s", g.id, len(r.streams), id)
