@@ -17,6 +17,25 @@ func aggFrame(id, drive, agg, stream string, seq int, end bool) AnswerChunk {
 	return e
 }
 
+// seqEnd is a frame's place in its stream.
+type seqEnd struct {
+	seq int
+	end bool
+}
+
+// heldThenAnswered: request id's Agg (agg-1, drive id~1) sends frames of
+// stream while `answered` is written; then it lands and the Answer goes.
+func (s *story) heldThenAnswered(id, stream string, frames ...seqEnd) {
+	s.t.Helper()
+	s.arriveStreaming(id, 5000*ms)
+	s.step(LogWritten{At: s.now, ID: id, Seq: 1})
+	for _, f := range frames {
+		s.step(aggFrame(id, id+"~1", "agg-1", stream, f.seq, f.end))
+	}
+	s.step(LogWritten{At: s.now, ID: id, Seq: 2})
+	only[Answer](s)
+}
+
 // starts is the StartStream commands of the last step, checked to come
 // after its Answer when it has one.
 func starts(s *story) []StartStream {
@@ -71,29 +90,14 @@ func TestStreamStartSignalAfterAnswer(t *testing.T) {
 	}
 
 	// Its last frame came while `answered` was written: the Agg waits for nothing.
-	s.arriveStreaming("r2", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r2", Seq: 1})
-	s.step(aggFrame("r2", "r2~1", "agg-1", "B", 0, false))
-	s.step(aggFrame("r2", "r2~1", "agg-1", "B", 1, true))
-	s.step(LogWritten{At: s.now, ID: "r2", Seq: 2})
-	only[Answer](s)
+	s.heldThenAnswered("r2", "B", seqEnd{0, false}, seqEnd{1, true})
 	none[StartStream](s)
-
 	// One frame: nothing.
-	s.arriveStreaming("r3", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r3", Seq: 1})
-	s.step(aggFrame("r3", "r3~1", "agg-1", "C", 0, true))
-	s.step(LogWritten{At: s.now, ID: "r3", Seq: 2})
-	only[Answer](s)
+	s.heldThenAnswered("r3", "C", seqEnd{0, true})
 	none[StartStream](s)
-
 	// Frames lost while held: the stream ends with the GW's error frame,
 	// and its Agg is not left waiting until the deadline.
-	s.arriveStreaming("r4", 5000*ms)
-	s.step(LogWritten{At: s.now, ID: "r4", Seq: 1})
-	s.step(aggFrame("r4", "r4~1", "agg-1", "D", 0, false))
-	s.step(aggFrame("r4", "r4~1", "agg-1", "D", 2, false))
-	s.step(LogWritten{At: s.now, ID: "r4", Seq: 2})
+	s.heldThenAnswered("r4", "D", seqEnd{0, false}, seqEnd{2, false})
 	if st := starts(s); len(st) != 1 || st[0].StreamID != "D" {
 		t.Fatalf("broken stream: %+v, want one StartStream", st)
 	}
