@@ -64,9 +64,6 @@ func (g *GW) handle(api string, r micro.Request) {
 	}
 	// The caller reads the answer as a stream of frames: the Agg sends it so.
 	sub.Stream = msg.Header.Get(messages.HdrAcceptStream) == "1"
-	// This GW paces the stream's first frames (core/relay.go: StartStream):
-	// the Agg waits for its start signal after messages.StreamStartFrames.
-	sub.StreamStart = sub.Stream
 	// The answer names the caller's id from the start: a chunked one is
 	// passed on as it comes, with nothing in it to rewrite (core/relay.go).
 	sub.AnswerID = ri.clientID

@@ -661,6 +661,10 @@ func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
 		if rq := s.reqs[c.Info.ID]; rq != nil && (c.Info.Chunks != (rq.mode&modeChunks != 0) || c.Sub.Stream != (rq.mode&modeStream != 0)) {
 			return fmt.Errorf("request %s (mode %d) driven with chunks %t, stream %t", rq.id, rq.mode, c.Info.Chunks, c.Sub.Stream)
 		}
+		// The GW that drives a stream sends its StartStream: it says so to the Agg.
+		if c.Sub.StreamStart != c.Sub.Stream {
+			return fmt.Errorf("request %s driven with stream %t, stream start %t", c.Info.ID, c.Sub.Stream, c.Sub.StreamStart)
+		}
 		s.submit(c)
 	case CancelDrive:
 		s.cancels[c.DriveID] = true
