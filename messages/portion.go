@@ -347,6 +347,12 @@ type AggExpectation struct {
 	// chunk by chunk as it comes, with nothing in it to rewrite. Empty:
 	// RequestID.
 	AnswerID string `msgpack:"aid,omitempty"`
+	// StreamStart: the GW paces the answer's stream (stream.go,
+	// StreamStartFrames): the Agg sends its first StreamStartFrames frames,
+	// then waits for the GW's start signal (subjects.AggStart). The GW sets
+	// it on its submission and the RC passes it on; from an older GW or RC
+	// it is absent, and the Agg sends every frame without waiting, as before.
+	StreamStart bool `msgpack:"sstart,omitempty"`
 }
 
 // Validate checks the expectation.

@@ -119,6 +119,9 @@ type RCSubmission struct {
 	ReceivedAt int64              `msgpack:"rcvd"`             // unix nanoseconds, at the GW
 	Stream     bool               `msgpack:"stream,omitempty"` // the caller reads the answer as a stream of frames (AggExpectation.Stream)
 	AnswerID   string             `msgpack:"aid,omitempty"`    // the id the answer's envelope names (AggExpectation.AnswerID)
+	// StreamStart: the GW sends start signals for the answer's stream
+	// (AggExpectation.StreamStart); an older GW leaves it out.
+	StreamStart bool `msgpack:"sstart,omitempty"`
 }
 
 // Validate checks the submission.

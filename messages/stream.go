@@ -16,6 +16,13 @@ package messages
 //   - NATS keeps the order of one publisher's messages to one subscriber; a gap
 //     in Sg-Stream-Seq means frames were lost (a slow consumer) and the stream
 //     is broken: the reader fails.
+//   - Pacing (StreamStartFrames): a GW holds the frames that come while it
+//     writes `answered` to its request log; so that a slow write never
+//     overflows what it holds, an Agg told so (AggExpectation.StreamStart)
+//     sends the first StreamStartFrames frames and then waits for the GW's
+//     start signal (subjects.AggStart, headers only: Sg-Request-Id, the
+//     drive's id, and Sg-Stream-Id), which the GW sends once frame 0 has
+//     gone out to the caller and the stream has not ended.
 
 import (
 	"fmt"
@@ -27,6 +34,12 @@ import (
 // MaxStreamFrames bounds the frames of one stream a reader accepts (with
 // frames of up to the max payload, far more than any answer sg holds).
 const MaxStreamFrames = 1 << 24
+
+// StreamStartFrames is how many frames of a stream an Agg sends before the
+// GW's start signal, when the expectation asks it to wait (StreamStart): a
+// protocol constant, so that both sides agree without a message. The GW's
+// bound on the frames it holds meanwhile stays above it (services/gw/core).
+const StreamStartFrames = 16
 
 // SetStreamFrame marks h as frame seq of stream id, the last one if end.
 func SetStreamFrame(h nats.Header, id string, seq int, end bool) {

@@ -292,6 +292,7 @@ func (m RCSubmission) appendWire(w *wireWriter) {
 	f.int("rcvd", m.ReceivedAt)
 	f.boolOmit("stream", m.Stream)
 	f.strOmit("aid", m.AnswerID)
+	f.boolOmit("sstart", m.StreamStart)
 	f.close()
 }
 
@@ -322,6 +323,8 @@ func (m *RCSubmission) decodeWire(r *wireReader) error {
 			return r.boolean(&m.Stream)
 		case "aid":
 			return r.string(&m.AnswerID)
+		case "sstart":
+			return r.boolean(&m.StreamStart)
 		}
 		return r.skip()
 	})
@@ -578,6 +581,7 @@ func (m AggExpectation) appendWire(w *wireWriter) {
 	f.strOmit("corr", m.LogCorr)
 	f.boolOmit("stream", m.Stream)
 	f.strOmit("aid", m.AnswerID)
+	f.boolOmit("sstart", m.StreamStart)
 	f.close()
 }
 
@@ -618,6 +622,8 @@ func (m *AggExpectation) decodeWire(r *wireReader) error {
 			return r.boolean(&m.Stream)
 		case "aid":
 			return r.string(&m.AnswerID)
+		case "sstart":
+			return r.boolean(&m.StreamStart)
 		}
 		return r.skip()
 	})

@@ -101,6 +101,7 @@ var Flows = []Flow{
 	{Name: "AggExpect", Template: AggExpect, Pub: []Role{RoleRC}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
 	{Name: "AggCancel", Template: AggCancel, Pub: []Role{RoleRC}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
 	{Name: "AggPartial", Template: AggPartial, Pub: []Role{RoleDAP}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
+	{Name: "AggStart", Template: AggStart, Pub: []Role{RoleGW}, Sub: []Role{RoleAgg}, Owner: RoleAgg},
 
 	{Name: "Live", Template: Live, Pub: []Role{RoleFeed}},
 }

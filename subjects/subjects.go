@@ -149,6 +149,10 @@ const (
 	// AggPartial: DAP -> Agg, the partial result of one portion, per Agg id.
 	AggPartial  = "agg.*.partial"
 	AggPartialT = "agg.%s.partial"
+	// AggStart: GW -> Agg, send the rest of an answer stream (messages.StreamStartFrames;
+	// drive id in Sg-Request-Id, stream id in Sg-Stream-Id, no body), per Agg id.
+	AggStart  = "agg.*.start"
+	AggStartT = "agg.%s.start"
 
 	// DAPState: DAP -> JetStream, the full current state of one DAP; the stream keeps the last one per DAP.
 	DAPState  = "state.dap.*"
@@ -385,6 +389,10 @@ func (s Subjects) AggPartialPattern() string { return s.rel(AggPartial) }
 
 // AggPartial is where a DAP sends a partial result to Agg aggID.
 func (s Subjects) AggPartial(aggID string) string { return s.build(AggPartialT, aggID) }
+
+// AggStart is where a GW tells Agg aggID to send the rest of an answer
+// stream (messages.StreamStartFrames).
+func (s Subjects) AggStart(aggID string) string { return s.build(AggStartT, aggID) }
 
 // --- JetStream ---
 

@@ -195,7 +195,7 @@ func TestBuildMatchesSprintf(t *testing.T) {
 	tmpls := []string{LiveT, GWHeartbeatT, RequestLogEntryT, GWAPIT, GWAnswerT, RCAnnounceT, RCHeartbeatT, RCSubmitT,
 		RCCompletionT, RCAggDoneT, RCCancelT, RCPositionT, GWPositionT, RCSecondaryDispatchT, RCSecondaryQueryT,
 		RCSecondaryStatusT, DAPRegisterT, DAPStatusT, DAPVintageT, DAPHeartbeatT, DAPLostT, DAPPortionT, DAPCancelT, DAPCreditT,
-		AggHeartbeatT, AggCancelT, AggExpectT, AggPartialT, DAPStateT, "evt.dap.*.%s", "%s.%s.>"}
+		AggHeartbeatT, AggCancelT, AggExpectT, AggPartialT, AggStartT, DAPStateT, "evt.dap.*.%s", "%s.%s.>"}
 	for _, tmpl := range tmpls {
 		for _, ids := range [][]string{{"a"}, {"rc-1", "r%s1"}, {"", "x"}} {
 			n := strings.Count(tmpl, "%s")

@@ -158,9 +158,19 @@ func BenchmarkLargeAnswer(b *testing.B) {
 // streaming read (Sg-Accept-Stream): the Agg, the GW and the caller handle a
 // window at a time. MB/s counts the whole answer's msgpack bytes, as
 // BenchmarkLargeAnswer does, so the two compare.
-func BenchmarkLargeAnswerStream(b *testing.B) {
-	sys := startSystem(b, systemOptions{})
-	sys.startDemo(demoFleetConfig(sys, 40000))
+func BenchmarkLargeAnswerStream(b *testing.B) { largeAnswerStream(b, systemOptions{}, 40000) }
+
+// BenchmarkLargeAnswerStreamLogged is BenchmarkLargeAnswerStream with the
+// GW's request log on, as every deployment runs, and an answer of many more
+// frames than messages.StreamStartFrames: frame 0 waits for the `answered`
+// write, and the Agg for the GW's start signal after StreamStartFrames.
+func BenchmarkLargeAnswerStreamLogged(b *testing.B) {
+	largeAnswerStream(b, systemOptions{requestLog: &gw.Durability{Memory: true}}, 200000)
+}
+
+func largeAnswerStream(b *testing.B, o systemOptions, rows int) {
+	sys := startSystem(b, o)
+	sys.startDemo(demoFleetConfig(sys, rows))
 	q := client.GetDataQuery{Args: messages.GetDataArgs{Table: demo.Trade}}
 	ctx := context.Background()
 	whole, err := sys.client.Do(ctx, "getData", q.Args, messages.Opts{})

@@ -20,11 +20,12 @@ type Agg struct {
 
 	mu       sync.Mutex
 	requests map[string]*request
-	finished map[string]time.Time // answered, cancelled or expired ids -> when to forget them
-	streams  map[string]*stream   // chunked partials being reassembled, by transfer id
-	closing  bool                 // Run is stopping: start no answer (answers.Add must precede Wait)
-	held     int64                // bytes of partial results held, all requests (Config.MaxHeldBytes)
-	transit  int64                // bytes of chunked partials still being reassembled (counted in MaxHeldBytes too)
+	finished map[string]time.Time  // answered, cancelled or expired ids -> when to forget them
+	streams  map[string]*stream    // chunked partials being reassembled, by transfer id
+	gates    map[string]*startGate // answer streams that may wait for the GW's start signal, by request id (start.go)
+	closing  bool                  // Run is stopping: start no answer (answers.Add must precede Wait)
+	held     int64                 // bytes of partial results held, all requests (Config.MaxHeldBytes)
+	transit  int64                 // bytes of chunked partials still being reassembled (counted in MaxHeldBytes too)
 
 	dones     *doneNotices   // done notices waiting to go to their RCs (done.go)
 	answers   sync.WaitGroup // answers in progress; Run waits for them
@@ -135,6 +136,11 @@ func (a *Agg) Run(ctx context.Context) error {
 		return fmt.Errorf("agg %s: subscribe cancels: %w", a.cfg.ID, err)
 	}
 	defer cancel.Unsubscribe()
+	start, err := nc.Subscribe(subj.AggStart(a.cfg.ID), func(m *nats.Msg) { a.onStart(m); a.noteChanged() })
+	if err != nil {
+		return fmt.Errorf("agg %s: subscribe start signals: %w", a.cfg.ID, err)
+	}
+	defer start.Unsubscribe()
 	// Whole answers' worth of chunks may be pending while one is merged: a slow
 	// consumer would lose chunks and fail the transfer.
 	pendingBytes := int(min(max(2*a.cfg.MaxAnswerBytes, 64<<20), 1<<40))
@@ -191,9 +197,11 @@ func (a *Agg) Run(ctx context.Context) error {
 	_ = expect.Unsubscribe()
 	_ = partial.Unsubscribe()
 	_ = cancel.Unsubscribe()
+	_ = start.Unsubscribe()
 	a.mu.Lock()
 	a.closing = true
-	a.stopLiveLocked() // live.go: a stream waiting for windows ends now
+	a.stopLiveLocked()  // live.go: a stream waiting for windows ends now
+	a.stopGatesLocked() // start.go: so does one waiting for its start signal
 	for _, r := range a.requests {
 		if r.fold != nil && !r.answering {
 			r.fold.close() // never answered now: folds under way are let go, answers.Wait need not wait for them

@@ -38,6 +38,12 @@
 // credit, out of order or from another DAP fail the request (ERR) and count as
 // malformed.
 //
+// Answer streams the GW paces (start.go; AggExpectation.StreamStart): the first
+// messages.StreamStartFrames frames go at once, the rest once the GW's start signal
+// (subjects.AggStart) came, so that the GW holds few frames while it writes
+// `answered`. The wait ends with the signal, the RC's cancel, the Agg stopping or
+// the deadline.
+//
 // Aggregates (groupBy, agg; sql's GROUP BY) are folded as they come (fold.go):
 // each partial is decoded and folded into the request's running fold once it
 // counts (its ref expected: as it arrives, or as its expectation does), never

@@ -45,6 +45,9 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if e.Cancel {
+		a.stopGateLocked(e.RequestID) // start.go: its stream, answering already, sends no more
+	}
 	if _, done := a.finished[e.RequestID]; done {
 		log().Debug().Msg("expectation of a finished request ignored")
 		return
@@ -89,6 +92,7 @@ func (a *Agg) onCancel(m *nats.Msg) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.stopGateLocked(id) // start.go: its stream, answering already, sends no more
 	if _, done := a.finished[id]; done {
 		return
 	}

@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -52,6 +53,7 @@ type frameSender struct {
 	frames  int
 	bytes   int64
 	rows    int
+	gate    *startGate // the GW paces the stream (start.go); nil: it does not
 }
 
 // answerStream merges j window by window and sends each window as a frame as
@@ -93,6 +95,12 @@ func (a *Agg) streamWindows(e *messages.AggExpectation, w *merge.Windows, conten
 	}
 	fs := &frameSender{a: a, e: e, content: content, id: nuid.Next(),
 		limit: int(max(1024, min(int64(a.cfg.StreamWindow), a.cfg.NC.MaxPayload()-frameHeadroom)))}
+	if e.StreamStart {
+		a.mu.Lock()
+		fs.gate = a.openGateLocked(e.RequestID, fs.id)
+		a.mu.Unlock()
+		defer a.closeGate(fs.gate)
+	}
 	st = messages.StatusOK
 	if err := fs.pipeline(w); err != nil {
 		switch {
@@ -106,7 +114,8 @@ func (a *Agg) streamWindows(e *messages.AggExpectation, w *merge.Windows, conten
 			return messages.Errorf(messages.CodeInternal, messages.CodeErr, "Agg could not encode the answer: %v", err), false
 		}
 		// Frames went out: the stream ends with the error, never looks whole.
-		if lm != nil {
+		var se *statusError
+		if lm != nil || errors.As(err, &se) || errors.Is(err, context.DeadlineExceeded) {
 			st = liveStatus(err)
 			st.AI = fmt.Sprintf("Answer stream broken after %d frames: %s", fs.frames, st.AI)
 		} else {
@@ -205,6 +214,11 @@ func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
 		}
 		b, err := fs.send(t.Slice(n/2, n), last)
 		return max(a, b), err
+	}
+	if fs.gate != nil && fs.frames == messages.StreamStartFrames {
+		if err := fs.gate.wait(fs.e.Deadline); err != nil {
+			return 0, err
+		}
 	}
 	if err := fs.publish(data, last, messages.StatusOK); err != nil {
 		return 0, err

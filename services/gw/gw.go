@@ -47,6 +47,11 @@ type GW struct {
 
 	answers *answerStore // nil without Config.AnswerStore (answerstore.go)
 
+	// divertAck, a test hook: the reply subject a request log write's
+	// acknowledgement goes to instead of reply (a test that delays it
+	// passes it on later); nil: reply.
+	divertAck func(w core.WriteLog, reply string) string
+
 	rcMu      sync.Mutex
 	rcList    []RCInfo      // the core's RCs after its last step, for RCs and WaitRCs
 	rcChanged chan struct{} // closed and replaced when rcList changes

@@ -32,6 +32,8 @@ type metrics struct {
 	jobsRunning prometheus.Gauge
 
 	answerStore *prometheus.CounterVec // answers for callers that do not reassemble chunks, by outcome (answerstore.go)
+
+	streamStarts *prometheus.CounterVec // start signals to Aggs (core.StartStream), by outcome
 }
 
 func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, error) {
@@ -94,6 +96,10 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_answer_store_total",
 		Help: "Answers above the max payload for callers that do not reassemble chunks, by outcome: stored (in the answer store, named in the error), busy (every write slot taken), failed (the write failed).",
 	}, []string{"outcome"})
+	m.streamStarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_gw_stream_starts_total",
+		Help: "Start signals to Aggs for the rest of an answer stream (sent once its frame 0 went out to the caller), by outcome: sent, failed (not published: the Agg ends the stream at its deadline).",
+	}, []string{"outcome"})
 	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_malformed_messages_total",
 		Help: "Messages on the GW's internal subjects (position reports, ...) skipped because they do not decode or are invalid, by kind.",
@@ -116,7 +122,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, m.sendFailed, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.malformed, kxPending, kxRCs} {
+		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.streamStarts, m.malformed, kxPending, kxRCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -340,6 +340,9 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 	w.tokens++
 	token := strconv.FormatUint(w.tokens, 36)
 	m.Reply = w.prefix + token
+	if d := w.l.g.divertAck; d != nil {
+		m.Reply = d(s.write, m.Reply)
+	}
 	published := false
 	err := messages.WithEncoded(&s.write.Entry, func(data []byte) error {
 		published = true

@@ -357,6 +357,8 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 		if err := g.relay(c); err != nil && c.Status.IsOK() {
 			*later = append(*later, core.RelayFailed{At: now(), Info: c.Info, Header: c.Header, Err: err})
 		}
+	case core.StartStream:
+		g.startStream(c)
 	case core.AnswerCancel:
 		ri := &reqInfo{api: APICancel, id: c.ClientID, clientID: c.ClientID, reply: c.Reply, content: messages.ContentJSON,
 			received: time.Now(), log: g.log.With().Str("client_request_id", c.ClientID).Logger()}
@@ -371,6 +373,22 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 		g.met.redrives.WithLabelValues("adopted").Inc()
 		g.infoReq(c.Info).log.Info().Str("from_gw", c.FromGW).Bool("expired", c.Expired).Msg("request adopted from the request log")
 	}
+}
+
+// startStream tells an Agg to send the rest of an answer stream (the core
+// checked the ids as subject tokens). One lost is not sent again: the Agg
+// ends the stream at its deadline.
+func (g *GW) startStream(c core.StartStream) {
+	h := make(nats.Header, 2)
+	h.Set(messages.HdrRequestID, c.DriveID)
+	h.Set(messages.HdrStreamID, c.StreamID)
+	if err := g.nc.PublishMsg(&nats.Msg{Subject: g.s.AggStart(c.AggID), Header: h}); err != nil {
+		g.met.streamStarts.WithLabelValues("failed").Inc()
+		log := g.infoLog(c.Info)
+		log.Warn().Err(err).Str("agg", c.AggID).Str("stream_id", c.StreamID).Msg("start signal to the Agg not sent")
+		return
+	}
+	g.met.streamStarts.WithLabelValues("sent").Inc()
 }
 
 // submit publishes a drive to its RC.

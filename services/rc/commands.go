@@ -129,7 +129,7 @@ func (r *RC) expect(requestID, agg string, refs, supersede []messages.PortionRef
 	m := messages.AggExpectation{
 		RequestID: requestID, Seq: p.aggSeq, API: p.sub.Header.API,
 		Expect: refs, Supersede: supersede, Sealed: sealed, ReplyTo: p.sub.ReplyTo, RCID: r.cfg.ID, Content: p.sub.Content,
-		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr, Stream: p.sub.Stream,
+		Deadline: p.sub.Deadline, LogCorr: p.sub.Header.Opts.LogCorr, Stream: p.sub.Stream, StreamStart: p.sub.StreamStart,
 		AnswerID: p.sub.AnswerID,
 	}
 	m.SetArguments(p.sub.Arguments()) // and the version that carries them

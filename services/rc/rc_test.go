@@ -115,6 +115,7 @@ func (f *fixture) submit(id string, timeout time.Duration, reply string) {
 		V: messages.RCVersion, RequestID: id, GWID: "gw-1", Header: messages.RequestHeader{API: "getData"},
 		Args: args, ReplyTo: reply, Content: messages.ContentMsgpack,
 		Deadline: time.Now().Add(timeout).UnixNano(), ReceivedAt: time.Now().UnixNano(), AnswerID: id + "-caller",
+		Stream: true, StreamStart: true,
 	})
 }
 
@@ -154,7 +155,7 @@ func TestRCDispatchesAndTellsTheAgg(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !ex.Sealed || len(ex.Expect) != 1 || ex.Expect[0].PortionID != pd.PortionID || ex.ReplyTo != "reply.q1" || ex.RCID != "rc-1" ||
-		ex.AnswerID != "q1-caller" {
+		ex.AnswerID != "q1-caller" || !ex.Stream || !ex.StreamStart {
 		t.Fatalf("expectation %+v", ex)
 	}
 }

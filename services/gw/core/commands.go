@@ -72,6 +72,20 @@ type Answer struct {
 	Accepted   bool
 }
 
+// StartStream: tell Agg AggID to send the rest of answer stream StreamID of
+// drive DriveID (subjects.AggStart, headers only: Sg-Request-Id is DriveID,
+// Sg-Stream-Id StreamID). The Agg sends messages.StreamStartFrames frames of
+// a stream and then waits for it, so that the frames held while `answered`
+// is written stay few (relay.go); the core emits it once per stream, with
+// the Answer (frame 0), when the stream's last frame has not come yet.
+// AggID and DriveID are checked subject tokens.
+type StartStream struct {
+	Info     Info
+	AggID    string
+	DriveID  string
+	StreamID string
+}
+
 // AnswerCancel: answer a cancel on Reply.
 type AnswerCancel struct {
 	Reply    string
@@ -104,6 +118,7 @@ func (Purge) isCommand()        {}
 func (Submit) isCommand()       {}
 func (CancelDrive) isCommand()  {}
 func (Answer) isCommand()       {}
+func (StartStream) isCommand()  {}
 func (AnswerCancel) isCommand() {}
 func (Released) isCommand()     {}
 func (Dropped) isCommand()      {}

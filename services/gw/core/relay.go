@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
 )
 
 // Answer streams (messages/stream.go): a caller that reads streams
@@ -19,10 +20,16 @@ import (
 // they come until the last, a gap, or its deadline plus TimeoutMargin: a
 // stream that stops short ends with an error frame, never looks whole.
 
-// maxHeldFrames bounds the frames held while `answered` is written: about
+// MaxHeldFrames bounds the frames held while `answered` is written: about
 // that many windows of the Agg's. Past it the stream is ended with an error
-// once the answer goes out.
-const maxHeldFrames = 32
+// once the answer goes out. An Agg told that this GW paces its stream
+// (messages.AggExpectation.StreamStart) sends messages.StreamStartFrames
+// frames and then waits for StartStream, which goes with the Answer: it
+// never gets here, however slow the write; an older Agg may.
+const MaxHeldFrames = 32
+
+// The Agg's frames before StartStream (frame 0 and the held ones) must fit.
+const _ = uint(MaxHeldFrames - messages.StreamStartFrames)
 
 // maxHeldChunks bounds the chunks of a chunked answer held while `answered`
 // is written, in number (their bytes are bounded by MaxAnswerBytes): 4,096
@@ -165,6 +172,10 @@ type streamState struct {
 	end    bool // its last frame has come
 	held   []AnswerChunk
 	broken string // why it cannot go on whole ("" while it can)
+	// agg and drive address StartStream: frame 0's Sg-Agg-Id and
+	// Sg-Request-Id, "" when either is not a valid subject token (no
+	// signal goes: an Agg that waits for one ends at its deadline).
+	agg, drive string
 }
 
 // streamFrame handles one frame on a request's answer subject.
@@ -205,6 +216,10 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		}
 		r.streams = nil
 		r.stream = &streamState{id: f.ID, next: 1, end: f.End}
+		agg, drive := e.Header.Get(messages.HdrAggID), e.Header.Get(messages.HdrRequestID)
+		if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", f.ID) == nil {
+			r.stream.agg, r.stream.drive = agg, drive
+		}
 		r.held = &answer{fwd: true, header: e.Header, data: e.Data}
 		c.advance(r)
 		return
@@ -218,8 +233,8 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		return
 	case f.Seq != s.next:
 		s.broken = "frames were lost (frame " + itoa(f.Seq) + " came, " + itoa(s.next) + " expected)"
-	case len(s.held) >= maxHeldFrames:
-		s.broken = "the request log's write held the stream past " + itoa(maxHeldFrames) + " frames"
+	case len(s.held) >= MaxHeldFrames:
+		s.broken = "the request log's write held the stream past " + itoa(MaxHeldFrames) + " frames"
 	default:
 		s.next++
 		s.end = f.End
@@ -241,6 +256,11 @@ func (c *Core) startRelay(r *request, info Info) {
 	for _, e := range s.held {
 		end := e.Header.Get(messages.HdrStreamEnd) == "1"
 		c.emit(Relay{Info: info, Header: e.Header, Data: e.Data, End: end})
+	}
+	if !s.end && s.agg != "" {
+		// Its Agg may wait for this after messages.StreamStartFrames (a
+		// broken stream's too: it is not left waiting until its deadline).
+		c.emit(StartStream{Info: info, AggID: s.agg, DriveID: s.drive, StreamID: s.id})
 	}
 	if s.end && s.broken == "" {
 		return

@@ -285,6 +285,10 @@ func (c *Core) advanceDrive(r *request) {
 func (c *Core) submit(r *request, why string) {
 	sub := r.Sub
 	sub.RequestID = messages.DriveID(r.ID, r.drive)
+	// This core sends StartStream for the answer's stream (relay.go): the Agg
+	// may wait for it. Set on every drive, an adopted request's too (an
+	// older GW's entry lacks it).
+	sub.StreamStart = sub.Stream
 	r.driveUsed = true
 	c.emit(Submit{Info: r.infoNow(), RCID: r.rcID, Drive: r.drive, Sub: sub, Why: why})
 }

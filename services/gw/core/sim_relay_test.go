@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +135,22 @@ func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, a
 	s.sendParts(s.spoil(out, true), reply, at, alive)
 }
 
-// sendStream schedules an answer stream of 1 to 40 frames.
+// simAgg is the Agg id in the sim's frames.
+const simAgg = "agg-sim"
+
+// pacedStream is an answer stream of an Agg the GW paces: it sent its
+// first messages.StreamStartFrames frames, and sends the rest once a
+// StartStream names it.
+type pacedStream struct {
+	rest    []AnswerChunk
+	reply   string
+	alive   func() bool
+	started bool // a StartStream named it: the rest went
+}
+
+// sendStream schedules an answer stream of 1 to 40 frames; most Aggs wait
+// for the GW's StartStream after messages.StreamStartFrames of them (an
+// older one, or one the GW did not say it paces, does not).
 func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func() bool) {
 	s.nextStream++
 	id := "st" + strconv.Itoa(s.nextStream)
@@ -144,6 +160,7 @@ func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func()
 	for i := range n {
 		h := nats.Header{}
 		h.Set(messages.HdrRequestID, drive)
+		h.Set(messages.HdrAggID, simAgg)
 		messages.SetStreamFrame(h, id, i, i == n-1)
 		out[i] = AnswerChunk{Header: h, Data: fmt.Appendf(nil, "%s/%d;", drive, i)}
 		body = append(body, out[i].Data...)
@@ -156,11 +173,66 @@ func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func()
 		k = 1 + s.rng.IntN(k-1)
 		h := nats.Header{}
 		h.Set(messages.HdrRequestID, drive)
+		h.Set(messages.HdrAggID, simAgg)
 		messages.SetStreamFrame(h, id, k, true)
 		messages.Status{RC: messages.CodeErr, AC: messages.CodeErr, AI: "the Agg failed"}.Write(h)
 		out = append(out[:k:k], AnswerChunk{Header: h})
 	}
+	if k := messages.StreamStartFrames; len(out) > k && s.rng.IntN(4) != 0 {
+		s.paced[id] = &pacedStream{rest: out[k:], reply: reply, alive: alive}
+		out = out[:k]
+	}
 	s.sendParts(out, reply, at, alive)
+}
+
+// startSignal checks a StartStream: once per stream, in the step of the
+// stream's Answer (frame 0, so after `answered` landed), after it (before:
+// the commands of the step before it), addressed to the Agg and drive of
+// frame 0; a paced Agg then sends the rest of its stream.
+func (s *sim) startSignal(g *simGW, inc int64, c StartStream, before []Command) error {
+	if s.startSeen[c.StreamID] {
+		return fmt.Errorf("request %s: a second StartStream for stream %s", c.Info.ID, c.StreamID)
+	}
+	s.startSeen[c.StreamID] = true
+	i := slices.IndexFunc(before, func(cmd Command) bool {
+		a, ok := cmd.(Answer)
+		return ok && a.Info.ID == c.Info.ID && a.Header.Get(messages.HdrStreamID) == c.StreamID
+	})
+	if i < 0 {
+		return fmt.Errorf("request %s: StartStream for stream %s without its Answer before it in the step", c.Info.ID, c.StreamID)
+	}
+	a := before[i].(Answer)
+	if c.AggID != simAgg || c.DriveID != a.Header.Get(messages.HdrRequestID) {
+		return fmt.Errorf("request %s: StartStream to Agg %q for drive %q, frame 0 from %q for %q", c.Info.ID, c.AggID, c.DriveID,
+			a.Header.Get(messages.HdrAggID), a.Header.Get(messages.HdrRequestID))
+	}
+	if rq := s.reqs[c.Info.ID]; rq == nil || rq.tr == nil || rq.tr.stream != c.StreamID || rq.tr.gw != g.id || rq.tr.inc != inc {
+		return fmt.Errorf("request %s: StartStream for stream %s, which its caller does not read from %s", c.Info.ID, c.StreamID, g.id)
+	}
+	s.totals.StreamStarts++
+	if p := s.paced[c.StreamID]; p != nil {
+		s.totals.PacedStarted++
+		p.started = true
+		s.sendParts(p.rest, p.reply, s.now+int64(1+s.rng.IntN(s.maxGap))*ms, p.alive)
+	}
+	return nil
+}
+
+// checkStarts: the Answer of a paced stream whose Agg waits (its last
+// frame not sent) comes with its StartStream, or the Agg would wait until
+// the deadline.
+func (s *sim) checkStarts(cmds []Command) error {
+	for _, cmd := range cmds {
+		a, ok := cmd.(Answer)
+		if !ok || !messages.IsStreamFrame(a.Header) {
+			continue
+		}
+		id := a.Header.Get(messages.HdrStreamID)
+		if p := s.paced[id]; p != nil && !p.started {
+			return fmt.Errorf("request %s: stream %s answered without a StartStream, its Agg waits", a.Info.ID, id)
+		}
+	}
+	return nil
 }
 
 // spoil: now and then one fault in a transfer (chunked: chunks may be
@@ -328,6 +400,9 @@ func (s *sim) relayed(g *simGW, inc int64, r Relay, lost bool) error {
 		return fmt.Errorf("request %s relayed to %q", rq.id, r.Info.Reply)
 	}
 	if !r.Status.IsOK() { // the GW's own error end
+		if s.paced[tr.stream] != nil && strings.Contains(r.Status.AI, "held the stream past") {
+			return fmt.Errorf("request %s: paced stream %s broke: %s", rq.id, tr.stream, r.Status.AI)
+		}
 		h := withStatus(r)
 		if tr.chunked {
 			if !messages.IsChunkEnd(h) || h.Get(messages.HdrChunkStream) != tr.stream {
@@ -443,7 +518,7 @@ func (s *sim) checkHeld() error {
 				return fmt.Errorf("%s holds %d bytes of chunks of %s, above MaxAnswerBytes", g.id, held, id)
 			case r.chunks != nil && len(r.chunks.held) > maxHeldChunks:
 				return fmt.Errorf("%s holds %d chunks of %s", g.id, len(r.chunks.held), id)
-			case r.stream != nil && len(r.stream.held) > maxHeldFrames:
+			case r.stream != nil && len(r.stream.held) > MaxHeldFrames:
 				return fmt.Errorf("%s holds %d frames of %s", g.id, len(r.stream.held), id)
 			case len(r.streams) > maxStreamsPerRequest:
 				return fmt.Errorf("%s reassembles %d transfers of %s", g.id, len(r.streams), id)

@@ -64,7 +64,7 @@ func TestSimulation(t *testing.T) {
 	// Answers passed on as they come must keep being driven (a core that
 	// reassembled every answer would pass every check above).
 	if n >= 50 && (total.Transfers == total.TransfersChunked || total.TransfersChunked == 0 || total.TransfersAdopted == 0 || total.TransfersWhole == 0 || total.TransfersBroken == 0 ||
-		total.PublishFailures == 0) {
+		total.PublishFailures == 0 || total.PacedStarted == 0) {
 		t.Errorf("%d seeds drove too few answers passed on as they come: %+v", n, total)
 	}
 }
@@ -83,6 +83,7 @@ const (
 type simTotals struct {
 	Requests, Answered, Refused, Adopted, Crashes, Stops, RCRestarts, LogFailures, Cancels, LostInWindow, NeverLogged        int
 	AggTransfers, AggFaults, Transfers, TransfersChunked, TransfersAdopted, TransfersWhole, TransfersBroken, PublishFailures int
+	StreamStarts, PacedStarted                                                                                               int
 }
 
 func (a *simTotals) add(b simTotals) {
@@ -105,6 +106,8 @@ func (a *simTotals) add(b simTotals) {
 	a.TransfersWhole += b.TransfersWhole
 	a.TransfersBroken += b.TransfersBroken
 	a.PublishFailures += b.PublishFailures
+	a.StreamStarts += b.StreamStarts
+	a.PacedStarted += b.PacedStarted
 }
 
 // slot is one subject of the simulated request log.
@@ -202,6 +205,10 @@ type sim struct {
 	createAfter int64             // Config.CreateAfter of every GW
 	bodies      map[string][]byte // what each Agg transfer (by stream id) carries whole
 	nextStream  int
+	// paced: the answer streams of Aggs the GW paces (sim_relay.go), by
+	// stream id; startSeen: the streams a StartStream named.
+	paced     map[string]*pacedStream
+	startSeen map[string]bool
 }
 
 func simulate(seed uint64, logf func(string, ...any)) error {
@@ -218,7 +225,8 @@ func run(seed uint64, logf func(string, ...any)) (_ *sim, err error) {
 		}
 	}()
 	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), now: t0, s: subjects.Default(), log: map[string]*slot{},
-		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true, bodies: map[string][]byte{}}
+		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true, bodies: map[string][]byte{},
+		paced: map[string]*pacedStream{}, startSeen: map[string]bool{}}
 	s.pFail = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
 	s.logged = s.rng.IntN(5) != 0
 	s.pSpoil = []float64{0, 0.1, 0.3}[s.rng.IntN(3)]
@@ -582,7 +590,7 @@ func (s *sim) stepGW(g *simGW, ev Event) error {
 	// RelayFailed after the batch; the later relays of its request in the
 	// batch are not published.
 	var failed []RelayFailed
-	for _, cmd := range cmds {
+	for i, cmd := range cmds {
 		if r, ok := cmd.(Relay); ok && slices.ContainsFunc(failed, func(f RelayFailed) bool { return f.Info.ID == r.Info.ID }) {
 			s.logfNow("%s -> %s: not published", g.id, described{cmd})
 			continue
@@ -595,6 +603,8 @@ func (s *sim) stepGW(g *simGW, ev Event) error {
 			err = s.answered(g, inc, c, fail, lost)
 		case Relay:
 			err = s.relayed(g, inc, c, lost)
+		case StartStream:
+			err = s.startSignal(g, inc, c, cmds[:i])
 		default:
 			err = s.carryOut(g, inc, cmd)
 		}
@@ -608,6 +618,9 @@ func (s *sim) stepGW(g *simGW, ev Event) error {
 				failed = append(failed, fail)
 			}
 		}
+	}
+	if err := s.checkStarts(cmds); err != nil {
+		return fmt.Errorf("%s after %T: %w", g.id, ev, err)
 	}
 	for _, f := range failed {
 		if g.c == nil || g.incarnation != inc {
@@ -647,6 +660,10 @@ func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
 		// (the log entry records it).
 		if rq := s.reqs[c.Info.ID]; rq != nil && (c.Info.Chunks != (rq.mode&modeChunks != 0) || c.Sub.Stream != (rq.mode&modeStream != 0)) {
 			return fmt.Errorf("request %s (mode %d) driven with chunks %t, stream %t", rq.id, rq.mode, c.Info.Chunks, c.Sub.Stream)
+		}
+		// The GW that drives a stream sends its StartStream: it says so to the Agg.
+		if c.Sub.StreamStart != c.Sub.Stream {
+			return fmt.Errorf("request %s driven with stream %t, stream start %t", c.Info.ID, c.Sub.Stream, c.Sub.StreamStart)
 		}
 		s.submit(c)
 	case CancelDrive:

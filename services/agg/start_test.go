@@ -1,0 +1,209 @@
+package agg
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/dap/demo"
+)
+
+// startSetup sends request req's three whole partials of trade (time,
+// price) to an Agg that streams in frames of 1 KiB, far more frames than
+// messages.StreamStartFrames, with the expectation start (StreamStart) and
+// deadline.
+func startSetup(t *testing.T, req string, start bool, deadline time.Time) *env {
+	t.Helper()
+	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
+	enc, _ := partials(t, args, demo.Config{Seed: 3})
+	var refs []messages.PortionRef
+	for i := range enc {
+		refs = append(refs, ref(fmt.Sprint("p", i), 1))
+	}
+	x := expectation(req, "getData", args, refs...)
+	x.Stream, x.StreamStart, x.Deadline = true, start, deadline.UnixNano()
+	e.expect(x)
+	for i, b := range enc {
+		e.partial(okPartial(req, refs[i], fmt.Sprint("dap", i), b))
+	}
+	return e
+}
+
+// nextFrame reads the next frame of the answer stream and checks its place.
+func (e *env) nextFrame(seq int) (*nats.Msg, messages.StreamFrame) {
+	e.t.Helper()
+	m, err := e.answers.NextMsg(wait)
+	if err != nil {
+		e.t.Fatalf("frame %d: %v", seq, err)
+	}
+	f, err := messages.ReadStreamFrame(m.Header)
+	if err != nil || f.Seq != seq {
+		e.t.Fatalf("frame %+v (%v) where %d was due", f, err, seq)
+	}
+	return m, f
+}
+
+// signal sends a start signal as a GW does, and waits until the Agg took it.
+func (e *env) signal(req, stream string) {
+	e.t.Helper()
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, req)
+	h.Set(messages.HdrStreamID, stream)
+	e.sendTaken(&nats.Msg{Subject: subj.AggStart("agg1"), Header: h})
+}
+
+// sendTaken publishes m and waits until the Agg took it (Agg.changed).
+func (e *env) sendTaken(m *nats.Msg) {
+	e.t.Helper()
+	took := make(chan struct{}, 1)
+	f := func() {
+		select {
+		case took <- struct{}{}:
+		default:
+		}
+	}
+	e.agg.changed.Store(&f)
+	defer e.agg.changed.Store(nil)
+	if err := e.nc.PublishMsg(m); err != nil {
+		e.t.Fatal(err)
+	}
+	select {
+	case <-took:
+	case <-time.After(wait):
+		e.t.Fatalf("%s not taken", m.Subject)
+	}
+}
+
+// noFrame checks that no frame came (what the Agg published before it is
+// here once a round trip to the server is over).
+func (e *env) noFrame(why string) {
+	e.t.Helper()
+	if err := e.nc.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
+	if m, err := e.answers.NextMsg(0); err == nil {
+		e.t.Fatalf("frame %s sent %s", m.Header.Get(messages.HdrStreamSeq), why)
+	}
+}
+
+// waiting reports whether req's stream waits for its start signal.
+func (e *env) waiting(req string) bool {
+	e.agg.mu.Lock()
+	defer e.agg.mu.Unlock()
+	g := e.agg.gates[req]
+	if g == nil {
+		return false
+	}
+	select {
+	case <-g.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// An Agg the GW paces sends messages.StreamStartFrames frames and waits for
+// the GW's start signal; signals that do not name its stream (another
+// stream id, another request) leave it waiting; the signal sends the rest,
+// whole.
+func TestStreamWaitsForStartSignal(t *testing.T) {
+	e := startSetup(t, "s1", true, time.Now().Add(time.Minute))
+	var stream string
+	rows := 0
+	for seq := range messages.StreamStartFrames {
+		m, f := e.nextFrame(seq)
+		if f.End {
+			t.Fatalf("the stream ended at frame %d: too short to test", seq)
+		}
+		stream = f.ID
+		if seq > 0 {
+			tb := decodeTable(t, m.Data)
+			rows += tb.NumRows()
+		}
+	}
+	for _, forged := range [][2]string{{"s1", "not" + stream}, {"s2", stream}, {"s1", "a.b"}, {"s1", strings.Repeat("x", 200)}} {
+		e.signal(forged[0], forged[1])
+		if !e.waiting("s1") {
+			t.Fatalf("signal %q released the stream %s of s1", forged, stream)
+		}
+	}
+	e.noFrame("before the start signal")
+	e.signal("s1", stream)
+	for seq := messages.StreamStartFrames; ; seq++ {
+		m, f := e.nextFrame(seq)
+		if st, err := messages.ReadStatus(m.Header); err == nil && !st.IsOK() {
+			t.Fatalf("frame %d: %+v", seq, st)
+		}
+		tb := decodeTable(t, m.Data)
+		rows += tb.NumRows()
+		if f.End {
+			break
+		}
+	}
+	if rows == 0 {
+		t.Fatal("no rows after frame 0")
+	}
+	if d := e.aggDone(); d.RequestID != "s1" || !d.Status.IsOK() {
+		t.Fatalf("done notice %+v", d)
+	}
+}
+
+// Without StreamStart (an older GW or RC) nothing waits: every frame goes.
+func TestStreamWithoutStartSignal(t *testing.T) {
+	e := startSetup(t, "s1", false, time.Now().Add(time.Minute))
+	for seq := 0; ; seq++ {
+		if _, f := e.nextFrame(seq); f.End {
+			if seq < messages.StreamStartFrames {
+				t.Fatalf("the stream ended at frame %d: too short to test", seq)
+			}
+			return
+		}
+	}
+}
+
+// A stream whose start signal never comes ends at the request's deadline as
+// a stream that ran out of time does: a TIMEOUT frame after the first
+// messages.StreamStartFrames.
+func TestStreamStartWaitEndsAtDeadline(t *testing.T) {
+	e := startSetup(t, "s1", true, time.Now().Add(2*time.Second))
+	for seq := range messages.StreamStartFrames {
+		e.nextFrame(seq)
+	}
+	m, f := e.nextFrame(messages.StreamStartFrames)
+	st, err := messages.ReadStatus(m.Header)
+	if err != nil || st.RC != messages.CodeTimeout || !f.End || len(m.Data) != 0 {
+		t.Fatalf("after the deadline: frame %+v, status %+v (%v), %d bytes; want a TIMEOUT end", f, st, err, len(m.Data))
+	}
+	if d := e.aggDone(); d.RequestID != "s1" || d.Status.RC != messages.CodeTimeout {
+		t.Fatalf("done notice %+v", d)
+	}
+	if e.waiting("s1") {
+		t.Fatal("still waiting")
+	}
+}
+
+// The RC's cancel ends the wait: nothing more is sent.
+func TestStreamStartWaitEndsOnCancel(t *testing.T) {
+	e := startSetup(t, "s1", true, time.Now().Add(time.Minute))
+	for seq := range messages.StreamStartFrames {
+		e.nextFrame(seq)
+	}
+	if !e.waiting("s1") {
+		t.Fatal("not waiting for the start signal")
+	}
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, "s1")
+	e.sendTaken(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h})
+	if e.waiting("s1") {
+		t.Fatal("still waiting after the cancel")
+	}
+	// The answer ends with no frame more (an Agg that stops would send
+	// its error frame): Run's wait for answers returns.
+	e.stop()
+	e.noFrame("after the cancel")
+}
