@@ -69,8 +69,11 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	if parts == nil {
 		w, err = m.Windows()
 	} else {
-		// Dropped as merged: nothing releases them after a stream.
-		w, err = m.Stream(merge.SourceFetches(parts.runs, true))
+		// Dropped as merged, and released once copied into a frame's window:
+		// the next windows decode into their storage.
+		if w, err = m.Stream(merge.SourceFetches(parts.runs, true)); err == nil {
+			w.ReleaseFetched()
+		}
 	}
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false
