@@ -940,10 +940,11 @@ func specSizeHint(name string, typ ColumnType, rows int) int {
 
 // EncodeTableMsgpack is Encode(&t) (the same bytes) with the columns written
 // side by side on up to workers goroutines, into a buffer of about hint bytes
-// (EncodeColumnsMsgpack).
+// (EncodeColumnsMsgpack). A large table's buffer may be one given back
+// (ReleaseBuffer): give it back in turn once sent.
 func EncodeTableMsgpack(t Table, workers, hint int) ([]byte, error) {
 	workers = max(1, min(workers, len(t.Columns), t.NumRows()/parallelEncodeRows))
-	if workers == 1 {
+	if workers == 1 && hint < int(freeBuffers.min) {
 		return encodeSized(t, hint)
 	}
 	sizes := make([]int, len(t.Columns))

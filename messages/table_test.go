@@ -581,6 +581,28 @@ func TestEncodeTableMsgpackMatchesEncode(t *testing.T) {
 	}
 }
 
+// A large table encoded on one goroutine (an Agg's frame) is written into
+// the buffer of the one before, given back (ReleaseBuffer), not a new one.
+func TestEncodeTableMsgpackReusesBuffer(t *testing.T) {
+	tb := tradeTable(parallelEncodeRows - 1) // one goroutine, whatever workers says
+	want, err := Encode(&tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := EncodeTableMsgpack(tb, 2, tb.SizeHint())
+	if err != nil || !bytes.Equal(first, want) {
+		t.Fatalf("%d bytes (%v), want Encode's %d", len(first), err, len(want))
+	}
+	ReleaseBuffer(first)
+	again, err := EncodeTableMsgpack(tb, 2, tb.SizeHint())
+	if err != nil || !bytes.Equal(again, want) {
+		t.Fatalf("into a reused buffer: %d bytes (%v), want Encode's %d", len(again), err, len(want))
+	}
+	if &again[:1][0] != &first[:1][0] {
+		t.Fatal("the buffer given back was not reused")
+	}
+}
+
 // TestWriteVarintsIntoBuffer: written into a bytes.Buffer (no size counted
 // first) the bin is the bytes the streaming path writes, for every header
 // size, after what the buffer held.

@@ -193,9 +193,13 @@ func (fs *frameSender) pipeline(w *merge.Windows) error {
 // publishes it; a window that encodes above the limit goes as two halves. It
 // returns the bytes of the largest frame it sent.
 func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
-	data, err := fs.encode(t)
+	data, own, err := fs.encode(t)
 	if err != nil {
 		return 0, err
+	}
+	if own {
+		// NATS copies what it publishes: the buffer is the next frame's.
+		defer messages.ReleaseBuffer(data)
 	}
 	if len(data) > fs.limit {
 		n := t.NumRows()
@@ -216,23 +220,24 @@ func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
 	return len(data), nil
 }
 
-func (fs *frameSender) encode(t messages.Table) ([]byte, error) {
-	var (
-		b   []byte
-		err error
-	)
+// encode is t as the next frame's data. own: data is t's msgpack form alone,
+// in a buffer that may be given back once sent (messages.ReleaseBuffer), to
+// be the next frame's: a frame's half MB is then not allocated and cleared
+// afresh, frame after frame.
+func (fs *frameSender) encode(t messages.Table) (data []byte, own bool, err error) {
+	var b []byte
 	if fs.content == messages.ContentJSON {
 		b, err = t.MarshalJSON()
 	} else {
-		b, err = messages.EncodeSized(t, t.SizeHint())
+		b, err = messages.EncodeTableMsgpack(t, 1, t.SizeHint())
 	}
 	if err != nil || fs.frames > 0 {
-		return b, err
+		return b, err == nil && fs.content != messages.ContentJSON, err
 	}
 	e := fs.e
 	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: answerID(e),
 		API: e.API, LogCorr: e.LogCorr, Status: messages.StatusOK}, Payload: b, Content: fs.content}.EncodeOwn()
-	return body.Join(), err
+	return body.Join(), false, err
 }
 
 // publish sends one frame; st goes in the headers of frame 0 and of an
