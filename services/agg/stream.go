@@ -149,6 +149,7 @@ func (fs *frameSender) pipeline(w *merge.Windows) error {
 	next.Store(firstWindowRows)
 	windows := make(chan window, 1)
 	spare := make(chan messages.Table, 2)
+	defer recycle(w, spare) // once the merging goroutine is done (the defer below)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -187,6 +188,19 @@ func (fs *frameSender) pipeline(w *merge.Windows) error {
 		}
 	}
 	return nil
+}
+
+// recycle gives the storage of the spare windows, which nothing reads any
+// more, to the next answer's windows (merge.Windows.Recycle).
+func recycle(w *merge.Windows, spare chan messages.Table) {
+	for {
+		select {
+		case t := <-spare:
+			w.Recycle(&t)
+		default:
+			return
+		}
+	}
 }
 
 // send encodes t as the next frame (frame 0 in a response envelope) and

@@ -239,6 +239,20 @@ func (w *Windows) next(i int) (*Partial, error) {
 	return nil, nil
 }
 
+// Recycle gives the storage of t, a window of w's that the caller is done
+// with (its frame sent), to later windows and decodes
+// (messages.ReleaseColumn): the next answer's windows are gathered into it.
+// A window of an answer computed whole shares that answer's storage and is
+// left alone.
+func (w *Windows) Recycle(t *messages.Table) {
+	if w.whole != nil || !w.reusable(t) {
+		return
+	}
+	for k := range t.Columns {
+		messages.ReleaseColumn(&t.Columns[k])
+	}
+}
+
 // ReleaseFetched tells w that the windows its sources hand out are its
 // alone (decoded for this merge, held nowhere else): each is released
 // (messages.ReleaseColumn) once its rows are copied into a window, so that

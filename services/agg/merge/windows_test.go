@@ -528,3 +528,57 @@ func TestStreamReleasesFetchedWindows(t *testing.T) {
 		}
 	}
 }
+
+// A window given back (Recycle) is the storage the next answer's windows are
+// gathered into (messages.Room), and those windows are right; a window of an
+// answer computed whole shares that answer's storage and is left alone.
+func TestRecycledWindowIsTheNextAnswers(t *testing.T) {
+	var times, vals []int64
+	for i := range 10_000 {
+		times, vals = append(times, int64(i/3)), append(vals, int64(i*7))
+	}
+	p := rowsPartial(t, times, vals)
+	stream := func() (got []int64, first, last *int64) {
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches([][]Partial{splitWindows(p, 2500)}, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tb messages.Table
+		for more := true; more; {
+			more = w.NextInto(&tb, 4000)
+			if first == nil {
+				first = &tb.Col("v").Ints[0]
+			}
+			got = append(got, tb.Col("v").Ints...)
+		}
+		last = &tb.Col("v").Ints[0]
+		w.Recycle(&tb)
+		if tb.Col("v").Ints != nil {
+			t.Fatal("the window recycled still holds its storage")
+		}
+		return got, first, last
+	}
+	got, _, last := stream()
+	// The last window's storage (4,000 values, as the next answer's first
+	// window) is taken again.
+	again, first, _ := stream()
+	if !slices.Equal(got, vals) || !slices.Equal(again, vals) {
+		t.Fatal("windows gathered into recycled storage differ from the rows")
+	}
+	if first != last {
+		t.Fatal("the next answer's first window was not gathered into the storage recycled")
+	}
+	m := NewMerger(messages.GetDataArgs{Table: "t", SortCols: []string{"v"}}) // computed whole
+	if err := m.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Windows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := w.Next(100)
+	w.Recycle(&tb)
+	if tb.Col("v").Ints == nil {
+		t.Fatal("a window of an answer computed whole was recycled")
+	}
+}
