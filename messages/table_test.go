@@ -160,6 +160,10 @@ func TestTableMsgpackMalformed(t *testing.T) {
 	if err := msgpack.Unmarshal(badCode, &tb); !errors.Is(err, ErrMalformedTable) {
 		t.Errorf("bad symbol code: %v", err)
 	}
+	// Coded too: the codes are checked once, as the column is read.
+	if err := DecodeCoded(badCode, &tb, PayloadLimits); !errors.Is(err, ErrMalformed) {
+		t.Errorf("bad symbol code, coded: %v", err)
+	}
 }
 
 func TestTableHelpers(t *testing.T) {
