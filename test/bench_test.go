@@ -159,7 +159,6 @@ func BenchmarkLargeAnswer(b *testing.B) {
 // window at a time. MB/s counts the whole answer's msgpack bytes, as
 // BenchmarkLargeAnswer does, so the two compare.
 func BenchmarkLargeAnswerStream(b *testing.B) {
-	b.ReportAllocs()
 	sys := startSystem(b, systemOptions{})
 	sys.startDemo(demoFleetConfig(sys, 40000))
 	q := client.GetDataQuery{Args: messages.GetDataArgs{Table: demo.Trade}}
