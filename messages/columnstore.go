@@ -112,6 +112,30 @@ func ReleaseColumn(c *Column) {
 	c.Ints, c.Floats, c.Codes, c.Bools = nil, nil, nil, nil
 }
 
+// Room is s with room for n values (s[:n], each to be written by the
+// caller): s itself when it can hold them, else storage given back by
+// ReleaseColumn, s given back in its stead. The caller owns s: nothing else
+// reads it (a column being overwritten: the Agg gathers a streamed answer's
+// windows into the storage of the answer before's).
+func Room[T int64 | float64 | uint32 | bool](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	var l *freeList[T]
+	switch any(l).(type) {
+	case *freeList[int64]:
+		l = any(&freeInts).(*freeList[T])
+	case *freeList[float64]:
+		l = any(&freeFloats).(*freeList[T])
+	case *freeList[uint32]:
+		l = any(&freeCodes).(*freeList[T])
+	default:
+		l = any(&freeBools).(*freeList[T])
+	}
+	l.put(s)
+	return l.get(n)
+}
+
 // ReleaseBuffer gives b, a table's msgpack form written by this package
 // (EncodeColumnsMsgpack, EncodeTableMsgpack: a large answer), to the next
 // one's writing. The caller guarantees that nothing reads b any more (the

@@ -160,6 +160,10 @@ func TestTableMsgpackMalformed(t *testing.T) {
 	if err := msgpack.Unmarshal(badCode, &tb); !errors.Is(err, ErrMalformedTable) {
 		t.Errorf("bad symbol code: %v", err)
 	}
+	// Coded too: the codes are checked once, as the column is read.
+	if err := DecodeCoded(badCode, &tb, PayloadLimits); !errors.Is(err, ErrMalformed) {
+		t.Errorf("bad symbol code, coded: %v", err)
+	}
 }
 
 func TestTableHelpers(t *testing.T) {
@@ -578,6 +582,28 @@ func TestEncodeTableMsgpackMatchesEncode(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A large table encoded on one goroutine (an Agg's frame) is written into
+// the buffer of the one before, given back (ReleaseBuffer), not a new one.
+func TestEncodeTableMsgpackReusesBuffer(t *testing.T) {
+	tb := tradeTable(parallelEncodeRows - 1) // one goroutine, whatever workers says
+	want, err := Encode(&tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := EncodeTableMsgpack(tb, 2, tb.SizeHint())
+	if err != nil || !bytes.Equal(first, want) {
+		t.Fatalf("%d bytes (%v), want Encode's %d", len(first), err, len(want))
+	}
+	ReleaseBuffer(first)
+	again, err := EncodeTableMsgpack(tb, 2, tb.SizeHint())
+	if err != nil || !bytes.Equal(again, want) {
+		t.Fatalf("into a reused buffer: %d bytes (%v), want Encode's %d", len(again), err, len(want))
+	}
+	if &again[:1][0] != &first[:1][0] {
+		t.Fatal("the buffer given back was not reused")
 	}
 }
 

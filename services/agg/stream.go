@@ -71,8 +71,11 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	if parts == nil {
 		w, err = m.Windows()
 	} else {
-		// Dropped as merged: nothing releases them after a stream.
-		w, err = m.Stream(merge.SourceFetches(parts.runs, true))
+		// Dropped as merged, and released once copied into a frame's window:
+		// the next windows decode into their storage.
+		if w, err = m.Stream(merge.SourceFetches(parts.runs, true)); err == nil {
+			w.ReleaseFetched()
+		}
 	}
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false
@@ -155,6 +158,7 @@ func (fs *frameSender) pipeline(w *merge.Windows) error {
 	next.Store(firstWindowRows)
 	windows := make(chan window, 1)
 	spare := make(chan messages.Table, 2)
+	defer recycle(w, spare) // once the merging goroutine is done (the defer below)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -195,13 +199,30 @@ func (fs *frameSender) pipeline(w *merge.Windows) error {
 	return nil
 }
 
+// recycle gives the storage of the spare windows, which nothing reads any
+// more, to the next answer's windows (merge.Windows.Recycle).
+func recycle(w *merge.Windows, spare chan messages.Table) {
+	for {
+		select {
+		case t := <-spare:
+			w.Recycle(&t)
+		default:
+			return
+		}
+	}
+}
+
 // send encodes t as the next frame (frame 0 in a response envelope) and
 // publishes it; a window that encodes above the limit goes as two halves. It
 // returns the bytes of the largest frame it sent.
 func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
-	data, err := fs.encode(t)
+	data, own, err := fs.encode(t)
 	if err != nil {
 		return 0, err
+	}
+	if own {
+		// NATS copies what it publishes: the buffer is the next frame's.
+		defer messages.ReleaseBuffer(data)
 	}
 	if len(data) > fs.limit {
 		n := t.NumRows()
@@ -227,23 +248,24 @@ func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
 	return len(data), nil
 }
 
-func (fs *frameSender) encode(t messages.Table) ([]byte, error) {
-	var (
-		b   []byte
-		err error
-	)
+// encode is t as the next frame's data. own: data is t's msgpack form alone,
+// in a buffer that may be given back once sent (messages.ReleaseBuffer), to
+// be the next frame's: a frame's half MB is then not allocated and cleared
+// afresh, frame after frame.
+func (fs *frameSender) encode(t messages.Table) (data []byte, own bool, err error) {
+	var b []byte
 	if fs.content == messages.ContentJSON {
 		b, err = t.MarshalJSON()
 	} else {
-		b, err = messages.EncodeSized(t, t.SizeHint())
+		b, err = messages.EncodeTableMsgpack(t, 1, t.SizeHint())
 	}
 	if err != nil || fs.frames > 0 {
-		return b, err
+		return b, err == nil && fs.content != messages.ContentJSON, err
 	}
 	e := fs.e
 	body, err := messages.Response{Header: messages.ResponseHeader{V: messages.RequestVersion, RequestID: answerID(e),
 		API: e.API, LogCorr: e.LogCorr, Status: messages.StatusOK}, Payload: b, Content: fs.content}.EncodeOwn()
-	return body.Join(), err
+	return body.Join(), false, err
 }
 
 // publish sends one frame; st goes in the headers of frame 0 and of an

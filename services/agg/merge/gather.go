@@ -11,7 +11,8 @@ type rowRef struct{ part, row uint32 }
 
 // gather replaces t's rows by the rows refs name, column by column, each in
 // one typed loop: the k-way merge decides the order once (Windows.NextInto),
-// and no row is appended through a switch per column. t's storage is reused.
+// and no row is appended through a switch per column. t's storage is reused,
+// and where too small, storage given back (messages.Room): t's own.
 // A symbol column whose every part is coded (DecodeCoded) comes out coded,
 // its dictionary the values of the parts' that the rows use, each hashed
 // once per part, not once per row; otherwise the column is of strings.
@@ -46,12 +47,12 @@ func gatherColumn(c *messages.Column, parts []*Partial, refs []rowRef, k int) {
 }
 
 // gatherValues writes column k's values at refs into out (its storage reused).
-func gatherValues[T any](out []T, parts []*Partial, refs []rowRef, values func(*messages.Column) []T, k int) []T {
+func gatherValues[T int64 | float64 | bool](out []T, parts []*Partial, refs []rowRef, values func(*messages.Column) []T, k int) []T {
 	src := make([][]T, len(parts))
 	for p, part := range parts {
 		src[p] = values(&part.Rows.Columns[k])
 	}
-	out = slices.Grow(out[:0], len(refs))[:len(refs)]
+	out = messages.Room(out, len(refs))
 	for i, r := range refs {
 		out[i] = src[r.part][r.row]
 	}
@@ -77,7 +78,7 @@ func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) ([]uint32
 		// encoder writes only the values the rows use (recode), so the bytes
 		// are those of a dictionary built here.
 		c := &parts[0].Rows.Columns[k]
-		out = slices.Grow(out[:0], len(refs))[:len(refs)]
+		out = messages.Room(out, len(refs))
 		for i, r := range refs {
 			out[i] = c.Codes[r.row]
 		}
@@ -90,7 +91,7 @@ func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) ([]uint32
 		c := &part.Rows.Columns[k]
 		codes[p], remap[p] = c.Codes, make([]uint32, len(c.Dict))
 	}
-	out = slices.Grow(out[:0], len(refs))[:len(refs)]
+	out = messages.Room(out, len(refs))
 	for i, r := range refs {
 		code := codes[r.part][r.row]
 		m := remap[r.part][code]

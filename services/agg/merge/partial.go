@@ -173,18 +173,25 @@ func (s *AggState) uses() (count, intSum, floatSum, value, tm bool) {
 
 // Validate checks that the partial is consistent in itself, so that merging it cannot
 // index out of range. Errors wrap ErrInvalidPartial.
-func (p *Partial) Validate() error {
+func (p *Partial) Validate() error { return p.validate(false) }
+
+// validate is Validate; decoded: Rows and Keys were decoded from msgpack,
+// which validated them (messages.Table.DecodeMsgpack), and are not again (a
+// second pass over a large partial's codes, long out of cache).
+func (p *Partial) validate(decoded bool) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidPartial, fmt.Sprintf(format, args...))
 	}
 	if p.Version < 1 || p.Version > PartialVersion {
 		return bad("version %d, want 1..%d", p.Version, PartialVersion)
 	}
-	if err := p.Rows.Validate(); err != nil {
-		return bad("rows: %v", err)
-	}
-	if err := p.Keys.Validate(); err != nil {
-		return bad("keys: %v", err)
+	if !decoded {
+		if err := p.Rows.Validate(); err != nil {
+			return bad("rows: %v", err)
+		}
+		if err := p.Keys.Validate(); err != nil {
+			return bad("keys: %v", err)
+		}
 	}
 	if !p.Aggregated {
 		if len(p.Times) != p.Rows.NumRows() {
@@ -296,7 +303,7 @@ func DecodePartial(b []byte) (p Partial, err error) {
 	if err := p.timesFromColumn(); err != nil {
 		return Partial{}, err
 	}
-	if err := p.Validate(); err != nil {
+	if err := p.validate(true); err != nil { // its tables validated as decoded
 		return Partial{}, err
 	}
 	p.validated = true

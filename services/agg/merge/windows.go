@@ -32,6 +32,12 @@ type Windows struct {
 	fetch []Fetch
 	more  []bool // the source has windows after its cursor's
 	err   error
+
+	// release: the windows fetched are the merge's alone (ReleaseFetched);
+	// used are those used up, released once the window being gathered,
+	// which copies their rows, is written.
+	release bool
+	used    []*Partial
 }
 
 // Windows returns the merged answer as windows. Errors are Result's.
@@ -91,6 +97,7 @@ func (w *Windows) NextInto(t *messages.Table, n int) (more bool) {
 	w.order(n)
 	gather(t, w.parts, w.refs)
 	clear(w.parts) // the used-up windows are not kept beyond this one
+	w.releaseUsed()
 	if w.limit >= 0 {
 		w.limit -= t.NumRows()
 	}
@@ -108,7 +115,7 @@ func (w *Windows) order(n int) {
 	for i := range w.h.cursors {
 		c := &w.h.cursors[i]
 		c.part = -1
-		left += c.p.Rows.NumRows() - c.i
+		left += max(0, c.p.Rows.NumRows()-c.i) // 0 for a source ended, its last window released
 	}
 	w.refs = slices.Grow(w.refs, min(n, left))
 	for len(w.refs) < n && w.h.Len() > 0 {
@@ -127,6 +134,9 @@ func (w *Windows) order(n int) {
 		if w.fetch == nil {
 			w.h.pop0()
 			continue
+		}
+		if w.release {
+			w.used = append(w.used, c.p)
 		}
 		// The window is used up: its source's next one, before any other row
 		// can be known to come next.
@@ -229,6 +239,41 @@ func (w *Windows) next(i int) (*Partial, error) {
 	return nil, nil
 }
 
+// Recycle gives the storage of t, a window of w's that the caller is done
+// with (its frame sent), to later windows and decodes
+// (messages.ReleaseColumn): the next answer's windows are gathered into it.
+// A window of an answer computed whole shares that answer's storage and is
+// left alone.
+func (w *Windows) Recycle(t *messages.Table) {
+	if w.whole != nil || !w.reusable(t) {
+		return
+	}
+	for k := range t.Columns {
+		messages.ReleaseColumn(&t.Columns[k])
+	}
+}
+
+// ReleaseFetched tells w that the windows its sources hand out are its
+// alone (decoded for this merge, held nowhere else): each is released
+// (messages.ReleaseColumn) once its rows are copied into a window, so that
+// the next windows decode into its storage. A merge of windows held for a
+// release of their own (SourceFetches without drop) must not call it.
+func (w *Windows) ReleaseFetched() { w.release = w.fetch != nil }
+
+// releaseUsed releases the windows used up, whose rows are copied. Their
+// columns keep their names and types: the first window fetched is the
+// Merger's schema (Merger.check).
+func (w *Windows) releaseUsed() {
+	for i, p := range w.used {
+		for k := range p.Rows.Columns {
+			messages.ReleaseColumn(&p.Rows.Columns[k])
+		}
+		p.Times = nil // a column's (TimesCol), or its own: not read again
+		w.used[i] = nil
+	}
+	w.used = w.used[:0]
+}
+
 // Err is the error that ended a streamed merge early (a fetch failed, or a
 // window did not fit the others); nil otherwise.
 func (w *Windows) Err() error { return w.err }
@@ -257,6 +302,7 @@ func (w *Windows) EncodeRest(rows, size, workers int) ([]byte, error) {
 	}
 	parts, refs := w.parts, w.refs
 	defer func() { putRefs(refs); w.refs = nil }() // every row is written: w orders none again
+	defer w.releaseUsed()
 	return encodeOrder(w.schema, parts, refs, workers, size)
 }
 

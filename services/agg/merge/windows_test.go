@@ -436,3 +436,149 @@ func TestSourceFetchesDrop(t *testing.T) {
 		t.Fatalf("answers differ: %s kept, %s dropped", answers[0], answers[1])
 	}
 }
+
+// With ReleaseFetched, each window fetched (decoded for the merge alone, as
+// the Agg's live merge decodes them) is released once its rows are copied,
+// and the windows decoded after it reuse its storage: the answer is the
+// merge of the whole partials all the same, window sizes whatever they are.
+// Without it, nothing is released.
+func TestStreamReleasesFetchedWindows(t *testing.T) {
+	schema := []messages.ColumnSpec{{Name: "time", Type: messages.TypeTimestamp}, {Name: "sym", Type: messages.TypeSymbol},
+		{Name: "x", Type: messages.TypeFloat}, {Name: "v", Type: messages.TypeInt}, {Name: "b", Type: messages.TypeBool}}
+	rng := rand.New(rand.NewPCG(9, 10))
+	var parts []Partial
+	var encoded [][][]byte // by source, its windows' bytes
+	for src := range 3 {
+		tb := messages.NewTable(schema)
+		ts := int64(0)
+		// Windows of 3,000 (numbers above the free lists' minimum); sources
+		// that end before others, their last window released.
+		for range 4_000 * (1 + src) {
+			ts += rng.Int64N(3)
+			if err := tb.AppendRow(ts, fmt.Sprint("S", rng.IntN(7)), rng.Float64(), rng.Int64(), rng.IntN(2) == 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+		var wins [][]byte
+		for _, w := range splitWindows(p, 3000) {
+			b, err := EncodePartial(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wins = append(wins, b)
+		}
+		encoded = append(encoded, wins)
+	}
+	want, err := Merge(messages.GetDataArgs{Table: "t"}, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(tb *messages.Table) []string {
+		out := make([]string, tb.NumRows())
+		for i := range out {
+			for k := range tb.Columns {
+				out[i] += fmt.Sprint(tb.Columns[k].Value(i), " ")
+			}
+		}
+		return out
+	}
+	for _, release := range []bool{false, true} {
+		var decoded []*Partial
+		fetches := make([]Fetch, len(encoded))
+		for i, wins := range encoded {
+			k := 0
+			fetches[i] = func() (Partial, bool, error) { // decoded as it is fetched, as the live merge does
+				p, err := DecodePartial(wins[k])
+				decoded = append(decoded, &p)
+				k++
+				return p, k < len(wins), err
+			}
+		}
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(fetches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if release {
+			w.ReleaseFetched()
+		}
+		var got []string
+		var tb messages.Table
+		for more := true; more; {
+			more = w.NextInto(&tb, 1+rng.IntN(5000))
+			got = append(got, rows(&tb)...)
+		}
+		if w.Err() != nil {
+			t.Fatal(w.Err())
+		}
+		if !slices.Equal(got, rows(&want)) {
+			t.Fatalf("release %t: the streamed answer differs from the merge", release)
+		}
+		// Fetch hands the merge a copy of each Partial: its columns share
+		// the storage of decoded's.
+		for i, p := range decoded {
+			c := &p.Rows.Columns[3]
+			if freed := c.Ints == nil; freed != release {
+				t.Fatalf("release %t: window %d's storage released %t", release, i, freed)
+			}
+		}
+	}
+}
+
+// A window given back (Recycle) is the storage the next answer's windows are
+// gathered into (messages.Room), and those windows are right; a window of an
+// answer computed whole shares that answer's storage and is left alone.
+func TestRecycledWindowIsTheNextAnswers(t *testing.T) {
+	var times, vals []int64
+	for i := range 10_000 {
+		times, vals = append(times, int64(i/3)), append(vals, int64(i*7))
+	}
+	p := rowsPartial(t, times, vals)
+	stream := func() (got []int64, first, last *int64) {
+		w, err := NewMerger(messages.GetDataArgs{Table: "t"}).Stream(SourceFetches([][]Partial{splitWindows(p, 2500)}, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tb messages.Table
+		for more := true; more; {
+			more = w.NextInto(&tb, 4000)
+			if first == nil {
+				first = &tb.Col("v").Ints[0]
+			}
+			got = append(got, tb.Col("v").Ints...)
+		}
+		last = &tb.Col("v").Ints[0]
+		w.Recycle(&tb)
+		if tb.Col("v").Ints != nil {
+			t.Fatal("the window recycled still holds its storage")
+		}
+		return got, first, last
+	}
+	got, _, last := stream()
+	// The last window's storage (4,000 values, as the next answer's first
+	// window) is taken again.
+	again, first, _ := stream()
+	if !slices.Equal(got, vals) || !slices.Equal(again, vals) {
+		t.Fatal("windows gathered into recycled storage differ from the rows")
+	}
+	if first != last {
+		t.Fatal("the next answer's first window was not gathered into the storage recycled")
+	}
+	m := NewMerger(messages.GetDataArgs{Table: "t", SortCols: []string{"v"}}) // computed whole
+	if err := m.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Windows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := w.Next(100)
+	w.Recycle(&tb)
+	if tb.Col("v").Ints == nil {
+		t.Fatal("a window of an answer computed whole was recycled")
+	}
+}
