@@ -179,6 +179,7 @@ func largeAnswerStream(b *testing.B, o systemOptions, rows int) {
 	}
 	size := int64(len(whole.Payload))
 	var bytes int64
+	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0, _ := cputime.Process()
 	for i := 0; i < b.N; i++ {
