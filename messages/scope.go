@@ -58,13 +58,18 @@ func ScopeFromJSON(raw json.RawMessage) (s Scope, ok bool, err error) {
 	if fs, ok := parseScopeJSONFast(raw); ok {
 		return fs, true, nil
 	}
-	// Its own variable: &std escapes, and s must not (the fast path would
-	// pay a heap allocation for it).
-	var std Scope
-	if err := json.Unmarshal(raw, &std); err != nil {
-		return std, false, invalid("request arguments", "scope: %v", err)
+	return scopeFromJSONStd(raw)
+}
+
+// scopeFromJSONStd reads a JSON object as the scope with encoding/json: the
+// fallback of the fast path, and the reference it must agree with. (Its own
+// function: &s escapes, and ScopeFromJSON's result must not, or the fast
+// path would pay a heap allocation for it.)
+func scopeFromJSONStd(raw []byte) (s Scope, ok bool, err error) {
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, false, invalid("request arguments", "scope: %v", err)
 	}
-	return std, true, nil
+	return s, true, nil
 }
 
 // parseScopeJSONFast reads the common shape of a JSON scope, as
