@@ -12,6 +12,34 @@ import (
 	"github.com/sg-project/sg/test/natstest"
 )
 
+// tickRC is an RC on nc whose clock is *clock, warm, with DAP d1 registered
+// and beating every 200 ms as of *clock; hb is d1's heartbeat.
+func tickRC(t *testing.T, nc *nats.Conn, clock *time.Time, cfg Config) (r *RC, hb []byte) {
+	t.Helper()
+	cfg.ID, cfg.NC, cfg.Subjects, cfg.Log, cfg.WarmUp = "rc-1", nc, subjects.Default(), zerolog.Nop(), -1
+	cfg.Now = func() time.Time { return *clock }
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.isWarm = true
+	reg := messages.DAPRegistration{V: messages.DAPVersion, DAPID: "d1", Labels: messages.LabelSet{"region": "eu"},
+		Tier: messages.TierHDB, Purview: messages.Unbounded, Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}},
+		Available: true, Concurrency: 1, PurviewVersion: 1, ReferenceVintage: 1}
+	data, err := messages.Encode(&reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dapEvent("d1", subjects.EventRegister, data, *clock)
+	hb, err = messages.Encode(&messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: "d1", Seq: 1, IntervalMS: 200,
+		PurviewVersion: 1, ReferenceVintage: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dapEvent("d1", subjects.EventHeartbeat, hb, *clock)
+	return r, hb
+}
+
 // TestTickHearsQueuedHeartbeatsFirst: after 10 s in which nothing was
 // handled (the loop judged all along: the silence is the DAP's), a tick does
 // not drop a DAP whose heartbeat is waiting in the inbox; with no heartbeat
@@ -21,26 +49,7 @@ func TestTickHearsQueuedHeartbeatsFirst(t *testing.T) {
 	s := subjects.Default()
 	for _, queued := range []bool{true, false} {
 		clock := time.Unix(1_000_000, 0)
-		r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), WarmUp: -1,
-			Now: func() time.Time { return clock }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.isWarm = true
-		reg := messages.DAPRegistration{V: messages.DAPVersion, DAPID: "d1", Labels: messages.LabelSet{"region": "eu"},
-			Tier: messages.TierHDB, Purview: messages.Unbounded, Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}},
-			Available: true, Concurrency: 1, PurviewVersion: 1, ReferenceVintage: 1}
-		data, err := messages.Encode(&reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.dapEvent("d1", subjects.EventRegister, data, clock)
-		hb, err := messages.Encode(&messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: "d1", Seq: 1, IntervalMS: 200,
-			PurviewVersion: 1, ReferenceVintage: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.dapEvent("d1", subjects.EventHeartbeat, hb, clock) // beats every 200 ms
+		r, hb := tickRC(t, nc, &clock, Config{})
 
 		clock = clock.Add(10 * time.Second)
 		r.awake = clock // not a stall of the RC's (stall.go)
@@ -64,29 +73,9 @@ func TestTickHearsQueuedHeartbeatsFirst(t *testing.T) {
 // meanwhile; silence after it, on the RC's running time, still drops both.
 func TestStallIsNotSilence(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Start(t))
-	s := subjects.Default()
 	clock := time.Unix(1_000_000, 0)
 	const period = 100 * time.Millisecond // the RC's announcement period: its loop wakes at least this often
-	r, err := New(Config{ID: "rc-1", NC: nc, Subjects: s, Log: zerolog.Nop(), WarmUp: -1, AnnounceEvery: period,
-		AggIDs: []string{"agg-1"}, Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.isWarm = true
-	reg := messages.DAPRegistration{V: messages.DAPVersion, DAPID: "d1", Labels: messages.LabelSet{"region": "eu"},
-		Tier: messages.TierHDB, Purview: messages.Unbounded, Tables: []messages.TableInfo{{Name: "trade", Kind: messages.TablePartitioned}},
-		Available: true, Concurrency: 1, PurviewVersion: 1, ReferenceVintage: 1}
-	data, err := messages.Encode(&reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.dapEvent("d1", subjects.EventRegister, data, clock)
-	hb, err := messages.Encode(&messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: "d1", Seq: 1, IntervalMS: 200,
-		PurviewVersion: 1, ReferenceVintage: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.dapEvent("d1", subjects.EventHeartbeat, hb, clock) // beats every 200 ms
+	r, _ := tickRC(t, nc, &clock, Config{AnnounceEvery: period, AggIDs: []string{"agg-1"}})
 	ahb, err := messages.Encode(&messages.AggHeartbeat{V: messages.AggVersion, AggID: "agg-1", Seq: 1, StartedAt: 1, IntervalMS: 200})
 	if err != nil {
 		t.Fatal(err)
