@@ -444,19 +444,19 @@ func jsonValue(v any) any {
 // UnmarshalJSON reads the shape documented at the top of the file. Unknown keys are
 // ignored, so that an envelope may carry its own fields (scope, opts) beside these.
 func (a *GetDataArgs) UnmarshalJSON(data []byte) error {
-	_, _, err := a.unmarshalJSON(data)
+	_, err := a.unmarshalJSON(data)
 	return err
 }
 
 // unmarshalJSON is UnmarshalJSON that also gives the raw "scope" key, once
-// the arguments are an object (even when a value in them is refused), and
-// whether the fast path read them (getdata_fastjson.go; for tests).
-func (a *GetDataArgs) unmarshalJSON(data []byte) (sc json.RawMessage, fast bool, err error) {
+// the arguments are an object (even when a value in them is refused). The
+// common shape is read by hand (getdata_fastjson.go), the rest by
+// encoding/json.
+func (a *GetDataArgs) unmarshalJSON(data []byte) (sc json.RawMessage, err error) {
 	if w, labels, ok := parseGetDataArgsJSONFast(data); ok {
-		return w.Scope, true, a.fromJSON(&w, labels)
+		return w.Scope, a.fromJSON(&w, labels)
 	}
-	sc, err = a.unmarshalJSONStd(data)
-	return sc, false, err
+	return a.unmarshalJSONStd(data)
 }
 
 // unmarshalJSONStd is unmarshalJSON with encoding/json only: the reference
@@ -666,7 +666,7 @@ func DecodeGetDataArgsJSONScope(b []byte) (a GetDataArgs, sc json.RawMessage, er
 	if err := CheckJSON(b, MessageLimits); err != nil {
 		return GetDataArgs{}, nil, fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
 	}
-	sc, _, err = a.unmarshalJSON(b)
+	sc, err = a.unmarshalJSON(b)
 	if err != nil {
 		return GetDataArgs{}, sc, err
 	}

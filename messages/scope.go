@@ -55,10 +55,66 @@ func ScopeFromJSON(raw json.RawMessage) (s Scope, ok bool, err error) {
 	if raw[0] != '{' {
 		return s, false, invalid("request arguments", "scope must be an object such as {\"assembly\":\"eu\"}, got %s", jsonKind(raw[0]))
 	}
+	if fs, ok := parseScopeJSONFast(raw); ok {
+		return fs, true, nil
+	}
+	return scopeFromJSONStd(raw)
+}
+
+// scopeFromJSONStd reads a JSON object as the scope with encoding/json: the
+// fallback of the fast path, and the reference it must agree with. (Its own
+// function: &s escapes, and ScopeFromJSON's result must not, or the fast
+// path would pay a heap allocation for it.)
+func scopeFromJSONStd(raw []byte) (s Scope, ok bool, err error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return s, false, invalid("request arguments", "scope: %v", err)
 	}
 	return s, true, nil
+}
+
+// parseScopeJSONFast reads the common shape of a JSON scope, as
+// parseGetDataArgsJSONFast reads the arguments' (its comment says why it is
+// only a shortcut): one object whose keys are exactly "assembly" and "tier",
+// each at most once, with strings needing no unquoting as values. Anything
+// else (another case or key, null, an escape, a number) is left to
+// encoding/json: ok is false. FuzzScopeJSONFastPath holds it to that.
+func parseScopeJSONFast(b []byte) (s Scope, ok bool) {
+	r := argsScanner{b: b}
+	if !r.next('{') {
+		return Scope{}, false
+	}
+	if r.next('}') {
+		return Scope{}, r.end()
+	}
+	var assembly, tier bool
+	for {
+		key, ok := r.rawString()
+		if !ok || !r.next(':') {
+			return Scope{}, false
+		}
+		switch {
+		case string(key) == "assembly" && !assembly:
+			assembly = true
+			s.Assembly, ok = r.string()
+		case string(key) == "tier" && !tier:
+			tier = true
+			var t string
+			t, ok = r.string()
+			s.Tier = Tier(t)
+		default:
+			return Scope{}, false // another key or case, or a duplicate
+		}
+		if !ok {
+			return Scope{}, false
+		}
+		if r.next(',') {
+			continue
+		}
+		if r.next('}') && r.end() {
+			return s, true
+		}
+		return Scope{}, false
+	}
 }
 
 // msgpackScope finds the value of the "scope" key of msgpack arguments (the

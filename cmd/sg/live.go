@@ -73,11 +73,8 @@ func loadLiveSchema(path string) ([]messages.LabelSet, []engine.TableDef, error)
 }
 
 func cmdLive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common, err := loadCommon(os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	fs := newFlagSet("live", "[flags]", `
+	var common Common
+	fs, err := newCommonFlagSet(&common, "live", "[flags]", `
 Runs live label sets against a NATS server: for each label set an rdb, an idb and an hdb
 DAP, fed by the live stream (see sg publish), with ends of interval and of day, and
 restart by replaying the stream from what --dir has persisted.
@@ -93,7 +90,9 @@ A table without a "time" column is reference data. Bring history as Parquet file
 <dir>/<label set>/hdb/<table>/date=YYYY-MM-DD/<from>-<to>.parquet (README).
 With authentication on, connect with a dap credential, or demo with --feed-rate
 (the feed writes the live stream on the same connection).`, stdout, stderr)
-	addCommonFlags(fs, &common)
+	if err != nil {
+		return err
+	}
 	dir := fs.String("dir", "sg-live", "data directory: one subdirectory per label set")
 	tables := fs.String("tables", "", "JSON file of label sets and tables (default: the demo)")
 	rcID := fs.String("rc", "", "RC that owns the DAPs (\"\" = any)")

@@ -15,11 +15,8 @@ import (
 )
 
 func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common, err := loadCommon(os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	fs := newFlagSet("publish", "<table> '<json rows>' [flags]", `
+	var common Common
+	fs, err := newCommonFlagSet(&common, "publish", "<table> '<json rows>' [flags]", `
 Writes rows to the live stream, where the rdb DAPs of their label sets take them (an
 instrument-like reference table instead sets the label set's reference vintage).
 Rows are a JSON array of objects; '-' reads them from stdin. Each row goes to the
@@ -28,7 +25,9 @@ key get the current time, except for the --reference tables.
 With authentication on, connect with a feed credential (--creds <dir>/feed.nk).
 Example:
   sg publish trade '[{"sym":"VOD.L","region":"eu","price":0.72,"size":100,"side":"B","venue":"XLON","block":false}]'`, stdout, stderr)
-	addCommonFlags(fs, &common)
+	if err != nil {
+		return err
+	}
 	labelKeys := fs.String("label-keys", "region", "label columns, comma-separated, that route rows to their label set")
 	reference := fs.String("reference", "instrument", "reference tables (no time column), comma-separated")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on publishing")

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,8 +34,19 @@ type queryFlags struct {
 	onAnswer func(messages.Response)
 }
 
+// newQueryFlagSet is the flag set of a command that calls the gateway: the
+// common settings (newCommonFlagSet) and the query flags.
+func newQueryFlagSet(name, usageLine, description string, stdout, stderr io.Writer) (*flag.FlagSet, *queryFlags, error) {
+	q := &queryFlags{}
+	fs, err := newCommonFlagSet(&q.common, name, usageLine, description, stdout, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	addQueryFlags(fs, q)
+	return fs, q, nil
+}
+
 func addQueryFlags(fs *flag.FlagSet, q *queryFlags) {
-	addCommonFlags(fs, &q.common)
 	fs.StringVar(&q.opts, "opts", "", `request options as JSON, e.g. '{"timeout":5000,"logCorr":"abc"}'`)
 	fs.StringVar(&q.format, "format", "table", "output: table, csv, or json (the JSON envelope a JSON client gets)")
 	fs.BoolVar(&q.async, "async", false, "submit as an async job and poll it after each Retry-After, showing state, position and eta")
@@ -58,19 +68,16 @@ func parseMixed(fs *flag.FlagSet, args []string, stdout io.Writer) (pos []string
 }
 
 func cmdQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common, err := loadCommon(os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	q := queryFlags{common: common}
-	fs := newFlagSet("query", "<api> ['<json args>'] [flags]", `
+	fs, q, err := newQueryFlagSet("query", "<api> ['<json args>'] [flags]", `
 Calls an API of the gateway and prints the answer. APIs: getData, ping, getMeta, sql.
 Example:
   sg query getData '{"table":"trade","labels":{"region":"eu"},"groupBy":["sym"],"agg":[["n","count"]]}'
   sg query sql 'SELECT sym, count(*) AS n FROM trade WHERE region = ''eu'' GROUP BY sym'
 A "scope" key in the arguments picks the assembly: {"table":"trade","scope":{"assembly":"eu"}}.
 The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, stderr)
-	addQueryFlags(fs, &q)
+	if err != nil {
+		return err
+	}
 	pos, done, err := parseMixed(fs, args, stdout)
 	if done {
 		return err
@@ -86,17 +93,14 @@ The exit code is 1 on an error answer, whose ai is printed to stderr.`, stdout, 
 			jargs, _ = json.Marshal(messages.SQLArgs{Query: pos[1]}) // the statement itself
 		}
 	}
-	return call(ctx, q, pos[0], jargs, stdout, stderr)
+	return call(ctx, *q, pos[0], jargs, stdout, stderr)
 }
 
 func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common, err := loadCommon(os.LookupEnv)
+	fs, q, err := newQueryFlagSet("ping", "[flags]", `Calls ping: which DAPs (matching --labels) are reached.`, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	q := queryFlags{common: common}
-	fs := newFlagSet("ping", "[flags]", `Calls ping: which DAPs (matching --labels) are reached.`, stdout, stderr)
-	addQueryFlags(fs, &q)
 	labels := fs.String("labels", "", "label selector k=v[,k=v], e.g. region=eu")
 	if done, err := parse(fs, args, stdout); done {
 		return err
@@ -109,21 +113,18 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		jargs, _ = json.Marshal(map[string]any{"labels": ls})
 	}
-	return callPing(ctx, q, jargs, stdout, stderr) // ping.go
+	return callPing(ctx, *q, jargs, stdout, stderr) // ping.go
 }
 
 func cmdMeta(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	common, err := loadCommon(os.LookupEnv)
+	fs, q, err := newQueryFlagSet("meta", "[flags]", `Calls getMeta: the tables, DAPs and purviews sg knows.`, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	q := queryFlags{common: common}
-	fs := newFlagSet("meta", "[flags]", `Calls getMeta: the tables, DAPs and purviews sg knows.`, stdout, stderr)
-	addQueryFlags(fs, &q)
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
-	return call(ctx, q, subjects.APIGetMeta, nil, stdout, stderr)
+	return call(ctx, *q, subjects.APIGetMeta, nil, stdout, stderr)
 }
 
 func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, stderr io.Writer) error {

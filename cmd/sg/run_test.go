@@ -108,7 +108,8 @@ func TestRunAllInOne(t *testing.T) {
 	defer resp.Body.Close()
 	var env struct {
 		Header struct {
-			RC int `json:"rc"`
+			RC int    `json:"rc"`
+			AI string `json:"ai"`
 		} `json:"header"`
 		Payload []map[string]any `json:"payload"`
 	}
@@ -116,7 +117,7 @@ func TestRunAllInOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK || env.Header.RC != 0 || len(env.Payload) != 6 {
-		t.Errorf("HTTP getData: status %d rc %d, %d rows; want 200, 0, 6", resp.StatusCode, env.Header.RC, len(env.Payload))
+		t.Errorf("HTTP getData: status %d rc %d (%q), %d rows; want 200, 0, 6", resp.StatusCode, env.Header.RC, env.Header.AI, len(env.Payload))
 	}
 	// Serving means ready: the line says so, and so does /v1/health.
 	if !regexp.MustCompile(`sg run: serving \(GW \S+ ready: 1 warm RC, \d+ DAPs registered\)`).MatchString(text) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -78,6 +79,19 @@ func addCommonFlags(fs interface {
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA file that signs the server's certificate; turns TLS on (env SG_NATS_TLS_CA)")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "client certificate file, for a server that verifies clients (env SG_NATS_TLS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "client certificate key file (env SG_NATS_TLS_KEY)")
+}
+
+// newCommonFlagSet is newFlagSet for a command that connects to NATS: c is
+// read from the environment (an error names the variable, loadCommon) and
+// the common flags, which override it, are added.
+func newCommonFlagSet(c *Common, name, usageLine, description string, stdout, stderr io.Writer) (*flag.FlagSet, error) {
+	var err error
+	if *c, err = loadCommon(os.LookupEnv); err != nil {
+		return nil, err
+	}
+	fs := newFlagSet(name, usageLine, description, stdout, stderr)
+	addCommonFlags(fs, c)
+	return fs, nil
 }
 
 // securityOptions are the credential and TLS options of c.

@@ -258,14 +258,10 @@ func (p *runParts) release() {
 // windows are returned by portion instead, for Merger.Stream (or
 // EncodeRuns), and nothing is added.
 func merger(j job) (*merge.Merger, *runParts, messages.Status) {
-	var args messages.GetDataArgs
-	if j.fold != nil {
-		args = j.fold.args // decoded once, when the fold was made
-	} else {
-		var err error
-		if args, err = j.exp.Arguments().GetData(); err != nil {
-			return nil, nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
-		}
+	// Decoded once per request: by the fold or streamsLive if either ran.
+	args, err := j.args.of(&j.exp)
+	if err != nil {
+		return nil, nil, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err)
 	}
 	if j.fold != nil && j.runs == nil {
 		// Aggregates: folded as they came (fold.go); the answer folds the

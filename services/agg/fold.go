@@ -91,11 +91,12 @@ type aggFold struct {
 
 // newFold returns the running fold of an aggregating getData or sql request,
 // nil for any other (or arguments that do not decode: the answer says so).
-func newFold(e *messages.AggExpectation, stats *counters, hook func(int)) *aggFold {
+// da holds the request's decoded arguments.
+func newFold(e *messages.AggExpectation, da *getDataArgs, stats *counters, hook func(int)) *aggFold {
 	if e.API != subjects.APIGetData && e.API != subjects.APISQL {
 		return nil
 	}
-	args, err := e.Arguments().GetData()
+	args, err := da.of(e)
 	if err != nil || !args.Aggregating() {
 		return nil
 	}
@@ -276,7 +277,7 @@ func (a *Agg) foldOfLocked(r *request) *aggFold {
 		if h := a.foldHook.Load(); h != nil {
 			hook = *h
 		}
-		r.fold = newFold(r.exp, &a.stats, hook)
+		r.fold = newFold(r.exp, &r.args, &a.stats, hook)
 	}
 	return r.fold
 }

@@ -125,8 +125,8 @@ func (r *request) streamsLive() bool {
 	if r.liveKind == 0 {
 		r.liveKind = 2
 		if r.exp.Stream && (r.exp.API == subjects.APIGetData || r.exp.API == subjects.APISQL) {
-			if args, err := r.exp.Arguments().GetData(); err == nil && !args.Aggregating() && len(args.SortCols) == 0 {
-				r.liveKind, r.liveArgs = 1, args
+			if args, err := r.args.of(r.exp); err == nil && !args.Aggregating() && len(args.SortCols) == 0 {
+				r.liveKind = 1
 			}
 		}
 	}
@@ -270,7 +270,7 @@ func (a *Agg) stopWindowsLocked(r *request) {
 // startLiveLocked starts the live merge of a ready request, exactly once; the
 // request stays in a.requests for the windows to come.
 func (a *Agg) startLiveLocked(r *request) {
-	lm := &liveMerge{a: a, r: r, exp: *r.exp, args: r.liveArgs, sources: append([]messages.PortionRef(nil), r.expect...), wake: make(chan struct{}, 1)}
+	lm := &liveMerge{a: a, r: r, exp: *r.exp, args: r.args.args, sources: append([]messages.PortionRef(nil), r.expect...), wake: make(chan struct{}, 1)}
 	r.live = lm
 	r.answering = true
 	a.stats.answered.Add(1)

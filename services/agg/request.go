@@ -32,9 +32,11 @@ type request struct {
 	// live: the answer's stream has begun (live.go): the request stays here,
 	// for the windows still to come, until the stream ends.
 	live     *liveMerge
-	failed   *messages.Status     // the windows broke the protocol (live.go): the answer is this error
-	liveKind int8                 // streamsLive, once known: 1 yes, 2 no
-	liveArgs messages.GetDataArgs // decoded by streamsLive, once: answerLive reads them
+	failed   *messages.Status // the windows broke the protocol (live.go): the answer is this error
+	liveKind int8             // streamsLive, once known: 1 yes, 2 no
+	// args: the expectation's getData arguments, decoded once for
+	// streamsLive, the fold and the answer, by whichever needs them first.
+	args     getDataArgs
 	bytes    int64
 	tooLarge bool // the partials passed MaxRequestBytes: they were dropped, the answer is TOO_LARGE
 	// refused: a partial would have passed the Agg's MaxHeldBytes: the partials were
@@ -237,9 +239,27 @@ func (r *request) ready() bool {
 	return complete
 }
 
+// getDataArgs is an expectation's getData (or sql) arguments, decoded once.
+type getDataArgs struct {
+	known bool
+	args  messages.GetDataArgs
+	err   error
+}
+
+// of decodes e's arguments the first time it is called, and gives the
+// same result after.
+func (g *getDataArgs) of(e *messages.AggExpectation) (messages.GetDataArgs, error) {
+	if !g.known {
+		g.known = true
+		g.args, g.err = e.Arguments().GetData()
+	}
+	return g.args, g.err
+}
+
 // job is what answering needs, taken out of the request so it runs outside the lock.
 type job struct {
 	exp      messages.AggExpectation
+	args     getDataArgs              // exp's, as far as the request decoded them
 	partials []messages.PartialResult // in expectation order
 	tooLarge bool
 	// refused and retryAfter: see request.
@@ -261,7 +281,7 @@ type job struct {
 // each count as a partial (each is a row partial in the portion's order; the
 // merge is a k-way merge of them all).
 func (r *request) job() job {
-	j := job{exp: *r.exp, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter, failed: r.failed, fold: r.fold}
+	j := job{exp: *r.exp, args: r.args, tooLarge: r.tooLarge, refused: r.refused, retryAfter: r.retryAfter, failed: r.failed, fold: r.fold}
 	held := len(r.partials)
 	for _, w := range r.windows {
 		held += len(w.queue)

@@ -349,45 +349,22 @@ func (g *GW) decodeArgs(req *messages.Request) (messages.Args, json.RawMessage, 
 	case subjects.APISQL:
 		// The RC plans the statement: it knows the fleet's label keys.
 		_, sc, err := messages.DecodeSQLArgsScope(req.Content, req.Payload)
-		if err != nil {
-			return messages.Args{}, sc, bad("Bad sql arguments: %v", err)
-		}
-		return forwardArgs(req), sc, messages.StatusOK
+		return checked(req, sc, err)
 	case subjects.APIGetData:
 		if len(req.Payload) == 0 {
 			return messages.Args{}, nil, bad("getData needs arguments: at least a table")
 		}
-		var a messages.GetDataArgs
-		var sc json.RawMessage
-		var err error
-		if req.Content == messages.ContentJSON {
-			a, sc, err = messages.DecodeGetDataArgsJSONScope(req.Payload)
-		} else {
-			a, err = messages.DecodeGetDataArgsMsgpack(req.Payload)
-		}
+		a, sc, err := decodeIn(req, messages.DecodeGetDataArgsJSONScope, messages.DecodeGetDataArgsMsgpack)
 		if err == nil {
 			err = a.Validate()
 		}
-		if err != nil {
-			return messages.Args{}, sc, bad("Bad getData arguments: %v", err)
-		}
-		return forwardArgs(req), sc, messages.StatusOK
+		return checked(req, sc, err)
 	case subjects.APIPing:
-		var a messages.PingArgs
-		var sc json.RawMessage
-		var err error
-		if req.Content == messages.ContentJSON {
-			a, sc, err = messages.DecodePingArgsJSONScope(req.Payload)
-		} else {
-			a, err = messages.DecodePingArgsMsgpack(req.Payload)
-		}
+		a, sc, err := decodeIn(req, messages.DecodePingArgsJSONScope, messages.DecodePingArgsMsgpack)
 		if err == nil {
 			err = a.Validate()
 		}
-		if err != nil {
-			return messages.Args{}, sc, bad("Bad ping arguments: %v", err)
-		}
-		return forwardArgs(req), sc, messages.StatusOK
+		return checked(req, sc, err)
 	case subjects.APIGetMeta:
 		// A scope key is an argument too: getMeta takes none.
 		if !emptyArgs(req.Content, req.Payload) {
@@ -396,6 +373,28 @@ func (g *GW) decodeArgs(req *messages.Request) (messages.Args, json.RawMessage, 
 		return messages.Args{}, nil, messages.StatusOK
 	}
 	return messages.Args{}, nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr, "Unknown API %q", req.Header.API)
+}
+
+// decodeIn decodes an API's arguments with its decoder for the client's
+// encoding; a JSON caller's raw scope comes from the same parse. (The
+// caller validates: through a type parameter the arguments would escape to
+// the heap.)
+func decodeIn[A any](req *messages.Request, fromJSON func([]byte) (A, json.RawMessage, error), fromMsgpack func([]byte) (A, error)) (A, json.RawMessage, error) {
+	if req.Content == messages.ContentJSON {
+		return fromJSON(req.Payload)
+	}
+	a, err := fromMsgpack(req.Payload)
+	return a, nil, err
+}
+
+// checked answers decodeArgs for arguments decoded and checked with err:
+// refused naming the API, or forwarded as sent. The raw scope goes back
+// either way (its error is named first).
+func checked(req *messages.Request, sc json.RawMessage, err error) (messages.Args, json.RawMessage, messages.Status) {
+	if err != nil {
+		return messages.Args{}, sc, bad("Bad %s arguments: %v", req.Header.API, err)
+	}
+	return forwardArgs(req), sc, messages.StatusOK
 }
 
 // forwardArgs is what goes to the RC of checked arguments: the caller's own

@@ -44,6 +44,7 @@ type RC struct {
 	aggs    map[string]*aggRecord      // the configured Aggs, alive or not
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
+	awake   time.Time                  // when the loop last judged silence (stall.go)
 
 	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
 	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
@@ -229,6 +230,7 @@ func (r *RC) Run(ctx context.Context) error {
 	defer tick.Stop()
 	announce := time.NewTicker(r.cfg.AnnounceEvery)
 	defer announce.Stop()
+	r.awake = r.cfg.Now()
 	deadline := time.NewTimer(time.Hour)
 	defer deadline.Stop()
 
@@ -248,7 +250,9 @@ func (r *RC) Run(ctx context.Context) error {
 			r.onTick(inbox)
 		case <-announce.C:
 			r.announce(false)
-			r.checkPeers(r.cfg.Now())
+			now := r.cfg.Now()
+			r.discountStall(now)
+			r.checkPeers(now)
 			r.observe()
 		}
 		r.armDeadline(deadline)
@@ -265,6 +269,7 @@ func (r *RC) onTick(inbox <-chan input) {
 		r.onInput(<-inbox)
 	}
 	now := r.cfg.Now()
+	r.discountStall(now)
 	r.checkHeartbeats()
 	r.checkAggs(now)
 	r.forgetRelayed(now)

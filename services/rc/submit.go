@@ -29,8 +29,18 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	r.metrics.requests.WithLabelValues(sub.Header.API).Inc()
 	r.metrics.kxReqsTotal.Inc()
 	sql := false
+	var args messages.GetDataArgs
 	switch sub.Header.API {
 	case subjects.APIGetData:
+		var err error
+		args, err = sub.Arguments().GetData()
+		if err == nil {
+			err = args.Validate()
+		}
+		if err != nil {
+			r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
+			return
+		}
 	case subjects.APISQL: // sql.go
 		planned, st := r.planSQL(sub)
 		if !st.IsOK() {
@@ -44,7 +54,9 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		}
 		// DAPs and the Agg see the planned getData: new arguments, msgpack.
 		sub.SetArguments(messages.MsgpackArgs(b))
-		sql = true
+		// The plan itself is the request's arguments here, validated by
+		// planSQL: not decoded again from what was just encoded.
+		args, sql = planned, true
 	case subjects.APIGetMeta:
 		r.answerMeta(sub, now)
 		return
@@ -53,14 +65,6 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 		return
 	default:
 		r.answer(sub, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "API %q is not supported by this RC", sub.Header.API), nil)
-		return
-	}
-	args, err := sub.Arguments().GetData()
-	if err == nil {
-		err = args.Validate()
-	}
-	if err != nil {
-		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "getData arguments: %v", err), nil)
 		return
 	}
 	p := &pendingRequest{sub: sub, arrived: now, caller: caller}

@@ -38,6 +38,8 @@
 //  4. After each Step, arm a timer for NextDeadline (the requests' timers
 //     and the relays' deadlines) and Step a Tick when it fires; Tick also
 //     periodically (the RC announcement period), so silent RCs are noticed.
+//     A periodic Tick that comes late tells the core the GW was stalled:
+//     the stall is not counted as the RCs' silence.
 //  5. To stop: Step Stop (no more admissions; requests not yet logged are
 //     refused UNAVAILABLE), let requests finish for a grace period, Step
 //     Abort (without a log the rest are answered UNAVAILABLE; with one they

@@ -62,6 +62,22 @@ func (t *rcs) heartbeat(h RCHeartbeat, now int64) {
 	}
 }
 
+// discountStall: silence is counted on the GW's own running time. A Tick
+// that comes stall later than the announcement period after the last one
+// tells of a stall of the GW (a stopped or starved process): the RCs'
+// announcements could not be heard meanwhile (in `sg run` the RC is the same
+// process, stalled alike, and its announcement due at the same moment comes
+// just after), so the stall is not counted as their silence. Lateness under
+// a quarter period is jitter, which the three periods of prune absorb.
+func (t *rcs) discountStall(stall, period, now int64) {
+	if stall < period/4 {
+		return
+	}
+	for _, rc := range t.m {
+		rc.LastSeen = min(rc.LastSeen+stall, now)
+	}
+}
+
 // prune marks RCs silent for three periods suspect and those silent for
 // deadAfter ended; it reports whether any incarnation ended.
 func (t *rcs) prune(now, deadAfter int64) bool {

@@ -59,3 +59,24 @@ func TestFailoverWindow(t *testing.T) {
 		t.Fatalf("soft affinity failover until +%d, want the global RC's window", until-t0)
 	}
 }
+
+// The GW's own stall (a stopped or starved process: its ticker, which fires
+// every announcement period, came late) is not its RCs' silence: their
+// announcements could not be heard meanwhile. Silence after it still counts.
+func TestStallIsNotRCSilence(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.step(Tick{At: s.now})
+	s.now += 10 * deadAfter // stalled
+	s.step(Tick{At: s.now})
+	if len(s.c.RCs()) != 1 {
+		t.Fatal("the RC was judged silent for the GW's own stall")
+	}
+	for range 4 { // three silent periods on the GW's running time
+		s.now += announce
+		s.step(Tick{At: s.now})
+	}
+	if len(s.c.RCs()) != 0 {
+		t.Fatal("the RC, silent four periods after the stall, still gets new requests")
+	}
+}
