@@ -353,7 +353,7 @@ func (a *Agg) answerLive(lm *liveMerge) {
 		a.endLiveEarly(lm, content, log, err)
 		return
 	}
-	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm) // stream.go
+	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm, nil) // stream.go
 	if !ok {
 		a.endLiveEarly(lm, content, log, &statusError{st})
 	}

@@ -86,6 +86,21 @@ func errAggStopping(id string) error {
 		"Agg %s stopped while the answer streamed: the answer is cut, ask again", id)}
 }
 
+// before is called before frame seq of g's stream is sent: a stream whose
+// wait ended without the signal (a cancel, the Agg stopping) sends no more,
+// and frame messages.StreamStartFrames waits for the signal.
+func (g *startGate) before(seq int, deadline int64) error {
+	if seq == messages.StreamStartFrames {
+		return g.wait(deadline)
+	}
+	select {
+	case <-g.done:
+		return g.err
+	default:
+		return nil
+	}
+}
+
 // wait waits for g's start signal until deadline (unix ns).
 func (g *startGate) wait(deadline int64) error {
 	select {

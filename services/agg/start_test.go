@@ -207,3 +207,42 @@ func TestStreamStartWaitEndsOnCancel(t *testing.T) {
 	e.stop()
 	e.noFrame("after the cancel")
 }
+
+// The RC's cancel that comes once the request is being answered but before
+// its stream began (the merge is set up on an answerer) stops the stream
+// all the same: no frame goes, and it does not wait for a start signal
+// until its deadline.
+func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	held, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(held)
+		<-release
+	}
+	e.agg.beforeAnswer.Store(&hook)
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
+	enc, _ := partials(t, args, demo.Config{Seed: 3})
+	var refs []messages.PortionRef
+	for i := range enc {
+		refs = append(refs, ref(fmt.Sprint("p", i), 1))
+	}
+	x := expectation("s1", "getData", args, refs...)
+	x.Stream, x.StreamStart, x.Deadline = true, true, time.Now().Add(time.Minute).UnixNano()
+	e.expect(x)
+	for i, b := range enc {
+		e.partial(okPartial("s1", refs[i], fmt.Sprint("dap", i), b))
+	}
+	select {
+	case <-held:
+	case <-time.After(wait):
+		t.Fatal("the answer did not begin")
+	}
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, "s1")
+	e.sendTaken(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h})
+	close(release)
+	// Stopping the Agg waits for the answer; one still waiting for its
+	// start signal would send its error frame now.
+	e.stop()
+	e.noFrame("after the cancel")
+}
