@@ -2,6 +2,7 @@ package agg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -86,19 +87,22 @@ func errAggStopping(id string) error {
 		"Agg %s stopped while the answer streamed: the answer is cut, ask again", id)}
 }
 
-// before is called before frame seq of g's stream is sent: a stream whose
-// wait ended without the signal (a cancel, the Agg stopping) sends no more,
-// and frame messages.StreamStartFrames waits for the signal.
+// before is called before frame seq of g's stream is sent: a stream the RC
+// cancelled sends no more (an Agg that stops still sends what it may, as
+// an unpaced stream does), and frame messages.StreamStartFrames waits for
+// the signal.
 func (g *startGate) before(seq int, deadline int64) error {
 	if seq == messages.StreamStartFrames {
 		return g.wait(deadline)
 	}
 	select {
 	case <-g.done:
-		return g.err
+		if errors.Is(g.err, errStopped) {
+			return g.err
+		}
 	default:
-		return nil
 	}
+	return nil
 }
 
 // wait waits for g's start signal until deadline (unix ns).
