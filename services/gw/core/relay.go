@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -217,7 +218,8 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		r.streams = nil
 		r.stream = &streamState{id: f.ID, next: 1, end: f.End}
 		agg, drive := e.Header.Get(messages.HdrAggID), e.Header.Get(messages.HdrRequestID)
-		if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", f.ID) == nil {
+		if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", f.ID) == nil &&
+			ownDrive(r.ID, drive) {
 			r.stream.agg, r.stream.drive = agg, drive
 		}
 		r.held = &answer{fwd: true, header: e.Header, data: e.Data}
@@ -240,6 +242,14 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		s.end = f.End
 		s.held = append(s.held, e)
 	}
+}
+
+// ownDrive reports whether drive is one of request id's drives
+// (messages.DriveID): a frame 0 that names another request's drive
+// addresses no StartStream.
+func ownDrive(id, drive string) bool {
+	rest, ok := strings.CutPrefix(drive, id)
+	return ok && (rest == "" || strings.HasPrefix(rest, messages.DriveSep))
 }
 
 // startRelay follows a request's Answer (frame 0): the frames held meanwhile

@@ -126,11 +126,13 @@ func TestStreamStartSignalWithoutRequestLog(t *testing.T) {
 
 // Frame 0's routing headers come from the network: an Agg id or drive id
 // that is not a subject token (a wildcard, a dot, a space, too long,
-// missing) or a stream id that is not one addresses no signal.
+// missing), a drive id of another request, or a stream id that is not a
+// token addresses no signal.
 func TestStreamStartSignalHostileIDs(t *testing.T) {
 	long := strings.Repeat("x", 200)
 	for i, c := range [][3]string{{"a.b", "d", "S"}, {"*", "d", "S"}, {">", "d", "S"}, {"a b", "d", "S"}, {long, "d", "S"}, {"", "d", "S"},
-		{"agg-1", "d.e", "S"}, {"agg-1", "", "S"}, {"agg-1", "d", "S.T"}, {"agg-1", "d", "S*"}} {
+		{"agg-1", "d.e", "S"}, {"agg-1", "", "S"}, {"agg-1", "d", "S.T"}, {"agg-1", "d", "S*"},
+		{"agg-1", "r2", "S"}, {"agg-1", "r2~1", "S"}, {"agg-1", "r1x~1", "S"}, {"agg-1", "r1x", "S"}} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			s := newStory(t, "gw-1", 1)
 			s.c.cfg.Logged = false
