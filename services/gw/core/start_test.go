@@ -149,3 +149,44 @@ func TestStreamStartSignalHostileIDs(t *testing.T) {
 		})
 	}
 }
+
+// A StartStream may be lost (NATS core delivers at most once): until frame
+// messages.StreamStartFrames comes, the frame the Agg sends only once it
+// has the signal, the GW sends it again every StartResend, in NextDeadline;
+// once that frame came, never.
+func TestStreamStartSignalSentAgain(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	var frames []seqEnd
+	for seq := range messages.StreamStartFrames {
+		frames = append(frames, seqEnd{seq, false})
+	}
+	s.heldThenAnswered("r1", "A", frames...)
+	first := starts(s)
+	if len(first) != 1 || first[0].Again {
+		t.Fatalf("with the Answer: %+v, want one StartStream", first)
+	}
+	answered := s.now
+	if at, ok := s.c.NextDeadline(); !ok || at != answered+StartResend {
+		t.Fatalf("NextDeadline %d %t, want %d after the Answer", at-answered, ok, StartResend)
+	}
+	for i := int64(1); i <= 2; i++ {
+		s.now = answered + i*StartResend - 1
+		s.step(Tick{At: s.now})
+		none[StartStream](s)
+		s.now++
+		s.step(Tick{At: s.now})
+		again := only[StartStream](s)
+		if want := first[0]; !again.Again || again.AggID != want.AggID || again.DriveID != want.DriveID || again.StreamID != want.StreamID {
+			t.Fatalf("again: %+v, want %+v again", again, want)
+		}
+	}
+	s.step(aggFrame("r1", "r1~1", "agg-1", "A", messages.StreamStartFrames, false))
+	only[Relay](s)
+	s.now += 3 * StartResend
+	s.step(Tick{At: s.now})
+	none[StartStream](s)
+	if s.c.Relaying() != 1 {
+		t.Fatal("the stream is not relayed")
+	}
+}
