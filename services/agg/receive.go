@@ -334,6 +334,8 @@ func (a *Agg) takeReadyLocked(r *request, now time.Time) (job, bool) {
 		// Now, not once its stream begins: the RC's cancel from here on
 		// finds its request neither held nor gated otherwise, and is lost.
 		j.gate = a.openGateLocked(r.id, nuid.Next())
+		j.gate.bytes = int64(partialBytes(j))
+		a.held += j.gate.bytes
 	}
 	a.stats.answered.Add(1)
 	a.answers.Add(1)

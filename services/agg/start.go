@@ -27,8 +27,13 @@ import (
 // startGate is one answer stream that may wait for its start signal.
 type startGate struct {
 	request, stream string
-	done            chan struct{} // closed once the wait is over: err says how
-	err             error         // nil: the signal came; set before done is closed
+	// bytes: the partials of its answer, counted in Agg.held until the
+	// stream ends (closeGate): a stream may wait until its deadline (its GW
+	// died before it answered), and what such streams hold stays within
+	// MaxHeldBytes; set under Agg.mu as the gate opens.
+	bytes int64
+	done  chan struct{} // closed once the wait is over: err says how
+	err   error         // nil: the signal came; set before done is closed
 }
 
 // openGateLocked registers the start gate of stream of request; a.mu held.
@@ -54,6 +59,8 @@ func (a *Agg) closeGate(g *startGate) {
 	if a.gates[g.request] == g {
 		delete(a.gates, g.request)
 	}
+	a.held -= g.bytes
+	g.bytes = 0
 }
 
 // releaseLocked ends g's wait with err (nil: the signal), once; a.mu held.

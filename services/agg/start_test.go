@@ -1,15 +1,18 @@
 package agg
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/subjects"
 )
 
 // startSetup sends request req's three whole partials of trade (time,
@@ -245,4 +248,66 @@ func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 	// start signal would send its error frame now.
 	e.stop()
 	e.noFrame("after the cancel")
+}
+
+// A stream waiting for its start signal still holds its partials: they
+// count in MaxHeldBytes until it ends, so that streams left waiting (a GW
+// that died before it answered) cannot grow the Agg past its bound; the
+// request that would pass it is answered RATE_LIMITED meanwhile.
+func TestWaitingStreamCountsInHeldBytes(t *testing.T) {
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
+	enc, _ := partials(t, args, demo.Config{Seed: 3})
+	blob, err := msgpack.Marshal(bytes.Repeat([]byte{1}, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, b := range enc {
+		total += len(b)
+	}
+	e := newEnv(t, func(c *Config) { c.StreamWindow, c.MaxHeldBytes = 1024, int64(total+len(blob)-1) })
+	var refs []messages.PortionRef
+	for i := range enc {
+		refs = append(refs, ref(fmt.Sprint("p", i), 1))
+	}
+	x := expectation("s1", "getData", args, refs...)
+	x.Stream, x.StreamStart, x.Deadline = true, true, time.Now().Add(time.Minute).UnixNano()
+	e.expect(x)
+	for i, b := range enc {
+		e.partial(okPartial("s1", refs[i], fmt.Sprint("dap", i), b))
+	}
+	var stream string
+	for seq := range messages.StreamStartFrames {
+		_, f := e.nextFrame(seq)
+		stream = f.ID
+	}
+	ping := func(id string) messages.Response {
+		t.Helper()
+		e.expect(expectation(id, subjects.APIPing, nil, ref("a", 1)))
+		e.partial(okPartial(id, ref("a", 1), "dap0", blob))
+		resp, _ := e.answer()
+		if resp.Header.RequestID != id {
+			t.Fatalf("answer to %s, want %s", resp.Header.RequestID, id)
+		}
+		return resp
+	}
+	if resp := ping("s2"); resp.Header.RC != messages.CodeRateLimited {
+		t.Fatalf("while s1 waits: %+v, want RATE_LIMITED", resp.Header)
+	}
+	if d := e.aggDone(); d.RequestID != "s2" {
+		t.Fatalf("done notice %+v, want s2's", d)
+	}
+	e.signal("s1", stream)
+	for seq := messages.StreamStartFrames; ; seq++ {
+		if _, f := e.nextFrame(seq); f.End {
+			break
+		}
+	}
+	if d := e.aggDone(); d.RequestID != "s1" || !d.Status.IsOK() {
+		t.Fatalf("done notice %+v", d)
+	}
+	// The stream ended: its bytes were released.
+	if resp := ping("s3"); resp.Header.RC != messages.CodeOK {
+		t.Fatalf("after s1: %+v, want OK", resp.Header)
+	}
 }
