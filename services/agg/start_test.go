@@ -22,8 +22,23 @@ import (
 func startSetup(t *testing.T, req string, start bool, deadline time.Time) *env {
 	t.Helper()
 	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	args, enc := startPartials(t)
+	e.startRequest(req, start, deadline, args, enc)
+	return e
+}
+
+// startPartials are the encoded partials startSetup sends, and their args.
+func startPartials(t *testing.T) (messages.GetDataArgs, [][]byte) {
+	t.Helper()
 	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
 	enc, _ := partials(t, args, demo.Config{Seed: 3})
+	return args, enc
+}
+
+// startRequest sends request req's expectation (a stream, StreamStart
+// start) and its partials enc, one portion each.
+func (e *env) startRequest(req string, start bool, deadline time.Time, args messages.GetDataArgs, enc [][]byte) {
+	e.t.Helper()
 	var refs []messages.PortionRef
 	for i := range enc {
 		refs = append(refs, ref(fmt.Sprint("p", i), 1))
@@ -34,7 +49,6 @@ func startSetup(t *testing.T, req string, start bool, deadline time.Time) *env {
 	for i, b := range enc {
 		e.partial(okPartial(req, refs[i], fmt.Sprint("dap", i), b))
 	}
-	return e
 }
 
 // nextFrame reads the next frame of the answer stream and checks its place.
@@ -223,18 +237,8 @@ func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 		<-release
 	}
 	e.agg.beforeAnswer.Store(&hook)
-	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
-	enc, _ := partials(t, args, demo.Config{Seed: 3})
-	var refs []messages.PortionRef
-	for i := range enc {
-		refs = append(refs, ref(fmt.Sprint("p", i), 1))
-	}
-	x := expectation("s1", "getData", args, refs...)
-	x.Stream, x.StreamStart, x.Deadline = true, true, time.Now().Add(time.Minute).UnixNano()
-	e.expect(x)
-	for i, b := range enc {
-		e.partial(okPartial("s1", refs[i], fmt.Sprint("dap", i), b))
-	}
+	args, enc := startPartials(t)
+	e.startRequest("s1", true, time.Now().Add(time.Minute), args, enc)
 	select {
 	case <-held:
 	case <-time.After(wait):
@@ -255,8 +259,7 @@ func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 // that died before it answered) cannot grow the Agg past its bound; the
 // request that would pass it is answered RATE_LIMITED meanwhile.
 func TestWaitingStreamCountsInHeldBytes(t *testing.T) {
-	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
-	enc, _ := partials(t, args, demo.Config{Seed: 3})
+	args, enc := startPartials(t)
 	blob, err := msgpack.Marshal(bytes.Repeat([]byte{1}, 100))
 	if err != nil {
 		t.Fatal(err)
@@ -266,16 +269,7 @@ func TestWaitingStreamCountsInHeldBytes(t *testing.T) {
 		total += len(b)
 	}
 	e := newEnv(t, func(c *Config) { c.StreamWindow, c.MaxHeldBytes = 1024, int64(total+len(blob)-1) })
-	var refs []messages.PortionRef
-	for i := range enc {
-		refs = append(refs, ref(fmt.Sprint("p", i), 1))
-	}
-	x := expectation("s1", "getData", args, refs...)
-	x.Stream, x.StreamStart, x.Deadline = true, true, time.Now().Add(time.Minute).UnixNano()
-	e.expect(x)
-	for i, b := range enc {
-		e.partial(okPartial("s1", refs[i], fmt.Sprint("dap", i), b))
-	}
+	e.startRequest("s1", true, time.Now().Add(time.Minute), args, enc)
 	var stream string
 	for seq := range messages.StreamStartFrames {
 		_, f := e.nextFrame(seq)
