@@ -37,13 +37,16 @@ type Agg struct {
 	// changed, for tests: called once an expectation, partial or cancel was
 	// applied, a request finished or a done notice is held (noteChanged), so
 	// that a test waits on that event instead of polling.
-	changed   atomic.Pointer[func()]
-	startedAt int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
-	hbSeq     uint64        // owned by Run
-	ready     chan struct{} // closed once Run's subscriptions are live
-	started   atomic.Bool
-	stats     counters
-	metrics   *metrics // metrics.go
+	changed atomic.Pointer[func()]
+	// beforeAnswer, for tests: called on the answerer before an answer
+	// taken out of the requests begins (its merge, its stream).
+	beforeAnswer atomic.Pointer[func()]
+	startedAt    int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
+	hbSeq        uint64        // owned by Run
+	ready        chan struct{} // closed once Run's subscriptions are live
+	started      atomic.Bool
+	stats        counters
+	metrics      *metrics // metrics.go
 }
 
 // stream is one chunked partial in transit.

@@ -356,7 +356,7 @@ func (a *Agg) answerLive(lm *liveMerge) {
 	// Each window is decoded for the merge alone (next): once copied into a
 	// frame, the next windows decode into its storage.
 	w.ReleaseFetched()
-	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm) // stream.go
+	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm, nil) // stream.go
 	if !ok {
 		a.endLiveEarly(lm, content, log, &statusError{st})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
@@ -329,6 +330,13 @@ func (a *Agg) takeReadyLocked(r *request, now time.Time) (job, bool) {
 	a.stats.discarded.Add(uint64(j.unused))
 	r.answering = true
 	a.finishLocked(r.id, j.exp.Deadline, now)
+	if j.exp.StreamStart && streams(j) {
+		// Now, not once its stream begins: the RC's cancel from here on
+		// finds its request neither held nor gated otherwise, and is lost.
+		j.gate = a.openGateLocked(r.id, nuid.Next())
+		j.gate.bytes = int64(partialBytes(j))
+		a.held += j.gate.bytes
+	}
 	a.stats.answered.Add(1)
 	a.answers.Add(1)
 	return j, true
@@ -338,6 +346,12 @@ func (a *Agg) takeReadyLocked(r *request, now time.Time) (job, bool) {
 func (a *Agg) answerJob(j job) func() {
 	return func() {
 		defer a.answers.Done()
+		if j.gate != nil {
+			defer a.closeGate(j.gate)
+		}
+		if f := a.beforeAnswer.Load(); f != nil {
+			(*f)()
+		}
 		a.answer(j)
 	}
 }

@@ -275,6 +275,10 @@ type job struct {
 	decoded []*decoding
 	// fold: the partials folded as they came (fold.go), nil: none.
 	fold *aggFold
+	// gate: the start gate of its answer stream, when the GW paces it
+	// (start.go), registered as it is taken so that a cancel from then on
+	// finds it; nil: none.
+	gate *startGate
 }
 
 // job takes the answer's partials out: the windows of a portion in windows

@@ -2,6 +2,7 @@ package agg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,8 +27,13 @@ import (
 // startGate is one answer stream that may wait for its start signal.
 type startGate struct {
 	request, stream string
-	done            chan struct{} // closed once the wait is over: err says how
-	err             error         // nil: the signal came; set before done is closed
+	// bytes: the partials of its answer, counted in Agg.held until the
+	// stream ends (closeGate): a stream may wait until its deadline (its GW
+	// died before it answered), and what such streams hold stays within
+	// MaxHeldBytes; set under Agg.mu as the gate opens.
+	bytes int64
+	done  chan struct{} // closed once the wait is over: err says how
+	err   error         // nil: the signal came; set before done is closed
 }
 
 // openGateLocked registers the start gate of stream of request; a.mu held.
@@ -53,6 +59,8 @@ func (a *Agg) closeGate(g *startGate) {
 	if a.gates[g.request] == g {
 		delete(a.gates, g.request)
 	}
+	a.held -= g.bytes
+	g.bytes = 0
 }
 
 // releaseLocked ends g's wait with err (nil: the signal), once; a.mu held.
@@ -84,6 +92,24 @@ func (a *Agg) stopGatesLocked() {
 func errAggStopping(id string) error {
 	return &statusError{messages.Errorf(messages.CodeErr, messages.CodeErr,
 		"Agg %s stopped while the answer streamed: the answer is cut, ask again", id)}
+}
+
+// before is called before frame seq of g's stream is sent: a stream the RC
+// cancelled sends no more (an Agg that stops still sends what it may, as
+// an unpaced stream does), and frame messages.StreamStartFrames waits for
+// the signal.
+func (g *startGate) before(seq int, deadline int64) error {
+	if seq == messages.StreamStartFrames {
+		return g.wait(deadline)
+	}
+	select {
+	case <-g.done:
+		if errors.Is(g.err, errStopped) {
+			return g.err
+		}
+	default:
+	}
+	return nil
 }
 
 // wait waits for g's start signal until deadline (unix ns).

@@ -1,15 +1,18 @@
 package agg
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/subjects"
 )
 
 // startSetup sends request req's three whole partials of trade (time,
@@ -19,8 +22,23 @@ import (
 func startSetup(t *testing.T, req string, start bool, deadline time.Time) *env {
 	t.Helper()
 	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	args, enc := startPartials(t)
+	e.startRequest(req, start, deadline, args, enc)
+	return e
+}
+
+// startPartials are the encoded partials startSetup sends, and their args.
+func startPartials(t *testing.T) (messages.GetDataArgs, [][]byte) {
+	t.Helper()
 	args := messages.GetDataArgs{Table: demo.Trade, StartTS: t0, EndTS: t0.Add(2 * time.Hour), Columns: []string{"time", "price"}}
 	enc, _ := partials(t, args, demo.Config{Seed: 3})
+	return args, enc
+}
+
+// startRequest sends request req's expectation (a stream, StreamStart
+// start) and its partials enc, one portion each.
+func (e *env) startRequest(req string, start bool, deadline time.Time, args messages.GetDataArgs, enc [][]byte) {
+	e.t.Helper()
 	var refs []messages.PortionRef
 	for i := range enc {
 		refs = append(refs, ref(fmt.Sprint("p", i), 1))
@@ -31,7 +49,6 @@ func startSetup(t *testing.T, req string, start bool, deadline time.Time) *env {
 	for i, b := range enc {
 		e.partial(okPartial(req, refs[i], fmt.Sprint("dap", i), b))
 	}
-	return e
 }
 
 // nextFrame reads the next frame of the answer stream and checks its place.
@@ -206,4 +223,85 @@ func TestStreamStartWaitEndsOnCancel(t *testing.T) {
 	// its error frame): Run's wait for answers returns.
 	e.stop()
 	e.noFrame("after the cancel")
+}
+
+// The RC's cancel that comes once the request is being answered but before
+// its stream began (the merge is set up on an answerer) stops the stream
+// all the same: no frame goes, and it does not wait for a start signal
+// until its deadline.
+func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	held, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(held)
+		<-release
+	}
+	e.agg.beforeAnswer.Store(&hook)
+	args, enc := startPartials(t)
+	e.startRequest("s1", true, time.Now().Add(time.Minute), args, enc)
+	select {
+	case <-held:
+	case <-time.After(wait):
+		t.Fatal("the answer did not begin")
+	}
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, "s1")
+	e.sendTaken(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h})
+	close(release)
+	// Stopping the Agg waits for the answer; one still waiting for its
+	// start signal would send its error frame now.
+	e.stop()
+	e.noFrame("after the cancel")
+}
+
+// A stream waiting for its start signal still holds its partials: they
+// count in MaxHeldBytes until it ends, so that streams left waiting (a GW
+// that died before it answered) cannot grow the Agg past its bound; the
+// request that would pass it is answered RATE_LIMITED meanwhile.
+func TestWaitingStreamCountsInHeldBytes(t *testing.T) {
+	args, enc := startPartials(t)
+	blob, err := msgpack.Marshal(bytes.Repeat([]byte{1}, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, b := range enc {
+		total += len(b)
+	}
+	e := newEnv(t, func(c *Config) { c.StreamWindow, c.MaxHeldBytes = 1024, int64(total+len(blob)-1) })
+	e.startRequest("s1", true, time.Now().Add(time.Minute), args, enc)
+	var stream string
+	for seq := range messages.StreamStartFrames {
+		_, f := e.nextFrame(seq)
+		stream = f.ID
+	}
+	ping := func(id string) messages.Response {
+		t.Helper()
+		e.expect(expectation(id, subjects.APIPing, nil, ref("a", 1)))
+		e.partial(okPartial(id, ref("a", 1), "dap0", blob))
+		resp, _ := e.answer()
+		if resp.Header.RequestID != id {
+			t.Fatalf("answer to %s, want %s", resp.Header.RequestID, id)
+		}
+		return resp
+	}
+	if resp := ping("s2"); resp.Header.RC != messages.CodeRateLimited {
+		t.Fatalf("while s1 waits: %+v, want RATE_LIMITED", resp.Header)
+	}
+	if d := e.aggDone(); d.RequestID != "s2" {
+		t.Fatalf("done notice %+v, want s2's", d)
+	}
+	e.signal("s1", stream)
+	for seq := messages.StreamStartFrames; ; seq++ {
+		if _, f := e.nextFrame(seq); f.End {
+			break
+		}
+	}
+	if d := e.aggDone(); d.RequestID != "s1" || !d.Status.IsOK() {
+		t.Fatalf("done notice %+v", d)
+	}
+	// The stream ended: its bytes were released.
+	if resp := ping("s3"); resp.Header.RC != messages.CodeOK {
+		t.Fatalf("after s1: %+v, want OK", resp.Header)
+	}
 }

@@ -80,15 +80,17 @@ func (a *Agg) answerStream(j job, content messages.Content, log zerolog.Logger) 
 	if st = mergeStatus(err); !st.IsOK() {
 		return st, false
 	}
-	return a.streamWindows(&j.exp, w, content, log, start, len(j.partials), nil)
+	return a.streamWindows(&j.exp, w, content, log, start, len(j.partials), nil, j.gate)
 }
 
 // streamWindows sends the windows of w as the frames of e's answer, then
 // tells the RC. ok is false when it failed before anything was sent: the
 // caller answers st whole. lm is the live merge that feeds w, if any
-// (live.go): its failures end the stream with their status.
+// (live.go): its failures end the stream with their status. gate is the
+// stream's start gate if it was registered already (takeReadyLocked); nil:
+// streamWindows registers one when the GW paces the stream.
 func (a *Agg) streamWindows(e *messages.AggExpectation, w *merge.Windows, content messages.Content, log zerolog.Logger,
-	start time.Time, partials int, lm *liveMerge) (st messages.Status, ok bool) {
+	start time.Time, partials int, lm *liveMerge, gate *startGate) (st messages.Status, ok bool) {
 	if time.Now().UnixNano() >= e.Deadline {
 		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
 		a.stats.expired.Add(1)
@@ -96,9 +98,11 @@ func (a *Agg) streamWindows(e *messages.AggExpectation, w *merge.Windows, conten
 		a.tellTimedOut(e, "answer ready after the deadline", time.Now()) // timeout.go
 		return st, true
 	}
-	fs := &frameSender{a: a, e: e, content: content, id: nuid.Next(),
+	fs := &frameSender{a: a, e: e, content: content, id: nuid.Next(), gate: gate,
 		limit: int(max(1024, min(int64(a.cfg.StreamWindow), a.cfg.NC.MaxPayload()-frameHeadroom)))}
-	if e.StreamStart {
+	if gate != nil {
+		fs.id = gate.stream
+	} else if e.StreamStart {
 		a.mu.Lock()
 		fs.gate = a.openGateLocked(e.RequestID, fs.id)
 		a.mu.Unlock()
@@ -236,8 +240,8 @@ func (fs *frameSender) send(t messages.Table, last bool) (int, error) {
 		b, err := fs.send(t.Slice(n/2, n), last)
 		return max(a, b), err
 	}
-	if fs.gate != nil && fs.frames == messages.StreamStartFrames {
-		if err := fs.gate.wait(fs.e.Deadline); err != nil {
+	if fs.gate != nil {
+		if err := fs.gate.before(fs.frames, fs.e.Deadline); err != nil {
 			return 0, err
 		}
 	}

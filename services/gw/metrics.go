@@ -98,7 +98,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 	}, []string{"outcome"})
 	m.streamStarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_stream_starts_total",
-		Help: "Start signals to Aggs for the rest of an answer stream (sent once its frame 0 went out to the caller), by outcome: sent, failed (not published: the Agg ends the stream at its deadline).",
+		Help: "Start signals to Aggs for the rest of an answer stream (sent once its frame 0 went out to the caller), by outcome: sent, resent (again, each core.StartResend, until the frame the Agg sends once it has the signal comes: one may have been lost), failed (not published: sent again like a lost one).",
 	}, []string{"outcome"})
 	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_malformed_messages_total",

@@ -376,8 +376,8 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 }
 
 // startStream tells an Agg to send the rest of an answer stream (the core
-// checked the ids as subject tokens). One lost is not sent again: the Agg
-// ends the stream at its deadline.
+// checked the ids as subject tokens). One lost is sent again by the core
+// (core.StartResend) until the Agg's next frame comes.
 func (g *GW) startStream(c core.StartStream) {
 	h := make(nats.Header, 2)
 	h.Set(messages.HdrRequestID, c.DriveID)
@@ -386,6 +386,10 @@ func (g *GW) startStream(c core.StartStream) {
 		g.met.streamStarts.WithLabelValues("failed").Inc()
 		log := g.infoLog(c.Info)
 		log.Warn().Err(err).Str("agg", c.AggID).Str("stream_id", c.StreamID).Msg("start signal to the Agg not sent")
+		return
+	}
+	if c.Again {
+		g.met.streamStarts.WithLabelValues("resent").Inc()
 		return
 	}
 	g.met.streamStarts.WithLabelValues("sent").Inc()

@@ -78,12 +78,14 @@ type Answer struct {
 // a stream and then waits for it, so that the frames held while `answered`
 // is written stay few (relay.go); the core emits it once per stream, with
 // the Answer (frame 0), when the stream's last frame has not come yet.
-// AggID and DriveID are checked subject tokens.
+// AggID and DriveID are checked subject tokens. Again: the same signal sent
+// again (StartResend), the Agg's frame messages.StreamStartFrames not come.
 type StartStream struct {
 	Info     Info
 	AggID    string
 	DriveID  string
 	StreamID string
+	Again    bool
 }
 
 // AnswerCancel: answer a cancel on Reply.

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -88,7 +90,18 @@ type relay struct {
 	chunks   *messages.ChunkRelay // a chunked answer's, nil for a stream
 	deadline int64                // past it the stream is ended with an error
 	seq      uint64               // its entry in Core.relayTimers
+	// start: the stream's StartStream, sent again every StartResend until
+	// frame messages.StreamStartFrames comes (its Agg may wait for it);
+	// nil: not (any more).
+	start *StartStream
 }
+
+// StartResend is how often a StartStream is sent again while the frame its
+// Agg sends only once it has the signal (messages.StreamStartFrames) has
+// not come: a lost signal (NATS core delivers at most once) then costs a
+// pause, not the stream (its Agg would wait until the deadline). A slow
+// Agg still sending its first frames gets one small message a second.
+const StartResend = int64(time.Second)
 
 // relayChunk handles a chunk of a chunked answer that is relayed as it comes
 // or starts relaying one; false: request.go reassembles it (or drops it).
@@ -195,6 +208,9 @@ func (c *Core) streamFrame(e AnswerChunk) {
 			return
 		}
 		rl.next++
+		if rl.next > messages.StreamStartFrames {
+			rl.start = nil // its Agg had the signal
+		}
 		c.emit(Relay{Info: rl.info, Header: e.Header, Data: e.Data, End: f.End})
 		if f.End {
 			delete(c.relays, e.ID)
@@ -217,7 +233,8 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		r.streams = nil
 		r.stream = &streamState{id: f.ID, next: 1, end: f.End}
 		agg, drive := e.Header.Get(messages.HdrAggID), e.Header.Get(messages.HdrRequestID)
-		if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", f.ID) == nil {
+		if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", f.ID) == nil &&
+			ownDrive(r.ID, drive) {
 			r.stream.agg, r.stream.drive = agg, drive
 		}
 		r.held = &answer{fwd: true, header: e.Header, data: e.Data}
@@ -242,6 +259,14 @@ func (c *Core) streamFrame(e AnswerChunk) {
 	}
 }
 
+// ownDrive reports whether drive is one of request id's drives
+// (messages.DriveID): a frame 0 that names another request's drive
+// addresses no StartStream.
+func ownDrive(id, drive string) bool {
+	rest, ok := strings.CutPrefix(drive, id)
+	return ok && (rest == "" || strings.HasPrefix(rest, messages.DriveSep))
+}
+
 // startRelay follows a request's Answer (frame 0): the frames held meanwhile
 // go out, and the rest are relayed as they come.
 func (c *Core) startRelay(r *request, info Info) {
@@ -257,15 +282,21 @@ func (c *Core) startRelay(r *request, info Info) {
 		end := e.Header.Get(messages.HdrStreamEnd) == "1"
 		c.emit(Relay{Info: info, Header: e.Header, Data: e.Data, End: end})
 	}
+	var start *StartStream
 	if !s.end && s.agg != "" {
 		// Its Agg may wait for this after messages.StreamStartFrames (a
 		// broken stream's too: it is not left waiting until its deadline).
-		c.emit(StartStream{Info: info, AggID: s.agg, DriveID: s.drive, StreamID: s.id})
+		start = &StartStream{Info: info, AggID: s.agg, DriveID: s.drive, StreamID: s.id}
+		c.emit(*start)
 	}
 	if s.end && s.broken == "" {
 		return
 	}
-	c.follow(r.ID, &relay{info: info, stream: s.id, next: s.next, deadline: r.Deadline + c.cfg.TimeoutMargin}, s.broken)
+	rl := &relay{info: info, stream: s.id, next: s.next, deadline: r.Deadline + c.cfg.TimeoutMargin}
+	if s.next <= messages.StreamStartFrames {
+		rl.start = start
+	}
+	c.follow(r.ID, rl, s.broken)
 }
 
 // follow relays the rest of an answer as it comes, or ends it at once when
@@ -287,6 +318,15 @@ func (c *Core) follow(id string, rl *relay, broken string) {
 	c.relaySeq++
 	rl.seq = c.relaySeq
 	heap.Push(&c.relayTimers, timer{at: rl.deadline, id: id, gen: rl.seq})
+	c.armResend(id, rl)
+}
+
+// armResend sets rl's timer to send its StartStream again, if it is to be
+// and before its deadline (the timers before it are resends: expireRelays).
+func (c *Core) armResend(id string, rl *relay) {
+	if at := c.now + StartResend; rl.start != nil && at < rl.deadline {
+		heap.Push(&c.relayTimers, timer{at: at, id: id, gen: rl.seq})
+	}
 }
 
 // startChunkRelay follows a chunked answer's Answer (chunk 0): the chunks
@@ -401,9 +441,21 @@ func (c *Core) endRelays(why string) {
 // and then id order; NextDeadline has the shell step the core then.
 func (c *Core) expireRelays() {
 	for c.relayTimers.Len() > 0 && c.relayTimers[0].at <= c.now {
-		if t := heap.Pop(&c.relayTimers).(timer); c.relayTimerLive(t) {
-			c.endRelay(t.id, c.relays[t.id], "the answer was not whole by the request's deadline")
+		t := heap.Pop(&c.relayTimers).(timer)
+		if !c.relayTimerLive(t) {
+			continue
 		}
+		rl := c.relays[t.id]
+		if t.at < rl.deadline { // a resend's (armResend)
+			if rl.start != nil {
+				again := *rl.start
+				again.Again = true
+				c.emit(again)
+				c.armResend(t.id, rl)
+			}
+			continue
+		}
+		c.endRelay(t.id, rl, "the answer was not whole by the request's deadline")
 	}
 }
 

@@ -142,10 +142,11 @@ const simAgg = "agg-sim"
 // first messages.StreamStartFrames frames, and sends the rest once a
 // StartStream names it.
 type pacedStream struct {
-	rest    []AnswerChunk
-	reply   string
-	alive   func() bool
-	started bool // a StartStream named it: the rest went
+	rest      []AnswerChunk
+	reply     string
+	alive     func() bool
+	signalled bool // a StartStream named it (it may have been lost)
+	started   bool // a StartStream reached it: the rest went
 }
 
 // sendStream schedules an answer stream of 1 to 40 frames; most Aggs wait
@@ -189,11 +190,32 @@ func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func()
 // stream's Answer (frame 0, so after `answered` landed), after it (before:
 // the commands of the step before it), addressed to the Agg and drive of
 // frame 0; a paced Agg then sends the rest of its stream.
+//
+// A StartStream sent again (Again: the first may have been lost) comes
+// StartResend or more after the one before, for a stream that had one; the
+// sim loses one first StartStream in eight of a paced stream, and the one
+// sent again starts it.
 func (s *sim) startSignal(g *simGW, inc int64, c StartStream, before []Command) error {
-	if s.startSeen[c.StreamID] {
+	last, seen := s.startSeen[c.StreamID]
+	if c.Again {
+		if !seen {
+			return fmt.Errorf("request %s: StartStream for stream %s sent again, never sent", c.Info.ID, c.StreamID)
+		}
+		if s.now-last < StartResend {
+			return fmt.Errorf("request %s: StartStream for stream %s sent again %v after the last", c.Info.ID, c.StreamID, time.Duration(s.now-last))
+		}
+		s.startSeen[c.StreamID] = s.now
+		s.totals.StreamStartsAgain++
+		if p := s.paced[c.StreamID]; p != nil && !p.started {
+			s.totals.PacedResent++
+			s.startPaced(p)
+		}
+		return nil
+	}
+	if seen {
 		return fmt.Errorf("request %s: a second StartStream for stream %s", c.Info.ID, c.StreamID)
 	}
-	s.startSeen[c.StreamID] = true
+	s.startSeen[c.StreamID] = s.now
 	i := slices.IndexFunc(before, func(cmd Command) bool {
 		a, ok := cmd.(Answer)
 		return ok && a.Info.ID == c.Info.ID && a.Header.Get(messages.HdrStreamID) == c.StreamID
@@ -211,11 +233,22 @@ func (s *sim) startSignal(g *simGW, inc int64, c StartStream, before []Command) 
 	}
 	s.totals.StreamStarts++
 	if p := s.paced[c.StreamID]; p != nil {
-		s.totals.PacedStarted++
-		p.started = true
-		s.sendParts(p.rest, p.reply, s.now+int64(1+s.rng.IntN(s.maxGap))*ms, p.alive)
+		p.signalled = true
+		if s.rng.IntN(8) == 0 {
+			s.totals.PacedLost++
+			s.logfNow("StartStream for %s lost", c.StreamID)
+			return nil
+		}
+		s.startPaced(p)
 	}
 	return nil
+}
+
+// startPaced: p's Agg has its StartStream and sends the rest.
+func (s *sim) startPaced(p *pacedStream) {
+	s.totals.PacedStarted++
+	p.started = true
+	s.sendParts(p.rest, p.reply, s.now+int64(1+s.rng.IntN(s.maxGap))*ms, p.alive)
 }
 
 // checkStarts: the Answer of a paced stream whose Agg waits (its last
@@ -228,7 +261,7 @@ func (s *sim) checkStarts(cmds []Command) error {
 			continue
 		}
 		id := a.Header.Get(messages.HdrStreamID)
-		if p := s.paced[id]; p != nil && !p.started {
+		if p := s.paced[id]; p != nil && !p.signalled {
 			return fmt.Errorf("request %s: stream %s answered without a StartStream, its Agg waits", a.Info.ID, id)
 		}
 	}

@@ -64,7 +64,7 @@ func TestSimulation(t *testing.T) {
 	// Answers passed on as they come must keep being driven (a core that
 	// reassembled every answer would pass every check above).
 	if n >= 50 && (total.Transfers == total.TransfersChunked || total.TransfersChunked == 0 || total.TransfersAdopted == 0 || total.TransfersWhole == 0 || total.TransfersBroken == 0 ||
-		total.PublishFailures == 0 || total.PacedStarted == 0) {
+		total.PublishFailures == 0 || total.PacedStarted == 0 || total.PacedResent == 0) {
 		t.Errorf("%d seeds drove too few answers passed on as they come: %+v", n, total)
 	}
 }
@@ -83,7 +83,7 @@ const (
 type simTotals struct {
 	Requests, Answered, Refused, Adopted, Crashes, Stops, RCRestarts, LogFailures, Cancels, LostInWindow, NeverLogged        int
 	AggTransfers, AggFaults, Transfers, TransfersChunked, TransfersAdopted, TransfersWhole, TransfersBroken, PublishFailures int
-	StreamStarts, PacedStarted                                                                                               int
+	StreamStarts, StreamStartsAgain, PacedStarted, PacedLost, PacedResent                                                    int
 }
 
 func (a *simTotals) add(b simTotals) {
@@ -108,6 +108,9 @@ func (a *simTotals) add(b simTotals) {
 	a.PublishFailures += b.PublishFailures
 	a.StreamStarts += b.StreamStarts
 	a.PacedStarted += b.PacedStarted
+	a.StreamStartsAgain += b.StreamStartsAgain
+	a.PacedLost += b.PacedLost
+	a.PacedResent += b.PacedResent
 }
 
 // slot is one subject of the simulated request log.
@@ -206,9 +209,10 @@ type sim struct {
 	bodies      map[string][]byte // what each Agg transfer (by stream id) carries whole
 	nextStream  int
 	// paced: the answer streams of Aggs the GW paces (sim_relay.go), by
-	// stream id; startSeen: the streams a StartStream named.
+	// stream id; startSeen: the streams a StartStream named, and when the
+	// last one did.
 	paced     map[string]*pacedStream
-	startSeen map[string]bool
+	startSeen map[string]int64
 }
 
 func simulate(seed uint64, logf func(string, ...any)) error {
@@ -226,7 +230,7 @@ func run(seed uint64, logf func(string, ...any)) (_ *sim, err error) {
 	}()
 	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), now: t0, s: subjects.Default(), log: map[string]*slot{},
 		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true, bodies: map[string][]byte{},
-		paced: map[string]*pacedStream{}, startSeen: map[string]bool{}}
+		paced: map[string]*pacedStream{}, startSeen: map[string]int64{}}
 	s.pFail = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
 	s.logged = s.rng.IntN(5) != 0
 	s.pSpoil = []float64{0, 0.1, 0.3}[s.rng.IntN(3)]

@@ -126,11 +126,13 @@ func TestStreamStartSignalWithoutRequestLog(t *testing.T) {
 
 // Frame 0's routing headers come from the network: an Agg id or drive id
 // that is not a subject token (a wildcard, a dot, a space, too long,
-// missing) or a stream id that is not one addresses no signal.
+// missing), a drive id of another request, or a stream id that is not a
+// token addresses no signal.
 func TestStreamStartSignalHostileIDs(t *testing.T) {
 	long := strings.Repeat("x", 200)
 	for i, c := range [][3]string{{"a.b", "d", "S"}, {"*", "d", "S"}, {">", "d", "S"}, {"a b", "d", "S"}, {long, "d", "S"}, {"", "d", "S"},
-		{"agg-1", "d.e", "S"}, {"agg-1", "", "S"}, {"agg-1", "d", "S.T"}, {"agg-1", "d", "S*"}} {
+		{"agg-1", "d.e", "S"}, {"agg-1", "", "S"}, {"agg-1", "d", "S.T"}, {"agg-1", "d", "S*"},
+		{"agg-1", "r2", "S"}, {"agg-1", "r2~1", "S"}, {"agg-1", "r1x~1", "S"}, {"agg-1", "r1x", "S"}} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			s := newStory(t, "gw-1", 1)
 			s.c.cfg.Logged = false
@@ -145,5 +147,46 @@ func TestStreamStartSignalHostileIDs(t *testing.T) {
 				t.Fatal("the stream is not relayed")
 			}
 		})
+	}
+}
+
+// A StartStream may be lost (NATS core delivers at most once): until frame
+// messages.StreamStartFrames comes, the frame the Agg sends only once it
+// has the signal, the GW sends it again every StartResend, in NextDeadline;
+// once that frame came, never.
+func TestStreamStartSignalSentAgain(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	var frames []seqEnd
+	for seq := range messages.StreamStartFrames {
+		frames = append(frames, seqEnd{seq, false})
+	}
+	s.heldThenAnswered("r1", "A", frames...)
+	first := starts(s)
+	if len(first) != 1 || first[0].Again {
+		t.Fatalf("with the Answer: %+v, want one StartStream", first)
+	}
+	answered := s.now
+	if at, ok := s.c.NextDeadline(); !ok || at != answered+StartResend {
+		t.Fatalf("NextDeadline %d %t, want %d after the Answer", at-answered, ok, StartResend)
+	}
+	for i := int64(1); i <= 2; i++ {
+		s.now = answered + i*StartResend - 1
+		s.step(Tick{At: s.now})
+		none[StartStream](s)
+		s.now++
+		s.step(Tick{At: s.now})
+		again := only[StartStream](s)
+		if want := first[0]; !again.Again || again.AggID != want.AggID || again.DriveID != want.DriveID || again.StreamID != want.StreamID {
+			t.Fatalf("again: %+v, want %+v again", again, want)
+		}
+	}
+	s.step(aggFrame("r1", "r1~1", "agg-1", "A", messages.StreamStartFrames, false))
+	only[Relay](s)
+	s.now += 3 * StartResend
+	s.step(Tick{At: s.now})
+	none[StartStream](s)
+	if s.c.Relaying() != 1 {
+		t.Fatal("the stream is not relayed")
 	}
 }
