@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nuid"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -70,6 +71,10 @@ type liveMerge struct {
 	wake    chan struct{} // capacity 1: a window came, or err was set
 	err     error         // set under Agg.mu: the stream must end with it
 	frames  bool          // a frame went out (set by the answering goroutine)
+	// gate: the start gate of its stream when the GW paces it (start.go),
+	// registered as the merge starts, so that the RC's cancel from then on
+	// ends a wait for the start signal too.
+	gate *startGate
 }
 
 // errStopped: the request was cancelled or the Agg stops; nothing more is sent.
@@ -273,6 +278,9 @@ func (a *Agg) startLiveLocked(r *request) {
 	lm := &liveMerge{a: a, r: r, exp: *r.exp, args: r.args.args, sources: append([]messages.PortionRef(nil), r.expect...), wake: make(chan struct{}, 1)}
 	r.live = lm
 	r.answering = true
+	if lm.exp.StreamStart {
+		lm.gate = a.openGateLocked(r.id, nuid.Next())
+	}
 	a.stats.answered.Add(1)
 	a.answers.Add(1)
 	a.answerers.run(func() {
@@ -341,6 +349,9 @@ func (a *Agg) answerLive(lm *liveMerge) {
 		content = messages.ContentMsgpack
 	}
 	defer a.endLive(lm)
+	if lm.gate != nil {
+		defer a.closeGate(lm.gate)
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, e.Deadline))
 	defer cancel()
 	start := time.Now()
@@ -356,7 +367,7 @@ func (a *Agg) answerLive(lm *liveMerge) {
 	// Each window is decoded for the merge alone (next): once copied into a
 	// frame, the next windows decode into its storage.
 	w.ReleaseFetched()
-	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm, nil) // stream.go
+	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm, lm.gate) // stream.go
 	if !ok {
 		a.endLiveEarly(lm, content, log, &statusError{st})
 	}
