@@ -91,6 +91,14 @@ func (l *freeList[T]) put(s []T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if poison.Load() {
+		// Given back twice, it would be handed out twice: two owners.
+		for _, f := range l.free {
+			if unsafe.SliceData(f[:1]) == unsafe.SliceData(s[:1]) {
+				panic("messages: storage given back twice")
+			}
+		}
+	}
 	for len(l.free) > 0 && l.held.Load()+b > bound {
 		l.held.Add(-int64(cap(l.free[0]) * size))
 		l.free[0] = nil

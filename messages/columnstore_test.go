@@ -77,3 +77,21 @@ func TestPoisonReleased(t *testing.T) {
 		t.Fatalf("Room: %d values, the storage given back in its stead reads %v", len(grown), small)
 	}
 }
+
+// With PoisonReleased on, storage given back twice (which the list would
+// hand out twice, to two owners) panics while the list still holds it.
+func TestPoisonReleasedCatchesATwiceGivenBack(t *testing.T) {
+	was := PoisonReleased(true)
+	t.Cleanup(func() { PoisonReleased(was) })
+	drainFreeInts()
+	t.Cleanup(drainFreeInts)
+	ints := make([]int64, 64<<10)
+	c, d := Column{Type: TypeInt, Ints: ints}, Column{Type: TypeInt, Ints: ints[:10]}
+	ReleaseColumn(&c)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the storage given back twice was taken")
+		}
+	}()
+	ReleaseColumn(&d)
+}
