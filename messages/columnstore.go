@@ -78,6 +78,9 @@ func (l *freeList[T]) get(n int) []T {
 // does not refuse every new one.
 func (l *freeList[T]) put(s []T) {
 	size := sizeOf[T]()
+	if poison.Load() {
+		poisonSlice(s, size)
+	}
 	b := int64(cap(s) * size)
 	if b < l.min { // most: three of a column's four kinds of values are empty
 		return
@@ -88,6 +91,14 @@ func (l *freeList[T]) put(s []T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if poison.Load() {
+		// Given back twice, it would be handed out twice: two owners.
+		for _, f := range l.free {
+			if unsafe.SliceData(f[:1]) == unsafe.SliceData(s[:1]) {
+				panic("messages: storage given back twice")
+			}
+		}
+	}
 	for len(l.free) > 0 && l.held.Load()+b > bound {
 		l.held.Add(-int64(cap(l.free[0]) * size))
 		l.free[0] = nil
@@ -98,6 +109,29 @@ func (l *freeList[T]) put(s []T) {
 		return
 	}
 	l.free = append(l.free, s[:0])
+}
+
+// poison: every slice given back is overwritten as it is (PoisonReleased).
+var poison atomic.Bool
+
+// PoisonReleased(true) makes every slice given back (ReleaseColumn, Room,
+// ReleaseBuffer), kept or not, be overwritten with junk at once, so that
+// whatever still reads it after its release reads junk (wrong answer bytes,
+// codes outside their dictionary) instead of, most of the time, the values
+// it had: tests turn it on to catch a read after release. It returns the
+// setting before.
+func PoisonReleased(on bool) bool { return poison.Swap(on) }
+
+// poisonSlice overwrites every byte of s's storage (its capacity), values of
+// size bytes each, with 0xA5.
+func poisonSlice[T any](s []T, size int) {
+	if cap(s) == 0 {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s[:cap(s)]))), cap(s)*size)
+	for i := range b {
+		b[i] = 0xA5
+	}
 }
 
 // ReleaseColumn gives c's numbers, codes and booleans to later decodes and

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"math"
 	"runtime/debug"
 	"testing"
 )
@@ -50,4 +51,47 @@ func drainFreeInts() {
 	}
 	freeInts.free = nil
 	freeInts.mu.Unlock()
+}
+
+// With PoisonReleased on, storage given back reads junk at once, kept or not
+// (small, or over the bound): a read after release cannot pass unseen.
+func TestPoisonReleased(t *testing.T) {
+	was := PoisonReleased(true)
+	t.Cleanup(func() { PoisonReleased(was) })
+	for _, n := range []int{3, 64 << 10} { // below the lists' minimum, and kept
+		ints, codes, buf := make([]int64, n), make([]uint32, n), make([]byte, n)
+		for i := range n {
+			ints[i], codes[i], buf[i] = int64(i), uint32(i%7), byte(i)
+		}
+		c := Column{Type: TypeInt, Ints: ints}
+		ReleaseColumn(&c)
+		c = Column{Type: TypeSymbol, Codes: codes, Dict: make([]string, 7)}
+		ReleaseColumn(&c)
+		ReleaseBuffer(buf)
+		if ints[0] != -0x5a5a5a5a5a5a5a5b || codes[n-1] != 0xa5a5a5a5 || buf[n/2] != 0xa5 {
+			t.Fatalf("%d values: released storage reads %x, %x, %x", n, ints[0], codes[n-1], buf[n/2])
+		}
+	}
+	small := []float64{1, 2, 3}
+	if grown := Room(small, 100<<10); len(grown) != 100<<10 || math.Float64bits(small[2]) != 0xa5a5a5a5a5a5a5a5 {
+		t.Fatalf("Room: %d values, the storage given back in its stead reads %v", len(grown), small)
+	}
+}
+
+// With PoisonReleased on, storage given back twice (which the list would
+// hand out twice, to two owners) panics while the list still holds it.
+func TestPoisonReleasedCatchesATwiceGivenBack(t *testing.T) {
+	was := PoisonReleased(true)
+	t.Cleanup(func() { PoisonReleased(was) })
+	drainFreeInts()
+	t.Cleanup(drainFreeInts)
+	ints := make([]int64, 64<<10)
+	c, d := Column{Type: TypeInt, Ints: ints}, Column{Type: TypeInt, Ints: ints[:10]}
+	ReleaseColumn(&c)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the storage given back twice was taken")
+		}
+	}()
+	ReleaseColumn(&d)
 }
