@@ -39,7 +39,8 @@ type Agg struct {
 	// that a test waits on that event instead of polling.
 	changed atomic.Pointer[func()]
 	// beforeAnswer, for tests: called on the answerer before an answer
-	// taken out of the requests begins (its merge, its stream).
+	// taken out of the requests begins (its merge, its stream); a live
+	// merge's once its first windows are fetched, before its first frame.
 	beforeAnswer atomic.Pointer[func()]
 	startedAt    int64         // unix nanoseconds, in heartbeats: a new value tells RCs we restarted
 	hbSeq        uint64        // owned by Run

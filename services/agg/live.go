@@ -367,6 +367,9 @@ func (a *Agg) answerLive(lm *liveMerge) {
 	// Each window is decoded for the merge alone (next): once copied into a
 	// frame, the next windows decode into its storage.
 	w.ReleaseFetched()
+	if f := a.beforeAnswer.Load(); f != nil {
+		(*f)()
+	}
 	st, ok := a.streamWindows(e, w, content, log, start, len(lm.sources), lm, lm.gate) // stream.go
 	if !ok {
 		a.endLiveEarly(lm, content, log, &statusError{st})

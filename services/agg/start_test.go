@@ -254,6 +254,54 @@ func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 	e.noFrame("after the cancel")
 }
 
+// A live merge's stream (a stream reader's rows, in windows) registers its
+// start gate as the merge starts, as a gathered answer's does: the RC's
+// cancel that comes once its first windows are fetched, before its first
+// frame, ends it, and no frame goes out (before, 16 frames went out after
+// the cancel and the stream then waited for its start signal).
+func TestLiveStreamCancelledBeforeItsFirstFrame(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	args, _ := startPartials(t)
+	_, dec := partials(t, args, demo.Config{Seed: 3})
+	held, release := make(chan struct{}), make(chan struct{})
+	hook := func() {
+		close(held)
+		<-release
+	}
+	e.agg.beforeAnswer.Store(&hook)
+	var refs []messages.PortionRef
+	var daps []*windowDAP
+	for i, p := range dec {
+		// Two windows each, the first with every row but one: far more
+		// than StreamStartFrames frames of 1 KiB before a second is needed.
+		d := &windowDAP{e: e, req: "live1", ref: ref(fmt.Sprint("p", i), 1), dap: fmt.Sprint("dap", i),
+			wins: windowsOf(t, p, max(1, p.Rows.NumRows()-1))}
+		if len(d.wins) != 2 {
+			t.Fatalf("portion %d in %d windows, want 2", i, len(d.wins))
+		}
+		daps, refs = append(daps, d), append(refs, d.ref)
+	}
+	x := expectation("live1", "getData", args, refs...)
+	x.Stream, x.StreamStart, x.Deadline = true, true, time.Now().Add(time.Minute).UnixNano()
+	e.expect(x)
+	for _, d := range daps {
+		e.partial(d.window(0)) // the second is still to come: a live merge
+	}
+	select {
+	case <-held:
+	case <-time.After(wait):
+		t.Fatal("the live merge did not begin")
+	}
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, "live1")
+	e.sendTaken(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h})
+	close(release)
+	// Stopping the Agg waits for the answer; one still waiting for its
+	// start signal would send its error frame now.
+	e.stop()
+	e.noFrame("after the cancel")
+}
+
 // A stream waiting for its start signal still holds its partials: they
 // count in MaxHeldBytes until it ends, so that streams left waiting (a GW
 // that died before it answered) cannot grow the Agg past its bound; the
