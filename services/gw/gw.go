@@ -137,6 +137,7 @@ func (g *GW) Run(ctx context.Context) error {
 	}
 	start := time.Now()
 	g.startedAt = start.UnixNano()
+	g.peers.listening = start
 	if g.cfg.RequestLog != nil {
 		rl, err := g.openRequestLog(ctx)
 		if err != nil {

@@ -34,6 +34,10 @@ type metrics struct {
 	answerStore *prometheus.CounterVec // answers for callers that do not reassemble chunks, by outcome (answerstore.go)
 
 	streamStarts *prometheus.CounterVec // start signals to Aggs (core.StartStream), by outcome
+
+	// stalls counts the times the loop's tick came back late and the stall
+	// was not counted as silence (shell.go stalled).
+	stalls prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, error) {
@@ -100,6 +104,10 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_stream_starts_total",
 		Help: "Start signals to Aggs for the rest of an answer stream (sent once its frame 0 went out to the caller), by outcome: sent, resent (again, each core.StartResend, until the frame the Agg sends once it has the signal comes: one may have been lost), failed (not published: sent again like a lost one).",
 	}, []string{"outcome"})
+	m.stalls = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sg_gw_loop_stalls_total",
+		Help: "Times the GW's loop came back later than its announcement period by a quarter period or more; the stall is not counted as silence of RCs and peer GWs.",
+	})
 	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_malformed_messages_total",
 		Help: "Messages on the GW's internal subjects (position reports, ...) skipped because they do not decode or are invalid, by kind.",
@@ -122,7 +130,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, m.sendFailed, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.streamStarts, m.malformed, kxPending, kxRCs} {
+		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.streamStarts, m.malformed, m.stalls, kxPending, kxRCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,10 @@ type gwPeers struct {
 	mu   sync.Mutex
 	m    map[string]*gwPeer
 	gone map[string]int64 // GW id -> incarnation that stopped or fell silent
+	// listening: since when this GW has listened to heartbeats, moved
+	// forward by its stalls like lastSeen: a GW never heard from is judged
+	// gone once this GW has listened for the failover window.
+	listening time.Time
 }
 
 func (g *GW) beat(stopping bool) {
@@ -48,6 +52,11 @@ func (g *GW) onGWHeartbeat(m *nats.Msg) {
 		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed GW heartbeat")
 		return
 	}
+	g.heardPeer(h, time.Now())
+}
+
+// heardPeer takes a peer GW's heartbeat, heard at at.
+func (g *GW) heardPeer(h messages.GWHeartbeat, at time.Time) {
 	if h.GWID == g.cfg.ID {
 		return
 	}
@@ -60,14 +69,14 @@ func (g *GW) onGWHeartbeat(m *nats.Msg) {
 		g.peers.gone[h.GWID] = h.StartedAt
 		sweep = true
 	case p == nil:
-		g.peers.m[h.GWID] = &gwPeer{startedAt: h.StartedAt, lastSeen: time.Now(), period: time.Duration(h.IntervalMS) * time.Millisecond}
+		g.peers.m[h.GWID] = &gwPeer{startedAt: h.StartedAt, lastSeen: at, period: time.Duration(h.IntervalMS) * time.Millisecond}
 	default:
 		if p.startedAt != h.StartedAt {
 			g.peers.gone[h.GWID] = p.startedAt
 			p.startedAt = h.StartedAt
 			sweep = true
 		}
-		p.lastSeen, p.period = time.Now(), time.Duration(h.IntervalMS)*time.Millisecond
+		p.lastSeen, p.period = at, time.Duration(h.IntervalMS)*time.Millisecond
 	}
 	g.peers.mu.Unlock()
 	if sweep {
@@ -76,9 +85,37 @@ func (g *GW) onGWHeartbeat(m *nats.Msg) {
 	}
 }
 
-func (g *GW) prunePeers(now time.Time) []string {
+// judgePeers judges the peers' silence at now, a tick of the loop that came
+// stall late (stalled), and asks for a sweep of the request log for each peer
+// found gone.
+func (g *GW) judgePeers(now time.Time, stall time.Duration) {
+	for _, id := range g.prunePeers(now, stall) {
+		g.log.Warn().Str("peer_gw", id).Dur("dead_after", g.cfg.DeadAfter).Msg("peer GW silent: adopting its open requests")
+		g.requestSweep()
+	}
+}
+
+// prunePeers ends the peers silent for the failover window at now, after
+// moving their last-heard times forward by this GW's stall (stalled): its
+// own stall is not their silence.
+func (g *GW) prunePeers(now time.Time, stall time.Duration) []string {
 	g.peers.mu.Lock()
 	defer g.peers.mu.Unlock()
+	if stall > 0 {
+		credit := func(t time.Time) time.Time {
+			if !t.Before(now) {
+				return t // heard after the tick's time: nothing to credit
+			}
+			if t = t.Add(stall); t.After(now) {
+				return now
+			}
+			return t
+		}
+		for _, p := range g.peers.m {
+			p.lastSeen = credit(p.lastSeen)
+		}
+		g.peers.listening = credit(g.peers.listening)
+	}
 	var gone []string
 	for id, p := range g.peers.m {
 		if now.Sub(p.lastSeen) > max(announceMisses*p.period, g.cfg.DeadAfter) {
@@ -92,8 +129,8 @@ func (g *GW) prunePeers(now time.Time) []string {
 
 // orphan reports whether an open entry has no live driver: its GW is this
 // one's earlier incarnation, a stopped or restarted GW, or a GW not heard from
-// for DeadAfter (judged only once this GW has listened that long).
-func (g *GW) orphan(e messages.LogEntry) bool {
+// for DeadAfter (judged only once this GW has listened that long), at now.
+func (g *GW) orphan(e messages.LogEntry, now time.Time) bool {
 	if e.GWID == g.cfg.ID {
 		return e.GWStarted != g.startedAt
 	}
@@ -104,7 +141,7 @@ func (g *GW) orphan(e messages.LogEntry) bool {
 	}
 	p := g.peers.m[e.GWID]
 	if p == nil {
-		return time.Since(time.Unix(0, g.startedAt)) > max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter)
+		return now.Sub(g.peers.listening) > max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter)
 	}
 	return p.startedAt != e.GWStarted
 }
@@ -139,7 +176,7 @@ func (g *GW) sweep(ctx context.Context) {
 	defer cancel()
 	var orphans []core.Adopt
 	err := g.rlog.scan(sctx, filter, func(ref logRef) {
-		if ref.entry.State == messages.LogOpen && g.orphan(ref.entry) {
+		if ref.entry.State == messages.LogOpen && g.orphan(ref.entry, time.Now()) {
 			orphans = append(orphans, core.Adopt{Subject: ref.subject, Seq: ref.seq, Entry: ref.entry})
 		}
 	})

@@ -81,8 +81,9 @@ type shell struct {
 	busy     int       // log jobs taken and not finished
 	sends    []logSend // log writes waiting for room under maxLogWrites
 	later    []core.Event
-	batch    int  // later[batch:] are the follow-ups of the commands being carried out
-	handlers bool // waiting for the endpoint handlers to return
+	batch    int       // later[batch:] are the follow-ups of the commands being carried out
+	handlers bool      // waiting for the endpoint handlers to return
+	awake    time.Time // the last tick's time (stalled)
 }
 
 // step feeds one event to the core and carries out its commands.
@@ -192,6 +193,32 @@ func (sh *shell) tick(at int64) {
 	sh.step(core.Tick{At: at})
 }
 
+// stalled: silence is counted on the GW's own running time. The ticker
+// fires every AnnounceEvery; a tick that comes later than that after the last
+// one by a quarter period or more tells of a stall of the GW (a stopped or
+// starved process), during which its peers' heartbeats could not be heard
+// (in `sg run` they are the same process, stalled alike), so the stall is
+// not counted as their silence: judged on wall time, one stall made a GW
+// judge every peer dead at once and adopt their requests, re-driving work
+// that was under way exactly when the system was struggling. The core
+// discounts its RCs' silence by the same rule (core/rcs.go discountStall).
+// Lateness under a quarter period is jitter, which the failover window
+// (several periods) absorbs. It returns the stall, 0 for none.
+func (sh *shell) stalled(at time.Time) time.Duration {
+	last := sh.awake
+	sh.awake = at
+	period := sh.g.cfg.AnnounceEvery
+	stall := at.Sub(last) - period
+	if last.IsZero() || stall < period/4 {
+		return 0
+	}
+	sh.g.met.stalls.Inc()
+	if stall >= period {
+		sh.g.log.Warn().Dur("stalled", stall).Msg("gw loop stalled: not counted as silence of RCs and peer GWs")
+	}
+	return stall
+}
+
 // idle: nothing is held or under way any more.
 func (sh *shell) idle() bool {
 	return !sh.handlers && sh.c.Idle() && len(sh.queue) == 0 && sh.busy == 0 && len(sh.sends) == 0 &&
@@ -281,14 +308,16 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 			sh.ack(m)
 		case <-timer.C:
 			sh.step(core.Tick{At: now()})
-		case t := <-tick.C:
+		case <-tick.C:
+			// The loop's own time, not the tick's: a tick missed while the
+			// loop was stalled carries the time it was due, the stall's
+			// start, and the stall would be seen only a tick later.
+			t := time.Now()
 			g.beat(false)
+			stall := sh.stalled(t)
 			sh.tick(t.UnixNano())
 			if g.rlog != nil && !stopping {
-				for _, id := range g.prunePeers(t) {
-					g.log.Warn().Str("peer_gw", id).Dur("dead_after", g.cfg.DeadAfter).Msg("peer GW silent: adopting its open requests")
-					g.requestSweep()
-				}
+				g.judgePeers(t, stall)
 				if t.Sub(lastSweep) >= g.cfg.SweepEvery {
 					lastSweep = t
 					g.requestSweep()
