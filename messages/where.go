@@ -12,9 +12,15 @@ import "fmt"
 const WhereVersion = 1
 
 // Bounds of a Where tree: a hostile message cannot make the DAP recurse or
-// allocate without end.
+// allocate without end. MaxWhereDepth is what the deepest carrier of the
+// arguments holds within MaxDepth: each level of the tree is two of
+// msgpack's (a node, its operands), and a secondary RC's PeerPortion and an
+// adopter's LogEntry wrap the arguments in two more maps. A deeper Where
+// would validate at the GW and the RC and then be refused by every DAP and
+// the Agg, and its request never answered
+// (TestWhereAtItsLimitReachesEveryService).
 const (
-	MaxWhereDepth = 32
+	MaxWhereDepth = 13
 	MaxWhereNodes = 4096
 )
 

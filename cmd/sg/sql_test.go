@@ -41,11 +41,20 @@ func TestQuerySQLEqualsGetData(t *testing.T) {
 	if sqlOut != getOut || strings.Count(sqlOut, "\n") != 6 {
 		t.Fatalf("sql printed\n%s\ngetData printed\n%s", sqlOut, getOut)
 	}
+	// A WHERE nested deeper than a Where may be (messages.MaxWhereDepth) is
+	// refused, never left unanswered: before, it planned and validated at
+	// the RC, every DAP and the Agg refused what it sent, and the caller
+	// waited for its timeout (`--opts`: well past any answer).
+	deep := "SELECT count(*) AS n FROM trade WHERE " + strings.Repeat("NOT ", messages.MaxWhereDepth+2) + "price > 0"
+	out, err := sg(t, "query", "sql", deep, "--opts", `{"timeout":600000}`, "--nats", url[1], "--log-level", "error")
+	if err == nil || !strings.Contains(out, "BAD_REQUEST") || !strings.Contains(out, "nested deeper than") {
+		t.Fatalf("sg query sql with a WHERE nested too deep: err %v\n%s", err, out)
+	}
 	queryStreams(t, url[1])
 	if out, err := sg(t, "ping", "--nats", url[1], "--log-level", "error"); err != nil {
 		t.Fatalf("ping with the demo fleet: %v\n%s", err, out)
 	}
-	out, err := sg(t, "ping", "--labels", "region=mars", "--nats", url[1], "--log-level", "error")
+	out, err = sg(t, "ping", "--labels", "region=mars", "--nats", url[1], "--log-level", "error")
 	if err == nil || !strings.Contains(out, "no DAP reached") {
 		t.Fatalf("ping reaching no DAP: err %v\n%s", err, out)
 	}
