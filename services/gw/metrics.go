@@ -35,8 +35,9 @@ type metrics struct {
 
 	streamStarts *prometheus.CounterVec // start signals to Aggs (core.StartStream), by outcome
 
-	// stalls counts the times the loop's tick came back late and the stall
-	// was not counted as silence (shell.go stalled).
+	// stalls counts the times the loop's tick came back late by a quarter
+	// period or more (shell.go stalled); any lateness is not counted as
+	// silence.
 	stalls prometheus.Counter
 }
 
@@ -106,7 +107,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 	}, []string{"outcome"})
 	m.stalls = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sg_gw_loop_stalls_total",
-		Help: "Times the GW's loop came back later than its announcement period by a quarter period or more; the stall is not counted as silence of RCs and peer GWs.",
+		Help: "Times the GW's loop came back later than its announcement period by a quarter period or more; its lateness (any, not only these) is not counted as silence of RCs and peer GWs.",
 	})
 	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_malformed_messages_total",

@@ -105,3 +105,44 @@ func TestStallIsNotPeerSilence(t *testing.T) {
 		t.Fatalf("sg_gw_loop_stalls_total = %v after one stall and punctual ticks, want 1", n)
 	}
 }
+
+// TestSmallLatenessIsNotPeerSilence: a tick late by less than a quarter
+// period (40 ms of 200 ms) is not counted as a stall (metric), but its
+// lateness is credited exactly: a peer silent 1.8 s of its 2 s failover
+// window before it is at the window after it, and gone a nanosecond later.
+func TestSmallLatenessIsNotPeerSilence(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	period, deadAfter := 200*time.Millisecond, 2*time.Second
+	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t)),
+		AnnounceEvery: period, DeadAfter: deadAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_000_000, 0)
+	g.startedAt, g.peers.listening = at.UnixNano(), at
+	sh := &shell{g: g}
+	tick := func() []string { return g.prunePeers(at, sh.stalled(at)) }
+	g.heardPeer(messages.GWHeartbeat{V: messages.RecoveryVersion, GWID: "peer", StartedAt: 7, IntervalMS: period.Milliseconds()}, at)
+	tick()
+	for range 9 { // 1.8 s of the peer's silence
+		at = at.Add(period)
+		if gone := tick(); len(gone) != 0 {
+			t.Fatalf("%v judged gone before its failover window", gone)
+		}
+	}
+	at = at.Add(period + 40*time.Millisecond)
+	if gone := tick(); len(gone) != 0 {
+		t.Fatalf("%v judged gone for this GW's lateness of 40 ms", gone)
+	}
+	var mv dto.Metric
+	if err := g.met.stalls.Write(&mv); err != nil {
+		t.Fatal(err)
+	}
+	if n := mv.GetCounter().GetValue(); n != 0 {
+		t.Fatalf("sg_gw_loop_stalls_total = %v after a lateness under a quarter period, want 0", n)
+	}
+	at = at.Add(time.Nanosecond)
+	if gone := tick(); !slices.Equal(gone, []string{"peer"}) {
+		t.Fatalf("gone %v a nanosecond past the peer's failover window, want the peer: more than the lateness was credited", gone)
+	}
+}

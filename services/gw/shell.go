@@ -202,15 +202,20 @@ func (sh *shell) tick(at int64) {
 // judge every peer dead at once and adopt their requests, re-driving work
 // that was under way exactly when the system was struggling. The core
 // discounts its RCs' silence by the same rule (core/rcs.go discountStall).
-// Lateness under a quarter period is jitter, which the failover window
-// (several periods) absorbs. It returns the stall, 0 for none.
+// Any lateness is returned, to be credited: never more than the lateness,
+// while silence still grows by the period at every tick, so crediting jitter
+// is harmless. Only lateness of a quarter period or more is counted as a
+// stall (metric) and warned of from a full period. It returns 0 for none.
 func (sh *shell) stalled(at time.Time) time.Duration {
 	last := sh.awake
 	sh.awake = at
 	period := sh.g.cfg.AnnounceEvery
 	stall := at.Sub(last) - period
-	if last.IsZero() || stall < period/4 {
+	if last.IsZero() || stall <= 0 {
 		return 0
+	}
+	if stall < period/4 {
+		return stall // jitter: credited, not a stall
 	}
 	sh.g.met.stalls.Inc()
 	if stall >= period {

@@ -98,6 +98,10 @@ func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
 		return
 	}
 	sel := args.Labels
+	// A ping handled before the first tick after a stall of the RC's is
+	// judged on its running time too (stall.go), or every DAP would be
+	// reported unreached for the RC's own stall.
+	r.discountStall(now)
 	out := []PingResult{}
 	for _, d := range r.core.DAPs() {
 		if !sel.Selects(d.Labels) { // as a request selects label sets

@@ -32,8 +32,8 @@ type metrics struct {
 	cancels *prometheus.CounterVec
 	// aggsLost counts Aggs declared lost; aggRedrives the requests moved to another.
 	aggsLost prometheus.Counter
-	// stalls counts the times the RC's loop came back late and discounted
-	// the stall from the silence of what it judges (stall.go).
+	// stalls counts the times the RC's loop came back late by a quarter
+	// period or more (stall.go); any lateness is discounted from silence.
 	stalls      prometheus.Counter
 	aggRedrives prometheus.Counter
 	// refused counts requests refused RATE_LIMITED, by limit.
@@ -68,7 +68,7 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		rememberedLabelSets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_remembered_label_sets", Help: "(Table, label set) pairs whose DAPs all left within SG_RC_LABEL_SET_RETENTION: requests that select them wait for a DAP of them.", ConstLabels: labels}),
 		recoveredDAPs:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
 		aggsLost:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
-		stalls:              prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_loop_stalls_total", Help: "Times the RC's loop came back later than its announcement period; the stall is not counted as silence of DAPs, Aggs and peer RCs.", ConstLabels: labels}),
+		stalls:              prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_loop_stalls_total", Help: "Times the RC's loop came back later than its announcement period by a quarter period or more; its lateness (any, not only these) is not counted as silence of DAPs, Aggs and peer RCs.", ConstLabels: labels}),
 		aggRedrives:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
 		refused:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
 		warmHeld:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_warmup_held_total", Help: "Requests held while the RC's fleet view warmed up after start.", ConstLabels: labels}),

@@ -249,11 +249,7 @@ func (r *RC) Run(ctx context.Context) error {
 		case <-tick.C:
 			r.onTick(inbox)
 		case <-announce.C:
-			r.announce(false)
-			now := r.cfg.Now()
-			r.discountStall(now)
-			r.checkPeers(now)
-			r.observe()
+			r.onAnnounce()
 		}
 		r.armDeadline(deadline)
 	}
@@ -274,6 +270,16 @@ func (r *RC) onTick(inbox <-chan input) {
 	r.checkAggs(now)
 	r.forgetRelayed(now)
 	r.step(core.Tick{At: now.UnixNano()})
+}
+
+// onAnnounce announces the RC and judges its peer RCs' silence, after
+// discounting its own stall (stall.go).
+func (r *RC) onAnnounce() {
+	r.announce(false)
+	now := r.cfg.Now()
+	r.discountStall(now)
+	r.checkPeers(now)
+	r.observe()
 }
 
 // armDeadline sets the timer to the core's next deadline, so a timeout is

@@ -16,13 +16,19 @@ import "time"
 
 // discountStall moves the last-heard times of the DAPs, Aggs and peer RCs
 // forward by the part of the time since the loop last judged that exceeds
-// AnnounceEvery (never past now). Call it before judging silence. Lateness
-// under a quarter period is scheduling jitter, which the silence thresholds
-// (several periods) absorb.
+// AnnounceEvery (never past now). Call it before judging silence. Any
+// lateness is credited: the credit is never more than the lateness, and
+// silence still grows by the period at every wake, so crediting jitter is
+// harmless, while a threshold relative to the RC's period would leave a DAP
+// beating faster than that (a 200 ms heartbeat: dropped after 600 ms) to be
+// judged on the RC's own stall. Only lateness of a quarter period or more is
+// counted as a stall (metric) and warned of from a full period.
 func (r *RC) discountStall(now time.Time) {
 	stall := now.Sub(r.awake) - r.cfg.AnnounceEvery
-	if r.awake.IsZero() || stall < r.cfg.AnnounceEvery/4 {
-		r.awake = now
+	if r.awake.IsZero() || stall <= 0 {
+		if now.After(r.awake) {
+			r.awake = now
+		}
 		return
 	}
 	r.awake = now
@@ -40,6 +46,9 @@ func (r *RC) discountStall(now time.Time) {
 	}
 	for _, p := range r.peers {
 		p.lastSeen = credit(p.lastSeen)
+	}
+	if stall < r.cfg.AnnounceEvery/4 {
+		return // jitter: credited, not a stall
 	}
 	r.metrics.stalls.Inc()
 	if stall >= r.cfg.AnnounceEvery {

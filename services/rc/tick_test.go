@@ -1,6 +1,7 @@
 package rc
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -104,5 +105,127 @@ func TestStallIsNotSilence(t *testing.T) {
 	}
 	if !r.aggs["agg-1"].dead {
 		t.Fatal("the Agg, silent 1 s after the stall, is not lost")
+	}
+}
+
+// stallRC is tickRC with the loop running (judging every period) while d1
+// stays silent for silent, then lets it come back late by late on top of the
+// period; it returns the RC after that tick.
+func stallRC(t *testing.T, clock *time.Time, period, silent, late time.Duration) *RC {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.Start(t))
+	r, _ := tickRC(t, nc, clock, Config{AnnounceEvery: period})
+	inbox := make(chan input)
+	r.onTick(inbox)
+	for end := clock.Add(silent); clock.Before(end); {
+		*clock = clock.Add(period)
+		r.onTick(inbox)
+	}
+	if _, known := r.daps["d1"]; !known {
+		t.Fatalf("the DAP was dropped after %v of silence, under its limit", silent)
+	}
+	*clock = clock.Add(period + late)
+	r.onTick(inbox)
+	return r
+}
+
+// TestStallKeepsSilenceBeforeIt: a DAP (200 ms heartbeat: dropped after
+// 600 ms of silence) already silent 500 ms when the RC stalls 10 s is kept by
+// the first tick after it (its silence is 600 ms of the RC's running time:
+// the 500 ms and the period the loop is due to wake in) and dropped one
+// period later: the stall is credited, not a reset of its silence.
+func TestStallKeepsSilenceBeforeIt(t *testing.T) {
+	const period = 100 * time.Millisecond
+	clock := time.Unix(1_000_000, 0)
+	r := stallRC(t, &clock, period, 500*time.Millisecond, 10*time.Second)
+	if _, known := r.daps["d1"]; !known {
+		t.Fatal("the DAP was dropped for the RC's own stall")
+	}
+	clock = clock.Add(period)
+	r.onTick(make(chan input))
+	if _, known := r.daps["d1"]; known {
+		t.Fatal("the DAP, silent 500 ms before the stall and a period after it, is still known: the stall erased its silence")
+	}
+}
+
+// TestSmallLatenessIsCredited: a lateness of the RC's loop under a quarter
+// period (20 ms of a 100 ms period) is still not the DAP's silence: it is
+// credited exactly, so a DAP silent 500 ms before it is at its 600 ms limit
+// after it, and dropped a nanosecond later.
+func TestSmallLatenessIsCredited(t *testing.T) {
+	const period = 100 * time.Millisecond
+	clock := time.Unix(1_000_000, 0)
+	r := stallRC(t, &clock, period, 500*time.Millisecond, 20*time.Millisecond)
+	if _, known := r.daps["d1"]; !known {
+		t.Fatal("the DAP was dropped for the RC's lateness of 20 ms")
+	}
+	clock = clock.Add(time.Nanosecond)
+	r.onTick(make(chan input))
+	if _, known := r.daps["d1"]; known {
+		t.Fatal("the DAP, at its limit, is still known a nanosecond later: more than the lateness was credited")
+	}
+}
+
+// TestStallIsNotPeerRCSilence: a peer RC (dropped after 3 s of silence)
+// already silent 2.5 s when this RC stalls 10 s is kept by the announcement
+// after the stall, which judges peers, and dropped about one period past
+// its 3 s of the RC's running time.
+func TestStallIsNotPeerRCSilence(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	const period = 100 * time.Millisecond
+	clock := time.Unix(1_000_000, 0)
+	r, _ := tickRC(t, nc, &clock, Config{AnnounceEvery: period})
+	r.peers["rc-2"] = &peerRC{startedAt: 1, lastSeen: clock, period: period}
+	r.onAnnounce()
+	for end := clock.Add(2500 * time.Millisecond); clock.Before(end); {
+		clock = clock.Add(period)
+		r.onAnnounce()
+	}
+	clock = clock.Add(10 * time.Second)
+	r.onAnnounce()
+	if _, known := r.peers["rc-2"]; !known {
+		t.Fatal("the peer RC was dropped for this RC's own stall")
+	}
+	for range 6 { // 600 ms: 3.1 s of silence on the RC's running time
+		clock = clock.Add(period)
+		r.onAnnounce()
+	}
+	if _, known := r.peers["rc-2"]; known {
+		t.Fatal("the peer RC, silent 2.5 s before the stall and 600 ms after it, is still known: the stall erased its silence")
+	}
+}
+
+// TestPingAfterStall: a ping handled after a stall of the RC's, before its
+// first tick, reports a DAP heard just before the stall as reached.
+func TestPingAfterStall(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	const period = 100 * time.Millisecond
+	clock := time.Unix(1_000_000, 0)
+	r, _ := tickRC(t, nc, &clock, Config{AnnounceEvery: period})
+	r.onTick(make(chan input))
+	clock = clock.Add(10 * time.Second)
+
+	reply, err := nc.SubscribeSync(nats.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.answerPing(messages.RCSubmission{V: messages.RequestVersion, RequestID: "ping-1", ReplyTo: reply.Subject, Content: messages.ContentJSON}, clock)
+	m, err := reply.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no ping answer: %v", err)
+	}
+	resp, err := messages.DecodeResponse(m.Header, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Header.Status.IsOK() {
+		t.Fatalf("ping answered %v", resp.Header.Status)
+	}
+	var out []PingResult
+	if err := json.Unmarshal(resp.Payload, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 1 || out[0].DAP != "d1" || !out[0].Reached {
+		t.Fatalf("ping after the RC's stall: %+v, want d1 reached", out)
 	}
 }

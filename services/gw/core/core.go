@@ -59,7 +59,7 @@ func (c *Core) Step(ev Event) []Command {
 		c.arrive(e.Req)
 	case Tick:
 		if c.lastTick != 0 {
-			c.rcs.discountStall(c.now-c.lastTick-c.cfg.AnnounceEvery, c.cfg.AnnounceEvery, c.now)
+			c.rcs.discountStall(c.now-c.lastTick-c.cfg.AnnounceEvery, c.now)
 		}
 		c.lastTick = c.now
 		if c.rcs.prune(c.now, c.cfg.DeadAfter) {

@@ -67,10 +67,13 @@ func (t *rcs) heartbeat(h RCHeartbeat, now int64) {
 // tells of a stall of the GW (a stopped or starved process): the RCs'
 // announcements could not be heard meanwhile (in `sg run` the RC is the same
 // process, stalled alike, and its announcement due at the same moment comes
-// just after), so the stall is not counted as their silence. Lateness under
-// a quarter period is jitter, which the three periods of prune absorb.
-func (t *rcs) discountStall(stall, period, now int64) {
-	if stall < period/4 {
+// just after), so the stall is not counted as their silence. Any lateness is
+// credited: never more than the lateness, while silence still grows by the
+// period at every Tick, so crediting jitter is harmless; a threshold relative
+// to the GW's period would judge an RC announcing faster than the GW on the
+// GW's own stall.
+func (t *rcs) discountStall(stall, now int64) {
+	if stall <= 0 {
 		return
 	}
 	for _, rc := range t.m {

@@ -80,3 +80,52 @@ func TestStallIsNotRCSilence(t *testing.T) {
 		t.Fatal("the RC, silent four periods after the stall, still gets new requests")
 	}
 }
+
+// stalledStory: an RC announced, the GW ticking every period while the RC
+// stays silent for silent, then a Tick late by late on top of the period.
+func stalledStory(t *testing.T, silent, late int64) *story {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.step(Tick{At: s.now})
+	for end := s.now + silent; s.now < end; {
+		s.now += announce
+		s.step(Tick{At: s.now})
+	}
+	if len(s.c.RCs()) != 1 {
+		t.Fatalf("the RC, silent %d ms, under three periods, gets no new requests", silent/ms)
+	}
+	s.now += announce + late
+	s.step(Tick{At: s.now})
+	return s
+}
+
+// An RC already silent 1.5 periods when the GW stalls is judged on the GW's
+// running time: 2.5 periods after the stall (the 1.5 and the period the GW is
+// due to tick in), silent (three periods) one period later: the stall is
+// credited, not a reset of its silence.
+func TestStallKeepsRCSilenceBeforeIt(t *testing.T) {
+	s := stalledStory(t, 3*announce/2, 10*deadAfter)
+	if len(s.c.RCs()) != 1 {
+		t.Fatal("the RC was judged silent for the GW's own stall")
+	}
+	s.now += announce
+	s.step(Tick{At: s.now})
+	if len(s.c.RCs()) != 0 {
+		t.Fatal("the RC, silent 1.5 periods before the stall and one after it, still gets new requests: the stall erased its silence")
+	}
+}
+
+// A lateness of the GW's Tick under a quarter period (a fifth) is credited
+// exactly: an RC silent two periods before it is at its limit of three after
+// it, and silent a nanosecond later.
+func TestSmallLatenessIsCreditedToRCs(t *testing.T) {
+	s := stalledStory(t, 2*announce, announce/5)
+	if len(s.c.RCs()) != 1 {
+		t.Fatal("the RC was judged silent for the GW's lateness of a fifth of a period")
+	}
+	s.now++
+	s.step(Tick{At: s.now})
+	if len(s.c.RCs()) != 0 {
+		t.Fatal("the RC, at its limit, still gets new requests a nanosecond later: more than the lateness was credited")
+	}
+}
