@@ -231,22 +231,50 @@ func TestStreamStartWaitEndsOnCancel(t *testing.T) {
 // until its deadline.
 func TestStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
+	args, enc := startPartials(t)
+	e.cancelBeforeFirstFrame("s1", func() { e.startRequest("s1", true, time.Now().Add(time.Minute), args, enc) })
+}
+
+// cancelBeforeFirstFrame starts request req's answer (start), holds the
+// answerer before its first frame (Agg.beforeAnswer), sends the RC's cancel
+// and lets it go on: no frame may go out.
+func (e *env) cancelBeforeFirstFrame(req string, start func()) {
+	e.t.Helper()
 	held, release := make(chan struct{}), make(chan struct{})
 	hook := func() {
 		close(held)
 		<-release
 	}
 	e.agg.beforeAnswer.Store(&hook)
-	args, enc := startPartials(t)
-	e.startRequest("s1", true, time.Now().Add(time.Minute), args, enc)
+	released := false
+	defer func() { // a failure must not leave the answerer held: the Agg's stop waits for it
+		if !released {
+			close(release)
+		}
+	}()
+	start()
 	select {
 	case <-held:
 	case <-time.After(wait):
-		t.Fatal("the answer did not begin")
+		e.t.Fatal("the answer did not begin")
 	}
 	h := nats.Header{}
-	h.Set(messages.HdrRequestID, "s1")
+	h.Set(messages.HdrRequestID, req)
 	e.sendTaken(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h})
+	// sendTaken may have seen the last partial's own change, noted after
+	// the answer began: wait until the cancel reached the stream's gate.
+	e.agg.mu.Lock()
+	g := e.agg.gates[req]
+	e.agg.mu.Unlock()
+	if g == nil {
+		e.t.Fatal("no start gate while the answer is held before its first frame")
+	}
+	select {
+	case <-g.done:
+	case <-time.After(wait):
+		e.t.Fatal("the cancel did not reach the stream's gate")
+	}
+	released = true
 	close(release)
 	// Stopping the Agg waits for the answer; one still waiting for its
 	// start signal would send its error frame now.
@@ -263,12 +291,6 @@ func TestLiveStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.StreamWindow = 1024 })
 	args, _ := startPartials(t)
 	_, dec := partials(t, args, demo.Config{Seed: 3})
-	held, release := make(chan struct{}), make(chan struct{})
-	hook := func() {
-		close(held)
-		<-release
-	}
-	e.agg.beforeAnswer.Store(&hook)
 	var refs []messages.PortionRef
 	var daps []*windowDAP
 	for i, p := range dec {
@@ -283,23 +305,12 @@ func TestLiveStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 	}
 	x := expectation("live1", "getData", args, refs...)
 	x.Stream, x.StreamStart, x.Deadline = true, true, time.Now().Add(time.Minute).UnixNano()
-	e.expect(x)
-	for _, d := range daps {
-		e.partial(d.window(0)) // the second is still to come: a live merge
-	}
-	select {
-	case <-held:
-	case <-time.After(wait):
-		t.Fatal("the live merge did not begin")
-	}
-	h := nats.Header{}
-	h.Set(messages.HdrRequestID, "live1")
-	e.sendTaken(&nats.Msg{Subject: subj.AggCancel("agg1"), Header: h})
-	close(release)
-	// Stopping the Agg waits for the answer; one still waiting for its
-	// start signal would send its error frame now.
-	e.stop()
-	e.noFrame("after the cancel")
+	e.cancelBeforeFirstFrame("live1", func() {
+		e.expect(x)
+		for _, d := range daps {
+			e.partial(d.window(0)) // the second is still to come: a live merge
+		}
+	})
 }
 
 // A stream waiting for its start signal still holds its partials: they
