@@ -22,16 +22,7 @@ import (
 // is the GW never heard. The ticks and heartbeats are driven as the loop
 // does (shell.stalled, prunePeers), on a clock of the test's.
 func TestStallIsNotPeerSilence(t *testing.T) {
-	nc := natstest.Connect(t, natstest.Start(t))
-	period, deadAfter := 200*time.Millisecond, 2*time.Second
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t)),
-		AnnounceEvery: period, DeadAfter: deadAfter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Unix(1_000_000, 0)
-	g.startedAt, g.peers.listening = at.UnixNano(), at
-	sh := &shell{g: g}
+	g, sh, at, period, deadAfter := stallGW(t)
 	tick := func() []string { return g.prunePeers(at, sh.stalled(at)) }
 	beat := func(id string) {
 		g.heardPeer(messages.GWHeartbeat{V: messages.RecoveryVersion, GWID: id, StartedAt: 7, IntervalMS: period.Milliseconds()}, at)
@@ -111,16 +102,7 @@ func TestStallIsNotPeerSilence(t *testing.T) {
 // lateness is credited exactly: a peer silent 1.8 s of its 2 s failover
 // window before it is at the window after it, and gone a nanosecond later.
 func TestSmallLatenessIsNotPeerSilence(t *testing.T) {
-	nc := natstest.Connect(t, natstest.Start(t))
-	period, deadAfter := 200*time.Millisecond, 2*time.Second
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t)),
-		AnnounceEvery: period, DeadAfter: deadAfter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Unix(1_000_000, 0)
-	g.startedAt, g.peers.listening = at.UnixNano(), at
-	sh := &shell{g: g}
+	g, sh, at, period, _ := stallGW(t)
 	tick := func() []string { return g.prunePeers(at, sh.stalled(at)) }
 	g.heardPeer(messages.GWHeartbeat{V: messages.RecoveryVersion, GWID: "peer", StartedAt: 7, IntervalMS: period.Milliseconds()}, at)
 	tick()
@@ -145,4 +127,21 @@ func TestSmallLatenessIsNotPeerSilence(t *testing.T) {
 	if gone := tick(); !slices.Equal(gone, []string{"peer"}) {
 		t.Fatalf("gone %v a nanosecond past the peer's failover window, want the peer: more than the lateness was credited", gone)
 	}
+}
+
+// stallGW is a GW whose peer judgement a test drives as the loop does, on a
+// clock of the test's starting at at: period is its AnnounceEvery, deadAfter
+// its failover window.
+func stallGW(t *testing.T) (g *GW, sh *shell, at time.Time, period, deadAfter time.Duration) {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.Start(t))
+	period, deadAfter = 200*time.Millisecond, 2*time.Second
+	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t)),
+		AnnounceEvery: period, DeadAfter: deadAfter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at = time.Unix(1_000_000, 0)
+	g.startedAt, g.peers.listening = at.UnixNano(), at
+	return g, &shell{g: g}, at, period, deadAfter
 }
