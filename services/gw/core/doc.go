@@ -33,8 +33,11 @@
 //     possibly much later: the core has at most one write per request under
 //     way), Purge, Submit, CancelDrive, Answer and AnswerCancel (publish to
 //     the reply subject: the core checked nothing about it, the shell
-//     admits only client inboxes), and Released, Dropped, Adopted for logs
-//     and metrics. The slice is reused by the next Step.
+//     admits only client inboxes), Relay (the next message of an answer
+//     passed on as it comes, to the same subject), StartStream (to the
+//     Agg's start subject: the rest of an answer stream), and Released,
+//     Dropped, Adopted for logs and metrics. The slice is reused by the
+//     next Step.
 //  4. After each Step, arm a timer for NextDeadline (the requests' timers
 //     and the relays' deadlines) and Step a Tick when it fires; Tick also
 //     periodically (the RC announcement period), so silent RCs are noticed.
