@@ -48,8 +48,8 @@ func plainLargeRequest(t *testing.T, nc *nats.Conn, s subjects.Subjects) (*nats.
 	if st.RC != messages.CodeTooLarge || !strings.Contains(st.AI, messages.HdrAcceptChunks) || len(resp.Payload) != 0 {
 		t.Fatalf("answer %+v, want TOO_LARGE naming %s", st, messages.HdrAcceptChunks)
 	}
-	if !strings.Contains(st.AI, "limit") || !strings.Contains(st.AI, "time range") {
-		t.Fatalf("the error does not say how to page (a limit and a time range): %q", st.AI)
+	if !strings.Contains(st.AI, "limit") || !strings.Contains(st.AI, "time range") || !strings.Contains(st.AI, messages.HdrAcceptStream+": 1") {
+		t.Fatalf("the error does not say how to page (a limit and a time range) or stream: %q", st.AI)
 	}
 	var size int
 	if _, err := fmt.Sscanf(st.AI, "Answer is %d bytes", &size); err != nil || int64(size) <= nc.MaxPayload() {

@@ -231,8 +231,9 @@ func TestTooLarge(t *testing.T) {
 	e.partial(okPartial("req1", ref("a", 1), "dap", enc[0]))
 	e.partial(okPartial("req1", ref("b", 1), "dap", enc[1]))
 	resp, _ := e.answer()
-	if resp.Header.RC != messages.CodeTooLarge || !strings.Contains(resp.Header.AI, "limit") {
-		t.Fatalf("answer %+v", resp.Header)
+	if resp.Header.RC != messages.CodeTooLarge || !strings.Contains(resp.Header.AI, "limit") ||
+		!strings.Contains(resp.Header.AI, messages.HdrAcceptStream+": 1") {
+		t.Fatalf("answer %+v: want the limit and the stream's header named", resp.Header)
 	}
 	if d := e.aggDone(); d.Status.RC != messages.CodeTooLarge {
 		t.Fatalf("AggDone %+v", d)
@@ -246,7 +247,8 @@ func TestTooLarge(t *testing.T) {
 		e.partial(okPartial("req1", x.Expect[i], "dap", b))
 	}
 	resp, _ = e.answer()
-	if resp.Header.RC != messages.CodeTooLarge || resp.Content != messages.ContentJSON {
+	if resp.Header.RC != messages.CodeTooLarge || resp.Content != messages.ContentJSON ||
+		!strings.Contains(resp.Header.AI, "for a whole answer") || !strings.Contains(resp.Header.AI, messages.HdrAcceptStream+": 1") {
 		t.Fatalf("answer %+v", resp.Header)
 	}
 	if s := e.agg.Stats(); s.TooLarge != 1 || s.Errors != 1 {

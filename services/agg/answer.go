@@ -116,7 +116,8 @@ func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st me
 	} else if size := data.Len(); int64(size) > a.cfg.MaxAnswerBytes {
 		a.stats.tooLarge.Add(1)
 		st = messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
-			"answer of %d bytes is above the Agg's limit of %d bytes: narrow the request (columns, filter, limit)", size, a.cfg.MaxAnswerBytes)
+			"answer of %d bytes is above the Agg's limit of %d bytes for a whole answer: read it as a stream (request header %s: 1; getData, sql), "+
+				"which has no size limit, or narrow the request (columns, filter, limit)", size, a.cfg.MaxAnswerBytes, messages.HdrAcceptStream)
 		data, err = resp(st, nil)
 	}
 	return data, st, err
@@ -136,8 +137,9 @@ func (a *Agg) result(j job, content messages.Content) (messages.Status, []byte) 
 	if j.tooLarge {
 		a.stats.tooLarge.Add(1)
 		return messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
-			"partial results of the request are above the Agg's limit %s=%d bytes (%s): narrow the request (columns, filter, limit)",
-			limits.AggRequestBytes, a.cfg.MaxRequestBytes, EnvMaxRequestBytes), nil
+			"partial results of the request are above the Agg's limit %s=%d bytes (%s): narrow the request (columns, filter, limit), "+
+				"or read rows without sortCols as a stream (request header %s: 1; getData, sql), merged window by window",
+			limits.AggRequestBytes, a.cfg.MaxRequestBytes, EnvMaxRequestBytes, messages.HdrAcceptStream), nil
 	}
 	if j.refused {
 		a.stats.refused.Add(1)

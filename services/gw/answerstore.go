@@ -174,6 +174,7 @@ func tooLargeForCaller(size int, maxPayload int64, ref *storedAnswer) messages.S
 	return messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
 		"Answer is %d bytes, above the NATS max payload of %d bytes, and the request did not say it reassembles chunks. Get it: "+
 			"(1) send the header %s: 1 and reassemble the %s* messages (README, Large answers), "+
-			"(2) page: ask for less with a limit and a narrower time range (or fewer columns), %s",
-		size, maxPayload, messages.HdrAcceptChunks, "Sg-Chunk-", fetch)
+			"(2) page: ask for less with a limit and a narrower time range (or fewer columns), %s; "+
+			"or, for getData and sql, send the header %s: 1 and read the answer as a stream of frames (README, Large answers)",
+		size, maxPayload, messages.HdrAcceptChunks, "Sg-Chunk-", fetch, messages.HdrAcceptStream)
 }
