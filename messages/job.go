@@ -74,10 +74,10 @@ type PositionReport struct {
 	V    uint8  `msgpack:"v"`
 	RCID string `msgpack:"rc"`
 	// ClientRequestID: the query's, so the GW matches report and query.
-	ClientRequestID string `msgpack:"client"`
-	Status          string `msgpack:"status"` // the core's status: allocating, executing, aggregating, ...
-	Ahead           int    `msgpack:"ahead"`  // queue items older than its oldest queued item
-	Queued          int    `msgpack:"queued"`
+	ClientRequestID string        `msgpack:"client"`
+	Status          RequestStatus `msgpack:"status"` // the core's status: allocating, executing, aggregating, ...
+	Ahead           int           `msgpack:"ahead"`  // queue items older than its oldest queued item
+	Queued          int           `msgpack:"queued"`
 	// DrainRate: items/s of the DAPs that can serve it, measured (0 unknown).
 	DrainRate float64 `msgpack:"drain"`
 	ExecMS    int64   `msgpack:"execMs"` // measured mean execution of a portion (0 unknown)

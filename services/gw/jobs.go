@@ -510,12 +510,12 @@ func (j *jobStore) status(rec *jobRecord) messages.JobStatus {
 	if rep, ok := j.position(rec.ID); ok {
 		f.DrainRate, f.Exec = rep.DrainRate, time.Duration(rep.ExecMS)*time.Millisecond
 		switch rep.Status {
-		case "allocating":
+		case messages.StatusAllocating:
 			f.Stage, f.Ahead = retryafter.StageQueued, rep.Ahead+rep.Queued
 			js.State, js.Position = messages.JobQueued, f.Ahead
-		case "executing":
+		case messages.StatusExecuting:
 			f.Stage, js.State = retryafter.StageExecuting, messages.JobExecuting
-		case "aggregating":
+		case messages.StatusAggregating:
 			f.Stage, js.State = retryafter.StageAggregating, messages.JobAggregating
 		}
 	}

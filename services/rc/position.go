@@ -35,7 +35,7 @@ func (r *RC) onPosition(in input) {
 		if !ok {
 			return
 		}
-		b, err := messages.Encode(messages.PositionReport{V: messages.JobVersion, RCID: r.cfg.ID, ClientRequestID: q.ClientRequestID, Status: pos.Status.String(),
+		b, err := messages.Encode(messages.PositionReport{V: messages.JobVersion, RCID: r.cfg.ID, ClientRequestID: q.ClientRequestID, Status: pos.Status,
 			Ahead: pos.Ahead, Queued: pos.Queued, DrainRate: pos.DrainRate, ExecMS: pos.Exec.Milliseconds()})
 		if err != nil {
 			r.log.Error().Err(err).Msg("encode position report")
