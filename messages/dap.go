@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sg-project/sg/subjects"
@@ -62,17 +63,22 @@ func (r TimeRange) Intersect(o TimeRange) (TimeRange, bool) {
 	return x, x.Valid()
 }
 
+// String is the range as logs and messages to callers show it (FormatTS).
 func (r TimeRange) String() string {
-	ts := func(t int64) string {
-		switch t {
-		case TSMin:
-			return "-0Wp"
-		case TSMax:
-			return "0Wp"
-		}
-		return fmt.Sprint(t)
+	return "[" + FormatTS(r.Start) + ";" + FormatTS(r.End) + ")"
+}
+
+// FormatTS renders a timestamp (Unix nanoseconds) as every message and log
+// line of sg shows one: RFC 3339 UTC with nanoseconds, and -inf and +inf for
+// the open ends TSMin and TSMax (the seed's -0Wp and 0Wp: README, Timeouts).
+func FormatTS(ts int64) string {
+	switch ts {
+	case TSMin:
+		return "-inf"
+	case TSMax:
+		return "+inf"
 	}
-	return "[" + ts(r.Start) + ";" + ts(r.End) + ")"
+	return time.Unix(0, ts).UTC().Format("2006-01-02T15:04:05.000000000Z")
 }
 
 // LabelSet is the labels of a DAP or of a portion, e.g. {"region": "eu"}.

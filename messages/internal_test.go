@@ -166,8 +166,11 @@ func TestTimeRangeAndLabels(t *testing.T) {
 	if !Unbounded.Contains(TSMin) || Unbounded.Contains(TSMax) || !b.Contains(50) || b.Contains(49) {
 		t.Error("Contains")
 	}
-	if Unbounded.String() != "[-0Wp;0Wp)" {
+	if Unbounded.String() != "[-inf;+inf)" {
 		t.Errorf("String = %s", Unbounded)
+	}
+	if s := (TimeRange{Start: 0, End: 1500}).String(); s != "[1970-01-01T00:00:00.000000000Z;1970-01-01T00:00:00.000001500Z)" {
+		t.Errorf("String = %s", s)
 	}
 	l1, l2 := LabelSet{"b": "2", "a": "1"}, LabelSet{"a": "1", "b": "2"}
 	if l1.Key() != "a=1,b=2" || l1.Key() != l2.Key() || !l1.Equal(l2) || l1.Equal(LabelSet{"a": "1"}) {

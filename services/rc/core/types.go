@@ -52,17 +52,9 @@ func keyOf(l Labels) labelKey { return labelKey(l.Key()) }
 // the core asks of it).
 type Selector = messages.LabelSelector
 
-// formatTS renders a timestamp as in the seed's messages (nanosecond
-// precision, UTC), with -inf and +inf for unbounded ends.
-func formatTS(ts int64) string {
-	switch ts {
-	case MinTS:
-		return "-inf"
-	case MaxTS:
-		return "+inf"
-	}
-	return time.Unix(0, ts).UTC().Format("2006-01-02T15:04:05.000000000Z")
-}
+// formatTS renders a timestamp as in the seed's messages: messages.FormatTS
+// (nanosecond precision, UTC, -inf and +inf for unbounded ends).
+var formatTS = messages.FormatTS
 
 // utcDay is the UTC date of a timestamp, as a day number; SQL requests retry
 // when it rolls over.
