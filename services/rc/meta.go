@@ -26,8 +26,8 @@ type MetaDAP struct {
 	ID               string            `msgpack:"id" json:"id"`
 	Addr             string            `msgpack:"addr" json:"addr"`
 	RC               string            `msgpack:"rc,omitempty" json:"rc,omitempty"`
-	Labels           map[string]string `msgpack:"labels" json:"labels"`
-	Tier             string            `msgpack:"tier" json:"tier"`
+	Labels           messages.LabelSet `msgpack:"labels" json:"labels"`
+	Tier             messages.Tier     `msgpack:"tier" json:"tier"`
 	Start            *time.Time        `msgpack:"start" json:"start"`
 	End              *time.Time        `msgpack:"end" json:"end"`
 	Tables           []string          `msgpack:"tables" json:"tables"`
@@ -48,8 +48,8 @@ type MetaRC struct {
 // heartbeat arrived within its last interval.
 type PingResult struct {
 	DAP     string            `msgpack:"dap" json:"dap"`
-	Labels  map[string]string `msgpack:"labels" json:"labels"`
-	Tier    string            `msgpack:"tier" json:"tier"`
+	Labels  messages.LabelSet `msgpack:"labels" json:"labels"`
+	Tier    messages.Tier     `msgpack:"tier" json:"tier"`
 	Reached bool              `msgpack:"reached" json:"reached"`
 }
 
@@ -65,7 +65,7 @@ func (r *RC) answerMeta(sub messages.RCSubmission, _ time.Time) {
 	m := Meta{Aggs: r.cfg.AggIDs, RCs: []MetaRC{{ID: r.cfg.ID, Addr: r.cfg.Addr, Assembly: r.cfg.Assembly}}}
 	tables := map[string]messages.TableInfo{}
 	for _, d := range r.core.DAPs() {
-		md := MetaDAP{ID: d.ID, Addr: d.Addr, RC: d.RC, Labels: d.Labels, Tier: string(d.Tier),
+		md := MetaDAP{ID: d.ID, Addr: d.Addr, RC: d.RC, Labels: d.Labels, Tier: d.Tier,
 			Start: tsPtr(d.Purview.Start), End: tsPtr(d.Purview.End), PurviewVersion: d.PurviewVersion,
 			ReferenceVintage: d.Vintage, Available: d.Available, Running: r.core.Running(d.ID)}
 		if rec := r.daps[d.ID]; rec != nil {
@@ -109,7 +109,7 @@ func (r *RC) answerPing(sub messages.RCSubmission, now time.Time) {
 		}
 		rec := r.daps[d.ID]
 		reached := rec != nil && now.Sub(rec.lastSeen) <= 2*rec.interval
-		out = append(out, PingResult{DAP: d.ID, Labels: d.Labels, Tier: string(d.Tier), Reached: reached})
+		out = append(out, PingResult{DAP: d.ID, Labels: d.Labels, Tier: d.Tier, Reached: reached})
 	}
 	r.answerValue(sub, out)
 }
