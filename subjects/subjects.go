@@ -153,17 +153,13 @@ const (
 	// drive id in Sg-Request-Id, stream id in Sg-Stream-Id, no body), per Agg id.
 	AggStart  = "agg.*.start"
 	AggStartT = "agg.%s.start"
-
-	// DAPState: DAP -> JetStream, the full current state of one DAP; the stream keeps the last one per DAP.
-	DAPState  = "state.dap.*"
-	DAPStateT = "state.dap.%s"
 )
 
 // Stream name suffixes; the stream name is the sanitized, upper-cased prefix
 // followed by one of these, e.g. SG_REQUEST_LOG.
 const (
 	RequestLogStreamSuffix = "_REQUEST_LOG" // every accepted request until answered
-	DAPStateStreamSuffix   = "_DAP_STATE"   // last state per DAP (MaxMsgsPerSubject=1)
+	DAPStateStreamSuffix   = "_DAP_STATE"   // each DAP's last event of each kind (DAPEventStreamSubjects): its state
 )
 
 // DAP event kinds: the last token of a DAP event subject.
@@ -410,14 +406,6 @@ func (s Subjects) AnswerStore() string { return s.streamName("_ANSWERS") }
 
 // RequestLogStream is the name of the request log stream, e.g. SG_REQUEST_LOG.
 func (s Subjects) RequestLogStream() string { return s.streamName(RequestLogStreamSuffix) }
-
-// DAPStatePattern is the subject filter of the DAP state stream.
-func (s Subjects) DAPStatePattern() string { return s.rel(DAPState) }
-
-// DAPState is where the full current state of DAP dapID is written; with
-// MaxMsgsPerSubject=1 the stream keeps the last one per DAP, so a restarted
-// RC rebuilds its fleet view without any DAP re-registering.
-func (s Subjects) DAPState(dapID string) string { return s.build(DAPStateT, dapID) }
 
 // DAPStateStream is the name of the DAP state stream, e.g. SG_DAP_STATE.
 func (s Subjects) DAPStateStream() string { return s.streamName(DAPStateStreamSuffix) }

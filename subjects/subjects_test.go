@@ -48,7 +48,6 @@ func pairs(s Subjects) []pair {
 		{"DAPPortion", s.DAPPortionPattern(), s.DAPPortion("dap-1"), "sg.dap.dap-1.portion"},
 		{"AggExpect", s.AggExpectPattern(), s.AggExpect("agg-1"), "sg.agg.agg-1.expect"},
 		{"AggPartial", s.AggPartialPattern(), s.AggPartial("agg-1"), "sg.agg.agg-1.partial"},
-		{"DAPState", s.DAPStatePattern(), s.DAPState("dap-1"), "sg.state.dap.dap-1"},
 	}
 }
 
@@ -195,7 +194,7 @@ func TestBuildMatchesSprintf(t *testing.T) {
 	tmpls := []string{LiveT, GWHeartbeatT, RequestLogEntryT, GWAPIT, GWAnswerT, RCAnnounceT, RCHeartbeatT, RCSubmitT,
 		RCCompletionT, RCAggDoneT, RCCancelT, RCPositionT, GWPositionT, RCSecondaryDispatchT, RCSecondaryQueryT,
 		RCSecondaryStatusT, DAPRegisterT, DAPStatusT, DAPVintageT, DAPHeartbeatT, DAPLostT, DAPPortionT, DAPCancelT, DAPCreditT,
-		AggHeartbeatT, AggCancelT, AggExpectT, AggPartialT, AggStartT, DAPStateT, "evt.dap.*.%s", "%s.%s.>"}
+		AggHeartbeatT, AggCancelT, AggExpectT, AggPartialT, AggStartT, "evt.dap.*.%s", "%s.%s.>"}
 	for _, tmpl := range tmpls {
 		for _, ids := range [][]string{{"a"}, {"rc-1", "r%s1"}, {"", "x"}} {
 			n := strings.Count(tmpl, "%s")

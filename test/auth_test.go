@@ -317,7 +317,7 @@ func TestAuthPerDAPCredential(t *testing.T) {
 
 	nc, v := as.connect(t, "d1")
 	s := as.s
-	for _, subject := range []string{s.DAPRegister("d2"), s.DAPLost("d2"), s.DAPState("d2")} {
+	for _, subject := range []string{s.DAPRegister("d2"), s.DAPLost("d2")} {
 		if err := nc.Publish(subject, []byte{0x80}); err != nil {
 			t.Fatal(err)
 		}
