@@ -178,7 +178,7 @@ func TestDecodeResponseLargeAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b, err := NewResponse("r", Request{Header: RequestHeader{API: "getData"}, Content: c}, StatusOK, p).Encode()
+		b, err := newResponse("r", Request{Header: RequestHeader{API: "getData"}, Content: c}, StatusOK, p).Encode()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,9 +80,6 @@ func init() {
 	}
 }
 
-// Codes returns the code table in ascending order of value.
-func Codes() []CodeInfo { return append([]CodeInfo(nil), codeTable...) }
-
 // String returns the code's name, or "CODE_<n>" for a value not in the table
 // (a newer peer may send one; it must still print).
 func (c Code) String() string {

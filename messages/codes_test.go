@@ -16,7 +16,7 @@ func TestCodesTable(t *testing.T) {
 	}
 	names := map[string]bool{}
 	prev := -1
-	for _, ci := range Codes() {
+	for _, ci := range codeTable {
 		if int(ci.Code) <= prev {
 			t.Errorf("code table not in ascending order at %s", ci.Name)
 		}
@@ -48,10 +48,10 @@ func TestCodesTable(t *testing.T) {
 func TestCodesMarkdown(t *testing.T) {
 	md := CodesMarkdown()
 	lines := strings.Split(strings.TrimSpace(md), "\n")
-	if len(lines) != len(Codes())+2 {
-		t.Fatalf("markdown has %d lines, want %d:\n%s", len(lines), len(Codes())+2, md)
+	if len(lines) != len(codeTable)+2 {
+		t.Fatalf("markdown has %d lines, want %d:\n%s", len(lines), len(codeTable)+2, md)
 	}
-	for _, ci := range Codes() {
+	for _, ci := range codeTable {
 		if !strings.Contains(md, "| `"+ci.Name+"` |") {
 			t.Errorf("markdown lacks %s", ci.Name)
 		}

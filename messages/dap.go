@@ -389,29 +389,3 @@ func (m *DAPLost) Validate() error {
 	}
 	return validateText(typ, "reason", m.Reason, maxReasonLen)
 }
-
-// DAPState is the last known state of a DAP, written to the DAP state stream
-// (subjects.DAPState) after every event, so that a restarted RC rebuilds its
-// view of the fleet from the stream alone.
-type DAPState struct {
-	V            uint8           `msgpack:"v"`
-	Registration DAPRegistration `msgpack:"reg"`
-	Running      int             `msgpack:"running"`
-	Lost         bool            `msgpack:"lost,omitempty"` // tombstone: ignore the DAP until it registers again
-	UpdatedAt    int64           `msgpack:"at"`             // unix nanoseconds
-}
-
-// Validate checks the state.
-func (m *DAPState) Validate() error {
-	const typ = "DAP state"
-	if err := checkVersion(typ, m.V, DAPVersion); err != nil {
-		return err
-	}
-	if m.Running < 0 || m.Running > maxDAPRunning {
-		return invalid(typ, "running %d: want 0..%d", m.Running, maxDAPRunning)
-	}
-	if err := m.Registration.Validate(); err != nil {
-		return fmt.Errorf("DAP state: %w", err)
-	}
-	return nil
-}

@@ -339,8 +339,8 @@ func FuzzDecodeRequest(f *testing.F) {
 
 // FuzzDecodeResponse covers the response envelope.
 func FuzzDecodeResponse(f *testing.F) {
-	j, _ := NewResponse("r", Request{Header: RequestHeader{API: "getData"}, Content: ContentJSON}, StatusOK, []byte(`[1]`)).Encode()
-	m, _ := NewResponse("r", Request{Header: RequestHeader{API: "getData"}}, Errorf(CodeTimeout, CodeErr, "x"), envArgs()).Encode()
+	j, _ := newResponse("r", Request{Header: RequestHeader{API: "getData"}, Content: ContentJSON}, StatusOK, []byte(`[1]`)).Encode()
+	m, _ := newResponse("r", Request{Header: RequestHeader{API: "getData"}}, Errorf(CodeTimeout, CodeErr, "x"), envArgs()).Encode()
 	f.Add(j)
 	f.Add(m)
 	f.Fuzz(func(t *testing.T, data []byte) {

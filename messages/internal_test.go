@@ -30,7 +30,6 @@ func envSamples() []any {
 		&DAPVintageUpdate{V: 1, DAPID: "d", ReferenceVintage: 21},
 		&DAPHeartbeat{V: 1, DAPID: "d", Seq: 9, SentAt: 5, Running: 1, PurviewVersion: 4, ReferenceVintage: 21, IntervalMS: 1000},
 		&DAPLost{V: 1, DAPID: "d", Reason: "missed heartbeats", DetectedBy: "rc-1", At: 5},
-		&DAPState{V: 1, Registration: envRegistration(), Running: 1, Lost: true, UpdatedAt: 5},
 		&PortionDispatch{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, RCID: "rc-1", API: "getData", Args: envArgs(),
 			Labels: LabelSet{"region": "eu"}, Range: Unbounded, PurviewVersion: 3, ReferenceVintage: 19, AggID: "agg-1", Deadline: envDeadline, LogCorr: "c"},
 		&PortionCompletion{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Outcome: OutcomeRetry, Code: CodeRetry,

@@ -12,7 +12,8 @@ import "math"
 // JobVersion is the version of the job messages.
 const JobVersion = 1
 
-// Job states, as JobStatus.State names them.
+// Job states, as JobStatus.State names them. A job whose answer is gone is
+// answered CodeExpired, not with a state.
 const (
 	JobQueued      = "queued"      // portions wait in an RC queue
 	JobExecuting   = "executing"   // every portion is at a DAP
@@ -20,7 +21,6 @@ const (
 	JobWaiting     = "waiting"     // accepted; nothing to estimate from yet (B(E))
 	JobDone        = "done"        // the answer is ready (OK or an error answer)
 	JobFailed      = "failed"      // the answer is an error
-	JobExpired     = "expired"     // its answer was kept for the retention and is gone
 )
 
 // JobStatus is the payload of an ACCEPTED answer: where the job stands and

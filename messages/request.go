@@ -376,16 +376,6 @@ func decodeResponse(h nats.Header, data []byte, mode sliceReader) (Response, err
 	return Response{Header: hdr, Payload: payload, Content: c, TraceID: h.Get(HdrTraceID)}, nil
 }
 
-// NewResponse answers req with status st and payload (in req's encoding).
-func NewResponse(requestID string, req Request, st Status, payload []byte) Response {
-	return Response{
-		Header: ResponseHeader{V: RequestVersion, RequestID: requestID, API: req.Header.API,
-			LogCorr: req.Header.Opts.LogCorr, Status: st},
-		Payload: payload,
-		Content: req.Content,
-	}
-}
-
 // RelabelResponse returns the response envelope data (in encoding c) with
 // its header's request id set to id. The envelope sg services write is
 // rewritten in its header only, the payload's bytes carried over as they are

@@ -121,9 +121,20 @@ func TestRequestErrors(t *testing.T) {
 	}
 }
 
+// newResponse answers req with status st and payload (in req's encoding), as
+// the GW's answer paths fill a Response.
+func newResponse(requestID string, req Request, st Status, payload []byte) Response {
+	return Response{
+		Header: ResponseHeader{V: RequestVersion, RequestID: requestID, API: req.Header.API,
+			LogCorr: req.Header.Opts.LogCorr, Status: st},
+		Payload: payload,
+		Content: req.Content,
+	}
+}
+
 func TestResponseEnvelope(t *testing.T) {
 	req := Request{Header: RequestHeader{V: 1, API: "getData", Opts: Opts{LogCorr: "c"}}, Content: ContentJSON}
-	resp := NewResponse("req-1", req, StatusOK, []byte(`[{"a":1}]`))
+	resp := newResponse("req-1", req, StatusOK, []byte(`[{"a":1}]`))
 	b, err := resp.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +151,7 @@ func TestResponseEnvelope(t *testing.T) {
 		t.Errorf("round trip %+v, %v", back, err)
 	}
 	// msgpack, error status, no payload
-	resp = NewResponse("req-2", Request{Header: RequestHeader{API: "ping"}}, Errorf(CodeNoResources, CodeErr, "No resources connected"), nil)
+	resp = newResponse("req-2", Request{Header: RequestHeader{API: "ping"}}, Errorf(CodeNoResources, CodeErr, "No resources connected"), nil)
 	b, err = resp.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +230,7 @@ func TestDecodeResponseAliasing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewResponse("r", Request{Header: RequestHeader{API: "getData"}}, StatusOK, payload).Encode()
+	b, err := newResponse("r", Request{Header: RequestHeader{API: "getData"}}, StatusOK, payload).Encode()
 	if err != nil {
 		t.Fatal(err)
 	}

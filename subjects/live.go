@@ -1,7 +1,5 @@
 package subjects
 
-import "strings"
-
 // Live data: table updates on a JetStream stream, one subject per table and label set,
 // so that the rdb DAP of a label set consumes exactly its updates with one filter.
 const (
@@ -26,19 +24,6 @@ func (s Subjects) Live(table, labelsKey string) string { return s.build(LiveT, t
 // that label set's rdb consumer.
 func (s Subjects) LiveLabelSetPattern(labelsKey string) string {
 	return s.build("live.*.%s", labelsKey)
-}
-
-// ParseLive splits a live subject into table and label set key; ok is false otherwise.
-func (s Subjects) ParseLive(subject string) (table, labelsKey string, ok bool) {
-	rest, found := strings.CutPrefix(subject, s.prefix+".live.")
-	if !found {
-		return "", "", false
-	}
-	table, labelsKey, found = strings.Cut(rest, ".")
-	if !found || table == "" || labelsKey == "" || strings.Contains(labelsKey, ".") {
-		return "", "", false
-	}
-	return table, labelsKey, true
 }
 
 // LiveStream is the name of the live stream, e.g. SG_LIVE.

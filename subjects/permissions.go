@@ -92,7 +92,6 @@ var Flows = []Flow{
 	{Name: "DAPVintage", Template: DAPVintage, Pub: []Role{RoleDAP}, Sub: []Role{RoleRC}, Owner: RoleDAP},
 	{Name: "DAPHeartbeat", Template: DAPHeartbeat, Pub: []Role{RoleDAP}, Sub: []Role{RoleRC}, Owner: RoleDAP},
 	{Name: "DAPLost", Template: DAPLost, Pub: []Role{RoleDAP}, Sub: []Role{RoleRC}, Owner: RoleDAP},
-	{Name: "DAPState", Template: DAPState, Pub: []Role{RoleDAP}, Owner: RoleDAP},
 	{Name: "DAPPortion", Template: DAPPortion, Pub: []Role{RoleRC}, Sub: []Role{RoleDAP}, Owner: RoleDAP},
 	{Name: "DAPCancel", Template: DAPCancel, Pub: []Role{RoleRC}, Sub: []Role{RoleDAP}, Owner: RoleDAP},
 	{Name: "DAPCredit", Template: DAPCredit, Pub: []Role{RoleAgg}, Sub: []Role{RoleDAP}, Owner: RoleDAP},

@@ -207,10 +207,9 @@ func TestPerDAPGrant(t *testing.T) {
 	}{
 		{true, s.DAPRegister("dap-eu"), true},
 		{true, s.DAPLost("dap-eu"), true},
-		{true, s.DAPState("dap-eu"), true},
 		{true, s.DAPRegister("dap-us"), false},
 		{true, s.DAPLost("dap-us"), false},
-		{true, s.DAPState("dap-us"), false},
+		{true, "sg.state.dap.dap-eu", false}, // the old DAP state subject: nothing publishes there
 		{true, s.RCCompletion("rc-1"), true},
 		{true, s.AggPartial("agg-1"), true},
 		{true, s.Live("trade", "region=eu"), false},
@@ -219,7 +218,7 @@ func TestPerDAPGrant(t *testing.T) {
 		{false, s.DAPCredit("dap-eu"), true},
 		{false, s.DAPCredit("dap-us"), false},
 		{false, s.DAPPortion("dap-us"), false},
-		{false, s.DAPPortionPattern(), false},
+		{false, s.DAPPortion("*"), false},
 	} {
 		if got := p.Allows(c.pub, c.subj); got != c.want {
 			t.Errorf("dap-eu pub=%v %s: allowed=%v, want %v", c.pub, c.subj, got, c.want)

@@ -1,7 +1,5 @@
 package subjects
 
-import "strings"
-
 // Subjects of the multi-process deployment: GW liveness and the request log.
 // Kept beside subjects.go (same conventions) so that the recovery machinery
 // is readable in one place.
@@ -30,26 +28,9 @@ func (s Subjects) GWHeartbeat(gwID string) string { return s.build(GWHeartbeatT,
 // log stream's subject filter.
 func (s Subjects) RequestLogEntryPattern() string { return s.rel(RequestLogEntry) }
 
-// RequestLogOwnedBy matches the open log entries owned by GW gwID.
-func (s Subjects) RequestLogOwnedBy(gwID string) string { return s.build("log.req.%s.*", gwID) }
-
 // RequestLogEntry is the subject of the log entry of requestID, owned by gwID.
 func (s Subjects) RequestLogEntry(gwID, requestID string) string {
 	return s.build(RequestLogEntryT, gwID, requestID)
-}
-
-// ParseRequestLogEntry splits a request log subject into the owning GW id and
-// the request id; ok is false for any other subject.
-func (s Subjects) ParseRequestLogEntry(subject string) (gwID, requestID string, ok bool) {
-	rest, found := strings.CutPrefix(subject, s.prefix+".log.req.")
-	if !found {
-		return "", "", false
-	}
-	gwID, requestID, found = strings.Cut(rest, ".")
-	if !found || gwID == "" || requestID == "" || strings.Contains(requestID, ".") {
-		return "", "", false
-	}
-	return gwID, requestID, true
 }
 
 // DAPEventStreamSubjects are the subjects captured by the DAP state stream

@@ -13,8 +13,10 @@
 //
 // As in nats-server's jetstream_api.go, each subject has a template constant
 // (relative to the prefix, with a comment), a pattern to subscribe with and a
-// builder to publish with, side by side. Builders do not validate ids (hot
-// path); ids are validated with Validate where they enter sg.
+// builder to publish with, side by side; a pattern method exists only where a
+// service subscribes to it (a test that watches a family passes "*" as the
+// id to its builder). Builders do not validate ids (hot path); ids are
+// validated with Validate where they enter sg.
 package subjects
 
 import (
@@ -153,17 +155,13 @@ const (
 	// drive id in Sg-Request-Id, stream id in Sg-Stream-Id, no body), per Agg id.
 	AggStart  = "agg.*.start"
 	AggStartT = "agg.%s.start"
-
-	// DAPState: DAP -> JetStream, the full current state of one DAP; the stream keeps the last one per DAP.
-	DAPState  = "state.dap.*"
-	DAPStateT = "state.dap.%s"
 )
 
 // Stream name suffixes; the stream name is the sanitized, upper-cased prefix
 // followed by one of these, e.g. SG_REQUEST_LOG.
 const (
 	RequestLogStreamSuffix = "_REQUEST_LOG" // every accepted request until answered
-	DAPStateStreamSuffix   = "_DAP_STATE"   // last state per DAP (MaxMsgsPerSubject=1)
+	DAPStateStreamSuffix   = "_DAP_STATE"   // each DAP's last event of each kind (DAPEventStreamSubjects): its state
 )
 
 // DAP event kinds: the last token of a DAP event subject.
@@ -194,10 +192,6 @@ func Default() Subjects { return Subjects{prefix: DefaultPrefix} }
 
 // Prefix returns the deployment prefix.
 func (s Subjects) Prefix() string { return s.prefix }
-
-// All is the pattern of every sg subject of this deployment (for monitoring
-// and for a deployment-wide permission).
-func (s Subjects) All() string { return s.prefix + ".>" }
 
 func (s Subjects) rel(pattern string) string { return s.prefix + "." + pattern }
 
@@ -265,20 +259,11 @@ func (s Subjects) RCHeartbeat(rcID string) string { return s.build(RCHeartbeatT,
 // RCInbox matches everything addressed to RC rcID (submit, completion, secondary).
 func (s Subjects) RCInbox(rcID string) string { return s.build("rc.%s.>", rcID) }
 
-// RCSubmitPattern matches submissions to every RC.
-func (s Subjects) RCSubmitPattern() string { return s.rel(RCSubmit) }
-
 // RCSubmit is where a GW submits a request to RC rcID.
 func (s Subjects) RCSubmit(rcID string) string { return s.build(RCSubmitT, rcID) }
 
-// RCCompletionPattern matches completions for every RC.
-func (s Subjects) RCCompletionPattern() string { return s.rel(RCCompletion) }
-
 // RCCompletion is where a DAP reports a finished portion to RC rcID.
 func (s Subjects) RCCompletion(rcID string) string { return s.build(RCCompletionT, rcID) }
-
-// RCAggDonePattern matches Agg-done notices for every RC.
-func (s Subjects) RCAggDonePattern() string { return s.rel(RCAggDone) }
 
 // RCAggDone is where an Agg tells RC rcID that it answered a request.
 func (s Subjects) RCAggDone(rcID string) string { return s.build(RCAggDoneT, rcID) }
@@ -291,9 +276,6 @@ func (s Subjects) GWPosition(gwID string) string { return s.build(GWPositionT, g
 
 // RCPosition is where a GW asks RC rcID for a request's position.
 func (s Subjects) RCPosition(rcID string) string { return s.build(RCPositionT, rcID) }
-
-// RCCancelPattern matches cancellations sent to every RC.
-func (s Subjects) RCCancelPattern() string { return s.rel(RCCancel) }
 
 // RCCancel is where a GW cancels a drive on RC rcID.
 func (s Subjects) RCCancel(rcID string) string { return s.build(RCCancelT, rcID) }
@@ -315,9 +297,6 @@ func (s Subjects) RCSecondaryStatus(rcID string) string {
 
 // DAPEventsPattern matches every event of every DAP: one subscription per RC.
 func (s Subjects) DAPEventsPattern() string { return s.rel(DAPEvents) }
-
-// DAPEventPattern matches one kind of event (EventRegister, ...) of every DAP.
-func (s Subjects) DAPEventPattern(event string) string { return s.build("evt.dap.*.%s", event) }
 
 // DAPRegister is where DAP dapID registers.
 func (s Subjects) DAPRegister(dapID string) string { return s.build(DAPRegisterT, dapID) }
@@ -348,14 +327,8 @@ func (s Subjects) ParseDAPEvent(subject string) (dapID, event string, ok bool) {
 	return dapID, event, true
 }
 
-// DAPPortionPattern matches portions sent to every DAP.
-func (s Subjects) DAPPortionPattern() string { return s.rel(DAPPortion) }
-
 // DAPPortion is where an RC dispatches a portion to DAP dapID.
 func (s Subjects) DAPPortion(dapID string) string { return s.build(DAPPortionT, dapID) }
-
-// DAPCancelPattern matches cancellations sent to every DAP.
-func (s Subjects) DAPCancelPattern() string { return s.rel(DAPCancel) }
 
 // DAPCancel is where an RC tells DAP dapID to stop a request's portions.
 func (s Subjects) DAPCancel(dapID string) string { return s.build(DAPCancelT, dapID) }
@@ -372,20 +345,11 @@ func (s Subjects) AggHeartbeatPattern() string { return s.rel(AggHeartbeat) }
 // AggHeartbeat is where Agg aggID publishes its heartbeat.
 func (s Subjects) AggHeartbeat(aggID string) string { return s.build(AggHeartbeatT, aggID) }
 
-// AggCancelPattern matches cancellations sent to every Agg.
-func (s Subjects) AggCancelPattern() string { return s.rel(AggCancel) }
-
 // AggCancel is where an RC tells Agg aggID to drop a request's partials.
 func (s Subjects) AggCancel(aggID string) string { return s.build(AggCancelT, aggID) }
 
-// AggExpectPattern matches expectations sent to every Agg.
-func (s Subjects) AggExpectPattern() string { return s.rel(AggExpect) }
-
 // AggExpect is where an RC tells Agg aggID which portions to expect.
 func (s Subjects) AggExpect(aggID string) string { return s.build(AggExpectT, aggID) }
-
-// AggPartialPattern matches partial results sent to every Agg.
-func (s Subjects) AggPartialPattern() string { return s.rel(AggPartial) }
 
 // AggPartial is where a DAP sends a partial result to Agg aggID.
 func (s Subjects) AggPartial(aggID string) string { return s.build(AggPartialT, aggID) }
@@ -410,14 +374,6 @@ func (s Subjects) AnswerStore() string { return s.streamName("_ANSWERS") }
 
 // RequestLogStream is the name of the request log stream, e.g. SG_REQUEST_LOG.
 func (s Subjects) RequestLogStream() string { return s.streamName(RequestLogStreamSuffix) }
-
-// DAPStatePattern is the subject filter of the DAP state stream.
-func (s Subjects) DAPStatePattern() string { return s.rel(DAPState) }
-
-// DAPState is where the full current state of DAP dapID is written; with
-// MaxMsgsPerSubject=1 the stream keeps the last one per DAP, so a restarted
-// RC rebuilds its fleet view without any DAP re-registering.
-func (s Subjects) DAPState(dapID string) string { return s.build(DAPStateT, dapID) }
 
 // DAPStateStream is the name of the DAP state stream, e.g. SG_DAP_STATE.
 func (s Subjects) DAPStateStream() string { return s.streamName(DAPStateStreamSuffix) }

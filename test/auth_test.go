@@ -317,13 +317,13 @@ func TestAuthPerDAPCredential(t *testing.T) {
 
 	nc, v := as.connect(t, "d1")
 	s := as.s
-	for _, subject := range []string{s.DAPRegister("d2"), s.DAPLost("d2"), s.DAPState("d2")} {
+	for _, subject := range []string{s.DAPRegister("d2"), s.DAPLost("d2")} {
 		if err := nc.Publish(subject, []byte{0x80}); err != nil {
 			t.Fatal(err)
 		}
 		v.await(t, "Publish", subject)
 	}
-	for _, subject := range []string{s.DAPPortion("d2"), s.DAPPortionPattern()} {
+	for _, subject := range []string{s.DAPPortion("d2"), s.DAPPortion("*")} {
 		if _, err := nc.SubscribeSync(subject); err != nil {
 			t.Fatal(err)
 		}
@@ -368,8 +368,8 @@ func TestAuthClientCannotForge(t *testing.T) {
 		"_INBOX.>",
 		s.GWAnswerPattern("gw-1"),
 		s.GWAnswer("*", "*"),
-		s.DAPPortionPattern(),
-		s.All(),
+		s.DAPPortion("*"),
+		s.Prefix() + ".>", // the whole deployment
 	} {
 		t.Run("subscribe "+subject, func(t *testing.T) {
 			if _, err := mallory.SubscribeSync(subject); err != nil {

@@ -23,7 +23,7 @@ type argsTap struct {
 func tapArgs(t *testing.T, sys *system) *argsTap {
 	t.Helper()
 	tap := &argsTap{dispatches: make(chan messages.PortionDispatch, 256), expectations: make(chan messages.AggExpectation, 256)}
-	for _, p := range []string{sys.s.DAPPortionPattern(), sys.s.AggExpectPattern()} {
+	for _, p := range []string{sys.s.DAPPortion("*"), sys.s.AggExpect("*")} {
 		sub, err := sys.nc.Subscribe(p, func(m *nats.Msg) {
 			if strings.HasSuffix(m.Subject, ".portion") {
 				d, err := messages.DecodeValid[messages.PortionDispatch](m.Data)

@@ -43,7 +43,7 @@ type retryWatch struct {
 
 func watchRetries(t *testing.T, ls *liveSys) *retryWatch {
 	w := &retryWatch{retries: map[string]int{}}
-	sub, err := ls.nc.Subscribe(ls.s.RCCompletionPattern(), func(m *nats.Msg) {
+	sub, err := ls.nc.Subscribe(ls.s.RCCompletion("*"), func(m *nats.Msg) {
 		c, err := messages.DecodeValid[messages.PortionCompletion](m.Data)
 		if err == nil && c.Outcome == messages.OutcomeRetry {
 			w.mu.Lock()

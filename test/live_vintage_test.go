@@ -76,7 +76,7 @@ func TestLiveVintageRetry(t *testing.T) {
 		DAPID string
 	}
 	dispatches := map[string][]sent{}
-	sub, err := ls.nc.Subscribe(ls.s.DAPPortionPattern(), func(m *nats.Msg) {
+	sub, err := ls.nc.Subscribe(ls.s.DAPPortion("*"), func(m *nats.Msg) {
 		if p, err := messages.DecodeValid[messages.PortionDispatch](m.Data); err == nil {
 			id := strings.TrimSuffix(strings.TrimPrefix(m.Subject, ls.s.Prefix()+".dap."), ".portion")
 			mu.Lock()
@@ -89,7 +89,7 @@ func TestLiveVintageRetry(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	vintages := make(chan string, 8)
-	vsub, err := ls.nc.Subscribe(ls.s.DAPEventPattern("vintage"), func(m *nats.Msg) {
+	vsub, err := ls.nc.Subscribe(ls.s.DAPVintage("*"), func(m *nats.Msg) {
 		if u, err := messages.DecodeValid[messages.DAPVintageUpdate](m.Data); err == nil {
 			vintages <- u.DAPID
 		}

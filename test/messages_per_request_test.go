@@ -191,8 +191,6 @@ func msgClass(sys *system, subject string) string {
 		return "log write"
 	case subject == s.DAPHeartbeat("d1"):
 		return "dap heartbeat"
-	case subject == s.DAPState("d1"):
-		return "dap state"
 	case subject == s.DAPRegister("d1"):
 		return "dap register"
 	case subject == s.RCAnnounce("rc-1"):

@@ -29,7 +29,7 @@ func TestLiveCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	regs := make(chan messages.DAPRegistration, 16)
-	sub, err := nc.Subscribe(subjects.Default().DAPEventPattern(subjects.EventRegister), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(subjects.Default().DAPRegister("*"), func(m *nats.Msg) {
 		if r, err := messages.DecodeValid[messages.DAPRegistration](m.Data); err == nil {
 			regs <- r
 		}

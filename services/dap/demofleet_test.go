@@ -57,7 +57,7 @@ func TestRunDemoFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	regs := subscribe(t, nc, cfg.Subjects.DAPEventPattern(subjects.EventRegister))
+	regs := subscribe(t, nc, cfg.Subjects.DAPRegister("*"))
 	partials := subscribe(t, nc, cfg.Subjects.AggPartial("agg1"))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
