@@ -178,6 +178,10 @@ type GetDataArgs struct {
 // groupBy without agg returns the distinct groups; agg without groupBy one whole-table group.
 func (a *GetDataArgs) Aggregating() bool { return len(a.GroupBy) > 0 || len(a.Agg) > 0 }
 
+// Range is the request's time range [StartTS, EndTS) as a TimeRange, its
+// open ends TSMin and TSMax.
+func (a *GetDataArgs) Range() TimeRange { return TimeRangeOf(a.StartTS, a.EndTS) }
+
 // SortKey splits a sortCols entry into the column name and its direction.
 func SortKey(s string) (column string, descending bool) {
 	if strings.HasPrefix(s, "-") {

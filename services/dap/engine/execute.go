@@ -125,25 +125,24 @@ func (s *Store) ExecuteContext(ctx context.Context, args messages.GetDataArgs, p
 	return merge.RowsPartial(&args, proj, selTimes)
 }
 
-// timeRange returns the rows [lo, hi) inside both ranges.
+// timeRange returns the rows [lo, hi) inside both ranges (messages.TimeRange
+// is the home of the intersection and of the open ends).
 func (t *table) timeRange(start, end, portionStart, portionEnd time.Time) (lo, hi int) {
 	n := t.data.NumRows()
 	if t.timeCol < 0 {
 		return 0, n
 	}
+	r, ok := messages.TimeRangeOf(start, end).Intersect(messages.TimeRangeOf(portionStart, portionEnd))
+	if !ok {
+		return 0, 0
+	}
 	times := t.data.Columns[t.timeCol].Ints
 	lo, hi = 0, n
-	for _, s := range []time.Time{start, portionStart} {
-		if !s.IsZero() {
-			from := nanos(s)
-			lo = max(lo, sort.Search(n, func(i int) bool { return times[i] >= from }))
-		}
+	if r.Start != messages.TSMin {
+		lo = sort.Search(n, func(i int) bool { return times[i] >= r.Start })
 	}
-	for _, e := range []time.Time{end, portionEnd} {
-		if !e.IsZero() {
-			to := nanos(e)
-			hi = min(hi, sort.Search(n, func(i int) bool { return times[i] >= to }))
-		}
+	if r.End != messages.TSMax {
+		hi = sort.Search(n, func(i int) bool { return times[i] >= r.End })
 	}
 	return lo, max(lo, hi)
 }

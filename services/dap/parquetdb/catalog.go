@@ -205,21 +205,16 @@ func (c *Catalog) ExecuteContext(ctx context.Context, args messages.GetDataArgs,
 	if !ok {
 		return merge.Partial{}, fmt.Errorf("%w: %q", engine.ErrUnknownTable, args.Table)
 	}
-	lo, hi := int64(-1<<63), int64(1<<63-1)
-	for _, s := range []time.Time{args.StartTS, portionStart} {
-		if !s.IsZero() {
-			lo = max(lo, s.UnixNano())
-		}
+	rng, ok := args.Range().Intersect(messages.TimeRangeOf(portionStart, portionEnd))
+	var files []File
+	if ok { // else the range is empty: the engine answers with no rows
+		files = c.files[args.Table]
 	}
-	for _, e := range []time.Time{args.EndTS, portionEnd} {
-		if !e.IsZero() {
-			hi = min(hi, e.UnixNano())
-		}
-	}
+	lo, hi := rng.Start, rng.End
 	sub := neededDef(def, &args)
 	tbl := messages.NewTable(sub.Columns)
 	parts := map[string]bool{}
-	for _, f := range c.files[args.Table] {
+	for _, f := range files {
 		if f.To <= lo || f.From >= hi {
 			continue
 		}
