@@ -152,3 +152,23 @@ func TestTimeRangeOfAndTimes(t *testing.T) {
 		t.Errorf("Unbounded.Times() = %v, %v, want zero times", s, e)
 	}
 }
+
+// Only a row query without sortCols has its limit met by the first rows in
+// time order.
+func TestTimeOrderLimit(t *testing.T) {
+	for _, c := range []struct {
+		a    GetDataArgs
+		want int
+	}{
+		{GetDataArgs{Limit: 10}, 10},
+		{GetDataArgs{Limit: 10, Columns: []string{"price"}, Filter: []Filter{{Op: "=", Column: "sym", Value: "a"}}}, 10},
+		{GetDataArgs{}, 0},
+		{GetDataArgs{Limit: 10, SortCols: []string{"-size"}}, 0},
+		{GetDataArgs{Limit: 10, GroupBy: []string{"sym"}}, 0},
+		{GetDataArgs{Limit: 10, Agg: []AggSpec{{Name: "n", Func: AggCount}}}, 0},
+	} {
+		if got := c.a.TimeOrderLimit(); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.a, got, c.want)
+		}
+	}
+}
