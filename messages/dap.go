@@ -63,6 +63,50 @@ func (r TimeRange) Intersect(o TimeRange) (TimeRange, bool) {
 	return x, x.Valid()
 }
 
+// TimeRangeOf is [start, end) in the form getData's arguments and the engines
+// give it (time.Time, the zero time an open end) as a TimeRange: an open end
+// is TSMin or TSMax, and a time int64 nanoseconds cannot hold is clamped to
+// the nearest (UnixNanos).
+func TimeRangeOf(start, end time.Time) TimeRange {
+	r := Unbounded
+	if !start.IsZero() {
+		r.Start = UnixNanos(start)
+	}
+	if !end.IsZero() {
+		r.End = UnixNanos(end)
+	}
+	return r
+}
+
+// Times is r in the time.Time form, TimeRangeOf's inverse: TSMin and TSMax
+// are the zero time.
+func (r TimeRange) Times() (start, end time.Time) {
+	if r.Start != TSMin {
+		start = time.Unix(0, r.Start).UTC()
+	}
+	if r.End != TSMax {
+		end = time.Unix(0, r.End).UTC()
+	}
+	return start, end
+}
+
+var (
+	minTime = time.Unix(0, TSMin)
+	maxTime = time.Unix(0, TSMax)
+)
+
+// UnixNanos is t in unix nanoseconds, clamped to [TSMin, TSMax]: t.UnixNano
+// is undefined before 1678 and after 2262, dates a caller may well send.
+func UnixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return TSMin
+	case t.After(maxTime):
+		return TSMax
+	}
+	return t.UnixNano()
+}
+
 // String is the range as logs and messages to callers show it (FormatTS).
 func (r TimeRange) String() string {
 	return "[" + FormatTS(r.Start) + ";" + FormatTS(r.End) + ")"

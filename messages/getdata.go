@@ -178,6 +178,21 @@ type GetDataArgs struct {
 // groupBy without agg returns the distinct groups; agg without groupBy one whole-table group.
 func (a *GetDataArgs) Aggregating() bool { return len(a.GroupBy) > 0 || len(a.Agg) > 0 }
 
+// Range is the request's time range [StartTS, EndTS) as a TimeRange, its
+// open ends TSMin and TSMax.
+func (a *GetDataArgs) Range() TimeRange { return TimeRangeOf(a.StartTS, a.EndTS) }
+
+// TimeOrderLimit is how many rows, the first in time order, a source needs to
+// contribute to the answer: Limit for a row query without sortCols (its rows
+// come in time order; a source keeps the rows tied with the last one, and the
+// merge orders and cuts them exactly), 0 (every row) otherwise.
+func (a *GetDataArgs) TimeOrderLimit() int {
+	if a.Aggregating() || len(a.SortCols) > 0 {
+		return 0
+	}
+	return a.Limit
+}
+
 // SortKey splits a sortCols entry into the column name and its direction.
 func SortKey(s string) (column string, descending bool) {
 	if strings.HasPrefix(s, "-") {

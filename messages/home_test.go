@@ -3,6 +3,7 @@ package messages
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // A label set prints as the RC's timeout messages print it: {k:v,...}, keys
@@ -112,5 +113,62 @@ func TestOutcomeClassAndWire(t *testing.T) {
 	}
 	if OutcomeTimeout.String() != "timeout" || OutcomeRefused.String() != "refused" {
 		t.Error("names")
+	}
+}
+
+// getData's time.Time range (the zero time an open end) and TimeRange (TSMin
+// and TSMax) convert both ways; times int64 nanoseconds cannot hold clamp to
+// the nearest end instead of wrapping around.
+func TestTimeRangeOfAndTimes(t *testing.T) {
+	at := func(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+	far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+	early := time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		start, end time.Time
+		want       TimeRange
+		back       bool // Times gives start and end back
+	}{
+		{time.Time{}, time.Time{}, Unbounded, true},
+		{at(5), time.Time{}, TimeRange{5, TSMax}, true},
+		{time.Time{}, at(-7), TimeRange{TSMin, -7}, true},
+		{at(1), at(2), TimeRange{1, 2}, true},
+		{early, far, TimeRange{TSMin, TSMax}, false},
+		{far, time.Time{}, TimeRange{TSMax, TSMax}, false}, // empty: starts after every time
+		{time.Time{}, early, TimeRange{TSMin, TSMin}, false},
+	} {
+		got := TimeRangeOf(c.start, c.end)
+		if got != c.want {
+			t.Errorf("TimeRangeOf(%v, %v) = %v, want %v", c.start, c.end, got, c.want)
+		}
+		a := GetDataArgs{StartTS: c.start, EndTS: c.end}
+		if r := a.Range(); r != c.want {
+			t.Errorf("Range of [%v, %v) = %v, want %v", c.start, c.end, r, c.want)
+		}
+		if s, e := got.Times(); c.back && (!s.Equal(c.start) || !e.Equal(c.end)) {
+			t.Errorf("%v.Times() = %v, %v, want %v, %v", got, s, e, c.start, c.end)
+		}
+	}
+	if s, e := Unbounded.Times(); !s.IsZero() || !e.IsZero() {
+		t.Errorf("Unbounded.Times() = %v, %v, want zero times", s, e)
+	}
+}
+
+// Only a row query without sortCols has its limit met by the first rows in
+// time order.
+func TestTimeOrderLimit(t *testing.T) {
+	for _, c := range []struct {
+		a    GetDataArgs
+		want int
+	}{
+		{GetDataArgs{Limit: 10}, 10},
+		{GetDataArgs{Limit: 10, Columns: []string{"price"}, Filter: []Filter{{Op: "=", Column: "sym", Value: "a"}}}, 10},
+		{GetDataArgs{}, 0},
+		{GetDataArgs{Limit: 10, SortCols: []string{"-size"}}, 0},
+		{GetDataArgs{Limit: 10, GroupBy: []string{"sym"}}, 0},
+		{GetDataArgs{Limit: 10, Agg: []AggSpec{{Name: "n", Func: AggCount}}}, 0},
+	} {
+		if got := c.a.TimeOrderLimit(); got != c.want {
+			t.Errorf("%+v: %d, want %d", c.a, got, c.want)
+		}
 	}
 }

@@ -106,7 +106,8 @@ func (s EngineSource) ExecutePartial(ctx context.Context, api string, args messa
 // RunGetDataPartial runs exec on the portion's range and returns the partial
 // unencoded, for a PartialSource: the DAP sends it in windows.
 func RunGetDataPartial(ctx context.Context, exec GetDataExecutor, a messages.GetDataArgs, rng messages.TimeRange) (merge.Partial, error) {
-	p, err := exec(ctx, a, rangeTime(rng.Start, messages.TSMin), rangeTime(rng.End, messages.TSMax))
+	start, end := rng.Times()
+	p, err := exec(ctx, a, start, end)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -139,13 +140,4 @@ func partialRows(p *merge.Partial) int64 {
 		return int64(p.Groups)
 	}
 	return int64(p.Rows.NumRows())
-}
-
-// rangeTime converts a range end to the engine's form: the unbounded end is the zero
-// time, which the engine reads as open.
-func rangeTime(ns, unbounded int64) time.Time {
-	if ns == unbounded {
-		return time.Time{}
-	}
-	return time.Unix(0, ns).UTC()
 }

@@ -75,7 +75,7 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	}
 	req := core.Request{
 		ID: sub.RequestID, API: api, SQL: sql, Table: args.Table, Labels: args.Labels,
-		Range: messages.TimeRange{Start: tsOrMin(args.StartTS), End: tsOrMax(args.EndTS)}, Deadline: sub.Deadline,
+		Range: args.Range(), Deadline: sub.Deadline,
 		Assembly: sub.Header.Scope.Assembly, Tier: sub.Header.Scope.Tier, // the core picks the Agg
 		Caller: caller,
 	}
@@ -100,18 +100,3 @@ func (r *RC) requestLogger(sub *messages.RCSubmission, caller string) zerolog.Lo
 
 // maxCallerLen bounds the caller key a submission may carry (Sg-Caller).
 const maxCallerLen = 256
-
-// Open ends of a getData range are unbounded (the zero time).
-func tsOrMin(t time.Time) int64 {
-	if t.IsZero() {
-		return core.MinTS
-	}
-	return t.UnixNano()
-}
-
-func tsOrMax(t time.Time) int64 {
-	if t.IsZero() {
-		return core.MaxTS
-	}
-	return t.UnixNano()
-}

@@ -76,8 +76,8 @@ func (s *Store) ExecuteContext(ctx context.Context, args messages.GetDataArgs, p
 	// Without sortCols, the first Limit rows in time order are all a DAP can contribute
 	// (ties at the cut are kept for the canonical order; merge.RowsPartial cuts exactly).
 	stopAt := 0
-	if len(args.SortCols) == 0 && times != nil {
-		stopAt = args.Limit
+	if times != nil {
+		stopAt = args.TimeOrderLimit()
 	}
 	// Without a filter or a limit every row of [lo, hi) is taken: no list of
 	// them is built (8 bytes a row) only to find that they follow each other.
@@ -125,34 +125,57 @@ func (s *Store) ExecuteContext(ctx context.Context, args messages.GetDataArgs, p
 	return merge.RowsPartial(&args, proj, selTimes)
 }
 
-// timeRange returns the rows [lo, hi) inside both ranges.
+// timeRange returns the rows [lo, hi) inside both ranges (messages.TimeRange
+// is the home of the intersection and of the open ends).
 func (t *table) timeRange(start, end, portionStart, portionEnd time.Time) (lo, hi int) {
 	n := t.data.NumRows()
 	if t.timeCol < 0 {
 		return 0, n
 	}
+	r, ok := messages.TimeRangeOf(start, end).Intersect(messages.TimeRangeOf(portionStart, portionEnd))
+	if !ok {
+		return 0, 0
+	}
 	times := t.data.Columns[t.timeCol].Ints
 	lo, hi = 0, n
-	for _, s := range []time.Time{start, portionStart} {
-		if !s.IsZero() {
-			from := nanos(s)
-			lo = max(lo, sort.Search(n, func(i int) bool { return times[i] >= from }))
-		}
+	if r.Start != messages.TSMin {
+		lo = sort.Search(n, func(i int) bool { return times[i] >= r.Start })
 	}
-	for _, e := range []time.Time{end, portionEnd} {
-		if !e.IsZero() {
-			to := nanos(e)
-			hi = min(hi, sort.Search(n, func(i int) bool { return times[i] >= to }))
-		}
+	if r.End != messages.TSMax {
+		hi = sort.Search(n, func(i int) bool { return times[i] >= r.End })
 	}
 	return lo, max(lo, hi)
 }
 
+// Matcher is the selection Execute makes before it projects or aggregates, for
+// a reader that holds a table's rows in pieces (the Parquet tier): whether row
+// i of data, which has def's columns or some of them, passes the request's
+// label selector, filters and where. nil: every row passes. Errors are
+// Execute's (ErrUnknownColumn, ErrFilterType).
+func Matcher(def TableDef, data *messages.Table, args *messages.GetDataArgs) (func(i int) bool, error) {
+	preds, err := predicates(def, data, args)
+	if err != nil || len(preds) == 0 {
+		return nil, err
+	}
+	return func(i int) bool {
+		for _, p := range preds {
+			if !p(i) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+func (t *table) predicates(args *messages.GetDataArgs) ([]pred, error) {
+	return predicates(t.def, &t.data, args)
+}
+
 // predicates compiles the label selector (on label columns only: a label the table does
 // not carry is a routing label, already satisfied by the DAP's placement) and the filters.
-func (t *table) predicates(args *messages.GetDataArgs) ([]pred, error) {
+func predicates(def TableDef, data *messages.Table, args *messages.GetDataArgs) ([]pred, error) {
 	var preds []pred
-	for _, key := range t.def.Labels {
+	for _, key := range def.Labels {
 		vals, ok := args.Labels[key]
 		if !ok {
 			continue
@@ -161,21 +184,21 @@ func (t *table) predicates(args *messages.GetDataArgs) ([]pred, error) {
 		for k, v := range vals {
 			in[k] = v
 		}
-		p, err := compileFilter(&t.data, messages.Filter{Op: messages.FilterIn, Column: key, Value: in})
+		p, err := compileFilter(data, messages.Filter{Op: messages.FilterIn, Column: key, Value: in})
 		if err != nil {
 			return nil, err
 		}
 		preds = append(preds, p)
 	}
 	for _, f := range args.Filter {
-		p, err := compileFilter(&t.data, f)
+		p, err := compileFilter(data, f)
 		if err != nil {
 			return nil, err
 		}
 		preds = append(preds, p)
 	}
 	if args.Where != nil { // where.go
-		p, err := compileWhere(&t.data, &args.Where.Root)
+		p, err := compileWhere(data, &args.Where.Root)
 		if err != nil {
 			return nil, err
 		}

@@ -206,29 +206,13 @@ func asInt(v any) (int64, bool) {
 func asNanos(v any) (int64, bool) {
 	switch x := v.(type) {
 	case time.Time:
-		return nanos(x), true
+		return messages.UnixNanos(x), true
 	case string:
 		t, err := time.Parse(time.RFC3339Nano, x)
 		if err != nil {
 			return 0, false
 		}
-		return nanos(t), true
+		return messages.UnixNanos(t), true
 	}
 	return 0, false
-}
-
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// nanos is t in Unix ns, clamped to the range a timestamp column can hold.
-func nanos(t time.Time) int64 {
-	switch {
-	case t.Before(minTime):
-		return math.MinInt64
-	case t.After(maxTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
 }

@@ -33,7 +33,7 @@ type Stats struct {
 	Partitions       atomic.Int64 // date partitions a query opened a file in
 	Files            atomic.Int64 // files opened (footer read)
 	RowGroups        atomic.Int64 // row groups read
-	RowGroupsSkipped atomic.Int64 // row groups of opened files skipped by their time statistics
+	RowGroupsSkipped atomic.Int64 // row groups of opened files skipped by their time statistics (outside the range, or past a limit met)
 	ColumnChunks     atomic.Int64 // column chunks read
 	BytesRead        atomic.Int64 // bytes read from files
 	Rows             atomic.Int64 // rows decoded
@@ -197,6 +197,10 @@ func (c *Catalog) Execute(args messages.GetDataArgs, portionStart, portionEnd ti
 // ExecuteContext is Execute that stops with ctx's error once ctx ends: it looks at ctx
 // before each file, row group and page it reads, and the engine then looks between
 // batches of rows, so a cancelled portion stops reading within one page.
+//
+// A row query in time order with a limit (GetDataArgs.TimeOrderLimit) stops
+// reading once it holds the limit: files and row groups that start after the
+// time of the limit-th row it holds are not read.
 func (c *Catalog) ExecuteContext(ctx context.Context, args messages.GetDataArgs, portionStart, portionEnd time.Time) (merge.Partial, error) {
 	if err := args.Validate(); err != nil {
 		return merge.Partial{}, err
@@ -205,29 +209,27 @@ func (c *Catalog) ExecuteContext(ctx context.Context, args messages.GetDataArgs,
 	if !ok {
 		return merge.Partial{}, fmt.Errorf("%w: %q", engine.ErrUnknownTable, args.Table)
 	}
-	lo, hi := int64(-1<<63), int64(1<<63-1)
-	for _, s := range []time.Time{args.StartTS, portionStart} {
-		if !s.IsZero() {
-			lo = max(lo, s.UnixNano())
-		}
-	}
-	for _, e := range []time.Time{args.EndTS, portionEnd} {
-		if !e.IsZero() {
-			hi = min(hi, e.UnixNano())
-		}
-	}
+	rng, ok := args.Range().Intersect(messages.TimeRangeOf(portionStart, portionEnd))
 	sub := neededDef(def, &args)
-	tbl := messages.NewTable(sub.Columns)
+	sc := scan{tbl: messages.NewTable(sub.Columns), part: messages.NewTable(sub.Columns), def: sub, args: &args,
+		rng: rng, limit: args.TimeOrderLimit(), cut: messages.TSMax}
+	var files []File
+	if ok { // else the range is empty: the engine answers with no rows
+		files = c.files[args.Table]
+	}
 	parts := map[string]bool{}
-	for _, f := range c.files[args.Table] {
-		if f.To <= lo || f.From >= hi {
+	for _, f := range files {
+		if f.From > sc.cut {
+			break // files are in time order and do not overlap: no row past here is needed
+		}
+		if f.To <= rng.Start || f.From >= rng.End {
 			continue
 		}
 		if !parts[f.Date] {
 			parts[f.Date] = true
 			c.stats.Partitions.Add(1)
 		}
-		if err := c.readFile(ctx, f, &tbl, lo, hi); err != nil {
+		if err := c.readFile(ctx, f, &sc); err != nil {
 			return merge.Partial{}, err
 		}
 	}
@@ -235,7 +237,7 @@ func (c *Catalog) ExecuteContext(ctx context.Context, args messages.GetDataArgs,
 	if err := st.Create(sub); err != nil {
 		return merge.Partial{}, err
 	}
-	if err := st.Append(sub.Name, tbl); err != nil {
+	if err := st.Append(sub.Name, sc.tbl); err != nil {
 		return merge.Partial{}, err
 	}
 	return st.ExecuteContext(ctx, args, portionStart, portionEnd)
@@ -302,9 +304,25 @@ func (c countingReader) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// readFile appends to tbl the rows of f with time in [lo, hi), reading only the row
-// groups whose time statistics meet the range and only tbl's columns.
-func (c *Catalog) readFile(ctx context.Context, f File, tbl *messages.Table, lo, hi int64) error {
+// scan is what a query has read so far, and what it still needs.
+type scan struct {
+	tbl  messages.Table // the rows read that are in rng and pass the request's selection
+	part messages.Table // the rows of the row group being read that are in rng (reused)
+	def  engine.TableDef
+	args *messages.GetDataArgs
+	rng  messages.TimeRange
+	// limit is the request's TimeOrderLimit (0: none). Once tbl holds limit
+	// rows, cut is the time of the limit-th in time order: no row after it
+	// can be in the answer, so files and row groups that start after it are
+	// not read. TSMax until then.
+	limit int
+	cut   int64
+}
+
+// readFile appends to sc.tbl the rows of f with time in sc.rng that pass the
+// request's selection, reading only the row groups whose time statistics meet
+// the range (and start no later than sc.cut) and only tbl's columns.
+func (c *Catalog) readFile(ctx context.Context, f File, sc *scan) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -323,6 +341,7 @@ func (c *Catalog) readFile(ctx context.Context, f File, tbl *messages.Table, lo,
 	if err != nil {
 		return fmt.Errorf("parquetdb: open %s: %w", f.Path, err)
 	}
+	tbl := &sc.tbl
 	leaves := make([]int, len(tbl.Columns))
 	for k := range tbl.Columns {
 		leaf, ok := pf.Schema().Lookup(tbl.Columns[k].Name)
@@ -335,12 +354,15 @@ func (c *Catalog) readFile(ctx context.Context, f File, tbl *messages.Table, lo,
 		leaves[k] = leaf.ColumnIndex
 	}
 	tk := tbl.Index(engine.TimeColumn)
+	lo, hi := sc.rng.Start, sc.rng.End
 	for _, rg := range pf.RowGroups() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		chunks := rg.ColumnChunks()
-		if mn, mx, ok := chunkBounds(chunks[leaves[tk]]); ok && (mx < lo || mn >= hi) {
+		// Every row group is looked at, not only those up to the first one past
+		// the cut: a file brought by a user may hold row groups out of order.
+		if mn, mx, ok := chunkBounds(chunks[leaves[tk]]); ok && (mx < lo || mn >= hi || mn > sc.cut) {
 			c.stats.RowGroupsSkipped.Add(1)
 			continue
 		}
@@ -356,15 +378,56 @@ func (c *Catalog) readFile(ctx context.Context, f File, tbl *messages.Table, lo,
 					f.Path, tbl.Columns[k].Name, len(cols[k]), rg.NumRows())
 			}
 		}
+		part := &sc.part
+		part.Truncate()
 		for i := range cols[tk] {
-			if t := cols[tk][i].Int64(); t < lo || t >= hi {
+			if t := cols[tk][i].Int64(); t < lo || t >= hi || t > sc.cut {
 				continue
 			}
-			for k := range tbl.Columns {
-				appendValue(&tbl.Columns[k], cols[k][i])
+			for k := range part.Columns {
+				appendValue(&part.Columns[k], cols[k][i])
 			}
 			c.stats.Rows.Add(1)
 		}
+		if err := sc.keep(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keep appends the rows of sc.part that pass the request's selection to
+// sc.tbl, and moves the cut once the limit is met.
+func (sc *scan) keep() error {
+	match, err := engine.Matcher(sc.def, &sc.part, sc.args)
+	if err != nil {
+		return err
+	}
+	if match == nil {
+		for k := range sc.tbl.Columns {
+			sc.tbl.Columns[k].AppendColumn(&sc.part.Columns[k])
+		}
+	} else {
+		for i, n := 0, sc.part.NumRows(); i < n; i++ {
+			if match(i) {
+				sc.tbl.AppendRowFrom(&sc.part, i)
+			}
+		}
+	}
+	if sc.limit == 0 || sc.tbl.NumRows() < sc.limit {
+		return nil
+	}
+	times := sc.tbl.Col(engine.TimeColumn).Ints
+	if !slices.IsSorted(times) { // a user's file, rows out of order: the engine sorts them
+		sorted := slices.Clone(times)
+		slices.Sort(sorted)
+		sc.cut = sorted[sc.limit-1]
+		return nil
+	}
+	sc.cut = times[sc.limit-1]
+	// The rows after the cut (and its ties) are not needed: drop them now.
+	if n := sort.Search(len(times), func(i int) bool { return times[i] > sc.cut }); n < len(times) {
+		sc.tbl = sc.tbl.Slice(0, n)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@
 // A query opens only the partitions and files whose range meets the portion, reads only
 // the footers of those files, only the row groups whose time statistics meet the range,
 // and in them only the columns the request names (selected, filtered, grouped,
-// aggregated, label and time columns). Stats counts all of it, so tests and metrics can
-// show that a narrow query over a large history read a small part of it.
+// aggregated, label and time columns). A row query in time order with a limit reads
+// files and row groups in time order and stops once it holds the limit (and the rows
+// tied with the last). Stats counts all of it, so tests and metrics can show that a
+// narrow query over a large history read a small part of it.
 package parquetdb
