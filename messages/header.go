@@ -16,6 +16,7 @@ const (
 	HdrRequestID        = "Sg-Request-Id"        // request id, assigned by the GW; also the log key
 	HdrAPI              = "Sg-Api"               // API name (getData, ping, getMeta, sql)
 	HdrAggID            = "Sg-Agg-Id"            // Agg that merges the request's partial results
+	HdrRCID             = "Sg-Rc-Id"             // RC that schedules the request: where a refusal of the message goes (subjects.RCRefused)
 	HdrPortionID        = "Sg-Portion-Id"        // portion id within the request
 	HdrPurviewVersion   = "Sg-Purview-Version"   // DAP purview version the RC saw when dispatching
 	HdrReferenceVintage = "Sg-Reference-Vintage" // reference vintage locked for the label set
@@ -202,6 +203,7 @@ type Routing struct {
 	RequestID        string
 	API              string
 	AggID            string
+	RCID             string
 	PortionID        string
 	Attempt          uint32
 	PurviewVersion   uint64
@@ -216,6 +218,7 @@ func (r Routing) Write(h nats.Header) {
 	SetString(h, HdrRequestID, r.RequestID)
 	SetString(h, HdrAPI, r.API)
 	SetString(h, HdrAggID, r.AggID)
+	SetString(h, HdrRCID, r.RCID)
 	SetString(h, HdrPortionID, r.PortionID)
 	if r.Attempt != 0 {
 		SetUint(h, HdrAttempt, uint64(r.Attempt))
@@ -240,6 +243,7 @@ func ReadRouting(h nats.Header) (Routing, error) {
 		RequestID: h.Get(HdrRequestID),
 		API:       h.Get(HdrAPI),
 		AggID:     h.Get(HdrAggID),
+		RCID:      h.Get(HdrRCID),
 		PortionID: h.Get(HdrPortionID),
 		LogCorr:   h.Get(HdrLogCorr),
 	}
