@@ -139,8 +139,8 @@ type sim struct {
 	// request; refusalForged: one that names what the core did not send.
 	refusal       string
 	refusalForged bool
-	aggAlive         map[string]bool
-	tops             map[string]uint64
+	aggAlive      map[string]bool
+	tops          map[string]uint64
 	// lastLoss: when a DAP of each label set was last lost.
 	lastLoss map[labelKey]int64
 	waits    simWaits
