@@ -3,6 +3,8 @@ package messages
 import (
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -96,4 +98,47 @@ func (m *Refusal) Validate() error {
 		return invalid(typ, "no reason")
 	}
 	return validateText(typ, "reason", m.Reason, MaxRefusalReason)
+}
+
+// The code a refusal asks for, by what was refused. A dispatch or an
+// expectation is the caller's request as sg passes it on: when a DAP or an
+// Agg cannot decode or validate one, the request's own content is what it
+// could not take (a filter nested deeper than its decoder allows was the real
+// case), and the caller is the one who can change it. A partial result or an
+// answer frame is a service's own output: garbage there is sg's fault.
+const (
+	RefusalCodeRequest = CodeBadRequest // a dispatch (RC -> DAP) or an expectation (RC -> Agg)
+	RefusalCodeOutput  = CodeInternal   // a partial result (DAP -> Agg) or an answer frame (Agg -> GW)
+)
+
+// RefusalRoute reads, from the headers of a message whose body did not
+// decode, where to refuse it: its request (Sg-Request-Id) and the RC that
+// schedules it (Sg-Rc-Id), each a valid subject token, and the portion and
+// attempt it names, if any (Sg-Portion-Id, Sg-Attempt). An error means the
+// message cannot be attributed (an older RC names no Sg-Rc-Id; garbage).
+func RefusalRoute(h nats.Header) (Routing, error) {
+	var r Routing
+	var err error
+	if r.RequestID, err = GetString(h, HdrRequestID); err != nil {
+		return r, err
+	}
+	if r.RCID, err = GetString(h, HdrRCID); err != nil {
+		return r, err
+	}
+	for _, id := range []struct{ what, v string }{{"request id", r.RequestID}, {"RC id", r.RCID}} {
+		if err := subjects.Validate(id.what, id.v); err != nil {
+			return r, err
+		}
+	}
+	if r.PortionID = h.Get(HdrPortionID); r.PortionID != "" {
+		if err := subjects.Validate("portion id", r.PortionID); err != nil {
+			return r, err
+		}
+	}
+	a, _, err := LookupUint(h, HdrAttempt)
+	if err != nil || a > 1<<32-1 {
+		return r, &HeaderError{Key: HdrAttempt, Value: h.Get(HdrAttempt), Err: ErrBadHeader, Detail: "not an attempt"}
+	}
+	r.Attempt = uint32(a)
+	return r, nil
 }

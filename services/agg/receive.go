@@ -29,6 +29,7 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
+		a.refuse(m.Header, "", messages.RefusalCodeRequest, err.Error()) // the error names the expectation
 		return
 	}
 	a.stats.expectations.Add(1)
@@ -128,6 +129,8 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
+		a.refuse(m.Header, a.rcOf(m.Header.Get(messages.HdrRequestID)), messages.RefusalCodeOutput,
+			"partial result of portion "+messages.CutText(m.Header.Get(messages.HdrPortionID), 64)+": "+err.Error())
 		return
 	}
 	a.stats.partials.Add(1)

@@ -1,0 +1,49 @@
+package agg
+
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// refuse tells the RC that schedules a request that this Agg refused a
+// message of it (a body that does not decode or validate), so that the RC
+// answers the caller at once rather than at the deadline (messages.Refusal).
+// The request and the RC come from the message's headers (rcID, when not
+// "", names the RC the Agg knows from the request's expectation instead):
+// a message that names neither is only counted, as before. Fire-and-forget:
+// an older RC drops the refusal, and the request times out as it would have.
+func (a *Agg) refuse(h nats.Header, rcID string, code messages.Code, reason string) {
+	route, err := messages.RefusalRoute(h)
+	if rcID != "" && route.RequestID != "" && subjects.Validate("RC id", rcID) == nil && subjects.Validate("request id", route.RequestID) == nil {
+		route.RCID, err = rcID, nil
+	}
+	if err != nil {
+		a.log.Debug().Err(err).Msg("refused message names no request and RC to tell")
+		return
+	}
+	f := messages.NewRefusal(route.RequestID, subjects.ServiceAgg, a.cfg.ID, code, reason)
+	data, err := messages.Encode(&f)
+	if err == nil {
+		err = a.cfg.NC.Publish(a.cfg.Subjects.RCRefused(route.RCID), data)
+	}
+	if err != nil {
+		a.log.Warn().Err(err).Str("request_id", route.RequestID).Str("rc", route.RCID).Msg("refusal not sent")
+		return
+	}
+	a.stats.refusals.Add(1)
+	a.metrics.refusalSent()
+	a.log.Warn().Str("request_id", route.RequestID).Str("rc", route.RCID).Stringer("code", code).Str("reason", f.Reason).Msg("message refused: the RC is told")
+}
+
+// rcOf is the RC of the request, as its expectation named it ("" when none
+// has come): a DAP's partial names no RC.
+func (a *Agg) rcOf(requestID string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.requests[requestID]; r != nil && r.exp != nil {
+		return r.exp.RCID
+	}
+	return ""
+}
