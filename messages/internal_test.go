@@ -43,7 +43,6 @@ func envSamples() []any {
 		&AggExpectation{V: 1, RequestID: "req", Seq: 2, API: "getData", Args: envArgs(), Expect: []PortionRef{{"p1", 1}},
 			Supersede: []PortionRef{{"p1", 0}}, Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline, Stream: true, StreamStart: true},
 		&SecondaryQuery{V: 1, RequestID: "req", PrimaryRCID: "rc-1"},
-		&Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d", PortionID: "7", Attempt: 1, Code: CodeBadRequest, Reason: "malformed portion dispatch"},
 		&RCAnnouncement{V: 1, RCID: "rc-1", Assembly: "eu", Outstanding: 3, StartedAt: 5},
 		&RCHeartbeat{V: 1, RCID: "rc-1", Seq: 1, IntervalMS: 1000},
 		&RCSubmission{V: 1, RequestID: "req", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"}, Args: envArgs(),
