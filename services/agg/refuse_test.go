@@ -1,0 +1,65 @@
+package agg
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
+)
+
+// An expectation whose body does not decode, whose headers name the request
+// and its RC: refused to that RC, BAD_REQUEST. A partial that does not decode,
+// of a request whose expectation named its RC: refused to it, INTERNAL (a
+// DAP's output is garbage). Headers that name no valid RC: nothing is sent.
+func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
+	e := newEnv(t, nil)
+	refusals := subscribe(t, e.nc, subj.RCRefused("rc1"))
+	anyRC := subscribe(t, e.nc, "sg.rc.*.refused")
+	send := func(subject string, r messages.Routing) {
+		h := nats.Header{}
+		r.Write(h)
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: []byte{0xc1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(subj.AggExpect("agg1"), messages.Routing{RequestID: "req1", RCID: "rc.>"})
+	send(subj.AggExpect("agg1"), messages.Routing{RequestID: "req1"}) // an older RC's
+	send(subj.AggExpect("agg1"), messages.Routing{RequestID: "req1", RCID: "rc1"})
+	f := nextRefusal(t, refusals)
+	if f.RequestID != "req1" || f.Service != subjects.ServiceAgg || f.ServiceID != "agg1" || f.Code != messages.CodeBadRequest ||
+		!strings.Contains(f.Reason, "expectation") {
+		t.Fatalf("refusal %+v", f)
+	}
+	if m, err := anyRC.NextMsg(wait); err != nil || m.Subject != subj.RCRefused("rc1") {
+		t.Fatalf("first refusal on %v (%v): the bad RC ids were published on", m, err)
+	}
+
+	// req2's expectation names rc1: a garbage partial of it is refused there.
+	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
+	waitChanged(t, e.agg, func() bool { return e.agg.Stats().Expectations == 1 }, func() string { return "req2's expectation not taken" })
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", PortionID: "a", Attempt: 1}) // unknown: not attributed
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a", Attempt: 1})
+	f = nextRefusal(t, refusals)
+	if f.RequestID != "req2" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "partial result of portion a") {
+		t.Fatalf("refusal %+v", f)
+	}
+	if s := e.agg.Stats(); s.Malformed != 5 || s.RefusalsSent != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func nextRefusal(t *testing.T, sub *nats.Subscription) messages.Refusal {
+	t.Helper()
+	m, err := sub.NextMsg(wait)
+	if err != nil {
+		t.Fatalf("no refusal within %s: %v", wait, err)
+	}
+	f, err := messages.DecodeValid[messages.Refusal](m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
