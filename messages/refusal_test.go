@@ -88,3 +88,23 @@ func TestRefusalRoute(t *testing.T) {
 		}
 	}
 }
+
+// Routing.WriteCompact writes what Write writes.
+func TestRoutingWriteCompactIsWrite(t *testing.T) {
+	for _, r := range []Routing{{}, {RequestID: "req", RCID: "rc-1", LogCorr: "a\r\nb"},
+		{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: "7", Attempt: 2, PurviewVersion: 3,
+			ReferenceVintage: 4, Deadline: 5, LogCorr: "c\nd", Content: ContentJSON}} {
+		want := nats.Header{}
+		r.Write(want)
+		got := nats.Header{}
+		r.WriteCompact(got)
+		if len(got) != len(want) {
+			t.Fatalf("%+v: WriteCompact %v, Write %v", r, got, want)
+		}
+		for k, v := range want {
+			if len(got[k]) != 1 || got[k][0] != v[0] {
+				t.Fatalf("%+v: WriteCompact %v, Write %v", r, got, want)
+			}
+		}
+	}
+}
