@@ -129,7 +129,7 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
-		a.refuse(m.Header, a.rcOf(m.Header.Get(messages.HdrRequestID)), messages.RefusalCodeOutput,
+		a.refuse(m.Header, a.partialRC(m.Header), messages.RefusalCodeOutput,
 			"partial result of portion "+messages.CutText(m.Header.Get(messages.HdrPortionID), 64)+": "+err.Error())
 		return
 	}

@@ -37,12 +37,23 @@ func (a *Agg) refuse(h nats.Header, rcID string, code messages.Code, reason stri
 	a.log.Warn().Str("request_id", route.RequestID).Str("rc", route.RCID).Stringer("code", code).Str("reason", f.Reason).Msg("message refused: the RC is told")
 }
 
-// rcOf is the RC of the request, as its expectation named it ("" when none
-// has come): a DAP's partial names no RC.
-func (a *Agg) rcOf(requestID string) string {
+// partialRC is the RC to refuse a partial that did not decode to: that of
+// its request's expectation, if the expectation counts on the portion and
+// attempt the headers name and the request still wants it ("" otherwise: a
+// superseded or unexpected partial is no loss, and a DAP's partial names no
+// RC of its own).
+func (a *Agg) partialRC(h nats.Header) string {
+	route, err := messages.ReadRouting(h)
+	if err != nil || route.PortionID == "" {
+		return ""
+	}
+	ref := messages.PortionRef{PortionID: route.PortionID, Attempt: route.Attempt}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if r := a.requests[requestID]; r != nil && r.exp != nil {
+	if _, done := a.finished[route.RequestID]; done {
+		return ""
+	}
+	if r := a.requests[route.RequestID]; r != nil && r.exp != nil && r.expected[ref] && r.wants(ref) {
 		return r.exp.RCID
 	}
 	return ""

@@ -12,8 +12,9 @@ import (
 
 // An expectation whose body does not decode, whose headers name the request
 // and its RC: refused to that RC, BAD_REQUEST. A partial that does not decode,
-// of a request whose expectation named its RC: refused to it, INTERNAL (a
-// DAP's output is garbage). Headers that name no valid RC: nothing is sent.
+// of a portion and attempt its request's expectation counts on: refused to
+// the RC the expectation named, INTERNAL (a DAP's output is garbage). Headers
+// that name no valid RC, a partial nobody counts on: nothing is sent.
 func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	e := newEnv(t, nil)
 	refusals := subscribe(t, e.nc, subj.RCRefused("rc1"))
@@ -41,12 +42,14 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
 	waitChanged(t, e.agg, func() bool { return e.agg.Stats().Expectations == 1 }, func() string { return "req2's expectation not taken" })
 	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", PortionID: "a", Attempt: 1}) // unknown: not attributed
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "z", Attempt: 1}) // not counted on: no loss
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a"})             // attempt 0: superseded, say
 	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a", Attempt: 1})
 	f = nextRefusal(t, refusals)
 	if f.RequestID != "req2" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "partial result of portion a") {
 		t.Fatalf("refusal %+v", f)
 	}
-	if s := e.agg.Stats(); s.Malformed != 5 || s.RefusalsSent != 2 {
+	if s := e.agg.Stats(); s.Malformed != 7 || s.RefusalsSent != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 }
