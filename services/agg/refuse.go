@@ -1,6 +1,8 @@
 package agg
 
 import (
+	"errors"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/messages"
@@ -43,13 +45,17 @@ func (a *Agg) refuse(h nats.Header, rcID string, code messages.Code, reason stri
 // superseded or unexpected partial is no loss, and a DAP's partial names no
 // RC of its own).
 func (a *Agg) partialRC(h nats.Header) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.partialRCLocked(h)
+}
+
+func (a *Agg) partialRCLocked(h nats.Header) string {
 	route, err := messages.ReadRouting(h)
 	if err != nil || route.PortionID == "" {
 		return ""
 	}
 	ref := messages.PortionRef{PortionID: route.PortionID, Attempt: route.Attempt}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if _, done := a.finished[route.RequestID]; done {
 		return ""
 	}
@@ -57,4 +63,19 @@ func (a *Agg) partialRC(h nats.Header) string {
 		return r.exp.RCID
 	}
 	return ""
+}
+
+// refuseTransferLocked is the refusal of a chunked partial that cannot be
+// reassembled, to run once the lock is let go (nil when there is none to
+// send: one too large is answered TOO_LARGE by the Agg itself).
+func (a *Agg) refuseTransferLocked(h nats.Header, err error) func() {
+	if errors.Is(err, messages.ErrTooLarge) {
+		return nil
+	}
+	rc := a.partialRCLocked(h)
+	if rc == "" {
+		return nil
+	}
+	reason := "chunked partial result of portion " + messages.CutText(h.Get(messages.HdrPortionID), 64) + ": " + err.Error()
+	return func() { a.refuse(h, rc, messages.RefusalCodeOutput, reason) }
 }

@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,7 +50,27 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	if f.RequestID != "req2" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "partial result of portion a") {
 		t.Fatalf("refusal %+v", f)
 	}
-	if s := e.agg.Stats(); s.Malformed != 7 || s.RefusalsSent != 2 {
+
+	// req4 counts on portion b: its chunked partial breaks (the chunks add
+	// up to more than announced), refused INTERNAL.
+	e.expect(expectation("req4", subjects.APIPing, nil, ref("b", 0)))
+	waitChanged(t, e.agg, func() bool { return e.agg.Stats().Expectations == 2 }, func() string { return "req4's expectation not taken" })
+	for i, data := range []string{"ab", "abc"} {
+		h := nats.Header{}
+		messages.Routing{RequestID: "req4", PortionID: "b"}.Write(h)
+		h.Set(messages.HdrChunkStream, "t1")
+		h.Set(messages.HdrChunkIndex, strconv.Itoa(i))
+		h.Set(messages.HdrChunkCount, "2")
+		h.Set(messages.HdrChunkTotal, "4")
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: subj.AggPartial("agg1"), Header: h, Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f = nextRefusal(t, refusals)
+	if f.RequestID != "req4" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "chunked partial result of portion b") {
+		t.Fatalf("refusal %+v", f)
+	}
+	if s := e.agg.Stats(); s.Malformed != 8 || s.RefusalsSent != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 }
