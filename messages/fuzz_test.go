@@ -27,7 +27,9 @@ func fuzzSamples() []any {
 	tb := NewTable([]ColumnSpec{{Name: "time", Type: TypeTimestamp}, {Name: "sym", Type: TypeSymbol}, {Name: "s", Type: TypeString}})
 	_ = tb.AppendRow(time.Unix(1, 0), "a", "x")
 	ss := append(envSamples(), &LiveUpdate{V: LiveVersion, Table: "t", Rows: tb}, &PingArgs{Labels: LabelSelector{"region": {"eu"}}})
-	return append(ss, argsJSONSamples()...) // last: a kept corpus entry whose selector is below them picks what it did
+	ss = append(ss, argsJSONSamples()...) // a kept corpus entry whose selector is below what follows picks what it did
+	return append(ss, &Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d", PortionID: "7", Attempt: 1,
+		Code: CodeBadRequest, Reason: "malformed portion dispatch"})
 }
 
 // hostileMsgpack are seeds every msgpack target starts from: huge length

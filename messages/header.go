@@ -16,6 +16,7 @@ const (
 	HdrRequestID        = "Sg-Request-Id"        // request id, assigned by the GW; also the log key
 	HdrAPI              = "Sg-Api"               // API name (getData, ping, getMeta, sql)
 	HdrAggID            = "Sg-Agg-Id"            // Agg that merges the request's partial results
+	HdrRCID             = "Sg-Rc-Id"             // RC that schedules the request: where a refusal of the message goes (subjects.RCRefused)
 	HdrPortionID        = "Sg-Portion-Id"        // portion id within the request
 	HdrPurviewVersion   = "Sg-Purview-Version"   // DAP purview version the RC saw when dispatching
 	HdrReferenceVintage = "Sg-Reference-Vintage" // reference vintage locked for the label set
@@ -202,6 +203,7 @@ type Routing struct {
 	RequestID        string
 	API              string
 	AggID            string
+	RCID             string
 	PortionID        string
 	Attempt          uint32
 	PurviewVersion   uint64
@@ -216,6 +218,7 @@ func (r Routing) Write(h nats.Header) {
 	SetString(h, HdrRequestID, r.RequestID)
 	SetString(h, HdrAPI, r.API)
 	SetString(h, HdrAggID, r.AggID)
+	SetString(h, HdrRCID, r.RCID)
 	SetString(h, HdrPortionID, r.PortionID)
 	if r.Attempt != 0 {
 		SetUint(h, HdrAttempt, uint64(r.Attempt))
@@ -233,6 +236,50 @@ func (r Routing) Write(h nats.Header) {
 	SetString(h, HdrContentType, string(r.Content))
 }
 
+// WriteCompact is Write for a new header: the values of the non-zero fields
+// share one allocation, where Write costs one per field (the RC writes one
+// for every dispatch and expectation). The caller makes h, with a constant
+// size hint, so that a header that does not outlive the publish can stay on
+// its stack.
+func (r Routing) WriteCompact(h nats.Header) {
+	var kv [22]string // key, value pairs: one per field
+	n := 0
+	add := func(k, v string) {
+		if v != "" {
+			kv[n], kv[n+1] = k, headerValue(v)
+			n += 2
+		}
+	}
+	add(HdrRequestID, r.RequestID)
+	add(HdrAPI, r.API)
+	add(HdrAggID, r.AggID)
+	add(HdrRCID, r.RCID)
+	add(HdrPortionID, r.PortionID)
+	if r.Attempt != 0 {
+		add(HdrAttempt, strconv.FormatUint(uint64(r.Attempt), 10))
+	}
+	if r.PurviewVersion != 0 {
+		add(HdrPurviewVersion, strconv.FormatUint(r.PurviewVersion, 10))
+	}
+	if r.ReferenceVintage != 0 {
+		add(HdrReferenceVintage, strconv.FormatUint(r.ReferenceVintage, 10))
+	}
+	if r.Deadline != 0 {
+		add(HdrDeadline, strconv.FormatInt(r.Deadline, 10))
+	}
+	add(HdrLogCorr, r.LogCorr)
+	add(HdrContentType, string(r.Content))
+	if n == 0 {
+		return
+	}
+	vals := make([]string, n/2)
+	for i := 0; i < n; i += 2 {
+		j := i / 2
+		vals[j] = kv[i+1]
+		h[kv[i]] = vals[j : j+1 : j+1]
+	}
+}
+
 // ReadRouting parses the routing headers of h. Absent headers give zero
 // fields; a present but malformed one is an error naming it.
 func ReadRouting(h nats.Header) (Routing, error) {
@@ -240,6 +287,7 @@ func ReadRouting(h nats.Header) (Routing, error) {
 		RequestID: h.Get(HdrRequestID),
 		API:       h.Get(HdrAPI),
 		AggID:     h.Get(HdrAggID),
+		RCID:      h.Get(HdrRCID),
 		PortionID: h.Get(HdrPortionID),
 		LogCorr:   h.Get(HdrLogCorr),
 	}

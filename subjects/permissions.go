@@ -82,6 +82,7 @@ var Flows = []Flow{
 	{Name: "GWPosition", Template: GWPosition, Pub: []Role{RoleRC}, Sub: []Role{RoleGW}, Owner: RoleGW},
 	{Name: "RCCompletion", Template: RCCompletion, Pub: []Role{RoleDAP}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCAggDone", Template: RCAggDone, Pub: []Role{RoleAgg}, Sub: []Role{RoleRC}, Owner: RoleRC},
+	{Name: "RCRefused", Template: RCRefused, Pub: []Role{RoleDAP, RoleAgg}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCSecondaryDispatch", Template: RCSecondaryDispatch, Pub: []Role{RoleRC}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCSecondaryQuery", Template: RCSecondaryQuery, Pub: []Role{RoleRC}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCSecondaryStatus", Template: RCSecondaryStatus, Pub: []Role{RoleRC}, Sub: []Role{RoleRC}, Owner: RoleRC},

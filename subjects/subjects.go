@@ -86,6 +86,10 @@ const (
 	// RCAggDone: Agg -> RC, the request was answered, per RC id.
 	RCAggDone  = "rc.*.aggdone"
 	RCAggDoneT = "rc.%s.aggdone"
+	// RCRefused: DAP or Agg -> RC, "I refused a message of this request"
+	// (messages.Refusal; fire-and-forget), per RC id (the message's Sg-Rc-Id).
+	RCRefused  = "rc.*.refused"
+	RCRefusedT = "rc.%s.refused"
 	// RCCancel: GW -> RC, cancel a request's drive (drive id in Sg-Request-Id, no body), per RC id.
 	RCCancel  = "rc.*.cancel"
 	RCCancelT = "rc.%s.cancel"
@@ -267,6 +271,9 @@ func (s Subjects) RCCompletion(rcID string) string { return s.build(RCCompletion
 
 // RCAggDone is where an Agg tells RC rcID that it answered a request.
 func (s Subjects) RCAggDone(rcID string) string { return s.build(RCAggDoneT, rcID) }
+
+// RCRefused is where a DAP or an Agg tells RC rcID that it refused a message of one of its requests.
+func (s Subjects) RCRefused(rcID string) string { return s.build(RCRefusedT, rcID) }
 
 // GWJob is where a client polls an async job.
 func (s Subjects) GWJob() string { return s.rel(GWJob) }

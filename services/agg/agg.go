@@ -64,6 +64,8 @@ type counters struct {
 	// foldResets: supersedes that reset a fold which had folded a partial
 	// (fold.go); not in Stats: the tests' proof that a reset was exercised.
 	foldResets atomic.Uint64
+	// refusals: messages refused to their RC (refuse.go).
+	refusals atomic.Uint64
 }
 
 // Stats is a snapshot of the Agg's counters.
@@ -78,6 +80,7 @@ type Stats struct {
 	Expired      uint64 // requests dropped at their deadline or after PartialTTL, unanswered
 	Cancelled    uint64 // requests dropped on the RC's cancel (the RC answered them)
 	Refused      uint64 // of the answered, RATE_LIMITED: the Agg held too much (MaxHeldBytes)
+	RefusalsSent uint64 // messages that did not decode or validate, refused to the request's RC (of Malformed)
 	// Folded: aggregate partials folded as they came (fold.go; one folded
 	// again after a supersede reset its fold counts again); FoldedAtAnswer:
 	// those the answer folded, not folded as they came.
@@ -110,7 +113,7 @@ func (a *Agg) Stats() Stats {
 	return Stats{Expectations: s.expectations.Load(), Partials: s.partials.Load(), Discarded: s.discarded.Load(),
 		Malformed: s.malformed.Load(), Answered: s.answered.Load(), Errors: s.errors.Load(),
 		TooLarge: s.tooLarge.Load(), Expired: s.expired.Load(), Cancelled: s.cancelled.Load(), Refused: s.refused.Load(),
-		Folded: s.folded.Load(), FoldedAtAnswer: s.foldedAtAnswer.Load(), Pending: pending}
+		RefusalsSent: s.refusals.Load(), Folded: s.folded.Load(), FoldedAtAnswer: s.foldedAtAnswer.Load(), Pending: pending}
 }
 
 // Ready is closed once Run's subscriptions are live at the server and its first

@@ -38,6 +38,11 @@
 // credit, out of order or from another DAP fail the request (ERR) and count as
 // malformed.
 //
+// An expectation that does not decode or validate is refused (refuse.go,
+// messages.Refusal) to the RC its headers name, which answers BAD_REQUEST at
+// once; a partial that does not, to the RC of its request's expectation, which
+// answers INTERNAL. The RC judges whether the refusal is this Agg's to make.
+//
 // Answer streams the GW paces (start.go; AggExpectation.StreamStart): the first
 // messages.StreamStartFrames frames go at once, the rest once the GW's start signal
 // (subjects.AggStart) came, so that the GW holds few frames while it writes

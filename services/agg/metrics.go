@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	fnTime  prometheus.ObserverVec // by api
 	answers *prometheus.CounterVec // by code
+	refused prometheus.Counter     // refusals sent to RCs (refuse.go)
 }
 
 func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
@@ -30,8 +31,14 @@ func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	ref, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_agg_refusals_sent_total", Help: "Messages of a request (expectations, partials) the Agg could not decode or validate and refused to the request's RC, which answers at once.",
+	}, []string{"agg"}))
+	if err != nil {
+		return nil, err
+	}
 	l := prometheus.Labels{"agg": aggID}
-	return &metrics{fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l)}, nil
+	return &metrics{fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l), refused: ref.WithLabelValues(aggID)}, nil
 }
 
 // merged observes the time of one merge (the aggregation function).
@@ -40,3 +47,5 @@ func (m *metrics) merged(api string, start time.Time) {
 }
 
 func (m *metrics) answered(st messages.Status) { m.answers.WithLabelValues(st.RC.String()).Inc() }
+
+func (m *metrics) refusalSent() { m.refused.Inc() }

@@ -29,6 +29,7 @@ func (a *Agg) onExpect(m *nats.Msg) {
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
+		a.refuse(m.Header, "", messages.RefusalCodeRequest, err.Error()) // the error names the expectation
 		return
 	}
 	a.stats.expectations.Add(1)
@@ -128,6 +129,8 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
+		a.refuse(m.Header, a.partialRC(m.Header), messages.RefusalCodeOutput,
+			"partial result of portion "+messages.CutText(m.Header.Get(messages.HdrPortionID), 64)+": "+err.Error())
 		return
 	}
 	a.stats.partials.Add(1)
@@ -184,6 +187,12 @@ func (a *Agg) onPartial(m *nats.Msg) {
 func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 	key := m.Header.Get(messages.HdrChunkStream)
 	reqID := m.Header.Get(messages.HdrRequestID)
+	var refuse func() // a broken transfer's refusal (refuse.go), once the lock is let go
+	defer func() {
+		if refuse != nil {
+			refuse()
+		}
+	}()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, done := a.finished[reqID]; done && reqID != "" {
@@ -238,11 +247,13 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 	}
 	a.dropStreamLocked(key, s)
 	if err != nil {
+		refuse = a.refuseTransferLocked(m.Header, err)
 		a.badTransferLocked(reqID, err)
 		return nil, false
 	}
 	payload, err := s.r.Payload()
 	if err != nil {
+		refuse = a.refuseTransferLocked(m.Header, err)
 		a.badTransferLocked(reqID, err)
 		return nil, false
 	}
@@ -264,7 +275,8 @@ func (a *Agg) dropStreamLocked(key string, s *stream) {
 
 // badTransferLocked: a partial too large for the limit fails its request TOO_LARGE (the
 // answer could not be smaller than the limit allows); other broken transfers are
-// counted and left to the deadline.
+// counted, and refused to the request's RC if it counted on them
+// (refuseTransferLocked).
 func (a *Agg) badTransferLocked(reqID string, err error) {
 	if !errors.Is(err, messages.ErrTooLarge) || reqID == "" {
 		a.stats.malformed.Add(1)

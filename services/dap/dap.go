@@ -53,6 +53,7 @@ type state struct {
 // counters are the DAP's metrics; Stats reads them.
 type counters struct {
 	received, malformed, retried, executed, failed, timedOut, cancelled, refused atomic.Uint64
+	refusals                                                                     atomic.Uint64 // malformed dispatches refused to their RC
 }
 
 // Stats is a snapshot of the DAP's counters.
@@ -65,8 +66,11 @@ type Stats struct {
 	TimedOut  uint64 // passed their deadline
 	Cancelled uint64 // stopped (running) or dropped (queued) on the RC's cancel
 	Refused   uint64 // refused RATE_LIMITED: the queue was full (Config.MaxQueue)
-	Running   int
-	Queued    int
+	// RefusalsSent: of the malformed, refused to the RC their headers named
+	// (messages.Refusal).
+	RefusalsSent uint64
+	Running      int
+	Queued       int
 }
 
 // New validates cfg and returns a DAP that is available with the configured purview,
@@ -112,7 +116,7 @@ func (d *DAP) Stats() Stats {
 		Received: d.stats.received.Load(), Malformed: d.stats.malformed.Load(),
 		Retried: d.stats.retried.Load(), Executed: d.stats.executed.Load(),
 		Failed: d.stats.failed.Load(), TimedOut: d.stats.timedOut.Load(), Cancelled: d.stats.cancelled.Load(), Refused: d.stats.refused.Load(),
-		Running: running, Queued: d.queue.len(),
+		RefusalsSent: d.stats.refusals.Load(), Running: running, Queued: d.queue.len(),
 	}
 }
 

@@ -38,7 +38,8 @@
 //
 //	BAD_REQUEST    arguments that do not decode or validate, unknown table or column,
 //	               a filter value of the wrong type, an aggregation or sort that does
-//	               not apply, a malformed dispatch
+//	               not apply, a malformed dispatch (refused to the RC its headers
+//	               name, which answers at once: messages.Refusal)
 //	NOT_SUPPORTED  an API the Source does not implement
 //	TIMEOUT        the dispatch deadline passed before the Source finished
 //	ERR            anything else

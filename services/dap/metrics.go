@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	requests prometheus.Counter
 	time     prometheus.Observer
+	refused  prometheus.Counter // malformed dispatches refused to their RC
 }
 
 func newMetrics(reg prometheus.Registerer, dapID string) (*metrics, error) {
@@ -30,7 +31,13 @@ func newMetrics(reg prometheus.Registerer, dapID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &metrics{requests: req.WithLabelValues(dapID), time: tm.WithLabelValues(dapID)}, nil
+	ref, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_dap_refusals_sent_total", Help: "Portion dispatches the DAP could not decode or validate and refused to the RC that sent them, which answers at once.",
+	}, []string{"dap"}))
+	if err != nil {
+		return nil, err
+	}
+	return &metrics{requests: req.WithLabelValues(dapID), time: tm.WithLabelValues(dapID), refused: ref.WithLabelValues(dapID)}, nil
 }
 
 // executing counts a portion that starts executing at start; executed
@@ -39,3 +46,5 @@ func newMetrics(reg prometheus.Registerer, dapID string) (*metrics, error) {
 func (m *metrics) executing() { m.requests.Inc() }
 
 func (m *metrics) executed(start time.Time) { m.time.Observe(time.Since(start).Seconds()) }
+
+func (m *metrics) refusalSent() { m.refused.Inc() }

@@ -243,9 +243,17 @@ func (d *DAP) fail(p *messages.PortionDispatch, st messages.Status, elapsed time
 }
 
 // rejectMalformed counts and logs a dispatch that does not decode or validate, and
-// answers it with BAD_REQUEST when enough of it decodes to know where to answer.
+// answers it with BAD_REQUEST. A current RC names itself, the request, the portion
+// and its attempt in the headers (dispatchHeader): the DAP refuses the dispatch to
+// that RC (messages.Refusal), which answers the caller at once, whether or not any
+// of the body decoded. An older RC's dispatch names no RC: it is answered as
+// before, when enough of the body decodes to know where to answer.
 func (d *DAP) rejectMalformed(m *nats.Msg, err error) {
 	d.stats.malformed.Add(1)
+	if route, rerr := messages.RefusalRoute(m.Header); rerr == nil && route.PortionID != "" {
+		d.refuseDispatch(route, errText(err), len(m.Data)) // the error names the portion dispatch
+		return
+	}
 	var p messages.PortionDispatch
 	_ = messages.Decode(m.Data, &p) // best effort: whatever fields decoded
 	d.portionLog(&p).Warn().Err(err).Int("bytes", len(m.Data)).Msg("malformed portion dispatch")
@@ -281,4 +289,24 @@ func (d *DAP) execute(ctx context.Context, src Source, p *messages.PortionDispat
 		r.payload, r.err = src.Execute(ctx, p.API, p.Arguments(), p.Labels, p.Range)
 	}
 	return r
+}
+
+// refuseDispatch tells the RC that dispatched a portion that this DAP cannot
+// take it (fire-and-forget: an older RC drops it and the request times out).
+func (d *DAP) refuseDispatch(route messages.Routing, reason string, size int) {
+	f := messages.NewRefusal(route.RequestID, subjects.ServiceDAP, d.cfg.ID, messages.RefusalCodeRequest, reason)
+	f.PortionID, f.Attempt = route.PortionID, route.Attempt
+	l := d.log.With().Str("request_id", route.RequestID).Str("portion", route.PortionID).Uint32("attempt", route.Attempt).
+		Str("rc", route.RCID).Int("bytes", size).Logger()
+	data, err := messages.Encode(&f)
+	if err == nil {
+		err = d.cfg.NC.Publish(d.cfg.Subjects.RCRefused(route.RCID), data)
+	}
+	if err != nil {
+		l.Warn().Err(err).Str("reason", f.Reason).Msg("malformed portion dispatch: refusal not sent")
+		return
+	}
+	d.stats.refusals.Add(1)
+	d.metrics.refusalSent()
+	l.Warn().Str("reason", f.Reason).Msg("malformed portion dispatch: refused to its RC")
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
 	"github.com/sg-project/sg/services/dap/demo"
@@ -285,6 +287,41 @@ func TestMalformedDispatches(t *testing.T) {
 		t.Fatalf("completion %+v", c)
 	}
 	if s := d.Stats(); s.Malformed != 5 || s.Executed != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A dispatch whose body does not decode, from an RC that names itself and the
+// portion in the headers: the DAP refuses it to that RC, BAD_REQUEST naming
+// the DAP. Headers that are not valid ids (or name no RC: an older RC) are
+// not trusted as a subject to publish on: no refusal, as before.
+func TestMalformedDispatchRefusedToItsRC(t *testing.T) {
+	nc := startNATS(t, 0)
+	d := started(t, testConfig(nc, EngineSource{Store: demoStore(t)}))
+	refusals := subscribe(t, nc, subjects.Default().RCRefused("rc1"))
+	wild := subscribe(t, nc, "sg.rc.>")
+	subject := subjects.Default().DAPPortion(d.ID())
+	publish := func(r messages.Routing) {
+		h := nats.Header{}
+		r.Write(h)
+		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: []byte{0xc1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(messages.Routing{RequestID: "req1", RCID: "rc.>", PortionID: "7", Attempt: 2})
+	publish(messages.Routing{RequestID: "req 1", RCID: "rc1", PortionID: "7", Attempt: 2})
+	publish(messages.Routing{RequestID: "req1", PortionID: "7", Attempt: 2}) // an older RC's
+	publish(messages.Routing{RequestID: "req1", RCID: "rc1", PortionID: "7", Attempt: 2})
+	f := nextAs[messages.Refusal](t, refusals)
+	if f.RequestID != "req1" || f.Service != subjects.ServiceDAP || f.ServiceID != d.ID() || f.PortionID != "7" || f.Attempt != 2 ||
+		f.Code != messages.CodeBadRequest || !strings.Contains(f.Reason, "portion dispatch") {
+		t.Fatalf("refusal %+v", f)
+	}
+	// Nothing else went to any RC before it.
+	if m := next(t, wild); m.Subject != subjects.Default().RCRefused("rc1") {
+		t.Fatalf("first message to an RC on %s", m.Subject)
+	}
+	if s := d.Stats(); s.Malformed != 4 || s.RefusalsSent != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }

@@ -65,7 +65,9 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 }
 
 // routingHeaders are the headers of everything the DAP sends about dispatch
-// p, partial results and completions alike: the ids that name it, the
+// p, partial results and completions alike: the ids that name it (the
+// attempt, written only past the first, lets an Agg that cannot decode a
+// partial tell whether its request counted on it: agg/refuse.go), the
 // caller's log correlation (the RC logs with it) and the status. The Agg and
 // the RC read the rest from the body, which they decode anyway; the other
 // routing headers (api, Agg, versions, deadline, content type: six of a
@@ -73,7 +75,7 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 // parse on every message.
 func routingHeaders(p *messages.PortionDispatch, st messages.Status) nats.Header {
 	h := make(nats.Header, 6)
-	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, LogCorr: p.LogCorr}.Write(h)
+	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt, LogCorr: p.LogCorr}.Write(h)
 	st.Write(h)
 	return h
 }

@@ -49,6 +49,8 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.reqDebug(c.Request).Str("secondary", c.RC).Msg("telling the secondary RC to stop the request")
 		r.metrics.cancels.WithLabelValues("peer").Inc()
 		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request, 0)
+	case core.RefusalNoted:
+		r.noteRefusal(c) // refused.go
 	case core.AggChanged:
 		if p := r.pending[c.Request]; p != nil {
 			p.aggSeq, p.trackSealed = 0, false // the new Agg's expectations start at Seq 1
@@ -133,7 +135,7 @@ func (r *RC) expect(requestID, agg string, refs, supersede []messages.PortionRef
 		AnswerID: p.sub.AnswerID,
 	}
 	m.SetArguments(p.sub.Arguments()) // and the version that carries them
-	r.publish(r.cfg.Subjects.AggExpect(agg), nil, &m)
+	r.publish(r.cfg.Subjects.AggExpect(agg), expectHeader(requestID, r.cfg.ID, m.LogCorr), &m)
 	return p
 }
 
@@ -188,6 +190,8 @@ func replyStatus(c core.Reply) messages.Status {
 		rc = messages.CodeBadRequest
 	case core.ReplyRateLimited:
 		rc = messages.CodeRateLimited
+	case core.ReplyInternal:
+		rc = messages.CodeInternal
 	}
 	return messages.Status{RC: rc, AC: messages.CodeErr, AI: c.Text}
 }

@@ -68,6 +68,8 @@ func (r *RC) handle(in input) {
 		r.completion(c, in.msg.Header, now)
 	case r.own.cancel:
 		r.onCancel(in, now)
+	case r.own.refused:
+		r.onRefused(in, now) // refused.go
 	case r.own.aggDone:
 		d, err := messages.DecodeValid[messages.AggDone](in.msg.Data)
 		if r.bad(in, err) {
@@ -272,6 +274,7 @@ func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Ti
 // is matched against them, and building them per message cost a Sprintf each.
 type ownSubjects struct {
 	submit, position, completion, cancel, aggDone      string
+	refused                                            string
 	secondaryDispatch, secondaryQuery, secondaryStatus string
 	rcEventPrefix, aggEventPrefix                      string
 }
@@ -279,7 +282,7 @@ type ownSubjects struct {
 func newOwnSubjects(s subjects.Subjects, id string) ownSubjects {
 	return ownSubjects{
 		submit: s.RCSubmit(id), position: s.RCPosition(id), completion: s.RCCompletion(id), cancel: s.RCCancel(id),
-		aggDone: s.RCAggDone(id), secondaryDispatch: s.RCSecondaryDispatch(id), secondaryQuery: s.RCSecondaryQuery(id),
+		aggDone: s.RCAggDone(id), refused: s.RCRefused(id), secondaryDispatch: s.RCSecondaryDispatch(id), secondaryQuery: s.RCSecondaryQuery(id),
 		secondaryStatus: s.RCSecondaryStatus(id),
 		rcEventPrefix:   s.Prefix() + ".evt.rc.", aggEventPrefix: s.Prefix() + ".evt.agg.",
 	}

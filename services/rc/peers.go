@@ -203,12 +203,22 @@ func truncateText(s string) string {
 }
 
 // dispatchHeader builds the headers of a dispatch: the ids that name it (for
-// whoever watches the subject) and the caller's log correlation. The DAP reads
-// everything from the body, which it decodes anyway; the other routing
-// headers (api, Agg, attempt, versions, deadline, content type) were read by
-// nobody and cost an allocation each to write and to parse on every dispatch.
+// whoever watches the subject, and for a DAP that cannot decode the body to
+// refuse it to this RC: request, portion, attempt and Sg-Rc-Id) and the
+// caller's log correlation. The DAP reads everything else from the body,
+// which it decodes anyway; the other routing headers (api, Agg, versions,
+// deadline, content type) were read by nobody and cost an allocation each to
+// write and to parse on every dispatch.
 func dispatchHeader(m *messages.PortionDispatch) nats.Header {
+	h := make(nats.Header, 5)
+	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, Attempt: m.Attempt, RCID: m.RCID, LogCorr: m.LogCorr}.WriteCompact(h)
+	return h
+}
+
+// expectHeader builds the headers of an expectation: the request and this
+// RC, so that an Agg that cannot decode the body refuses it to this RC.
+func expectHeader(requestID, rcID, logCorr string) nats.Header {
 	h := make(nats.Header, 3)
-	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, LogCorr: m.LogCorr}.Write(h)
+	messages.Routing{RequestID: requestID, RCID: rcID, LogCorr: logCorr}.WriteCompact(h)
 	return h
 }

@@ -124,6 +124,9 @@ const (
 	// ReplyRateLimited: over a limit (Reply.Limit); come back after
 	// Reply.RetryAfter seconds.
 	ReplyRateLimited
+	// ReplyInternal: a service refused a message of the request that sg
+	// should never have sent it (Refused.Internal): rc INTERNAL.
+	ReplyInternal
 )
 
 func (k ReplyKind) String() string {
@@ -140,6 +143,8 @@ func (k ReplyKind) String() string {
 		return "cancelled"
 	case ReplyRateLimited:
 		return "rate-limited"
+	case ReplyInternal:
+		return "internal"
 	}
 	return "unknown"
 }

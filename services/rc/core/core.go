@@ -232,6 +232,8 @@ func (c *Core) Step(ev Event) []Command {
 		c.peerStatusReport(e)
 	case DAPThrottled:
 		c.throttled(e)
+	case Refused:
+		c.refused(e) // refused.go
 	case DAPPaused:
 		c.expire()
 		if d, ok := c.fleet.byID[e.DAP]; ok {

@@ -96,6 +96,12 @@
 //     a DAP that reported its timeout is shown as executing. A secondary
 //     whose DAP failed reports "inactive". TimeoutIncomplete carries the
 //     seed's debug line when secondaries stay silent.
+//   - Refused (a DAP or the Agg could not decode or validate a message of
+//     the request; the seed is silent) answers the request at once,
+//     BAD_REQUEST or INTERNAL with the refusing service in ai, but only when
+//     it names what this core sent: the request's Agg, or the DAP a live
+//     portion went to at that attempt. Any other refusal is dropped and
+//     counted (RefusalNoted); a relayed portion's refusal is not acted on.
 //   - The status the seed lists as "pending aggregation" (its example says
 //     "pending aggregating") is rendered "pending aggregation".
 //   - Timestamps in messages are RFC 3339 with nanoseconds, UTC, and

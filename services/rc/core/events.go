@@ -244,6 +244,8 @@ func eventTime(ev Event) int64 {
 		return e.At
 	case AggTimedOut:
 		return e.At
+	case Refused:
+		return e.At
 	}
 	panic("core: unknown event")
 }

@@ -50,6 +50,8 @@ func TestSimulation(t *testing.T) {
 		total.Replies[ReplyCancelled] += st.Replies[ReplyCancelled]
 		total.Replies[ReplyRateLimited] += st.Replies[ReplyRateLimited]
 		total.ArrivedLate += st.ArrivedLate
+		total.RefusalsAccepted += st.RefusalsAccepted
+		total.RefusalsDropped += st.RefusalsDropped
 		if err != nil {
 			t.Errorf("seed %d: %v\n  replay: SIM_SEED=%d go test ./services/rc/core -run Simulation -v", seed, err, seed)
 			if failed++; failed >= 5 {
@@ -65,6 +67,10 @@ func TestSimulation(t *testing.T) {
 	}
 	if n >= 100 && (waits.planned == 0 || waits.served == 0) {
 		t.Errorf("the simulation planned %d label sets whose DAPs had left, %d of them served when a DAP came back", waits.planned, waits.served)
+	}
+	t.Logf("refusals: %d accepted, %d dropped", total.RefusalsAccepted, total.RefusalsDropped)
+	if n >= 100 && (total.RefusalsAccepted == 0 || total.RefusalsDropped == 0) {
+		t.Errorf("the simulation injected no refusal that was accepted or none that was dropped: %+v", total)
 	}
 	if n >= 100 && total.ArrivedLate == 0 {
 		t.Errorf("the simulation sent no request that arrived past its deadline: %+v", total)
@@ -129,8 +135,12 @@ type sim struct {
 	// arrived: the current event is this request's arrival; refused: a DAP
 	// refused a portion of this request over its queue limit.
 	arrived, refused string
-	aggAlive         map[string]bool
-	tops             map[string]uint64
+	// refusal: the current event is a DAP's or an Agg's refusal of this
+	// request; refusalForged: one that names what the core did not send.
+	refusal       string
+	refusalForged bool
+	aggAlive      map[string]bool
+	tops          map[string]uint64
 	// lastLoss: when a DAP of each label set was last lost.
 	lastLoss map[labelKey]int64
 	waits    simWaits
@@ -322,6 +332,8 @@ func (s *sim) randomEvent() error {
 		return s.cancelOne()
 	case x < 99:
 		return s.toggleAgg()
+	default:
+		return s.refuseOne()
 	}
 	return s.step(Tick{At: s.now})
 }
@@ -501,6 +513,9 @@ func (s *sim) step(ev Event) error {
 	_, aggTO := ev.(AggTimedOut)
 	s.dapTimedOut = (ok && pc.Outcome == OutcomeTimeout) || aggTO // the Agg's clock may lead too
 	s.cancelled, s.arrived, s.refused = "", "", ""
+	if _, ok := ev.(Refused); !ok {
+		s.refusal, s.refusalForged = "", false
+	}
 	switch e := ev.(type) {
 	case RequestCancelled:
 		s.cancelled = e.Request
@@ -829,6 +844,14 @@ func (s *sim) apply(cmd Command) error {
 				return fmt.Errorf("request %s refused without a limit or a sane Retry-After: %+v", c.Request, c)
 			}
 		}
+		if c.Kind == ReplyInternal || strings.HasPrefix(c.Text, "Request refused by ") {
+			if s.refusal != c.Request || s.refusalForged {
+				return fmt.Errorf("request %s answered %s %q outside a genuine refusal of it", c.Request, c.Kind, c.Text)
+			}
+		}
+		if s.refusal == c.Request && c.Kind != ReplyBadRequest && c.Kind != ReplyInternal {
+			return fmt.Errorf("refused request %s answered %s", c.Request, c.Kind)
+		}
 		if c.Kind == ReplyCancelled && s.cancelled != c.Request {
 			return fmt.Errorf("request %s answered cancelled by another event", c.Request)
 		}
@@ -865,6 +888,13 @@ func (s *sim) apply(cmd Command) error {
 		ok:
 		}
 		r.ended, r.replied = true, true
+	case RefusalNoted:
+		if c.Request != s.refusal {
+			return fmt.Errorf("refusal of %s noted for a refusal of %q", c.Request, s.refusal)
+		}
+		if c.Accepted && s.refusalForged {
+			return fmt.Errorf("forged refusal of %s by %s accepted", c.Request, c.By)
+		}
 	case RetryNoted:
 		r := s.reqs[c.Request]
 		r.retries++
@@ -1168,6 +1198,100 @@ func (s *sim) checkOrder(out []Command, before []queuedItem) error {
 					d.ID, formatTS(disp.QueuedAt), now.req.ID, formatTS(now.rng.Start), formatTS(now.rng.End))
 			}
 		}
+	}
+	return nil
+}
+
+// refuseOne: a DAP refuses a dispatch it holds, or the request's Agg refuses
+// a message of it (genuine), or someone publishes a refusal that names what
+// the core did not send: another request, another Agg, another DAP, an
+// attempt never dispatched (forged). A forged one must change nothing but
+// the core's count of dropped refusals.
+func (s *sim) refuseOne() error {
+	internal := s.rng.IntN(2) == 0
+	var live []*simRequest
+	for _, id := range s.reqOrder {
+		if r := s.reqs[id]; !r.ended && r.agg != "" {
+			live = append(live, r)
+		}
+	}
+	var holders []*simDAP
+	for _, id := range s.dapOrder {
+		if d := s.daps[id]; !d.lost && len(d.inflight) > 0 {
+			holders = append(holders, d)
+		}
+	}
+	switch x := s.rng.IntN(6); {
+	case x == 0 && len(holders) > 0: // genuine: a DAP refuses a dispatch it holds
+		d := holders[s.rng.IntN(len(holders))]
+		i := s.rng.IntN(len(d.inflight))
+		p := d.inflight[i]
+		d.inflight = append(d.inflight[:i], d.inflight[i+1:]...) // it runs nothing of it
+		return s.refuse(Refused{At: s.now, Request: p.d.Portion.Request, DAP: d.info.ID, Portion: p.d.Portion.ID,
+			Attempt: p.d.Portion.Attempt, Internal: internal, Reason: "sim: dispatch does not decode"}, false)
+	case x == 1 && len(live) > 0: // genuine: the request's Agg refuses
+		r := live[s.rng.IntN(len(live))]
+		cr := s.c.requests[r.req.ID]
+		want := cr != nil && !cr.timingOut
+		before := s.c.stats.RefusalsAccepted
+		if err := s.refuse(Refused{At: s.now, Request: r.req.ID, Agg: r.agg, Internal: internal, Reason: "sim: expectation does not decode"}, false); err != nil {
+			return err
+		}
+		if want && s.c.stats.RefusalsAccepted != before+1 {
+			return fmt.Errorf("request %s: its Agg %s's refusal was dropped", r.req.ID, r.agg)
+		}
+		return nil
+	case x == 2 && len(live) > 0: // forged: another Agg names a live request
+		r := live[s.rng.IntN(len(live))]
+		other := map[string]string{"agg-1": "agg-2", "agg-2": "agg-1"}[r.agg]
+		return s.refuse(Refused{At: s.now, Request: r.req.ID, Agg: other, Internal: internal, Reason: "forged"}, true)
+	case x == 3 && len(holders) > 0: // forged: another DAP names a dispatch
+		d := holders[s.rng.IntN(len(holders))]
+		p := d.inflight[s.rng.IntN(len(d.inflight))]
+		return s.refuse(Refused{At: s.now, Request: p.d.Portion.Request, DAP: "dap-forged", Portion: p.d.Portion.ID,
+			Attempt: p.d.Portion.Attempt, Internal: internal, Reason: "forged"}, true)
+	case x == 4 && len(holders) > 0: // forged: the right DAP, an attempt never dispatched
+		d := holders[s.rng.IntN(len(holders))]
+		p := d.inflight[s.rng.IntN(len(d.inflight))]
+		return s.refuse(Refused{At: s.now, Request: p.d.Portion.Request, DAP: d.info.ID, Portion: p.d.Portion.ID,
+			Attempt: p.d.Portion.Attempt + 1 + s.rng.IntN(3), Internal: internal, Reason: "forged"}, true)
+	}
+	// Forged: a request the core never held (or one that ended).
+	id := fmt.Sprintf("q-unknown-%d", s.rng.IntN(3))
+	if len(s.reqOrder) > 0 && s.rng.IntN(2) == 0 {
+		if r := s.reqs[s.reqOrder[s.rng.IntN(len(s.reqOrder))]]; r.ended {
+			id = r.req.ID
+		}
+	}
+	if s.c.requests[id] != nil {
+		return s.step(Tick{At: s.now})
+	}
+	if s.rng.IntN(2) == 0 {
+		return s.refuse(Refused{At: s.now, Request: id, Agg: "agg-1", Reason: "forged"}, true)
+	}
+	return s.refuse(Refused{At: s.now, Request: id, DAP: "dap-forged", Portion: 1 + uint64(s.rng.IntN(100)), Reason: "forged"}, true)
+}
+
+// refuse steps a refusal; a forged one must change nothing but the count of
+// dropped refusals, and command nothing but its note.
+func (s *sim) refuse(e Refused, forged bool) error {
+	s.refusal, s.refusalForged = e.Request, forged
+	before := s.c.stats
+	queued := s.queuedSnapshot()
+	if err := s.step(e); err != nil {
+		return err
+	}
+	if !forged {
+		return nil
+	}
+	after := s.c.stats
+	before.RefusalsDropped++
+	before.Events++
+	if after != before {
+		return fmt.Errorf("forged refusal %+v changed the core's counters: %+v, want %+v", e, after, before)
+	}
+	if q := s.queuedSnapshot(); len(q) != len(queued) {
+		return fmt.Errorf("forged refusal %+v changed the queue: %d items, was %d", e, len(q), len(queued))
 	}
 	return nil
 }

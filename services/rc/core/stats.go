@@ -14,7 +14,7 @@ type Stats struct {
 	Retries   int
 	Timeouts  int
 	// Replies counts the RC's own answers by kind.
-	Replies    [ReplyRateLimited + 1]int
+	Replies    [ReplyInternal + 1]int
 	Stale      int
 	Duplicates int
 	DAPsLost   int
@@ -27,7 +27,11 @@ type Stats struct {
 	AggsLost int
 	Redriven int
 	// Refused counts requests refused over a queue limit at admission.
-	Refused                   int
+	Refused int
+	// RefusalsAccepted counts the DAPs' and Aggs' refusals that ended their
+	// request; RefusalsDropped the forged or stale ones, which changed nothing.
+	RefusalsAccepted          int
+	RefusalsDropped           int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
 	// ArrivedLate: requests that reached the RC at or after their deadline.

@@ -1,0 +1,110 @@
+package messages
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+)
+
+// A refusal's reason is cut to MaxRefusalReason bytes of valid UTF-8 when
+// built, and a longer one (a sender that did not cut it) does not validate.
+func TestRefusalReasonBound(t *testing.T) {
+	long := strings.Repeat("é", MaxRefusalReason) // 2 bytes each
+	f := NewRefusal("req", "agg", "agg-1", CodeInternal, long+"\xff")
+	if len(f.Reason) > MaxRefusalReason || !utf8.ValidString(f.Reason) || !strings.HasSuffix(f.Reason, "...") {
+		t.Fatalf("reason of %d bytes, valid %v: %.20q", len(f.Reason), utf8.ValidString(f.Reason), f.Reason)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.Reason = strings.Repeat("x", MaxRefusalReason+1)
+	if err := f.Validate(); err == nil {
+		t.Fatal("a reason over the bound validated")
+	}
+	if s := CutText("short", 10); s != "short" {
+		t.Fatalf("CutText changed a short text: %q", s)
+	}
+}
+
+func TestRefusalValidate(t *testing.T) {
+	ok := Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d1", PortionID: "7", Attempt: 1, Code: CodeBadRequest, Reason: "r"}
+	b, err := Encode(&ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeValid[Refusal](b); err != nil || got != ok {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for name, mut := range map[string]func(*Refusal){
+		"no version":           func(f *Refusal) { f.V = 0 },
+		"request id not token": func(f *Refusal) { f.RequestID = "a.b" },
+		"unknown service":      func(f *Refusal) { f.Service = "gw" },
+		"service id wildcard":  func(f *Refusal) { f.ServiceID = "*" },
+		"DAP without portion":  func(f *Refusal) { f.PortionID = "" },
+		"Agg with a portion":   func(f *Refusal) { f.Service = "agg" },
+		"code not allowed":     func(f *Refusal) { f.Code = CodeOK },
+		"no reason":            func(f *Refusal) { f.Reason = "" },
+	} {
+		f := ok
+		mut(&f)
+		if err := f.Validate(); err == nil {
+			t.Errorf("%s: validated", name)
+		}
+	}
+}
+
+// RefusalRoute attributes a message only by ids that are valid subject
+// tokens: an RC id is a subject to publish on.
+func TestRefusalRoute(t *testing.T) {
+	h := nats.Header{}
+	Routing{RequestID: "req", RCID: "rc-1", PortionID: "7", Attempt: 3}.Write(h)
+	r, err := RefusalRoute(h)
+	if err != nil || r.RequestID != "req" || r.RCID != "rc-1" || r.PortionID != "7" || r.Attempt != 3 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for name, set := range map[string][2]string{
+		"no RC id":          {HdrRCID, ""},
+		"RC id wildcard":    {HdrRCID, ">"},
+		"RC id two tokens":  {HdrRCID, "rc.x"},
+		"no request id":     {HdrRequestID, ""},
+		"request id spaces": {HdrRequestID, "a b"},
+		"portion wildcard":  {HdrPortionID, "*"},
+		"attempt not a num": {HdrAttempt, "x"},
+		"attempt too large": {HdrAttempt, "4294967296"},
+	} {
+		bad := nats.Header{}
+		for k, v := range h {
+			bad[k] = v
+		}
+		if set[1] == "" {
+			bad.Del(set[0])
+		} else {
+			bad.Set(set[0], set[1])
+		}
+		if _, err := RefusalRoute(bad); err == nil {
+			t.Errorf("%s: attributed", name)
+		}
+	}
+}
+
+// Routing.WriteCompact writes what Write writes.
+func TestRoutingWriteCompactIsWrite(t *testing.T) {
+	for _, r := range []Routing{{}, {RequestID: "req", RCID: "rc-1", LogCorr: "a\r\nb"},
+		{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: "7", Attempt: 2, PurviewVersion: 3,
+			ReferenceVintage: 4, Deadline: 5, LogCorr: "c\nd", Content: ContentJSON}} {
+		want := nats.Header{}
+		r.Write(want)
+		got := nats.Header{}
+		r.WriteCompact(got)
+		if len(got) != len(want) {
+			t.Fatalf("%+v: WriteCompact %v, Write %v", r, got, want)
+		}
+		for k, v := range want {
+			if len(got[k]) != 1 || got[k][0] != v[0] {
+				t.Fatalf("%+v: WriteCompact %v, Write %v", r, got, want)
+			}
+		}
+	}
+}

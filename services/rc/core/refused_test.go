@@ -1,0 +1,88 @@
+package core
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A DAP refuses the dispatch it was sent: the request ends at once with
+// BAD_REQUEST naming the DAP; its slot is free for the next request.
+func TestRefusedByDAPEndsTheRequest(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.register("dap-1", lbl("region", "eu"))
+	d := dispatchedTo(t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute), "dap-1")
+	h.request("q2", "trade", nil, t0, t0+hour, time.Minute) // queued behind q1
+	h.advance(time.Millisecond)
+	out := h.step(Refused{At: h.now, Request: "q1", DAP: "dap-1", Portion: d.Portion.ID, Attempt: d.Portion.Attempt, Reason: "portion dispatch: msgpack: invalid code"})
+	r := only[Reply](t, out)
+	if r.Request != "q1" || r.Kind != ReplyBadRequest || !strings.Contains(r.Text, "DAP dap-1") || !strings.Contains(r.Text, "msgpack: invalid code") {
+		t.Fatalf("reply %+v", r)
+	}
+	if n := only[RefusalNoted](t, out); !n.Accepted {
+		t.Fatalf("note %+v", n)
+	}
+	if d2 := dispatchedTo(t, out, "dap-1"); d2.Portion.Request != "q2" {
+		t.Fatalf("the refused portion's slot was not given to q2: %s", describe(out))
+	}
+	none[CancelDAP](t, out) // the DAP runs nothing of q1 to stop
+}
+
+// An Agg's refusal (INTERNAL: it was sent garbage) ends the request when it
+// comes from the request's Agg.
+func TestRefusedByAggEndsTheRequest(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.register("dap-1", lbl("region", "eu"))
+	h.request("q1", "trade", nil, t0, t0+hour, time.Minute)
+	out := h.step(Refused{At: h.now, Request: "q1", Agg: "agg-1", Internal: true, Reason: "expectation: msgpack: invalid code"})
+	if r := only[Reply](t, out); r.Kind != ReplyInternal || !strings.HasPrefix(r.Text, "Request refused by Agg agg-1: ") {
+		t.Fatalf("reply %+v", r)
+	}
+	only[CancelAgg](t, out)
+	only[CancelDAP](t, out) // dap-1 still runs q1's portion
+}
+
+// A refusal that names what the core did not send (another Agg, another
+// DAP, an attempt never dispatched, an unknown request) changes nothing but
+// the count of dropped refusals.
+func TestForgedRefusalsChangeNothing(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.register("dap-1", lbl("region", "eu"))
+	h.register("dap-2", lbl("region", "us"))
+	d := dispatchedTo(t, h.request("q1", "trade", Selector{"region": {"eu"}}, t0, t0+hour, time.Minute), "dap-1")
+	forged := []Refused{
+		{Request: "q1", Agg: "agg-2", Reason: "wrong Agg"},
+		{Request: "q1", Agg: "", Reason: "no Agg"},
+		{Request: "q-unknown", Agg: "agg-1", Reason: "unknown request"},
+		{Request: "q1", DAP: "dap-2", Portion: d.Portion.ID, Attempt: d.Portion.Attempt, Reason: "wrong DAP"},
+		{Request: "q1", DAP: "dap-1", Portion: d.Portion.ID, Attempt: d.Portion.Attempt + 1, Reason: "stale attempt"},
+		{Request: "q1", DAP: "dap-1", Portion: d.Portion.ID + 100, Reason: "no such portion"},
+		{Request: "q-unknown", DAP: "dap-1", Portion: d.Portion.ID, Attempt: d.Portion.Attempt, Reason: "another request's portion"},
+	}
+	for i, e := range forged {
+		before, _ := h.c.Stats()
+		e.At = h.now
+		out := h.step(e)
+		if n := only[RefusalNoted](t, out); n.Accepted || n.Why == "" {
+			t.Fatalf("forged %d (%s): %+v", i, e.Reason, n)
+		}
+		after, _ := h.c.Stats()
+		before.RefusalsDropped++
+		before.Events++
+		if after != before {
+			t.Fatalf("forged %d (%s) changed the core: %+v, want %+v", i, e.Reason, after, before)
+		}
+	}
+	if !dapRuns(h, "dap-1", d.Portion.ID) {
+		t.Fatal("a forged refusal freed dap-1's slot")
+	}
+	// The request goes on: the genuine DAP's answer still makes it.
+	if e := only[AggExpect](t, h.complete(d, OutcomeOK)); e.Request != "q1" {
+		t.Fatalf("expect %+v", e)
+	}
+}
+
+func dapRuns(h *harness, dap string, id uint64) bool {
+	d := h.c.fleet.byID[dap]
+	return d != nil && d.runs(id)
+}
