@@ -27,6 +27,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/rc/core"
+	"github.com/sg-project/sg/services/stall"
 )
 
 // RC is one resource coordinator.
@@ -44,7 +45,7 @@ type RC struct {
 	aggs    map[string]*aggRecord      // the configured Aggs, alive or not
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
-	awake   time.Time                  // when the loop last judged silence (stall.go)
+	stall   stall.Watch                // the loop's lateness, not counted as silence (stall.go)
 
 	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
 	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
@@ -163,6 +164,8 @@ func New(cfg Config) (*RC, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.stall = stall.Watch{Period: cfg.AnnounceEvery, Stalls: r.metrics.stalls, Log: &r.log,
+		Warn: "rc loop stalled: not counted as silence of DAPs, Aggs and peer RCs"}
 	return r, nil
 }
 
@@ -230,7 +233,7 @@ func (r *RC) Run(ctx context.Context) error {
 	defer tick.Stop()
 	announce := time.NewTicker(r.cfg.AnnounceEvery)
 	defer announce.Stop()
-	r.awake = r.cfg.Now()
+	r.stall.Wake(r.cfg.Now()) // the first wake: the loop judges from now on
 	deadline := time.NewTimer(time.Hour)
 	defer deadline.Stop()
 
