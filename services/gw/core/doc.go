@@ -41,8 +41,10 @@
 //  4. After each Step, arm a timer for NextDeadline (the requests' timers
 //     and the relays' deadlines) and Step a Tick when it fires; Tick also
 //     periodically (the RC announcement period), so silent RCs are noticed.
-//     A periodic Tick that comes late tells the core the GW was stalled:
-//     the stall is not counted as the RCs' silence.
+//     Measure each Tick's lateness past the announcement period since the
+//     last Tick (stall.Watch) and give it as Tick.Late: the core credits it
+//     to the RCs (the GW's own stall is not their silence) and does not
+//     measure it itself.
 //  5. To stop: Step Stop (no more admissions; requests not yet logged are
 //     refused UNAVAILABLE), let requests finish for a grace period, Step
 //     Abort (without a log the rest are answered UNAVAILABLE; with one they
@@ -57,7 +59,8 @@
 //		case in := <-inputs:
 //			ev = in.event(now())
 //		case <-timer.C:
-//			ev = core.Tick{At: now()}
+//			t := time.Now()
+//			ev = core.Tick{At: t.UnixNano(), Late: int64(watch.Wake(t))}
 //		}
 //		for _, cmd := range c.Step(ev) {
 //			carryOut(cmd)
