@@ -85,6 +85,7 @@ type shell struct {
 	batch    int          // later[batch:] are the follow-ups of the commands being carried out
 	handlers bool         // waiting for the endpoint handlers to return
 	stall    *stall.Watch // the loop's lateness, not counted as silence (wake)
+	armed    int64        // the deadline timer is set for (unix ns); 0: none pending
 }
 
 // step feeds one event to the core and carries out its commands.
@@ -108,7 +109,10 @@ func (sh *shell) step(ev core.Event) {
 	g.rcMu.Lock()
 	g.inFlight = c.Stats().InFlight
 	g.rcMu.Unlock()
-	if at, ok := c.NextDeadline(); ok {
+	if at, ok := c.NextDeadline(); ok && at != sh.armed {
+		// Re-armed only when the deadline changed: most events (an answer
+		// chunk, an acknowledgement) leave the earliest one as it was.
+		sh.armed = at
 		sh.timer.Reset(time.Until(time.Unix(0, at)))
 	}
 }
@@ -306,6 +310,7 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		case m := <-acks:
 			sh.ack(m)
 		case <-timer.C:
+			sh.armed = 0 // fired: the next deadline arms it again, even the same one
 			t := time.Now()
 			sh.step(core.Tick{At: t.UnixNano(), Late: int64(sh.wake(t))})
 		case <-tick.C:

@@ -46,6 +46,7 @@ type RC struct {
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
 	stall   stall.Watch                // the loop's lateness, not counted as silence (stall.go)
+	armed   int64                      // the deadline the loop's timer is set for (unix ns); 0: none pending
 
 	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
 	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
@@ -248,6 +249,7 @@ func (r *RC) Run(ctx context.Context) error {
 		case now := <-warmTimer.C:
 			r.checkWarm(now)
 		case <-deadline.C:
+			r.armed = 0 // fired: the next deadline arms it again, even the same one
 			r.step(core.Tick{At: r.cfg.Now().UnixNano()})
 		case <-tick.C:
 			r.onTick(inbox)
@@ -286,17 +288,15 @@ func (r *RC) onAnnounce() {
 }
 
 // armDeadline sets the timer to the core's next deadline, so a timeout is
-// answered on time rather than at the next periodic tick.
+// answered on time rather than at the next periodic tick. It is re-armed only
+// when that deadline changed (armed): most inputs leave it as it was.
 func (r *RC) armDeadline(t *time.Timer) {
 	at, ok := r.core.NextDeadline()
-	if !ok {
+	if !ok || at == r.armed {
 		return
 	}
-	t.Stop()
-	select {
-	case <-t.C:
-	default:
-	}
+	r.armed = at
+	// No stale fire can be received after Reset (Go 1.23 timers).
 	t.Reset(max(time.Unix(0, at).Sub(r.cfg.Now()), 0))
 }
 
