@@ -112,7 +112,9 @@
 //     for requests this GW does not hold is not answered here (another GW
 //     may hold them).
 //   - The GW's timeout and a cancel tell the drive's RC to stop
-//     (CancelDrive); a taken-over request's drive is cancelled too. The
+//     (CancelDrive); a taken-over request's drive is cancelled too, by
+//     the owner that finds it taken and by the adopter once its adoption
+//     lands (the drive its entry names: nobody else would stop it). The
 //     deadline itself sends nothing: at the deadline the RC answers the
 //     seed's timeout message itself, which a cancel would cut short.
 //   - Peer GWs are judged by the shell (their heartbeats, stops, restarts,
