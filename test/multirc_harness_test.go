@@ -257,10 +257,17 @@ func (d *deployment) startGW(id string, o gwOpts) *gw.GW {
 	return g
 }
 
-func (d *deployment) startAgg(id string) {
+func (d *deployment) startAgg(id string) { d.startAggWith(id, nil) }
+
+// startAggWith starts an Agg whose configuration mutate changes.
+func (d *deployment) startAggWith(id string, mutate func(*agg.Config)) {
 	d.t.Helper()
 	p := d.newProcess(id)
-	a, err := agg.New(agg.Config{ID: id, NC: p.nc, Subjects: d.s, Log: d.logger(id)})
+	cfg := agg.Config{ID: id, NC: p.nc, Subjects: d.s, Log: d.logger(id), Registry: p.reg}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	a, err := agg.New(cfg)
 	if err != nil {
 		d.t.Fatal(err)
 	}

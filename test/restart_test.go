@@ -1,10 +1,15 @@
 package test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/agg"
+	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
 )
 
@@ -201,4 +206,125 @@ func TestRestartDAPSilentIsDroppedAndItsWorkRetried(t *testing.T) {
 		t.Errorf("GW re-drives %v: the RC alone should have recovered", n)
 	}
 	quiet(t, d, ans, "dap1")
+}
+
+// TestRestartGWPeerAdoptionEndsTheOldDrivesWait: gw-1 dies while its
+// request's answer streams: the Agg sent the first frames of the drive to
+// gw-1's subject and waits for a start signal that never comes, holding the
+// drive's partials. gw-2 adopts the request and, once its adoption landed,
+// cancels that drive at its RC: the RC answers it cancelled (to the gone
+// GW's subject) and tells the Agg, well before the drive's deadline, at
+// which the Agg's TIMEOUT frame would otherwise be the next message there.
+// The caller gets the adopted drive's whole stream, once.
+func TestRestartGWPeerAdoptionEndsTheOldDrivesWait(t *testing.T) {
+	d := newDeployment(t)
+	d.startAggWith("agg-1", func(c *agg.Config) { c.StreamWindow = 1024 })
+	d.startRC("rc-1", rcOpts{durable: true})
+	d.startFleet(func(string) (string, string) { return "rc-1", "" })
+	d.waitFleet(9, "rc-1")
+	ans := d.collect()
+	g1 := d.startGW("gw-1", gwOpts{durable: true})
+	depWaitGWRCs(t, g1, "rc-1")
+	held := d.dapIDs("asia")[0]
+	d.gates[held].hold()
+
+	// What reaches gw-1's answer subject for the request, and the RC's
+	// cancels to the Agg.
+	old, err := d.nc.SubscribeSync(d.s.GWAnswer("gw-1", "*")) // the GW's own id of the request
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggCancels, err := d.nc.SubscribeSync(d.s.AggCancel("agg-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	args := messages.GetDataArgs{Table: demo.Trade, StartTS: deployEnd.Add(-48 * time.Hour), EndTS: deployEnd.Add(time.Hour)}
+	req := d.newRequest("w1", args, messages.Scope{}, 30*time.Second)
+	req.msg.Header.Set(messages.HdrAcceptStream, "1")
+	d.send(req)
+	d.waitEntered(held)
+	g2 := d.startGW("gw-2", gwOpts{durable: true}) // after gw-1 took the request
+	depWaitGWRCs(t, g2, "rc-1")
+
+	// gw-1 dies; the drive completes and the Agg streams it to gw-1's
+	// subject until it waits for the start signal.
+	d.crash("gw-1")
+	d.gates[held].release()
+	var drive string
+	for seq := range messages.StreamStartFrames {
+		m, err := old.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("frame %d of the first drive: %v", seq, err)
+		}
+		drive = m.Header.Get(messages.HdrRequestID)
+		if f, err := messages.ReadStreamFrame(m.Header); err != nil || f.Seq != seq || f.End {
+			t.Fatalf("frame %+v (%v) of the first drive where %d was due: too short an answer to wait", f, err, seq)
+		}
+	}
+
+	// gw-2 adopts (gw-1 silent for DeadAfter, 3 s): the first drive's wait
+	// ends with the RC's cancel, long before its deadline (30 s).
+	m, err := old.NextMsg(15 * time.Second)
+	if err != nil {
+		t.Fatalf("nothing more on gw-1's subject after the first drive's frames: %v", err)
+	}
+	if messages.IsStreamFrame(m.Header) {
+		f, _ := messages.ReadStreamFrame(m.Header)
+		st, _ := messages.ReadStatus(m.Header)
+		t.Fatalf("the first drive's stream went on: frame %+v, status %+v; want the RC's cancel", f, st)
+	}
+	if st, err := messages.ReadStatus(m.Header); err != nil || st.IsOK() || !strings.Contains(st.AI, "cancelled") {
+		t.Fatalf("the first drive answered %+v (%v) on gw-1's subject, want the RC's cancel", st, err)
+	}
+	for {
+		c, err := aggCancels.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("the RC did not tell the Agg to drop the first drive: %v", err)
+		}
+		if c.Header.Get(messages.HdrRequestID) == drive {
+			break
+		}
+	}
+
+	// The caller gets the adopted drive's stream to its end.
+	for i := 0; ; i++ {
+		ms := ans.waitN(t, "w1", i+1, 15*time.Second)
+		m := ms[i]
+		f, err := messages.ReadStreamFrame(m.Header)
+		if err != nil || f.Seq != i {
+			t.Fatalf("answer message %d: frame %+v (%v)", i, f, err)
+		}
+		if st, err := messages.ReadStatus(m.Header); err == nil && !st.IsOK() {
+			t.Fatalf("answer frame %d: %+v", i, st)
+		}
+		if f.End {
+			break
+		}
+	}
+	if n := depCounter(t, d.proc("gw-2").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
+		t.Errorf("gw-2 adopted %v, want 1", n)
+	}
+}
+
+// waitN returns the first n messages to id, waiting at most limit.
+func (a *depAnswers) waitN(t testing.TB, id string, n int, limit time.Duration) []*nats.Msg {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		a.mu.Lock()
+		ms := a.got[id]
+		a.mu.Unlock()
+		if len(ms) >= n {
+			return ms
+		}
+		select {
+		case <-a.more:
+		case <-deadline:
+			t.Fatalf("%d messages to %s within %s, want %d", len(ms), id, limit, n)
+		}
+	}
 }

@@ -15,7 +15,20 @@ type metrics struct {
 	fnTime  prometheus.ObserverVec // by api
 	answers *prometheus.CounterVec // by code
 	refused prometheus.Counter     // refusals sent to RCs (refuse.go)
+	// startWaits: answer streams that reached their wait for the GW's start
+	// signal (start.go); startWaitsEnded: how each wait ended, by outcome
+	// (signal, cancel, stop, deadline).
+	startWaits      prometheus.Counter
+	startWaitsEnded *prometheus.CounterVec
 }
+
+// How a wait for a start signal ends (sg_agg_stream_start_waits_ended_total).
+const (
+	waitSignal   = "signal"   // the GW's start signal came
+	waitCancel   = "cancel"   // the RC cancelled the request
+	waitStop     = "stop"     // the Agg stopped
+	waitDeadline = "deadline" // the request's deadline passed first
+)
 
 func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
 	fn, err := promshare.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -37,8 +50,24 @@ func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	waits, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_agg_stream_start_waits_total", Help: "Answer streams that waited for the GW's start signal after their first frames.",
+	}, []string{"agg"}))
+	if err != nil {
+		return nil, err
+	}
+	ended, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_agg_stream_start_waits_ended_total", Help: "Waits for the GW's start signal that ended, by outcome: signal, cancel (the RC's), stop (the Agg's), deadline.",
+	}, []string{"agg", "outcome"}))
+	if err != nil {
+		return nil, err
+	}
 	l := prometheus.Labels{"agg": aggID}
-	return &metrics{fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l), refused: ref.WithLabelValues(aggID)}, nil
+	m := &metrics{fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l), refused: ref.WithLabelValues(aggID), startWaits: waits.With(l), startWaitsEnded: ended.MustCurryWith(l)}
+	for _, o := range []string{waitSignal, waitCancel, waitStop, waitDeadline} {
+		m.startWaitsEnded.WithLabelValues(o) // exported at 0 from the start
+	}
+	return m, nil
 }
 
 // merged observes the time of one merge (the aggregation function).

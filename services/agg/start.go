@@ -34,12 +34,13 @@ type startGate struct {
 	bytes int64
 	done  chan struct{} // closed once the wait is over: err says how
 	err   error         // nil: the signal came; set before done is closed
+	m     *metrics      // counts the wait and how it ended
 }
 
 // openGateLocked registers the start gate of stream of request; a.mu held.
 // An Agg that stops opens it already closed.
 func (a *Agg) openGateLocked(request, stream string) *startGate {
-	g := &startGate{request: request, stream: stream, done: make(chan struct{})}
+	g := &startGate{request: request, stream: stream, done: make(chan struct{}), m: a.metrics}
 	if a.closing {
 		g.err = errAggStopping(a.cfg.ID)
 		close(g.done)
@@ -112,8 +113,26 @@ func (g *startGate) before(seq int, deadline int64) error {
 	return nil
 }
 
-// wait waits for g's start signal until deadline (unix ns).
+// wait waits for g's start signal until deadline (unix ns), and counts the
+// wait and its outcome.
 func (g *startGate) wait(deadline int64) error {
+	g.m.startWaits.Inc()
+	err := g.await(deadline)
+	outcome := waitSignal
+	switch {
+	case err == nil:
+	case errors.Is(err, errStopped):
+		outcome = waitCancel
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = waitDeadline
+	default:
+		outcome = waitStop
+	}
+	g.m.startWaitsEnded.WithLabelValues(outcome).Inc()
+	return err
+}
+
+func (g *startGate) await(deadline int64) error {
 	select {
 	case <-g.done:
 		return g.err

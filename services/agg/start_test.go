@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
@@ -108,6 +110,27 @@ func (e *env) noFrame(why string) {
 	}
 }
 
+// checkWaits checks sg_agg_stream_start_waits_total (begun) and
+// sg_agg_stream_start_waits_ended_total by outcome (those not in ended: 0).
+func (e *env) checkWaits(begun int, ended map[string]int) {
+	e.t.Helper()
+	read := func(c prometheus.Counter) int {
+		var m dto.Metric
+		if err := c.Write(&m); err != nil {
+			e.t.Fatal(err)
+		}
+		return int(m.GetCounter().GetValue())
+	}
+	if n := read(e.agg.metrics.startWaits); n != begun {
+		e.t.Errorf("sg_agg_stream_start_waits_total %d, want %d", n, begun)
+	}
+	for _, o := range []string{waitSignal, waitCancel, waitStop, waitDeadline} {
+		if n := read(e.agg.metrics.startWaitsEnded.WithLabelValues(o)); n != ended[o] {
+			e.t.Errorf("sg_agg_stream_start_waits_ended_total{outcome=%q} %d, want %d", o, n, ended[o])
+		}
+	}
+}
+
 // waiting reports whether req's stream waits for its start signal.
 func (e *env) waiting(req string) bool {
 	e.agg.mu.Lock()
@@ -168,6 +191,7 @@ func TestStreamWaitsForStartSignal(t *testing.T) {
 	if d := e.aggDone(); d.RequestID != "s1" || !d.Status.IsOK() {
 		t.Fatalf("done notice %+v", d)
 	}
+	e.checkWaits(1, map[string]int{waitSignal: 1})
 }
 
 // Without StreamStart (an older GW or RC) nothing waits: every frame goes.
@@ -178,9 +202,10 @@ func TestStreamWithoutStartSignal(t *testing.T) {
 			if seq < messages.StreamStartFrames {
 				t.Fatalf("the stream ended at frame %d: too short to test", seq)
 			}
-			return
+			break
 		}
 	}
+	e.checkWaits(0, nil)
 }
 
 // A stream whose start signal never comes ends at the request's deadline as
@@ -199,6 +224,7 @@ func TestStreamStartWaitEndsAtDeadline(t *testing.T) {
 	if d := e.aggDone(); d.RequestID != "s1" || d.Status.RC != messages.CodeTimeout {
 		t.Fatalf("done notice %+v", d)
 	}
+	e.checkWaits(1, map[string]int{waitDeadline: 1})
 	// The gate is forgotten as the answer ends, just after its done notice:
 	// once the Agg stopped (it waits for its answers), none is left.
 	e.stop()
@@ -228,6 +254,25 @@ func TestStreamStartWaitEndsOnCancel(t *testing.T) {
 	// its error frame): Run's wait for answers returns.
 	e.stop()
 	e.noFrame("after the cancel")
+	e.checkWaits(1, map[string]int{waitCancel: 1})
+}
+
+// An Agg that stops ends the wait with its error frame (the GW tells its
+// caller the answer was cut), counted as a stop.
+func TestStreamStartWaitEndsWhenTheAggStops(t *testing.T) {
+	e := startSetup(t, "s1", true, time.Now().Add(time.Minute))
+	for seq := range messages.StreamStartFrames {
+		e.nextFrame(seq)
+	}
+	if !e.waiting("s1") {
+		t.Fatal("not waiting for the start signal")
+	}
+	e.stop()
+	m, f := e.nextFrame(messages.StreamStartFrames)
+	if st, err := messages.ReadStatus(m.Header); err != nil || st.IsOK() || !f.End {
+		t.Fatalf("after the stop: frame %+v, status %+v (%v); want an error end", f, st, err)
+	}
+	e.checkWaits(1, map[string]int{waitStop: 1})
 }
 
 // The RC's cancel that comes once the request is being answered but before

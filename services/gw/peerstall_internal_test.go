@@ -20,10 +20,10 @@ import (
 // keeps beating after the stall is never judged gone; one that is silent
 // after it is, within its failover window of the GW's running time, and so
 // is the GW never heard. The ticks and heartbeats are driven as the loop
-// does (shell.stalled, prunePeers), on a clock of the test's.
+// does (shell.wake, prunePeers), on a clock of the test's.
 func TestStallIsNotPeerSilence(t *testing.T) {
 	g, sh, at, period, deadAfter := stallGW(t)
-	tick := func() []string { return g.prunePeers(at, sh.stalled(at)) }
+	tick := func() []string { sh.wake(at); return g.prunePeers(at) }
 	beat := func(id string) {
 		g.heardPeer(messages.GWHeartbeat{V: messages.RecoveryVersion, GWID: id, StartedAt: 7, IntervalMS: period.Milliseconds()}, at)
 	}
@@ -103,7 +103,7 @@ func TestStallIsNotPeerSilence(t *testing.T) {
 // window before it is at the window after it, and gone a nanosecond later.
 func TestSmallLatenessIsNotPeerSilence(t *testing.T) {
 	g, sh, at, period, _ := stallGW(t)
-	tick := func() []string { return g.prunePeers(at, sh.stalled(at)) }
+	tick := func() []string { sh.wake(at); return g.prunePeers(at) }
 	g.heardPeer(messages.GWHeartbeat{V: messages.RecoveryVersion, GWID: "peer", StartedAt: 7, IntervalMS: period.Milliseconds()}, at)
 	tick()
 	for range 9 { // 1.8 s of the peer's silence
@@ -143,5 +143,5 @@ func stallGW(t *testing.T) (g *GW, sh *shell, at time.Time, period, deadAfter ti
 	}
 	at = time.Unix(1_000_000, 0)
 	g.startedAt, g.peers.listening = at.UnixNano(), at
-	return g, &shell{g: g}, at, period, deadAfter
+	return g, &shell{g: g, stall: g.newStallWatch()}, at, period, deadAfter
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/services/stall"
 )
 
 // Recovery: GWs watch each other's heartbeats; the open requests of a GW that
@@ -85,37 +86,36 @@ func (g *GW) heardPeer(h messages.GWHeartbeat, at time.Time) {
 	}
 }
 
-// judgePeers judges the peers' silence at now, a tick of the loop that came
-// stall late (stalled), and asks for a sweep of the request log for each peer
-// found gone.
-func (g *GW) judgePeers(now time.Time, stall time.Duration) {
-	for _, id := range g.prunePeers(now, stall) {
+// judgePeers judges the peers' silence at now, a periodic tick of the loop
+// (credited with its lateness: shell.wake), and asks for a sweep of the
+// request log for each peer found gone.
+func (g *GW) judgePeers(now time.Time) {
+	for _, id := range g.prunePeers(now) {
 		g.log.Warn().Str("peer_gw", id).Dur("dead_after", g.cfg.DeadAfter).Msg("peer GW silent: adopting its open requests")
 		g.requestSweep()
 	}
 }
 
-// prunePeers ends the peers silent for the failover window at now, after
-// moving their last-heard times forward by this GW's stall (stalled): its
+// creditPeers moves the peers' last-heard times (and the start of this GW's
+// listening) forward by the loop's lateness at now (shell.wake): this GW's
 // own stall is not their silence.
-func (g *GW) prunePeers(now time.Time, stall time.Duration) []string {
+func (g *GW) creditPeers(late time.Duration, now time.Time) {
+	if late <= 0 {
+		return
+	}
 	g.peers.mu.Lock()
 	defer g.peers.mu.Unlock()
-	if stall > 0 {
-		credit := func(t time.Time) time.Time {
-			if !t.Before(now) {
-				return t // heard after the tick's time: nothing to credit
-			}
-			if t = t.Add(stall); t.After(now) {
-				return now
-			}
-			return t
-		}
-		for _, p := range g.peers.m {
-			p.lastSeen = credit(p.lastSeen)
-		}
-		g.peers.listening = credit(g.peers.listening)
+	for _, p := range g.peers.m {
+		p.lastSeen = stall.Credit(p.lastSeen, late, now)
 	}
+	g.peers.listening = stall.Credit(g.peers.listening, late, now)
+}
+
+// prunePeers ends the peers silent for the failover window at now, on this
+// GW's running time (creditPeers).
+func (g *GW) prunePeers(now time.Time) []string {
+	g.peers.mu.Lock()
+	defer g.peers.mu.Unlock()
 	var gone []string
 	for id, p := range g.peers.m {
 		if now.Sub(p.lastSeen) > max(announceMisses*p.period, g.cfg.DeadAfter) {

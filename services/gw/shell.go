@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/services/stall"
 )
 
 // The shell: one goroutine (loop) owns the core. It turns NATS messages,
@@ -81,9 +82,10 @@ type shell struct {
 	busy     int       // log jobs taken and not finished
 	sends    []logSend // log writes waiting for room under maxLogWrites
 	later    []core.Event
-	batch    int       // later[batch:] are the follow-ups of the commands being carried out
-	handlers bool      // waiting for the endpoint handlers to return
-	awake    time.Time // the last tick's time (stalled)
+	batch    int          // later[batch:] are the follow-ups of the commands being carried out
+	handlers bool         // waiting for the endpoint handlers to return
+	stall    *stall.Watch // the loop's lateness, not counted as silence (wake)
+	armed    int64        // the deadline timer is set for (unix ns); 0: none pending
 }
 
 // step feeds one event to the core and carries out its commands.
@@ -107,7 +109,10 @@ func (sh *shell) step(ev core.Event) {
 	g.rcMu.Lock()
 	g.inFlight = c.Stats().InFlight
 	g.rcMu.Unlock()
-	if at, ok := c.NextDeadline(); ok {
+	if at, ok := c.NextDeadline(); ok && at != sh.armed {
+		// Re-armed only when the deadline changed: most events (an answer
+		// chunk, an acknowledgement) leave the earliest one as it was.
+		sh.armed = at
 		sh.timer.Reset(time.Until(time.Unix(0, at)))
 	}
 }
@@ -174,13 +179,13 @@ func (sh *shell) sendLog() {
 	}
 }
 
-// tick judges silence: of RCs (the core's Tick) and of the request log
-// (writes without an acknowledgement). What is already queued is heard
-// first: after a stall of the loop the ticker and the RC announcements and
-// acknowledgements queued during it are ready together, and select picks
-// either (every RC was once judged gone so, and requests got "No resources
-// connected").
-func (sh *shell) tick(at int64) {
+// tick judges silence: of RCs (the core's Tick, which credits late, the
+// loop's own lateness: wake) and of the request log (writes without an
+// acknowledgement). What is already queued is heard first: after a stall of
+// the loop the ticker and the RC announcements and acknowledgements queued
+// during it are ready together, and select picks either (every RC was once
+// judged gone so, and requests got "No resources connected").
+func (sh *shell) tick(at int64, late time.Duration) {
 	for range len(sh.g.in) {
 		sh.handle(<-sh.g.in)
 	}
@@ -190,38 +195,31 @@ func (sh *shell) tick(at int64) {
 		}
 		sh.lw.expire(at, sh.step)
 	}
-	sh.step(core.Tick{At: at})
+	sh.step(core.Tick{At: at, Late: int64(late)})
 }
 
-// stalled: silence is counted on the GW's own running time. The ticker
-// fires every AnnounceEvery; a tick that comes later than that after the last
-// one by a quarter period or more tells of a stall of the GW (a stopped or
-// starved process), during which its peers' heartbeats could not be heard
-// (in `sg run` they are the same process, stalled alike), so the stall is
-// not counted as their silence: judged on wall time, one stall made a GW
-// judge every peer dead at once and adopt their requests, re-driving work
-// that was under way exactly when the system was struggling. The core
-// discounts its RCs' silence by the same rule (core/rcs.go discountStall).
-// Any lateness is returned, to be credited: never more than the lateness,
-// while silence still grows by the period at every tick, so crediting jitter
-// is harmless. Only lateness of a quarter period or more is counted as a
-// stall (metric) and warned of from a full period. It returns 0 for none.
-func (sh *shell) stalled(at time.Time) time.Duration {
-	last := sh.awake
-	sh.awake = at
-	period := sh.g.cfg.AnnounceEvery
-	stall := at.Sub(last) - period
-	if last.IsZero() || stall <= 0 {
-		return 0
-	}
-	if stall < period/4 {
-		return stall // jitter: credited, not a stall
-	}
-	sh.g.met.stalls.Inc()
-	if stall >= period {
-		sh.g.log.Warn().Dur("stalled", stall).Msg("gw loop stalled: not counted as silence of RCs and peer GWs")
-	}
-	return stall
+// wake: the loop wakes at t to judge silence (a Tick: the periodic one or
+// the core's timer). Silence is counted on the GW's own running time
+// (package stall): the lateness of this wake past the announcement period
+// since the last one tells of a stall of the GW (a stopped or starved
+// process), during which its RCs' announcements and its peers' heartbeats
+// could not be heard (in `sg run` they are the same process, stalled alike).
+// Judged on wall time, one stall made a GW judge every peer dead at once and
+// adopt their requests, re-driving work that was under way exactly when the
+// system was struggling. The peers are credited here, the RCs by the core
+// (the Tick carries the lateness returned); every Tick is measured, as every
+// Tick lets the core judge its RCs.
+func (sh *shell) wake(t time.Time) time.Duration {
+	late := sh.stall.Wake(t)
+	sh.g.creditPeers(late, t)
+	return late
+}
+
+// newStallWatch measures the loop's lateness: counted in
+// sg_gw_loop_stalls_total, warned of.
+func (g *GW) newStallWatch() *stall.Watch {
+	return &stall.Watch{Period: g.cfg.AnnounceEvery, Stalls: g.met.stalls, Log: &g.log,
+		Warn: "gw loop stalled: not counted as silence of RCs and peer GWs"}
 }
 
 // idle: nothing is held or under way any more.
@@ -247,7 +245,7 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 	lastSweep := time.Now().Add(max(announceMisses*g.cfg.AnnounceEvery, g.cfg.DeadAfter) - g.cfg.SweepEvery + g.cfg.AnnounceEvery/2)
 	g.beat(false)
 
-	sh := &shell{g: g, c: c, lw: lw, timer: timer}
+	sh := &shell{g: g, c: c, lw: lw, timer: timer, stall: g.newStallWatch()}
 	var (
 		acks     <-chan *nats.Msg
 		done     = ctx.Done()
@@ -312,17 +310,18 @@ func (g *GW) loop(ctx context.Context, c *core.Core, svc micro.Service, jobs cha
 		case m := <-acks:
 			sh.ack(m)
 		case <-timer.C:
-			sh.step(core.Tick{At: now()})
+			sh.armed = 0 // fired: the next deadline arms it again, even the same one
+			t := time.Now()
+			sh.step(core.Tick{At: t.UnixNano(), Late: int64(sh.wake(t))})
 		case <-tick.C:
 			// The loop's own time, not the tick's: a tick missed while the
 			// loop was stalled carries the time it was due, the stall's
 			// start, and the stall would be seen only a tick later.
 			t := time.Now()
 			g.beat(false)
-			stall := sh.stalled(t)
-			sh.tick(t.UnixNano())
+			sh.tick(t.UnixNano(), sh.wake(t))
 			if g.rlog != nil && !stopping {
-				g.judgePeers(t, stall)
+				g.judgePeers(t)
 				if t.Sub(lastSweep) >= g.cfg.SweepEvery {
 					lastSweep = t
 					g.requestSweep()

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/rc/core"
+	"github.com/sg-project/sg/services/stall"
 )
 
 // RC is one resource coordinator.
@@ -44,7 +45,8 @@ type RC struct {
 	aggs    map[string]*aggRecord      // the configured Aggs, alive or not
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
-	awake   time.Time                  // when the loop last judged silence (stall.go)
+	stall   stall.Watch                // the loop's lateness, not counted as silence (stall.go)
+	armed   int64                      // the deadline the loop's timer is set for (unix ns); 0: none pending
 
 	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
 	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
@@ -163,6 +165,8 @@ func New(cfg Config) (*RC, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.stall = stall.Watch{Period: cfg.AnnounceEvery, Stalls: r.metrics.stalls, Log: &r.log,
+		Warn: "rc loop stalled: not counted as silence of DAPs, Aggs and peer RCs"}
 	return r, nil
 }
 
@@ -230,7 +234,7 @@ func (r *RC) Run(ctx context.Context) error {
 	defer tick.Stop()
 	announce := time.NewTicker(r.cfg.AnnounceEvery)
 	defer announce.Stop()
-	r.awake = r.cfg.Now()
+	r.stall.Wake(r.cfg.Now()) // the first wake: the loop judges from now on
 	deadline := time.NewTimer(time.Hour)
 	defer deadline.Stop()
 
@@ -245,6 +249,7 @@ func (r *RC) Run(ctx context.Context) error {
 		case now := <-warmTimer.C:
 			r.checkWarm(now)
 		case <-deadline.C:
+			r.armed = 0 // fired: the next deadline arms it again, even the same one
 			r.step(core.Tick{At: r.cfg.Now().UnixNano()})
 		case <-tick.C:
 			r.onTick(inbox)
@@ -283,17 +288,15 @@ func (r *RC) onAnnounce() {
 }
 
 // armDeadline sets the timer to the core's next deadline, so a timeout is
-// answered on time rather than at the next periodic tick.
+// answered on time rather than at the next periodic tick. It is re-armed only
+// when that deadline changed (armed): most inputs leave it as it was.
 func (r *RC) armDeadline(t *time.Timer) {
 	at, ok := r.core.NextDeadline()
-	if !ok {
+	if !ok || at == r.armed {
 		return
 	}
-	t.Stop()
-	select {
-	case <-t.C:
-	default:
-	}
+	r.armed = at
+	// No stale fire can be received after Reset (Go 1.23 timers).
 	t.Reset(max(time.Unix(0, at).Sub(r.cfg.Now()), 0))
 }
 

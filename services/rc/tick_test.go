@@ -53,7 +53,7 @@ func TestTickHearsQueuedHeartbeatsFirst(t *testing.T) {
 		r, hb := tickRC(t, nc, &clock, Config{})
 
 		clock = clock.Add(10 * time.Second)
-		r.awake = clock // not a stall of the RC's (stall.go)
+		r.stall.Wake(clock) // the loop judged all along: not a stall of the RC's (stall.go)
 		inbox := make(chan input, 4)
 		if queued {
 			inbox <- input{subject: s.DAPHeartbeat("d1"), msg: &nats.Msg{Subject: s.DAPHeartbeat("d1"), Data: hb}}

@@ -28,7 +28,6 @@ type Core struct {
 	aborted     bool
 	out         []Command
 	stats       Stats
-	lastTick    int64 // Ticks come at least every AnnounceEvery: a later one tells of a stall (rcs.discountStall)
 }
 
 // Stats are counters and gauges for metrics.
@@ -58,10 +57,7 @@ func (c *Core) Step(ev Event) []Command {
 	case Arrived:
 		c.arrive(e.Req)
 	case Tick:
-		if c.lastTick != 0 {
-			c.rcs.discountStall(c.now-c.lastTick-c.cfg.AnnounceEvery, c.now)
-		}
-		c.lastTick = c.now
+		c.rcs.discountStall(e.Late, c.now)
 		if c.rcs.prune(c.now, c.cfg.DeadAfter) {
 			c.advanceAll()
 		}

@@ -41,8 +41,10 @@
 //  4. After each Step, arm a timer for NextDeadline (the requests' timers
 //     and the relays' deadlines) and Step a Tick when it fires; Tick also
 //     periodically (the RC announcement period), so silent RCs are noticed.
-//     A periodic Tick that comes late tells the core the GW was stalled:
-//     the stall is not counted as the RCs' silence.
+//     Measure each Tick's lateness past the announcement period since the
+//     last Tick (stall.Watch) and give it as Tick.Late: the core credits it
+//     to the RCs (the GW's own stall is not their silence) and does not
+//     measure it itself.
 //  5. To stop: Step Stop (no more admissions; requests not yet logged are
 //     refused UNAVAILABLE), let requests finish for a grace period, Step
 //     Abort (without a log the rest are answered UNAVAILABLE; with one they
@@ -57,7 +59,8 @@
 //		case in := <-inputs:
 //			ev = in.event(now())
 //		case <-timer.C:
-//			ev = core.Tick{At: now()}
+//			t := time.Now()
+//			ev = core.Tick{At: t.UnixNano(), Late: int64(watch.Wake(t))}
 //		}
 //		for _, cmd := range c.Step(ev) {
 //			carryOut(cmd)
@@ -109,7 +112,9 @@
 //     for requests this GW does not hold is not answered here (another GW
 //     may hold them).
 //   - The GW's timeout and a cancel tell the drive's RC to stop
-//     (CancelDrive); a taken-over request's drive is cancelled too. The
+//     (CancelDrive); a taken-over request's drive is cancelled too, by
+//     the owner that finds it taken and by the adopter once its adoption
+//     lands (the drive its entry names: nobody else would stop it). The
 //     deadline itself sends nothing: at the deadline the RC answers the
 //     seed's timeout message itself, which a cancel would cut short.
 //   - Peer GWs are judged by the shell (their heartbeats, stops, restarts,

@@ -18,8 +18,14 @@ type Arrived struct {
 }
 
 // Tick: time passed (the shell's timer for NextDeadline, and a periodic one
-// for RC liveness).
-type Tick struct{ At int64 }
+// for RC liveness). Late is how much later than AnnounceEvery after the
+// shell's last Tick this one came (ns; the shell's stall.Watch): the GW's own
+// stall, not counted as its RCs' silence. The core credits it as it is
+// and does not measure it itself.
+type Tick struct {
+	At   int64
+	Late int64
+}
 
 // RCAnnounced: an RC's announcement (a new StartedAt is a restart).
 type RCAnnounced struct {

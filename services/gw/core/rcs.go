@@ -1,6 +1,10 @@
 package core
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/sg-project/sg/services/stall"
+)
 
 // rcState is one RC incarnation as the core tracks it.
 type rcState struct {
@@ -62,22 +66,18 @@ func (t *rcs) heartbeat(h RCHeartbeat, now int64) {
 	}
 }
 
-// discountStall: silence is counted on the GW's own running time. A Tick
-// that comes stall later than the announcement period after the last one
-// tells of a stall of the GW (a stopped or starved process): the RCs'
-// announcements could not be heard meanwhile (in `sg run` the RC is the same
-// process, stalled alike, and its announcement due at the same moment comes
-// just after), so the stall is not counted as their silence. Any lateness is
-// credited: never more than the lateness, while silence still grows by the
-// period at every Tick, so crediting jitter is harmless; a threshold relative
-// to the GW's period would judge an RC announcing faster than the GW on the
-// GW's own stall.
-func (t *rcs) discountStall(stall, now int64) {
-	if stall <= 0 {
+// discountStall: silence is counted on the GW's own running time. A Tick's
+// Late (the shell measures it, package stall) tells of a stall of the GW (a
+// stopped or starved process): the RCs' announcements could not be heard
+// meanwhile (in `sg run` the RC is the same process, stalled alike, and its
+// announcement due at the same moment comes just after), so the lateness is
+// not counted as their silence.
+func (t *rcs) discountStall(late, now int64) {
+	if late <= 0 {
 		return
 	}
 	for _, rc := range t.m {
-		rc.LastSeen = min(rc.LastSeen+stall, now)
+		rc.LastSeen = stall.CreditNanos(rc.LastSeen, late, now)
 	}
 }
 

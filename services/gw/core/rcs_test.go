@@ -61,14 +61,15 @@ func TestFailoverWindow(t *testing.T) {
 }
 
 // The GW's own stall (a stopped or starved process: its ticker, which fires
-// every announcement period, came late) is not its RCs' silence: their
-// announcements could not be heard meanwhile. Silence after it still counts.
+// every announcement period, came late; the shell measures it and the Tick
+// says it) is not its RCs' silence: their announcements could not be heard
+// meanwhile. Silence after it still counts.
 func TestStallIsNotRCSilence(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.rc("rc-1", 1)
 	s.step(Tick{At: s.now})
 	s.now += 10 * deadAfter // stalled
-	s.step(Tick{At: s.now})
+	s.step(Tick{At: s.now, Late: 10*deadAfter - announce})
 	if len(s.c.RCs()) != 1 {
 		t.Fatal("the RC was judged silent for the GW's own stall")
 	}
@@ -78,6 +79,21 @@ func TestStallIsNotRCSilence(t *testing.T) {
 	}
 	if len(s.c.RCs()) != 0 {
 		t.Fatal("the RC, silent four periods after the stall, still gets new requests")
+	}
+}
+
+// The core credits the lateness its Tick says, and measures none itself: a
+// Tick that comes long after the last one without a Late (the shell's timer
+// after a quiet spell, with the periodic Ticks dropped as in this test)
+// judges the RC silent.
+func TestTickLateIsTheOnlyCredit(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.step(Tick{At: s.now})
+	s.now += 10 * deadAfter
+	s.step(Tick{At: s.now})
+	if len(s.c.RCs()) != 0 {
+		t.Fatal("the RC, silent for ten failover windows by a Tick without Late, still gets new requests: the core credited a stall of its own measure")
 	}
 }
 
@@ -95,7 +111,7 @@ func stalledStory(t *testing.T, silent, late int64) *story {
 		t.Fatalf("the RC, silent %d ms, under three periods, gets no new requests", silent/ms)
 	}
 	s.now += announce + late
-	s.step(Tick{At: s.now})
+	s.step(Tick{At: s.now, Late: late})
 	return s
 }
 

@@ -2,6 +2,7 @@ package core
 
 import (
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/subjects"
 )
 
 type phase uint8
@@ -40,6 +41,10 @@ type request struct {
 	cancelled bool    // its caller cancelled it
 	armedAt   int64   // the time of its valid timer, if any
 	fromGW    string
+	// fromRC, fromDrive: the drive the adopted entry names (an adopter's
+	// request; fromRC "" for none), cancelled once the adoption lands.
+	fromRC    string
+	fromDrive uint32
 	why       string // why the next submit is a re-drive ("" for a first drive)
 	streams   map[string]*messages.Reassembler
 	stream    *streamState // an answer stream whose frame 0 is held (relay.go)
@@ -397,6 +402,18 @@ func (c *Core) written(r *request, seq uint64) {
 		r.phase = phDrive
 		c.stats.Adopted++
 		c.emit(Adopted{Info: r.infoNow(), FromGW: r.fromGW, Expired: c.now >= r.Deadline})
+		// The drive the entry names answers to its GW's subject: taken from
+		// another GW, it can no longer answer (that GW's `answered` write
+		// would conflict) and nobody else stops it: its RC and Agg would run
+		// it to its deadline, an Agg's stream waiting for a start signal from
+		// the gone GW holding its partials all along. Its RC stops it as for
+		// the owner's own cancel (the same message: RCs of any version take
+		// it). Taken from this GW's earlier incarnation, its answer still
+		// comes here and may come first: it runs on. The entry is read from
+		// the log: its RC id names a subject only if it is a token.
+		if r.fromRC != "" && r.fromGW != c.cfg.Self && subjects.Validate("RC id", r.fromRC) == nil {
+			c.emit(CancelDrive{ID: r.ID, RCID: r.fromRC, DriveID: messages.DriveID(r.ID, r.fromDrive)})
+		}
 	case "answered":
 		c.finish(r)
 		return
@@ -525,7 +542,8 @@ func (c *Core) adopt(e Adopt) {
 	}
 	// Later drives answer to this GW.
 	req.Sub.ReplyTo = c.cfg.AnswerSubject(c.cfg.Self, req.ID)
-	r := &request{Request: req, phase: phAdopt, drive: en.Drive + 1, subject: e.Subject, fromGW: en.GWID, why: "adopted"}
+	r := &request{Request: req, phase: phAdopt, drive: en.Drive + 1, subject: e.Subject, fromGW: en.GWID, why: "adopted",
+		fromRC: en.RCID, fromDrive: en.Drive}
 	c.hold(r)
 	// One conditional write takes it over: the entry stays on its subject,
 	// now naming this GW, with the next drive's number reserved. Either it

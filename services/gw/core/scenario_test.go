@@ -473,3 +473,43 @@ func TestTimersOfAnsweredRequestsAreDropped(t *testing.T) {
 		t.Fatalf("at its deadline r0 wrote %s, want its timeout's `answered`", describe(w))
 	}
 }
+
+// An adopter stops the drive the adopted entry names once its adoption
+// lands (not before: the owner may still answer): that drive cannot answer
+// any more, and its RC and Agg would otherwise run it to its deadline, an
+// Agg's answer stream waiting all along for the gone GW's start signal.
+// An RC id in the entry that is no subject token is not published to; the
+// drive of this GW's own earlier incarnation, whose answer comes here, runs
+// on.
+func TestAdopterCancelsTheAdoptedDrive(t *testing.T) {
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	owner.arrive("r1", 5000*ms)
+	entry := only[WriteLog](owner).Entry
+	if entry.RCID != "rc-1" || entry.Drive != 0 {
+		t.Fatalf("entry names drive %d on %q", entry.Drive, entry.RCID)
+	}
+
+	for _, c := range []struct {
+		self, rcID, cancelled string
+	}{{"gw-2", "rc-1", "r1"}, {"gw-2", "rc.>", ""}, {"gw-2", "", ""}, {"gw-1", "rc-1", ""}} {
+		peer := newStory(t, c.self, 2)
+		peer.rc("rc-2", 1)
+		en := entry
+		en.RCID = c.rcID
+		peer.step(Adopt{At: peer.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: en})
+		only[WriteLog](peer)
+		none[CancelDrive](peer)
+		peer.step(LogWritten{At: peer.now, ID: "r1", Seq: 2})
+		if c.cancelled == "" {
+			none[CancelDrive](peer)
+			continue
+		}
+		if cd := only[CancelDrive](peer); cd.RCID != c.rcID || cd.DriveID != c.cancelled || cd.ID != "r1" {
+			t.Fatalf("adopter cancels %+v, want drive %s on %s", cd, c.cancelled, c.rcID)
+		}
+		if sub := only[Submit](peer); sub.Sub.RequestID != "r1~1" || sub.RCID != "rc-2" {
+			t.Fatalf("adopter drives %s on %s, want r1~1 on rc-2", sub.Sub.RequestID, sub.RCID)
+		}
+	}
+}

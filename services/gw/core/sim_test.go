@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/stall"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -63,6 +64,9 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d seeds: %+v", n, total)
 	// Answers passed on as they come must keep being driven (a core that
 	// reassembled every answer would pass every check above).
+	if n >= 50 && (total.Stalls == 0 || total.LongStalls == 0) {
+		t.Errorf("%d seeds stalled too few GWs: %+v", n, total)
+	}
 	if n >= 50 && (total.Transfers == total.TransfersChunked || total.TransfersChunked == 0 || total.TransfersAdopted == 0 || total.TransfersWhole == 0 || total.TransfersBroken == 0 ||
 		total.PublishFailures == 0 || total.PacedStarted == 0 || total.PacedResent == 0) {
 		t.Errorf("%d seeds drove too few answers passed on as they come: %+v", n, total)
@@ -81,12 +85,15 @@ const (
 )
 
 type simTotals struct {
+	Stalls, LongStalls                                                                                                       int // GW stalls; those longer than DeadAfter
 	Requests, Answered, Refused, Adopted, Crashes, Stops, RCRestarts, LogFailures, Cancels, LostInWindow, NeverLogged        int
 	AggTransfers, AggFaults, Transfers, TransfersChunked, TransfersAdopted, TransfersWhole, TransfersBroken, PublishFailures int
 	StreamStarts, StreamStartsAgain, PacedStarted, PacedLost, PacedResent                                                    int
 }
 
 func (a *simTotals) add(b simTotals) {
+	a.Stalls += b.Stalls
+	a.LongStalls += b.LongStalls
 	a.Requests += b.Requests
 	a.Answered += b.Answered
 	a.Refused += b.Refused
@@ -126,6 +133,19 @@ type simGW struct {
 	stopping    bool
 	abortAt     int64
 	aborted     bool // Abort was stepped: it passes nothing more on as it comes
+
+	// A stall of the GW's process (stallGW): while stalled it is stepped
+	// with nothing; what comes for it but the RCs' announcements (the RCs,
+	// as in `sg run`, were stalled alike) waits in deferred.
+	stalled  bool
+	deferred []Event
+	// Its Ticks' lateness, measured as the shell does; lastTick: its last
+	// Tick; lateSum: every Late it was told. heard: when each RC's
+	// announcement last reached it, and lateSum then.
+	watch    stall.Watch
+	lastTick int64
+	lateSum  int64
+	heard    map[string][2]int64
 }
 
 type simRC struct {
@@ -302,6 +322,8 @@ func (s *sim) startGW(g *simGW) {
 		}
 	}
 	g.stopping, g.aborted = false, false
+	g.stalled, g.deferred = false, nil
+	g.watch, g.lastTick, g.lateSum, g.heard = stall.Watch{Period: time.Duration(announce)}, 0, 0, map[string][2]int64{}
 	g.c = New(Config{Self: g.id, Incarnation: g.incarnation, Start: s.now, TimeoutMargin: margin, StartupWait: 300 * ms,
 		AnnounceEvery: announce, DeadAfter: deadAfter, MaxInFlight: 40, MaxInFlightPerCaller: 15, Logged: s.logged,
 		MaxPayload: simMaxPayload, MaxAnswerBytes: simMaxAnswer,
@@ -327,7 +349,7 @@ func (s *sim) step() error {
 func (s *sim) liveGWs() []*simGW {
 	var out []*simGW
 	for _, g := range s.gws {
-		if g.c != nil && !g.stopping {
+		if g.c != nil && !g.stopping && !g.stalled {
 			out = append(out, g)
 		}
 	}
@@ -376,7 +398,12 @@ func (s *sim) cancel() error {
 }
 
 func (s *sim) chaosEvent() error {
-	switch x := s.rng.IntN(10); {
+	switch x := s.rng.IntN(12); {
+	case x >= 10: // a GW's process stalls
+		g := s.gws[s.rng.IntN(len(s.gws))]
+		if g.c != nil && !g.stalled {
+			s.stallGW(g, int64(20+s.rng.IntN(3000))*ms)
+		}
 	case x < 3: // a GW crashes
 		g := s.gws[s.rng.IntN(len(s.gws))]
 		if g.c == nil {
@@ -409,7 +436,6 @@ func (s *sim) chaosEvent() error {
 		}
 		s.schedule(grace, func() {
 			if g.c != nil && g.stopping {
-				g.aborted = true
 				if err := s.stepGW(g, Abort{At: s.now}); err != nil {
 					panic(err)
 				}
@@ -482,7 +508,7 @@ func (s *sim) advance() error {
 		next = min(next, s.queue[0].at)
 	}
 	for _, g := range s.gws {
-		if g.c != nil {
+		if g.c != nil && !g.stalled {
 			if at, ok := g.c.NextDeadline(); ok {
 				next = min(next, at)
 			}
@@ -502,8 +528,9 @@ func (s *sim) advance() error {
 				continue
 			}
 			for _, g := range s.gws {
-				if g.c != nil {
+				if g.c != nil && !g.stalled {
 					ev := RCAnnounced{At: s.now, RC: RCInfo{ID: rc.id, StartedAt: rc.startedAt, Draining: rc.draining, Period: announce}}
+					g.heard[rc.id] = [2]int64{s.now, g.lateSum}
 					if err := s.stepGW(g, ev); err != nil {
 						return err
 					}
@@ -511,8 +538,8 @@ func (s *sim) advance() error {
 			}
 		}
 		for _, g := range s.gws {
-			if g.c != nil {
-				if err := s.stepGW(g, Tick{At: s.now}); err != nil {
+			if g.c != nil && !g.stalled {
+				if err := s.tickGW(g); err != nil {
 					return err
 				}
 			}
@@ -522,9 +549,9 @@ func (s *sim) advance() error {
 		return s.sweep()
 	default:
 		for _, g := range s.gws {
-			if g.c != nil {
+			if g.c != nil && !g.stalled {
 				if at, ok := g.c.NextDeadline(); ok && at <= s.now {
-					if err := s.stepGW(g, Tick{At: s.now}); err != nil {
+					if err := s.tickGW(g); err != nil {
 						return err
 					}
 				}
@@ -532,6 +559,131 @@ func (s *sim) advance() error {
 		}
 	}
 	return s.check()
+}
+
+// stallGW: g's process stalls for d (a stopped or starved process). Its
+// RCs, as in `sg run`, are stalled alike: g hears no announcement meanwhile,
+// nor after it before its first Tick, which comes d late. What else comes
+// for it meanwhile is stepped, in order, when it wakes, before that Tick.
+// Its requests come late by design (disturbed). Nothing new arrives at a
+// stalled GW (its clients go elsewhere).
+func (s *sim) stallGW(g *simGW, d int64) {
+	s.totals.Stalls++
+	if d > deadAfter {
+		s.totals.LongStalls++
+	}
+	for _, rq := range s.reqs {
+		if g.c.Holds(rq.id) {
+			rq.disturbed = true
+		}
+	}
+	g.stalled = true
+	inc := g.incarnation
+	s.logfNow("%s stalls for %s", g.id, time.Duration(d))
+	s.schedule(d, func() {
+		if g.c == nil || g.incarnation != inc || !g.stalled {
+			return
+		}
+		g.stalled = false
+		s.logfNow("%s wakes", g.id)
+		before := g.lastTick
+		for len(g.deferred) > 0 {
+			ev := restamp(g.deferred[0], s.now)
+			g.deferred = g.deferred[1:]
+			if err := s.stepGW(g, ev); err != nil {
+				panic(err)
+			}
+			if g.c == nil || g.incarnation != inc {
+				return
+			}
+		}
+		if err := s.tickGW(g); err != nil {
+			panic(err)
+		}
+		// Not lost for the GW's own stall: an RC the GW had heard within
+		// two periods before its last Tick before the stall is silent at
+		// most three periods of its running time now.
+		if g.c == nil || g.incarnation != inc || before == 0 {
+			return
+		}
+		for id, h := range g.heard {
+			if h[0] >= before-2*announce && !slices.ContainsFunc(g.c.RCs(), func(rc RCInfo) bool { return rc.ID == id }) {
+				panic(fmt.Sprintf("%s judged %s silent for its own stall of %s (heard %s before its last Tick)",
+					g.id, id, time.Duration(d), time.Duration(before-h[0])))
+			}
+		}
+	})
+}
+
+// restamp: ev as the shell observes it at, when its stalled process runs
+// again.
+func restamp(ev Event, at int64) Event {
+	switch e := ev.(type) {
+	case Arrived:
+		e.At = at
+		return e
+	case RCHeartbeat:
+		e.At = at
+		return e
+	case LogWritten:
+		e.At = at
+		return e
+	case LogFailed:
+		e.At = at
+		return e
+	case LogConflict:
+		e.At = at
+		return e
+	case SubmitFailed:
+		e.At = at
+		return e
+	case RelayFailed:
+		e.At = at
+		return e
+	case AnswerChunk:
+		e.At = at
+		return e
+	case Adopt:
+		e.At = at
+		return e
+	case Cancel:
+		e.At = at
+		return e
+	case Stop:
+		e.At = at
+		return e
+	case Abort:
+		e.At = at
+		return e
+	}
+	panic(fmt.Sprintf("restamp: a stalled GW does not wait with %T", ev))
+}
+
+// tickGW steps a Tick of g's, with its lateness measured as the shell does
+// (stall.Watch), and checks that every RC it still gives new requests to
+// was heard within three periods of its running time (wall time less the
+// lateness it was told of since): a silent RC is lost, a stall or not.
+func (s *sim) tickGW(g *simGW) error {
+	late := int64(g.watch.Wake(time.Unix(0, s.now)))
+	g.lastTick = s.now
+	g.lateSum += late
+	inc := g.incarnation
+	if err := s.stepGW(g, Tick{At: s.now, Late: late}); err != nil {
+		return err
+	}
+	if g.c == nil || g.incarnation != inc {
+		return nil
+	}
+	for _, rc := range g.c.RCs() {
+		h, ok := g.heard[rc.ID]
+		if !ok {
+			return fmt.Errorf("%s gives new requests to %s, never heard", g.id, rc.ID)
+		}
+		if silent := s.now - h[0] - (g.lateSum - h[1]); silent > announceMisses*announce {
+			return fmt.Errorf("%s still gives new requests to %s, silent %s of its running time", g.id, rc.ID, time.Duration(silent))
+		}
+	}
+	return nil
 }
 
 // sweep: each live GW adopts the open entries whose GW incarnation is gone,
@@ -584,6 +736,13 @@ func (s *sim) gwByID(id string) *simGW {
 func (s *sim) stepGW(g *simGW, ev Event) error {
 	if g.c == nil {
 		return nil
+	}
+	if g.stalled {
+		g.deferred = append(g.deferred, ev)
+		return nil
+	}
+	if _, ok := ev.(Abort); ok {
+		g.aborted = true
 	}
 	cmds := slices.Clone(g.c.Step(ev))
 	inc := g.incarnation
