@@ -747,24 +747,39 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 
 // ReadVarints fills out from b, len(out) zigzag varints (the differences to
 // the one before when delta, wrapping as WriteVarints wraps) and nothing
-// more. Values of one or two bytes, most of a column's, are read inline.
+// more. While 8 bytes are left, a value of up to 8 bytes (56 bits: a time
+// delta of up to 2^55 ns, every count) is read from one load without a
+// branch per byte (uvarint8); longer ones and the last bytes go through
+// binary.Uvarint. The values are those binary.Uvarint reads, non-minimal
+// encodings included.
 func ReadVarints(out []int64, b []byte, delta bool) error {
 	var prev int64
-	for i := range out {
-		var ux uint64
-		switch {
-		case len(b) >= 1 && b[0] < 0x80:
-			ux, b = uint64(b[0]), b[1:]
-		case len(b) >= 2 && b[1] < 0x80:
-			ux, b = uint64(b[0]&0x7f)|uint64(b[1])<<7, b[2:]
-		default:
+	i := 0
+	for ; i < len(out) && len(b) >= 8; i++ {
+		ux, k := uvarint8(binary.LittleEndian.Uint64(b))
+		if k == 0 {
 			x, k := binary.Uvarint(b)
 			if k <= 0 {
 				return fmt.Errorf("bad varint at row %d", i)
 			}
 			ux, b = x, b[k:]
+		} else {
+			b = b[k:]
 		}
 		v := int64(ux>>1) ^ -int64(ux&1)
+		if delta {
+			v += prev
+			prev = v
+		}
+		out[i] = v
+	}
+	for ; i < len(out); i++ {
+		x, k := binary.Uvarint(b)
+		if k <= 0 {
+			return fmt.Errorf("bad varint at row %d", i)
+		}
+		b = b[k:]
+		v := int64(x>>1) ^ -int64(x&1)
 		if delta {
 			v += prev
 			prev = v
@@ -775,6 +790,35 @@ func ReadVarints(out []int64, b []byte, delta bool) error {
 		return fmt.Errorf("%d trailing bytes", len(b))
 	}
 	return nil
+}
+
+// uvarint8 reads the uvarint at the start of x, 8 bytes of input in
+// little-endian order, and its length in bytes; 0 when it is longer than 8.
+// The 7-bit groups are gathered pairwise: 8 into 4 of 14 bits, 2 of 28, one.
+func uvarint8(x uint64) (uint64, int) {
+	last := ^x & 0x8080808080808080 // the stop bits: the bytes without a continuation bit
+	if last == 0 {
+		return 0, 0
+	}
+	n := bits.TrailingZeros64(last)>>3 + 1
+	x &= 0x7f7f7f7f7f7f7f7f & (^uint64(0) >> (64 - 8*n))
+	x = x&0x007f007f007f007f | (x&0x7f007f007f007f00)>>1
+	x = x&0x00003fff00003fff | (x&0x3fff00003fff0000)>>2
+	x = x&0x000000000fffffff | (x&0x0fffffff00000000)>>4
+	return x, n
+}
+
+// putUvarint8 writes ux, below 2^56, as a uvarint into the first bytes of b,
+// which has room for 8, and returns its length; the bytes after it up to the
+// 8th are overwritten with garbage. It is uvarint8's inverse.
+func putUvarint8(b []byte, ux uint64) int {
+	n := (bits.Len64(ux|1) + 6) / 7
+	x := ux&0x000000000fffffff | (ux&0x00fffffff0000000)<<4
+	x = x&0x00003fff00003fff | (x&0x0fffc0000fffc000)<<2
+	x = x&0x007f007f007f007f | (x&0x3f803f803f803f80)<<1
+	x |= 0x8080808080808080 & (uint64(1)<<(8*(n-1)) - 1) // continuation bits on all but the last
+	binary.LittleEndian.PutUint64(b, x)
+	return n
 }
 
 // varintsLen is the size of vals as zigzag varints (deltas when delta).
@@ -845,14 +889,21 @@ func writeVarintsTo(buf *bytes.Buffer, vals []int64, delta bool) {
 		k := min(len(vals), 4096)
 		buf.Grow(k * binary.MaxVarintLen64)
 		b := buf.AvailableBuffer()
+		b = b[:cap(b)]
+		w := 0 // b's bytes written; room for MaxVarintLen64 a value left is always there
 		for _, v := range vals[:k] {
 			d := v
 			if delta {
 				d, prev = v-prev, v
 			}
-			b = binary.AppendVarint(b, d)
+			ux := uint64(d)<<1 ^ uint64(d>>63)
+			if ux < 1<<56 {
+				w += putUvarint8(b[w:w+8], ux)
+			} else {
+				w += binary.PutUvarint(b[w:], ux)
+			}
 		}
-		buf.Write(b) // b is buf's own room: nothing is copied elsewhere
+		buf.Write(b[:w]) // b is buf's own room: nothing is copied elsewhere
 		vals = vals[k:]
 	}
 	all := buf.Bytes()
