@@ -710,6 +710,15 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		if err := enc.EncodeBytesLen(8 * len(c.Floats)); err != nil {
 			return err
 		}
+		if buf, ok := enc.Writer().(*bytes.Buffer); ok {
+			// Straight into the buffer's room, not through a binWriter's.
+			b := growRoom(buf, 8*len(c.Floats))
+			for i, f := range c.Floats {
+				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
+			}
+			buf.Write(b)
+			return nil
+		}
 		w := newBinWriter(enc, 8*len(c.Floats))
 		for fs := c.Floats; len(fs) > 0; {
 			k := min(len(fs), (cap(w.b)-len(w.b))/8)
@@ -731,39 +740,78 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		if err := enc.EncodeBytesLen(len(c.Bools)); err != nil {
 			return err
 		}
+		if buf, ok := enc.Writer().(*bytes.Buffer); ok {
+			b := growRoom(buf, len(c.Bools))
+			putBools(b, c.Bools)
+			buf.Write(b)
+			return nil
+		}
 		w := newBinWriter(enc, len(c.Bools))
-		for _, v := range c.Bools {
-			w.room(1)
-			if v {
-				w.b = append(w.b, 1)
-			} else {
-				w.b = append(w.b, 0)
+		for bs := c.Bools; len(bs) > 0; {
+			k := min(len(bs), cap(w.b)-len(w.b))
+			if k == 0 {
+				_ = w.flush()
+				continue
 			}
+			n := len(w.b)
+			w.b = w.b[:n+k]
+			putBools(w.b[n:], bs[:k])
+			bs = bs[k:]
 		}
 		return w.flush()
 	}
 	return fmt.Errorf("encode column %q: unknown type %d", c.Name, c.Type)
 }
 
+// growRoom is the next n bytes of buf's free room, to be filled and then
+// written (buf.Write(b): b is buf's own room, copied nowhere else).
+func growRoom(buf *bytes.Buffer, n int) []byte {
+	buf.Grow(n)
+	return buf.AvailableBuffer()[:n]
+}
+
+// putBools writes each of vals as a byte 0 or 1 into b (as long), without
+// a branch per value: which values are true follows no pattern.
+func putBools(b []byte, vals []bool) {
+	b = b[:len(vals)]
+	for i, v := range vals {
+		var x byte
+		if v {
+			x = 1
+		}
+		b[i] = x
+	}
+}
+
 // ReadVarints fills out from b, len(out) zigzag varints (the differences to
 // the one before when delta, wrapping as WriteVarints wraps) and nothing
-// more. While 8 bytes are left, a value of up to 8 bytes (56 bits: a time
-// delta of up to 2^55 ns, every count) is read from one load without a
-// branch per byte (uvarint8); longer ones and the last bytes go through
-// binary.Uvarint. The values are those binary.Uvarint reads, non-minimal
-// encodings included.
+// more. The values are those binary.Uvarint reads, non-minimal encodings
+// included; while 8 bytes are left, without its loop.
 func ReadVarints(out []int64, b []byte, delta bool) error {
 	var prev int64
 	i := 0
 	for ; i < len(out) && len(b) >= 8; i++ {
-		ux, k := uvarint8(binary.LittleEndian.Uint64(b))
-		if k == 0 {
-			x, k := binary.Uvarint(b)
-			if k <= 0 {
-				return fmt.Errorf("bad varint at row %d", i)
+		// Values of 1 to 3 bytes by a branch on each byte: a column's values
+		// mostly take as many bytes, so that the branches are predicted and
+		// the next value's place is known before this one is read. Longer
+		// ones (times in ns, 4-6 bytes) from one load (uvarint8), cheaper
+		// than binary.Uvarint's loop from 4 bytes on.
+		x := binary.LittleEndian.Uint64(b)
+		var ux uint64
+		switch {
+		case x&0x80 == 0:
+			ux, b = x&0x7f, b[1:]
+		case x&0x8000 == 0:
+			ux, b = x&0x7f|(x>>1)&0x3f80, b[2:]
+		case x&0x800000 == 0:
+			ux, b = x&0x7f|(x>>1)&0x3f80|(x>>2)&0x1fc000, b[3:]
+		default:
+			var k int
+			if ux, k = uvarint8(x); k == 0 {
+				if ux, k = binary.Uvarint(b); k <= 0 {
+					return fmt.Errorf("bad varint at row %d", i)
+				}
 			}
-			ux, b = x, b[k:]
-		} else {
 			b = b[k:]
 		}
 		v := int64(ux>>1) ^ -int64(ux&1)
@@ -806,19 +854,6 @@ func uvarint8(x uint64) (uint64, int) {
 	x = x&0x00003fff00003fff | (x&0x3fff00003fff0000)>>2
 	x = x&0x000000000fffffff | (x&0x0fffffff00000000)>>4
 	return x, n
-}
-
-// putUvarint8 writes ux, below 2^56, as a uvarint into the first bytes of b,
-// which has room for 8, and returns its length; the bytes after it up to the
-// 8th are overwritten with garbage. It is uvarint8's inverse.
-func putUvarint8(b []byte, ux uint64) int {
-	n := (bits.Len64(ux|1) + 6) / 7
-	x := ux&0x000000000fffffff | (ux&0x00fffffff0000000)<<4
-	x = x&0x00003fff00003fff | (x&0x0fffc0000fffc000)<<2
-	x = x&0x007f007f007f007f | (x&0x3f803f803f803f80)<<1
-	x |= 0x8080808080808080 & (uint64(1)<<(8*(n-1)) - 1) // continuation bits on all but the last
-	binary.LittleEndian.PutUint64(b, x)
-	return n
 }
 
 // varintsLen is the size of vals as zigzag varints (deltas when delta).
@@ -889,21 +924,14 @@ func writeVarintsTo(buf *bytes.Buffer, vals []int64, delta bool) {
 		k := min(len(vals), 4096)
 		buf.Grow(k * binary.MaxVarintLen64)
 		b := buf.AvailableBuffer()
-		b = b[:cap(b)]
-		w := 0 // b's bytes written; room for MaxVarintLen64 a value left is always there
 		for _, v := range vals[:k] {
 			d := v
 			if delta {
 				d, prev = v-prev, v
 			}
-			ux := uint64(d)<<1 ^ uint64(d>>63)
-			if ux < 1<<56 {
-				w += putUvarint8(b[w:w+8], ux)
-			} else {
-				w += binary.PutUvarint(b[w:], ux)
-			}
+			b = binary.AppendVarint(b, d)
 		}
-		buf.Write(b[:w]) // b is buf's own room: nothing is copied elsewhere
+		buf.Write(b) // b is buf's own room: nothing is copied elsewhere
 		vals = vals[k:]
 	}
 	all := buf.Bytes()
