@@ -711,7 +711,11 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 			return err
 		}
 		if buf, ok := enc.Writer().(*bytes.Buffer); ok {
-			// Straight into the buffer's room, not through a binWriter's.
+			// Straight into the buffer, not through a binWriter's.
+			if nativeLittleEndian {
+				buf.Write(floatBytes(c.Floats))
+				return nil
+			}
 			b := growRoom(buf, 8*len(c.Floats))
 			for i, f := range c.Floats {
 				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
@@ -761,6 +765,16 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		return w.flush()
 	}
 	return fmt.Errorf("encode column %q: unknown type %d", c.Name, c.Type)
+}
+
+// nativeLittleEndian: the machine holds a float64 as the wire does (8 bytes
+// little-endian IEEE 754: amd64, arm64), so that a float column is copied
+// as bytes, not converted value by value.
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// floatBytes is the memory of f as bytes (f's own, not a copy).
+func floatBytes(f []float64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 8*len(f))
 }
 
 // growRoom is the next n bytes of buf's free room, to be filled and then
@@ -1507,6 +1521,10 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 			return bad("float payload: %d bytes for %d rows (%v)", len(b), rows, err)
 		}
 		c.Floats = freeFloats.get(rows)
+		if nativeLittleEndian {
+			copy(floatBytes(c.Floats), b)
+			break
+		}
 		for i := range c.Floats {
 			c.Floats[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 		}
