@@ -2,6 +2,7 @@ package messages
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -686,6 +687,36 @@ func TestDecodeIntoReleasedColumns(t *testing.T) {
 		}
 		for k := range b.Columns {
 			ReleaseColumn(&b.Columns[k])
+		}
+	}
+}
+
+// TestFloatColumnBytes: a float column is written as 8 bytes little-endian
+// IEEE 754 a value and read back bit for bit (NaN payloads, -0, infinities,
+// subnormals), whether copied as the machine's bytes or converted.
+func TestFloatColumnBytes(t *testing.T) {
+	vals := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.Float64frombits(0x7ff8_dead_beef_0001),
+		math.Float64frombits(0xfff0_0000_0000_0001), math.SmallestNonzeroFloat64, -math.MaxFloat64, 1.5, -2.25}
+	tb := NewTable([]ColumnSpec{{Name: "f", Type: TypeFloat}})
+	tb.Columns[0].Floats = vals
+	var want []byte
+	for _, f := range vals {
+		want = binary.LittleEndian.AppendUint64(want, math.Float64bits(f))
+	}
+	data, err := Encode(&tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, want) {
+		t.Fatalf("the column's bytes are not the values' little-endian bits: % x", data)
+	}
+	var got Table
+	if err := Decode(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range got.Columns[0].Floats {
+		if math.Float64bits(f) != math.Float64bits(vals[i]) {
+			t.Fatalf("row %d: read %#x, wrote %#x", i, math.Float64bits(f), math.Float64bits(vals[i]))
 		}
 	}
 }

@@ -128,15 +128,16 @@ type cursor struct {
 	i    int
 	src  int   // the source of a streamed merge (Merger.Stream)
 	part int   // p's index in the window being gathered (Windows.parts); -1: none yet
-	t    int64 // p.Times[i], for rowHeap
+	t    int64 // p.Times[i] while pending (rowHeap); in the heap, its node's
 }
 
 // rowHeap orders cursors by their current row in canonical order: a binary
 // min-heap written out for the merge's one move (take the least row, move
 // its cursor on, sift it down), without container/heap's call through an
-// interface per comparison. The heap holds the cursors' indexes, which move
-// without a write barrier; each cursor caches its row's time, which decides
-// most comparisons.
+// interface per comparison. The heap's nodes are the cursors' indexes with
+// their rows' times, which decide most comparisons: a comparison reads the
+// heap's own few words, not two cursors, and a node moves without a write
+// barrier.
 //
 // Only the cursors whose row can come next are in the heap: the others wait
 // in pending, by time, until the top's time reaches theirs. Portions split by
@@ -145,7 +146,7 @@ type cursor struct {
 // answer's 9 portions: 3 regions at a time), not as all of them.
 type rowHeap struct {
 	cursors []cursor
-	heap    []int32 // indexes into cursors, heap-ordered
+	heap    []heapNode // heap-ordered
 	// pending are indexes into cursors not in the heap, by time, latest
 	// first; every one's time is above the top's (canonical order is by
 	// time first), so none can be least. next is the earliest's time
@@ -154,16 +155,22 @@ type rowHeap struct {
 	next    int64
 }
 
+// heapNode is a cursor in the heap: its index and its row's time.
+type heapNode struct {
+	t int64
+	c int32
+}
+
 func (h *rowHeap) Len() int { return len(h.heap) + len(h.pending) }
 
 // top is the cursor at the least row.
-func (h *rowHeap) top() *cursor { return &h.cursors[h.heap[0]] }
+func (h *rowHeap) top() *cursor { return &h.cursors[h.heap[0].c] }
 
-func (h *rowHeap) less(a, b int32) bool {
-	x, y := &h.cursors[a], &h.cursors[b]
-	if x.t != y.t {
-		return x.t < y.t
+func (h *rowHeap) less(a, b heapNode) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
+	x, y := &h.cursors[a.c], &h.cursors[b.c]
 	return compareValues(&x.p.Rows, x.i, &y.p.Rows, y.i) < 0
 }
 
@@ -186,9 +193,10 @@ func (h *rowHeap) init() {
 // admit moves into the heap the pending cursors whose time is not above the
 // top's (all of them could be least); with an empty heap, the earliest.
 func (h *rowHeap) admit() {
-	for len(h.pending) > 0 && (len(h.heap) == 0 || h.next <= h.cursors[h.heap[0]].t) {
+	for len(h.pending) > 0 && (len(h.heap) == 0 || h.next <= h.heap[0].t) {
 		n := len(h.pending) - 1
-		h.heap = append(h.heap, h.pending[n])
+		c := h.pending[n]
+		h.heap = append(h.heap, heapNode{t: h.cursors[c].t, c: c})
 		h.pending = h.pending[:n]
 		h.up(len(h.heap) - 1)
 		h.next = math.MaxInt64
@@ -201,9 +209,9 @@ func (h *rowHeap) admit() {
 // fix0 puts the top cursor, moved on or given a new window, in its place.
 func (h *rowHeap) fix0() {
 	c := h.top()
-	c.t = c.p.Times[c.i]
+	h.heap[0].t = c.p.Times[c.i]
 	h.down(0)
-	if h.next <= h.cursors[h.heap[0]].t {
+	if h.next <= h.heap[0].t {
 		h.admit()
 	}
 }
