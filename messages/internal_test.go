@@ -43,7 +43,6 @@ func envSamples() []any {
 			Supersede: []PortionRef{{"p1", 0}}, Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline, Stream: true, StreamStart: true},
 		&SecondaryQuery{V: 1, RequestID: "req", PrimaryRCID: "rc-1"},
 		&RCAnnouncement{V: 1, RCID: "rc-1", Assembly: "eu", Outstanding: 3, StartedAt: 5},
-		&RCHeartbeat{V: 1, RCID: "rc-1", Seq: 1, IntervalMS: 1000},
 		&RCSubmission{V: 1, RequestID: "req", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"}, Args: envArgs(),
 			ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentMsgpack, Deadline: envDeadline, ReceivedAt: 4, Stream: true, StreamStart: true},
 		&PeerPortion{V: 1, PrimaryID: "rc-1", DAPID: "d", Table: "trade", Retries: 1, QueuedAt: 3,

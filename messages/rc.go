@@ -1,6 +1,6 @@
 package messages
 
-// RC events for GWs: announcement and heartbeat. Seed (scope and
+// RC events for GWs: the announcement. Seed (scope and
 // assemblies): "RCs configured with an assembly are considered assembly RCs
 // ... RCs without an assembly label, or whose assembly name is empty ("")
 // are considered global RCs."
@@ -71,33 +71,6 @@ func (m *RCAnnouncement) Validate() error {
 	}
 	if m.Outstanding < 0 || m.Queued < 0 || m.DAPs < 0 {
 		return invalid(typ, "negative load (outstanding %d, queued %d, daps %d)", m.Outstanding, m.Queued, m.DAPs)
-	}
-	return nil
-}
-
-// RCHeartbeat keeps an RC alive in the GWs' view between announcements and
-// refreshes its load.
-type RCHeartbeat struct {
-	V           uint8  `msgpack:"v"`
-	RCID        string `msgpack:"rc"`
-	Seq         uint64 `msgpack:"seq"`
-	SentAt      int64  `msgpack:"at"`
-	Outstanding int    `msgpack:"out"`
-	Queued      int    `msgpack:"queued"`
-	IntervalMS  int64  `msgpack:"ivms"` // period until the next heartbeat
-}
-
-// Validate checks the heartbeat.
-func (m *RCHeartbeat) Validate() error {
-	const typ = "RC heartbeat"
-	if err := checkVersion(typ, m.V, RCVersion); err != nil {
-		return err
-	}
-	if err := validateID(typ, "RC id", m.RCID); err != nil {
-		return err
-	}
-	if m.Outstanding < 0 || m.Queued < 0 || m.IntervalMS < 0 {
-		return invalid(typ, "negative load or interval")
 	}
 	return nil
 }

@@ -24,7 +24,6 @@ type (
 	reflAggExpectation    AggExpectation
 	reflAggDone           AggDone
 	reflRCAnnouncement    RCAnnouncement
-	reflRCHeartbeat       RCHeartbeat
 	// reflLogEntry's Submission keeps its hand codec: an entry written by
 	// reflection holds a reflection-written submission, which is the same.
 	reflLogEntry LogEntry
@@ -45,7 +44,6 @@ var wireCases = []wireCase{
 	{func() any { return new(AggExpectation) }, func(v any) any { return (*reflAggExpectation)(v.(*AggExpectation)) }},
 	{func() any { return new(AggDone) }, func(v any) any { return (*reflAggDone)(v.(*AggDone)) }},
 	{func() any { return new(RCAnnouncement) }, func(v any) any { return (*reflRCAnnouncement)(v.(*RCAnnouncement)) }},
-	{func() any { return new(RCHeartbeat) }, func(v any) any { return (*reflRCHeartbeat)(v.(*RCHeartbeat)) }},
 	{func() any { return new(LogEntry) }, func(v any) any { return (*reflLogEntry)(v.(*LogEntry)) }},
 }
 

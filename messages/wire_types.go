@@ -243,40 +243,6 @@ func (m *RCAnnouncement) decodeWire(r *wireReader) error {
 	})
 }
 
-func (m RCHeartbeat) appendWire(w *wireWriter) {
-	f := w.openMap()
-	f.uint("v", uint64(m.V))
-	f.str("rc", m.RCID)
-	f.uint("seq", m.Seq)
-	f.int("at", m.SentAt)
-	f.int("out", int64(m.Outstanding))
-	f.int("queued", int64(m.Queued))
-	f.int("ivms", m.IntervalMS)
-	f.close()
-}
-
-func (m *RCHeartbeat) decodeWire(r *wireReader) error {
-	return wireFields(r, m, "RC heartbeat", func(k []byte) error {
-		switch string(k) {
-		case "v":
-			return r.u8(&m.V)
-		case "rc":
-			return r.string(&m.RCID)
-		case "seq":
-			return r.u64(&m.Seq)
-		case "at":
-			return r.i64(&m.SentAt)
-		case "out":
-			return r.intN(&m.Outstanding)
-		case "queued":
-			return r.intN(&m.Queued)
-		case "ivms":
-			return r.i64(&m.IntervalMS)
-		}
-		return r.skip()
-	})
-}
-
 func (m RCSubmission) appendWire(w *wireWriter) {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))

@@ -75,7 +75,6 @@ var Flows = []Flow{
 	{Name: "RequestLogEntry", Template: RequestLogEntry, Pub: []Role{RoleGW}, Owner: RoleGW},
 
 	{Name: "RCAnnounce", Template: RCAnnounce, Pub: []Role{RoleRC}, Sub: []Role{RoleGW, RoleRC, RoleDAP}, Owner: RoleRC},
-	{Name: "RCHeartbeat", Template: RCHeartbeat, Pub: []Role{RoleRC}, Sub: []Role{RoleGW, RoleRC}, Owner: RoleRC},
 	{Name: "RCSubmit", Template: RCSubmit, Pub: []Role{RoleGW}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCCancel", Template: RCCancel, Pub: []Role{RoleGW}, Sub: []Role{RoleRC}, Owner: RoleRC},
 	{Name: "RCPosition", Template: RCPosition, Pub: []Role{RoleGW}, Sub: []Role{RoleRC}, Owner: RoleRC},

@@ -72,9 +72,6 @@ const (
 	// RCAnnounce: RC -> all GWs, "I exist, this is my assembly and load", per RC id.
 	RCAnnounce  = "evt.rc.*.announce"
 	RCAnnounceT = "evt.rc.%s.announce"
-	// RCHeartbeat: RC -> all GWs and RCs, periodic liveness, per RC id.
-	RCHeartbeat  = "evt.rc.*.heartbeat"
-	RCHeartbeatT = "evt.rc.%s.heartbeat"
 
 	// RCSubmit: GW -> RC, a client request to schedule, per RC id.
 	RCSubmit  = "rc.*.submit"
@@ -253,12 +250,6 @@ func (s Subjects) RCAnnouncePattern() string { return s.rel(RCAnnounce) }
 
 // RCAnnounce is where RC rcID announces itself.
 func (s Subjects) RCAnnounce(rcID string) string { return s.build(RCAnnounceT, rcID) }
-
-// RCHeartbeatPattern matches the heartbeats of every RC.
-func (s Subjects) RCHeartbeatPattern() string { return s.rel(RCHeartbeat) }
-
-// RCHeartbeat is where RC rcID publishes its heartbeat.
-func (s Subjects) RCHeartbeat(rcID string) string { return s.build(RCHeartbeatT, rcID) }
 
 // RCInbox matches everything addressed to RC rcID (submit, completion, secondary).
 func (s Subjects) RCInbox(rcID string) string { return s.build("rc.%s.>", rcID) }

@@ -34,7 +34,6 @@ func pairs(s Subjects) []pair {
 		{"GWAPI", s.GWAPIPattern(), s.GWAPI(APIGetData), "sg.api.getData"},
 		{"GWAnswer", s.GWAnswerPattern("gw-1"), s.GWAnswer("gw-1", "req-9"), "sg.gw.gw-1.answer.req-9"},
 		{"RCAnnounce", s.RCAnnouncePattern(), s.RCAnnounce("rc-1"), "sg.evt.rc.rc-1.announce"},
-		{"RCHeartbeat", s.RCHeartbeatPattern(), s.RCHeartbeat("rc-1"), "sg.evt.rc.rc-1.heartbeat"},
 		{"RCSubmit", s.rel(RCSubmit), s.RCSubmit("rc-1"), "sg.rc.rc-1.submit"},
 		{"RCCompletion", s.rel(RCCompletion), s.RCCompletion("rc-1"), "sg.rc.rc-1.completion"},
 		{"RCSecondaryDispatch", s.rel(RCSecondaryDispatch), s.RCSecondaryDispatch("rc-2"), "sg.rc.rc-2.secondary.dispatch"},
@@ -188,7 +187,7 @@ func TestValidatePrefix(t *testing.T) {
 // for one id, two ids, and ids that themselves look like verbs.
 func TestBuildMatchesSprintf(t *testing.T) {
 	s := Default()
-	tmpls := []string{LiveT, GWHeartbeatT, RequestLogEntryT, GWAPIT, GWAnswerT, RCAnnounceT, RCHeartbeatT, RCSubmitT,
+	tmpls := []string{LiveT, GWHeartbeatT, RequestLogEntryT, GWAPIT, GWAnswerT, RCAnnounceT, RCSubmitT,
 		RCCompletionT, RCAggDoneT, RCCancelT, RCPositionT, GWPositionT, RCSecondaryDispatchT, RCSecondaryQueryT,
 		RCSecondaryStatusT, DAPRegisterT, DAPStatusT, DAPVintageT, DAPHeartbeatT, DAPLostT, DAPPortionT, DAPCancelT, DAPCreditT,
 		AggHeartbeatT, AggCancelT, AggExpectT, AggPartialT, AggStartT, "%s.%s.>"}

@@ -203,7 +203,7 @@ func TestHostileClient(t *testing.T) {
 		{"GW answers and heartbeats", []string{s.GWAnswer("gw-1", "evil"), s.GWHeartbeat("gw-evil"), s.GWHeartbeat("gw-1")}, enc(&partial), enc(&reg)},
 		{"RC submit, completion, aggdone, cancel", []string{s.RCSubmit("rc-1"), s.RCCompletion("rc-1"), s.RCAggDone("rc-1"), s.RCCancel("rc-1")}, enc(&sub), enc(&reg)},
 		{"RC secondary", []string{s.RCSecondaryDispatch("rc-1"), s.RCSecondaryQuery("rc-1"), s.RCSecondaryStatus("rc-1"), "sg.rc.rc-1.nope"}, enc(&sub), enc(&ann)},
-		{"RC announce and heartbeat", []string{s.RCAnnounce("rc-evil"), s.RCAnnounce("rc-1"), s.RCHeartbeat("rc-evil"), s.RCHeartbeat("rc-1")}, enc(&ann), enc(&reg)},
+		{"RC announce", []string{s.RCAnnounce("rc-evil"), s.RCAnnounce("rc-1")}, enc(&ann), enc(&reg)},
 		{"DAP events", []string{s.DAPRegister("dap-evil"), s.DAPRegister(realDAP), s.DAPStatus(realDAP), s.DAPVintage(realDAP),
 			s.DAPHeartbeat(realDAP), s.DAPLost("dap-evil"), s.DAPLost(realDAP)}, enc(&reg), enc(&ann)},
 		{"DAP portion and cancel", []string{s.DAPPortion(realDAP), s.DAPCancel(realDAP)}, enc(&sub), enc(&reg)},

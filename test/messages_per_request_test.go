@@ -163,7 +163,7 @@ func TestMessagesPerSmallRequest(t *testing.T) {
 // state), counted but allowed in any number. A DAP registers again on the
 // first announcement of an RC it has not seen (services/dap/events.go), which
 // may come (every second here) after the warm-up, while requests are counted.
-var background = map[string]bool{"dap heartbeat": true, "rc announce": true, "rc heartbeat": true,
+var background = map[string]bool{"dap heartbeat": true, "rc announce": true,
 	"agg heartbeat": true, "gw heartbeat": true, "dap state": true, "dap register": true, "jetstream": true}
 
 // msgClass names a subject by what it carries.
@@ -195,8 +195,6 @@ func msgClass(sys *system, subject string) string {
 		return "dap register"
 	case subject == s.RCAnnounce("rc-1"):
 		return "rc announce"
-	case subject == s.RCHeartbeat("rc-1"):
-		return "rc heartbeat"
 	case subject == s.AggHeartbeat("agg-1"):
 		return "agg heartbeat"
 	case subject == s.GWHeartbeat("gw-1"):

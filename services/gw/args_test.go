@@ -209,8 +209,9 @@ func TestAdoptsEntriesOfEitherArgsVersion(t *testing.T) {
 		c.AnnounceEvery, c.DeadAfter, c.SweepEvery = 50*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	})
 	got := submissionsAnswered(e)
-	// The fake RC beats, so that it outlives DeadAfter (the dead GW's
-	// silence is judged by the same): the beats stop with the test.
+	// The fake RC announces itself every period, as an RC does, so that it
+	// outlives DeadAfter (the dead GW's silence is judged by the same): the
+	// announcements stop with the test.
 	beatCtx, stopBeats := context.WithCancel(context.Background())
 	beatsDone := make(chan struct{})
 	t.Cleanup(func() { stopBeats(); <-beatsDone })
@@ -218,14 +219,14 @@ func TestAdoptsEntriesOfEitherArgsVersion(t *testing.T) {
 		defer close(beatsDone)
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
-		for seq := uint64(1); ; seq++ {
+		ann, _ := messages.Encode(&messages.RCAnnouncement{V: messages.RCVersion, RCID: "rc1", StartedAt: 1})
+		for {
 			select {
 			case <-beatCtx.Done():
 				return
 			case <-tick.C:
 			}
-			b, _ := messages.Encode(&messages.RCHeartbeat{V: messages.RCVersion, RCID: "rc1", Seq: seq, SentAt: time.Now().UnixNano(), IntervalMS: 50})
-			_ = e.nc.Publish(e.s.RCHeartbeat("rc1"), b)
+			_ = e.nc.Publish(e.s.RCAnnounce("rc1"), ann)
 		}
 	}()
 	js, err := jetstream.New(e.nc)

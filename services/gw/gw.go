@@ -174,7 +174,6 @@ func (g *GW) Run(ctx context.Context) error {
 		cb      nats.MsgHandler
 	}{
 		{g.s.RCAnnouncePattern(), g.onAnnounce},
-		{g.s.RCHeartbeatPattern(), g.onHeartbeat},
 		{g.s.GWAnswerPattern(g.cfg.ID), g.onAnswer},
 		{g.s.GWHeartbeatPattern(), g.onGWHeartbeat},
 		{g.s.GWPosition(g.cfg.ID), g.onPosition},

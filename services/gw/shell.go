@@ -54,16 +54,6 @@ func (g *GW) onAnnounce(m *nats.Msg) {
 		Outstanding: a.Outstanding, Queued: a.Queued, DAPs: a.DAPs, Draining: a.Draining, Warming: a.Warming, StartedAt: a.StartedAt}}})
 }
 
-func (g *GW) onHeartbeat(m *nats.Msg) {
-	h, err := messages.DecodeValid[messages.RCHeartbeat](m.Data)
-	if err != nil {
-		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC heartbeat")
-		return
-	}
-	g.input(input{ev: core.RCHeartbeat{At: now(), ID: h.RCID, Outstanding: h.Outstanding, Queued: h.Queued,
-		Period: int64(time.Duration(h.IntervalMS) * time.Millisecond)}})
-}
-
 // onAnswer: every message on this GW's answer subjects, whole answers and
 // chunks alike; the core reassembles and keeps the first.
 func (g *GW) onAnswer(m *nats.Msg) {
@@ -103,7 +93,7 @@ func (sh *shell) step(ev core.Event) {
 		}
 	}
 	switch ev.(type) {
-	case core.RCAnnounced, core.RCHeartbeat, core.Tick:
+	case core.RCAnnounced, core.Tick:
 		g.publishRCs(c)
 	}
 	g.rcMu.Lock()

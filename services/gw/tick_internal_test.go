@@ -1,10 +1,13 @@
 package gw
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
@@ -12,14 +15,16 @@ import (
 
 // TestTickHearsQueuedInputsFirst: after a stall of the GW's loop (10 s in
 // which nothing was handled), a tick does not judge an RC gone whose
-// heartbeat waits in the loop's channel, nor fail a log write whose
-// acknowledgement waits in the ack channel; with nothing waiting, the same
-// tick judges both.
+// announcement waits in the loop's channel (the GW never says it is not
+// ready), nor fail a log write whose acknowledgement waits in the ack
+// channel; with nothing waiting, the same tick judges both.
 func TestTickHearsQueuedInputsFirst(t *testing.T) {
 	for _, queued := range []bool{true, false} {
 		lw, nc := testLogWrites(t)
 		g := lw.l.g
 		g.rlog = lw.l
+		var logged bytes.Buffer // written by this goroutine only: the shell is stepped here
+		g.log = zerolog.New(&logged)
 		t0 := time.Now().UnixNano()
 		period := int64(200 * time.Millisecond)
 		c := core.New(core.Config{Self: g.cfg.ID, Incarnation: t0, Start: t0, TimeoutMargin: int64(time.Second),
@@ -50,7 +55,7 @@ func TestTickHearsQueuedInputsFirst(t *testing.T) {
 
 		stalled := t0 + int64(10*time.Second) // the loop stalled
 		if queued {
-			g.in <- input{ev: core.RCHeartbeat{At: stalled, ID: "rc1", Period: period}}
+			g.in <- input{ev: core.RCAnnounced{At: stalled, RC: core.RCInfo{ID: "rc1", StartedAt: 1, Period: period}}}
 			if err := nc.Publish(m.Reply, []byte(`{"stream":"`+g.s.RequestLogStream()+`","seq":4}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +72,12 @@ func TestTickHearsQueuedInputsFirst(t *testing.T) {
 		}
 		sh.tick(stalled, 0) // not measured: the loop judged all along, the silence is the RC's
 		if known := len(c.RCs()) == 1; known != queued {
-			t.Fatalf("heartbeat queued %v: RC still known %v after the tick", queued, known)
+			t.Fatalf("announcement queued %v: RC still known %v after the tick", queued, known)
+		}
+		// An announcement heard after the tick brings the RC back at once:
+		// only the readiness it lost in between tells of the misjudgment.
+		if flapped := strings.Contains(logged.String(), "gw not ready"); flapped == queued {
+			t.Fatalf("announcement queued %v: GW said not ready %v", queued, flapped)
 		}
 		var mv dto.Metric
 		if err := g.met.logErrors.WithLabelValues("answered").Write(&mv); err != nil {

@@ -65,8 +65,6 @@ func (c *Core) Step(ev Event) []Command {
 		if c.rcs.announce(e.RC, c.now, c.cfg.AnnounceEvery) {
 			c.advanceAll()
 		}
-	case RCHeartbeat:
-		c.rcs.heartbeat(e, c.now)
 	case LogWritten:
 		if r := c.reqs[e.ID]; r != nil && r.op != nil {
 			c.written(r, e.Seq)

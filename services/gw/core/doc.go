@@ -20,7 +20,7 @@
 //  2. Turn every input into an Event carrying the time you observed it (unix
 //     nanoseconds; an earlier time than one already seen counts as that
 //     one) and pass it to Step: client requests you decoded and checked
-//     (Arrived), RC announcements and heartbeats, the result of every
+//     (Arrived), RC announcements (RCAnnounced), the result of every
 //     WriteLog (LogWritten, LogConflict with the subject's current entry
 //     read back, or LogFailed), a failed Submit (SubmitFailed), a message
 //     of an answer passed on as it comes that could not be published

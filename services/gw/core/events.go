@@ -33,15 +33,6 @@ type RCAnnounced struct {
 	RC RCInfo
 }
 
-// RCHeartbeat: an RC's heartbeat refreshes a known RC's liveness and load.
-type RCHeartbeat struct {
-	At          int64
-	ID          string
-	Outstanding int
-	Queued      int
-	Period      int64 // ns; 0 = unchanged
-}
-
 // LogWritten: the WriteLog for request ID was acknowledged at Seq.
 type LogWritten struct {
 	At  int64
@@ -131,7 +122,6 @@ type Abort struct{ At int64 }
 func (e Arrived) at() int64      { return e.At }
 func (e Tick) at() int64         { return e.At }
 func (e RCAnnounced) at() int64  { return e.At }
-func (e RCHeartbeat) at() int64  { return e.At }
 func (e LogWritten) at() int64   { return e.At }
 func (e LogFailed) at() int64    { return e.At }
 func (e LogConflict) at() int64  { return e.At }

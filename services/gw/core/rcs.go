@@ -54,18 +54,6 @@ func (t *rcs) announce(a RCInfo, now, period int64) bool {
 	return changed
 }
 
-func (t *rcs) heartbeat(h RCHeartbeat, now int64) {
-	rc := t.m[h.ID]
-	if rc == nil || rc.ended {
-		return
-	}
-	rc.Outstanding, rc.Queued, rc.submitted, rc.LastSeen = h.Outstanding, h.Queued, 0, now
-	rc.suspect = false
-	if h.Period > 0 {
-		rc.Period = h.Period
-	}
-}
-
 // discountStall: silence is counted on the GW's own running time. A Tick's
 // Late (the shell measures it, package stall) tells of a stall of the GW (a
 // stopped or starved process): the RCs' announcements could not be heard

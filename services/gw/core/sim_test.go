@@ -622,9 +622,6 @@ func restamp(ev Event, at int64) Event {
 	case Arrived:
 		e.At = at
 		return e
-	case RCHeartbeat:
-		e.At = at
-		return e
 	case LogWritten:
 		e.At = at
 		return e

@@ -72,7 +72,7 @@ func (r *Request) info() Info {
 		LogCorr: r.LogCorr, Received: r.Received, Chunks: r.Chunks}
 }
 
-// RCInfo is what the GW knows of one RC, from its announcements and heartbeats.
+// RCInfo is what the GW knows of one RC, from its announcements.
 type RCInfo struct {
 	ID          string
 	Assembly    string // "" = global RC
