@@ -11,7 +11,6 @@ type rcState struct {
 	RCInfo
 	submitted int  // submitted by this GW since the last announced load
 	suspect   bool // silent for three periods: no new requests
-	ended     bool // restarted, drained or dead: its requests are driven again
 }
 
 // rcs is the RC table: pure, stepped by the core.
@@ -31,7 +30,7 @@ func (t *rcs) announce(a RCInfo, now, period int64) bool {
 		a.Period = period
 	}
 	rc := t.m[a.ID]
-	changed := rc == nil || rc.suspect || rc.ended
+	changed := rc == nil || rc.suspect
 	if rc != nil && rc.StartedAt != a.StartedAt {
 		// A restart: requests submitted to the old incarnation will not be
 		// answered by it.
