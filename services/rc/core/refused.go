@@ -43,6 +43,7 @@ const (
 	refusedAnswered  = "the portion was answered or superseded already"
 	refusedTimingOut = "the request is being timed out"
 	refusedRelayed   = "a portion this RC relays for a primary"
+	refusedErrored   = "the Agg answers the request already, with a DAP's error"
 )
 
 // refused handles a Refused event.
@@ -73,6 +74,11 @@ func (c *Core) refused(e Refused) {
 		drop(refusedUnknown)
 	case e.Agg == "" || e.Agg != r.Agg:
 		drop(refusedNotAgg)
+	case r.errored:
+		// As for a completion (complete.go): a DAP's error was passed to the
+		// Agg (AggFail), which answers with it; a second answer here would
+		// race it, and its CancelAgg could cut it short.
+		drop(refusedErrored)
 	case r.timingOut:
 		drop(refusedTimingOut)
 	default:
@@ -127,7 +133,11 @@ func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, d
 	}
 	ps.finished = true
 	r.setRunning(ps.ls, ps.ls.running-1)
-	if r.timingOut {
+	switch {
+	case r.errored:
+		drop(refusedErrored) // the Agg answers with the first DAP's error (AggFail)
+		return
+	case r.timingOut:
 		drop(refusedTimingOut)
 		return
 	}

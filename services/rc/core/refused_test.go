@@ -86,3 +86,33 @@ func dapRuns(h *harness, dap string, id uint64) bool {
 	d := h.c.fleet.byID[dap]
 	return d != nil && d.runs(id)
 }
+
+// Once a DAP's error went to the Agg (AggFail), the Agg answers with it: a
+// refusal that comes after, from another DAP or from the Agg, answers
+// nothing more and cancels nothing (review4: it answered a second time and
+// its CancelAgg could cut the error answer short). The refusing DAP's slot
+// is free all the same.
+func TestRefusalAfterAggFailAnswersNothing(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.register("dap-1", lbl("region", "eu"))
+	h.register("dap-2", lbl("region", "us"))
+	out := h.request("q1", "trade", nil, t0, t0+hour, time.Minute)
+	d1, d2 := dispatchedTo(t, out, "dap-1"), dispatchedTo(t, out, "dap-2")
+	only[AggFail](t, h.complete(d1, OutcomeError))
+	for _, e := range []Refused{
+		{Request: "q1", DAP: "dap-2", Portion: d2.Portion.ID, Attempt: d2.Portion.Attempt, Reason: "portion dispatch: bad"},
+		{Request: "q1", Agg: "agg-1", Internal: true, Reason: "partial: bad"},
+	} {
+		e.At = h.now
+		out := h.step(e)
+		none[Reply](t, out)
+		none[CancelAgg](t, out)
+		none[CancelDAP](t, out)
+		if n := only[RefusalNoted](t, out); n.Accepted || n.Why != refusedErrored {
+			t.Fatalf("%s: note %+v", e.Reason, n)
+		}
+	}
+	if dapRuns(h, "dap-2", d2.Portion.ID) {
+		t.Fatal("the refusing DAP's slot was not freed")
+	}
+}
