@@ -129,8 +129,13 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
-		a.refuse(m.Header, a.partialRC(m.Header), messages.RefusalCodeOutput,
-			"partial result of portion "+messages.CutText(m.Header.Get(messages.HdrPortionID), 64)+": "+err.Error())
+		// Refused only to the RC of an expectation that counts on it: never
+		// to an RC the partial's own headers name (review4: a partial
+		// carrying Sg-Rc-Id had the Agg vouch for what it did not check).
+		if rc := a.partialRC(m.Header); rc != "" {
+			a.refuse(m.Header, rc, messages.RefusalCodeOutput,
+				"partial result of portion "+messages.CutText(m.Header.Get(messages.HdrPortionID), 64)+": "+err.Error())
+		}
 		return
 	}
 	a.stats.partials.Add(1)

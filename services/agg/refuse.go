@@ -12,9 +12,11 @@ import (
 // refuse tells the RC that schedules a request that this Agg refused a
 // message of it (a body that does not decode or validate), so that the RC
 // answers the caller at once rather than at the deadline (messages.Refusal).
-// The request and the RC come from the message's headers (rcID, when not
-// "", names the RC the Agg knows from the request's expectation instead):
-// a message that names neither is only counted, as before. Fire-and-forget:
+// The request and the RC come from the message's headers (an expectation's,
+// rcID "") or, for a partial, rcID is the RC the Agg knows from the
+// request's expectation (partialRC: callers refuse a partial only then, so
+// that a partial's own headers never choose the RC): a message that names
+// neither is only counted, as before. Fire-and-forget:
 // an older RC drops the refusal, and the request times out as it would have.
 func (a *Agg) refuse(h nats.Header, rcID string, code messages.Code, reason string) {
 	route, err := messages.RefusalRoute(h)

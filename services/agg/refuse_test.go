@@ -15,7 +15,8 @@ import (
 // and its RC: refused to that RC, BAD_REQUEST. A partial that does not decode,
 // of a portion and attempt its request's expectation counts on: refused to
 // the RC the expectation named, INTERNAL (a DAP's output is garbage). Headers
-// that name no valid RC, a partial nobody counts on: nothing is sent.
+// that name no valid RC, a partial nobody counts on (even one whose headers
+// name an RC): nothing is sent.
 func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	e := newEnv(t, nil)
 	refusals := subscribe(t, e.nc, subj.RCRefused("rc1"))
@@ -43,6 +44,9 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
 	waitChanged(t, e.agg, func() bool { return e.agg.Stats().Expectations == 1 }, func() string { return "req2's expectation not taken" })
 	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", PortionID: "a", Attempt: 1}) // unknown: not attributed
+	// Nobody counts on it, whatever RC its own headers name: the Agg does
+	// not vouch for it (review4).
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", RCID: "rc1", PortionID: "a", Attempt: 1})
 	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "z", Attempt: 1}) // not counted on: no loss
 	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a"})             // attempt 0: superseded, say
 	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a", Attempt: 1})
@@ -70,7 +74,7 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	if f.RequestID != "req4" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "chunked partial result of portion b") {
 		t.Fatalf("refusal %+v", f)
 	}
-	if s := e.agg.Stats(); s.Malformed != 8 || s.RefusalsSent != 3 {
+	if s := e.agg.Stats(); s.Malformed != 9 || s.RefusalsSent != 3 {
 		t.Fatalf("stats %+v", s)
 	}
 }
