@@ -94,7 +94,16 @@ func (c *Core) refused(e Refused) {
 func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, drop func(string)) {
 	if rr := c.relayed[e.Request]; rr != nil && rr.has(e.Portion) {
 		// A secondary's DAP: its completion is the primary's to judge, and
-		// a refusal is not passed on (the portion waits for its deadline).
+		// a refusal is not passed on (the portion waits for its deadline:
+		// the Agg would wait for the error partial an error completion
+		// promises). The DAP runs nothing of it, so its slot is free
+		// (review4: it stayed taken until the relay ended).
+		if d := c.fleet.byID[e.DAP]; d != nil && d.runsExactly(e.Portion, e.Request, e.Attempt, true) {
+			if _, freed := c.freeSlot(d, e.Portion); freed {
+				d.lastCompletionAt = c.now
+				defer c.dequeue(d)
+			}
+		}
 		drop(refusedRelayed)
 		return
 	}
@@ -113,7 +122,7 @@ func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, d
 	// The DAP runs nothing of it: its slot is free, as on a completion (a
 	// superseded attempt or an ended request's portion holds one too), if
 	// the refusal names the slot exactly as it was taken.
-	if d != nil && d.runsExactly(e.Portion, e.Request, e.Attempt) {
+	if d != nil && d.runsExactly(e.Portion, e.Request, e.Attempt, false) {
 		if _, freed := c.freeSlot(d, e.Portion); freed {
 			d.lastCompletionAt = c.now
 			defer c.dequeue(d)
@@ -147,11 +156,11 @@ func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, d
 }
 
 // runsExactly: the DAP holds a slot for portion id of the request, at that
-// attempt, run for this core (not relayed).
-func (d *dap) runsExactly(id uint64, request string, attempt int) bool {
+// attempt, run for this core or (relayed) for a primary RC.
+func (d *dap) runsExactly(id uint64, request string, attempt int, relayed bool) bool {
 	for _, r := range d.running {
 		if r.id == id {
-			return r.request == request && r.attempt == attempt && !r.relayed
+			return r.request == request && r.attempt == attempt && r.relayed == relayed
 		}
 	}
 	return false

@@ -116,3 +116,21 @@ func TestRefusalAfterAggFailAnswersNothing(t *testing.T) {
 		t.Fatal("the refusing DAP's slot was not freed")
 	}
 }
+
+// A DAP's refusal of a portion a secondary RC relays for a primary is not
+// passed on (the primary's request waits for its deadline), but the DAP runs
+// nothing of it: the secondary frees its slot at once (review4: it stayed
+// taken until the relay ended).
+func TestRefusedRelayedPortionFreesTheSlot(t *testing.T) {
+	p, s := twoRCs(t)
+	us := relay(t, p, s, p.request("q1", "trade", nil, t0, t0+hour, time.Minute))
+	s.advance(time.Millisecond)
+	out := s.step(Refused{At: s.now, Request: "q1", DAP: "us", Portion: us.Portion.ID, Attempt: us.Portion.Attempt, Reason: "portion dispatch: bad"})
+	if n := only[RefusalNoted](t, out); n.Accepted || n.Why != refusedRelayed {
+		t.Fatalf("note %+v", n)
+	}
+	none[Reply](t, out)
+	if dapRuns(s, "us", us.Portion.ID) {
+		t.Fatal("the relayed portion's slot is still taken at the secondary")
+	}
+}
