@@ -97,6 +97,7 @@ type simRequest struct {
 	ended    bool
 	replied  bool
 	expected bool // AggExpect or AggFail seen; the Agg will answer
+	failed   bool // AggFail seen: the Agg answers with a DAP's error
 	aggAt    int64
 	retries  int
 	// dispatched: a portion was sent; told: DAPs told to stop the request.
@@ -798,7 +799,7 @@ func (s *sim) apply(cmd Command) error {
 		if r == nil || r.ended || r.expected {
 			return fmt.Errorf("agg fail for ended request %s", c.Request)
 		}
-		r.expected = true
+		r.expected, r.failed = true, true
 		if err := s.useAgg(r, c.Agg); err != nil {
 			return err
 		}
@@ -814,7 +815,7 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("request %s moved from %s, its Agg is %s", c.Request, c.From, r.agg)
 		}
 		// The partials died with the old Agg: the request is driven again.
-		r.agg, r.expected = c.To, false
+		r.agg, r.expected, r.failed = c.To, false, false
 		r.tracked, r.trackSealed = nil, false
 	case Reply:
 		r := s.reqs[c.Request]
@@ -845,6 +846,10 @@ func (s *sim) apply(cmd Command) error {
 			}
 		}
 		if c.Kind == ReplyInternal || strings.HasPrefix(c.Text, "Request refused by ") {
+			if r.failed {
+				// The Agg answers with the DAP's error it was told of (review4).
+				return fmt.Errorf("request %s answered %s %q after its AggFail: the Agg answers it", c.Request, c.Kind, c.Text)
+			}
 			if s.refusal != c.Request || s.refusalForged {
 				return fmt.Errorf("request %s answered %s %q outside a genuine refusal of it", c.Request, c.Kind, c.Text)
 			}
@@ -1232,7 +1237,8 @@ func (s *sim) refuseOne() error {
 	case x == 1 && len(live) > 0: // genuine: the request's Agg refuses
 		r := live[s.rng.IntN(len(live))]
 		cr := s.c.requests[r.req.ID]
-		want := cr != nil && !cr.timingOut
+		// Not after an AggFail: the Agg answers with the DAP's error then.
+		want := cr != nil && !cr.timingOut && !cr.errored
 		before := s.c.stats.RefusalsAccepted
 		if err := s.refuse(Refused{At: s.now, Request: r.req.ID, Agg: r.agg, Internal: internal, Reason: "sim: expectation does not decode"}, false); err != nil {
 			return err
