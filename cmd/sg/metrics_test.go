@@ -60,10 +60,29 @@ func TestMetricsUnderKXNames(t *testing.T) {
 	maddr := freePort(t)
 	text, stop := startRun(t, "--metrics-listen", maddr)
 	defer stop()
-	before := scrape(t, maddr)
-	for _, name := range []string{"kxi_rc_queue_length", "kxi_rc_retry_count", "kxi_rc_reqs_total", "kxi_rc_connected_daps",
+	names := []string{"kxi_rc_queue_length", "kxi_rc_retry_count", "kxi_rc_reqs_total", "kxi_rc_connected_daps",
 		"kxi_sg_pending", "kxi_sg_connected_coordinators", "kxi_rc_req_complete_time_count", "kxi_agg_fn_time_count",
-		"kxi_da_requests", "kxi_da_request_time_count", "sg_rc_queue_length", "sg_gw_requests_total"} {
+		"kxi_da_requests", "kxi_da_request_time_count", "sg_rc_queue_length", "sg_gw_requests_total"}
+	// sg run's own query was answered, but a labelled counter (the GW's
+	// requests by code) has its first series only once the GW has counted
+	// it, which may be just after the answer went out: scrape until every
+	// name is there, bounded (a scrape at once failed 1 CI run: no
+	// sg_gw_requests_total).
+	var before map[string]float64
+	for bound := time.Now().Add(10 * time.Second); ; {
+		before = scrape(t, maddr)
+		missing := 0
+		for _, name := range names {
+			if _, ok := before[name]; !ok {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(bound) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling a scrape, bounded above
+	}
+	for _, name := range names {
 		if _, ok := before[name]; !ok {
 			t.Errorf("/metrics has no %s", name)
 		}
