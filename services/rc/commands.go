@@ -1,7 +1,6 @@
 package rc
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,7 +25,7 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.expect(c.Request, c.Agg, wireRefs(c.Portions), nil, true)
 	case core.AggFail:
 		// The DAP sent its error to the Agg as a partial: the Agg answers it.
-		ref := messages.PortionRef{PortionID: strconv.FormatUint(c.Portion.ID, 10), Attempt: uint32(c.Portion.Attempt)}
+		ref := wireRef(c.Portion)
 		r.reqLog(c.Request).Info().Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
 		r.expect(c.Request, c.Agg, []messages.PortionRef{ref}, nil, true)
 	case core.Reply:
@@ -68,7 +67,7 @@ func (r *RC) carryOut(cmd core.Command) {
 
 func (r *RC) dispatch(c core.Dispatch) {
 	m := messages.PortionDispatch{
-		RequestID: c.Portion.Request, PortionID: strconv.FormatUint(c.Portion.ID, 10),
+		RequestID: c.Portion.Request, PortionID: wirePortionID(c.Portion.ID),
 		Attempt: uint32(c.Portion.Attempt), RCID: r.cfg.ID, API: c.API,
 		Labels: messages.LabelSet(c.Portion.Labels), Range: c.Portion.Range,
 		PurviewVersion: c.Portion.PurviewVersion, ReferenceVintage: c.Portion.Vintage,
@@ -115,7 +114,7 @@ func wireRefs(refs []core.PortionRef) []messages.PortionRef {
 	}
 	out := make([]messages.PortionRef, len(refs))
 	for i, p := range refs {
-		out[i] = messages.PortionRef{PortionID: strconv.FormatUint(p.ID, 10), Attempt: uint32(p.Attempt)}
+		out[i] = wireRef(p)
 	}
 	return out
 }
@@ -168,7 +167,7 @@ func (r *RC) publishCancel(subject, requestID string, portion uint64) {
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrRequestID, requestID)
 	if portion != 0 {
-		messages.SetString(h, messages.HdrPortionID, strconv.FormatUint(portion, 10))
+		messages.SetString(h, messages.HdrPortionID, wirePortionID(portion))
 	}
 	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h}); err != nil {
 		r.reqLog(requestID).Error().Err(err).Str("subject", subject).Msg("publish cancel")

@@ -1,7 +1,6 @@
 package rc
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -238,7 +237,7 @@ func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 }
 
 func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Time) {
-	id, err := strconv.ParseUint(c.PortionID, 10, 64)
+	id, err := corePortionID(c.PortionID)
 	if err != nil {
 		r.metrics.badMessages.Inc()
 		r.reqLog(c.RequestID).Warn().Str("portion", c.PortionID).Msg("completion for a portion id this RC never issued")

@@ -1,7 +1,6 @@
 package rc
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,7 +60,7 @@ func (r *RC) sendPeerPortion(c core.Dispatch, m messages.PortionDispatch) {
 // peerPortion: as a secondary, run a primary's portion on our DAP.
 func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	d := pp.Dispatch
-	id, err := strconv.ParseUint(d.PortionID, 10, 64)
+	id, err := corePortionID(d.PortionID)
 	if err != nil {
 		r.metrics.badMessages.Inc()
 		r.reqLog(d.RequestID).Warn().Str("portion", d.PortionID).Str("primary", pp.PrimaryID).Msg("peer portion with a foreign portion id")
@@ -91,7 +90,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 // forwardCompletion: as a secondary, pass our DAP's completion to the primary.
 func (r *RC) forwardCompletion(c core.ForwardCompletion) {
 	e := c.Completion
-	m := messages.PortionCompletion{V: messages.PortionVersion, RequestID: e.Request, PortionID: strconv.FormatUint(e.Portion, 10),
+	m := messages.PortionCompletion{V: messages.PortionVersion, RequestID: e.Request, PortionID: wirePortionID(e.Portion),
 		DAPID: e.DAP, Message: truncateText(e.Message)}
 	m.Outcome, m.Code = e.Outcome.OnWire(messages.Code(e.Code))
 	if m.Outcome == messages.OutcomeError && m.Code == messages.CodeOK {

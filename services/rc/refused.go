@@ -1,7 +1,6 @@
 package rc
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/sg-project/sg/messages"
@@ -16,7 +15,7 @@ import (
 func (r *RC) onRefused(in input, now time.Time) {
 	f, err := messages.DecodeValid[messages.Refusal](in.msg.Data)
 	if err == nil && f.Service == subjects.ServiceDAP {
-		_, err = strconv.ParseUint(f.PortionID, 10, 64)
+		_, err = corePortionID(f.PortionID)
 	}
 	if err != nil {
 		r.metrics.refusals.WithLabelValues("bad").Inc()
@@ -26,7 +25,7 @@ func (r *RC) onRefused(in input, now time.Time) {
 	e := core.Refused{At: now.UnixNano(), Request: f.RequestID, Internal: f.Code == messages.CodeInternal, Reason: f.Reason}
 	if f.Service == subjects.ServiceDAP {
 		e.DAP, e.Attempt = f.ServiceID, int(f.Attempt)
-		e.Portion, _ = strconv.ParseUint(f.PortionID, 10, 64)
+		e.Portion, _ = corePortionID(f.PortionID)
 	} else {
 		e.Agg = f.ServiceID
 	}

@@ -1,7 +1,6 @@
 package rc
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,7 +22,7 @@ func (r *RC) throttled(c messages.PortionCompletion, h nats.Header, now time.Tim
 	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeRateLimited {
 		return false
 	}
-	id, err := strconv.ParseUint(c.PortionID, 10, 64)
+	id, err := corePortionID(c.PortionID)
 	if err != nil {
 		return false // completion() reports it
 	}
