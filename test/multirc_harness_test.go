@@ -583,18 +583,24 @@ func (d *deployment) send(r depRequest) {
 // wait returns the first answer of id, waiting at most limit.
 func (a *depAnswers) wait(t testing.TB, id string, limit time.Duration) *nats.Msg {
 	t.Helper()
+	return a.waitN(t, id, 1, limit)[0]
+}
+
+// waitN returns the first n messages to id, waiting at most limit.
+func (a *depAnswers) waitN(t testing.TB, id string, n int, limit time.Duration) []*nats.Msg {
+	t.Helper()
 	deadline := time.After(limit)
 	for {
 		a.mu.Lock()
 		ms := a.got[id]
 		a.mu.Unlock()
-		if len(ms) > 0 {
-			return ms[0]
+		if len(ms) >= n {
+			return ms
 		}
 		select {
 		case <-a.more:
 		case <-deadline:
-			t.Fatalf("no answer to %s within %s", id, limit)
+			t.Fatalf("%d messages to %s within %s, want %d", len(ms), id, limit, n)
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg"
 	"github.com/sg-project/sg/services/dap/demo"
@@ -307,24 +305,5 @@ func TestRestartGWPeerAdoptionEndsTheOldDrivesWait(t *testing.T) {
 	}
 	if n := depCounter(t, d.proc("gw-2").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
 		t.Errorf("gw-2 adopted %v, want 1", n)
-	}
-}
-
-// waitN returns the first n messages to id, waiting at most limit.
-func (a *depAnswers) waitN(t testing.TB, id string, n int, limit time.Duration) []*nats.Msg {
-	t.Helper()
-	deadline := time.After(limit)
-	for {
-		a.mu.Lock()
-		ms := a.got[id]
-		a.mu.Unlock()
-		if len(ms) >= n {
-			return ms
-		}
-		select {
-		case <-a.more:
-		case <-deadline:
-			t.Fatalf("%d messages to %s within %s, want %d", len(ms), id, limit, n)
-		}
 	}
 }
