@@ -213,62 +213,42 @@ type Routing struct {
 	Content          Content // "" = not stated (the receiver detects)
 }
 
-// Write sets the non-zero fields of r in h.
+// Write sets r's routing headers in h: a string field that is empty is
+// removed, a number that is zero is left as it is. The values written share
+// one allocation, not one per field (the RC writes a dispatch's and an
+// expectation's for every request); a caller that makes h with a constant
+// size hint lets a header that does not outlive the publish stay on its stack.
 func (r Routing) Write(h nats.Header) {
-	SetString(h, HdrRequestID, r.RequestID)
-	SetString(h, HdrAPI, r.API)
-	SetString(h, HdrAggID, r.AggID)
-	SetString(h, HdrRCID, r.RCID)
-	SetString(h, HdrPortionID, r.PortionID)
-	if r.Attempt != 0 {
-		SetUint(h, HdrAttempt, uint64(r.Attempt))
-	}
-	if r.PurviewVersion != 0 {
-		SetUint(h, HdrPurviewVersion, r.PurviewVersion)
-	}
-	if r.ReferenceVintage != 0 {
-		SetUint(h, HdrReferenceVintage, r.ReferenceVintage)
-	}
-	if r.Deadline != 0 {
-		SetInt(h, HdrDeadline, r.Deadline)
-	}
-	SetString(h, HdrLogCorr, r.LogCorr)
-	SetString(h, HdrContentType, string(r.Content))
-}
-
-// WriteCompact is Write for a new header: the values of the non-zero fields
-// share one allocation, where Write costs one per field (the RC writes one
-// for every dispatch and expectation). The caller makes h, with a constant
-// size hint, so that a header that does not outlive the publish can stay on
-// its stack.
-func (r Routing) WriteCompact(h nats.Header) {
 	var kv [22]string // key, value pairs: one per field
 	n := 0
-	add := func(k, v string) {
-		if v != "" {
-			kv[n], kv[n+1] = k, headerValue(v)
+	str := func(k, v string) {
+		if v == "" {
+			h.Del(k)
+			return
+		}
+		kv[n], kv[n+1] = k, headerValue(v)
+		n += 2
+	}
+	num := func(k string, v uint64) {
+		if v != 0 {
+			kv[n], kv[n+1] = k, strconv.FormatUint(v, 10)
 			n += 2
 		}
 	}
-	add(HdrRequestID, r.RequestID)
-	add(HdrAPI, r.API)
-	add(HdrAggID, r.AggID)
-	add(HdrRCID, r.RCID)
-	add(HdrPortionID, r.PortionID)
-	if r.Attempt != 0 {
-		add(HdrAttempt, strconv.FormatUint(uint64(r.Attempt), 10))
-	}
-	if r.PurviewVersion != 0 {
-		add(HdrPurviewVersion, strconv.FormatUint(r.PurviewVersion, 10))
-	}
-	if r.ReferenceVintage != 0 {
-		add(HdrReferenceVintage, strconv.FormatUint(r.ReferenceVintage, 10))
-	}
+	str(HdrRequestID, r.RequestID)
+	str(HdrAPI, r.API)
+	str(HdrAggID, r.AggID)
+	str(HdrRCID, r.RCID)
+	str(HdrPortionID, r.PortionID)
+	num(HdrAttempt, uint64(r.Attempt))
+	num(HdrPurviewVersion, r.PurviewVersion)
+	num(HdrReferenceVintage, r.ReferenceVintage)
 	if r.Deadline != 0 {
-		add(HdrDeadline, strconv.FormatInt(r.Deadline, 10))
+		kv[n], kv[n+1] = HdrDeadline, strconv.FormatInt(r.Deadline, 10)
+		n += 2
 	}
-	add(HdrLogCorr, r.LogCorr)
-	add(HdrContentType, string(r.Content))
+	str(HdrLogCorr, r.LogCorr)
+	str(HdrContentType, string(r.Content))
 	if n == 0 {
 		return
 	}

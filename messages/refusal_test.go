@@ -89,21 +89,48 @@ func TestRefusalRoute(t *testing.T) {
 	}
 }
 
-// Routing.WriteCompact writes what Write writes.
-func TestRoutingWriteCompactIsWrite(t *testing.T) {
-	for _, r := range []Routing{{}, {RequestID: "req", RCID: "rc-1", LogCorr: "a\r\nb"},
-		{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: "7", Attempt: 2, PurviewVersion: 3,
-			ReferenceVintage: 4, Deadline: 5, LogCorr: "c\nd", Content: ContentJSON}} {
-		want := nats.Header{}
-		r.Write(want)
-		got := nats.Header{}
-		r.WriteCompact(got)
-		if len(got) != len(want) {
-			t.Fatalf("%+v: WriteCompact %v, Write %v", r, got, want)
+// Routing.Write, whose values share one allocation, writes what the
+// per-field setters write (SetString, SetUint, SetInt), also over a header
+// that holds older values: an empty string field is removed, a zero number
+// left as it was.
+func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
+	perField := func(r Routing, h nats.Header) {
+		SetString(h, HdrRequestID, r.RequestID)
+		SetString(h, HdrAPI, r.API)
+		SetString(h, HdrAggID, r.AggID)
+		SetString(h, HdrRCID, r.RCID)
+		SetString(h, HdrPortionID, r.PortionID)
+		if r.Attempt != 0 {
+			SetUint(h, HdrAttempt, uint64(r.Attempt))
 		}
-		for k, v := range want {
-			if len(got[k]) != 1 || got[k][0] != v[0] {
-				t.Fatalf("%+v: WriteCompact %v, Write %v", r, got, want)
+		if r.PurviewVersion != 0 {
+			SetUint(h, HdrPurviewVersion, r.PurviewVersion)
+		}
+		if r.ReferenceVintage != 0 {
+			SetUint(h, HdrReferenceVintage, r.ReferenceVintage)
+		}
+		if r.Deadline != 0 {
+			SetInt(h, HdrDeadline, r.Deadline)
+		}
+		SetString(h, HdrLogCorr, r.LogCorr)
+		SetString(h, HdrContentType, string(r.Content))
+	}
+	full := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: "7", Attempt: 2, PurviewVersion: 3,
+		ReferenceVintage: 4, Deadline: 5, LogCorr: "c\nd", Content: ContentJSON}
+	for _, r := range []Routing{{}, {RequestID: "req", RCID: "rc-1", LogCorr: "a\r\nb"}, full} {
+		for _, old := range []Routing{{}, full} {
+			want, got := nats.Header{}, nats.Header{}
+			perField(old, want)
+			perField(old, got)
+			perField(r, want)
+			r.Write(got)
+			if len(got) != len(want) {
+				t.Fatalf("%+v over %+v: Write %v, the setters %v", r, old, got, want)
+			}
+			for k, v := range want {
+				if len(got[k]) != 1 || got[k][0] != v[0] {
+					t.Fatalf("%+v over %+v: Write %v, the setters %v", r, old, got, want)
+				}
 			}
 		}
 	}

@@ -210,7 +210,7 @@ func truncateText(s string) string {
 // write and to parse on every dispatch.
 func dispatchHeader(m *messages.PortionDispatch) nats.Header {
 	h := make(nats.Header, 5)
-	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, Attempt: m.Attempt, RCID: m.RCID, LogCorr: m.LogCorr}.WriteCompact(h)
+	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, Attempt: m.Attempt, RCID: m.RCID, LogCorr: m.LogCorr}.Write(h)
 	return h
 }
 
@@ -218,6 +218,6 @@ func dispatchHeader(m *messages.PortionDispatch) nats.Header {
 // RC, so that an Agg that cannot decode the body refuses it to this RC.
 func expectHeader(requestID, rcID, logCorr string) nats.Header {
 	h := make(nats.Header, 3)
-	messages.Routing{RequestID: requestID, RCID: rcID, LogCorr: logCorr}.WriteCompact(h)
+	messages.Routing{RequestID: requestID, RCID: rcID, LogCorr: logCorr}.Write(h)
 	return h
 }
