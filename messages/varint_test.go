@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -115,23 +116,11 @@ func TestReadVarintsMatchesUvarint(t *testing.T) {
 			if (wantErr == nil) != (gotErr == nil) {
 				t.Fatalf("% x, %d values: error %v, binary.Uvarint's %v", b, n, gotErr, wantErr)
 			}
-			if wantErr == nil && !slicesEqual(got, want) {
+			if wantErr == nil && !slices.Equal(got, want) {
 				t.Fatalf("% x, %d values: %v, binary.Uvarint's %v", b, n, got, want)
 			}
 		}
 	}
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestUvarint8: uvarint8 reads what binary.Uvarint reads for every value

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/sg-project/sg/messages"
@@ -95,7 +96,7 @@ func (s *Store) Upsert(name string, rows messages.Table) error {
 	if t.timeCol >= 0 {
 		return fmt.Errorf("%w: upsert into %q: only reference tables are keyed", ErrSchema, name)
 	}
-	if !equalSchema(rows.Schema(), t.def.Columns) {
+	if !slices.Equal(rows.Schema(), t.def.Columns) {
 		return fmt.Errorf("%w: upsert into %q: columns %v, table has %v", ErrSchema, name, rows.Schema(), t.def.Columns)
 	}
 	key := func(tb *messages.Table, i int) string { return fmt.Sprint(tb.Columns[0].Value(i)) }
@@ -126,16 +127,4 @@ func seq(n int) []int {
 		idx[i] = i
 	}
 	return idx
-}
-
-func equalSchema(a, b []messages.ColumnSpec) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
