@@ -15,10 +15,10 @@ func argsJSONSamples() []any {
 	sub := &RCSubmission{RequestID: "req", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"},
 		ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline, ReceivedAt: 4}
 	sub.SetArguments(j)
-	d := &PortionDispatch{RequestID: "req", PortionID: "p1", Attempt: 1, RCID: "rc-1", API: "getData",
+	d := &PortionDispatch{RequestID: "req", PortionID: 1, Attempt: 1, RCID: "rc-1", API: "getData",
 		Labels: LabelSet{"region": "eu"}, Range: Unbounded, AggID: "agg-1", Deadline: envDeadline}
 	d.SetArguments(j)
-	e := &AggExpectation{RequestID: "req", Seq: 1, API: "getData", Expect: []PortionRef{{"p1", 1}},
+	e := &AggExpectation{RequestID: "req", Seq: 1, API: "getData", Expect: []PortionRef{{1, 1}},
 		ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentJSON, Deadline: envDeadline}
 	e.SetArguments(j)
 	pp := &PeerPortion{V: PortionVersion, PrimaryID: "rc-1", DAPID: "d", Table: "trade", Dispatch: *d}
@@ -94,7 +94,7 @@ func TestArgsValidationRejects(t *testing.T) {
 	j := []byte(`{"table":"t"}`)
 	both := &RCSubmission{V: ArgsJSONVersion, RequestID: "r", GWID: "g", Header: RequestHeader{V: 1, API: "getData"},
 		Args: envArgs(), ArgsJSON: j, ReplyTo: "x", Content: ContentJSON, Deadline: 1}
-	jsonAtV1 := &PortionDispatch{V: 1, RequestID: "r", PortionID: "p", RCID: "rc", API: "getData", AggID: "a",
+	jsonAtV1 := &PortionDispatch{V: 1, RequestID: "r", PortionID: 1, RCID: "rc", API: "getData", AggID: "a",
 		Range: Unbounded, Deadline: 1, ArgsJSON: j}
 	jsonAtV1Exp := &AggExpectation{V: 1, RequestID: "r", Seq: 1, API: "getData", ReplyTo: "x", Deadline: 1, ArgsJSON: j}
 	for _, v := range []Validator{both, jsonAtV1, jsonAtV1Exp} {

@@ -26,12 +26,12 @@ func BenchmarkHop(b *testing.B) {
 	for _, v := range []any{
 		&RCSubmission{V: 1, RequestID: "req", GWID: "gw-1", Header: RequestHeader{V: 1, API: "getData"}, Args: envArgs(),
 			ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentMsgpack, Deadline: envDeadline, ReceivedAt: 1},
-		&PortionDispatch{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, RCID: "rc-1", API: "getData", Args: envArgs(),
+		&PortionDispatch{V: 1, RequestID: "req", PortionID: 1, Attempt: 1, RCID: "rc-1", API: "getData", Args: envArgs(),
 			Labels: LabelSet{"region": "eu"}, Range: Unbounded, PurviewVersion: 3, ReferenceVintage: 19, AggID: "agg-1", Deadline: envDeadline},
-		&AggExpectation{V: 1, RequestID: "req", Seq: 1, API: "getData", Args: envArgs(), Expect: []PortionRef{{"p1", 1}},
+		&AggExpectation{V: 1, RequestID: "req", Seq: 1, API: "getData", Args: envArgs(), Expect: []PortionRef{{1, 1}},
 			Sealed: true, ReplyTo: "sg.gw.gw-1.answer.req", Content: ContentMsgpack, Deadline: envDeadline},
-		&PartialResult{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Status: StatusOK, Payload: payload},
-		&PortionCompletion{V: 1, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Outcome: OutcomeOK, Code: CodeOK,
+		&PartialResult{V: 1, RequestID: "req", PortionID: 1, Attempt: 1, DAPID: "d", Status: StatusOK, Payload: payload},
+		&PortionCompletion{V: 1, RequestID: "req", PortionID: 1, Attempt: 1, DAPID: "d", Outcome: OutcomeOK, Code: CodeOK,
 			PurviewVersion: 4, ReferenceVintage: 19},
 	} {
 		typ := reflect.TypeOf(v).Elem()

@@ -28,7 +28,7 @@ func fuzzSamples() []any {
 	_ = tb.AppendRow(time.Unix(1, 0), "a", "x")
 	ss := append(envSamples(), &LiveUpdate{V: LiveVersion, Table: "t", Rows: tb}, &PingArgs{Labels: LabelSelector{"region": {"eu"}}})
 	ss = append(ss, argsJSONSamples()...) // a kept corpus entry whose selector is below what follows picks what it did
-	return append(ss, &Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d", PortionID: "7", Attempt: 1,
+	return append(ss, &Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d", PortionID: 7, Attempt: 1,
 		Code: CodeBadRequest, Reason: "malformed portion dispatch"})
 }
 
@@ -366,6 +366,8 @@ func parseHeaderLines(s string) nats.Header {
 func FuzzReadHeaders(f *testing.F) {
 	f.Add("Sg-Attempt: 3\nSg-Deadline: 17\nSg-Rc: 45\nSg-Ac: ERR\nSg-Content-Type: json")
 	f.Add("Sg-Purview-Version: 18446744073709551616\nSg-Rc: -1")
+	f.Add("Sg-Portion-Id: 7\nSg-Attempt: 2")
+	f.Add("Sg-Portion-Id: 007")
 	f.Fuzz(func(t *testing.T, s string) {
 		h := parseHeaderLines(s)
 		r, err := ReadRouting(h)

@@ -204,7 +204,7 @@ type Routing struct {
 	API              string
 	AggID            string
 	RCID             string
-	PortionID        string
+	PortionID        PortionID
 	Attempt          uint32
 	PurviewVersion   uint64
 	ReferenceVintage uint64
@@ -239,7 +239,7 @@ func (r Routing) Write(h nats.Header) {
 	str(HdrAPI, r.API)
 	str(HdrAggID, r.AggID)
 	str(HdrRCID, r.RCID)
-	str(HdrPortionID, r.PortionID)
+	str(HdrPortionID, r.PortionID.String())
 	num(HdrAttempt, uint64(r.Attempt))
 	num(HdrPurviewVersion, r.PurviewVersion)
 	num(HdrReferenceVintage, r.ReferenceVintage)
@@ -260,6 +260,17 @@ func (r Routing) Write(h nats.Header) {
 	}
 }
 
+// ReadPortionID reads the Sg-Portion-Id header: 0 when absent, an error
+// naming it when it is not a portion id's wire form.
+func ReadPortionID(h nats.Header) (PortionID, error) {
+	s := h.Get(HdrPortionID)
+	id, err := ParsePortionID(s)
+	if err != nil {
+		return 0, &HeaderError{Key: HdrPortionID, Value: CutText(s, 32), Err: ErrBadHeader, Detail: err.Error()}
+	}
+	return id, nil
+}
+
 // ReadRouting parses the routing headers of h. Absent headers give zero
 // fields; a present but malformed one is an error naming it.
 func ReadRouting(h nats.Header) (Routing, error) {
@@ -268,10 +279,13 @@ func ReadRouting(h nats.Header) (Routing, error) {
 		API:       h.Get(HdrAPI),
 		AggID:     h.Get(HdrAggID),
 		RCID:      h.Get(HdrRCID),
-		PortionID: h.Get(HdrPortionID),
 		LogCorr:   h.Get(HdrLogCorr),
 	}
 	var errs []error
+	var err error
+	if r.PortionID, err = ReadPortionID(h); err != nil {
+		errs = append(errs, err)
+	}
 	if a, _, err := LookupUint(h, HdrAttempt); err != nil {
 		errs = append(errs, err)
 	} else if a > 1<<32-1 {
@@ -279,7 +293,6 @@ func ReadRouting(h nats.Header) (Routing, error) {
 	} else {
 		r.Attempt = uint32(a)
 	}
-	var err error
 	if r.PurviewVersion, _, err = LookupUint(h, HdrPurviewVersion); err != nil {
 		errs = append(errs, err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 func TestRoutingRoundTrip(t *testing.T) {
-	in := Routing{RequestID: "req-1", API: "getData", AggID: "agg-1", PortionID: "p-3", Attempt: 2,
+	in := Routing{RequestID: "req-1", API: "getData", AggID: "agg-1", PortionID: 3, Attempt: 2,
 		PurviewVersion: 7, ReferenceVintage: 19, Deadline: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC).UnixNano(),
 		LogCorr: "corr", Content: ContentMsgpack}
 	h := nats.Header{}

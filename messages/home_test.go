@@ -106,7 +106,7 @@ func TestOutcomeClassAndWire(t *testing.T) {
 		}
 	}
 	for _, o := range []Outcome{OutcomeTimeout, OutcomeRefused} {
-		m := PortionCompletion{V: PortionVersion, RequestID: "q", PortionID: "1", DAPID: "d", Outcome: o, Code: CodeErr}
+		m := PortionCompletion{V: PortionVersion, RequestID: "q", PortionID: 1, DAPID: "d", Outcome: o, Code: CodeErr}
 		if m.Validate() == nil {
 			t.Errorf("outcome %s passed validation", o)
 		}

@@ -6,6 +6,7 @@ package messages
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -19,24 +20,112 @@ const (
 	maxReplyLen       = 1024
 )
 
-// PortionRef names one attempt of one portion. A retry of a label set gives
-// its portions new attempts, so a late partial of attempt n never counts
-// for attempt n+1.
-type PortionRef struct {
-	PortionID string `msgpack:"id"`
-	Attempt   uint32 `msgpack:"att"`
+// PortionID names a portion within its request: the RC numbers them, 1, 2,
+// ... (0 is none). Its one home: the RC core numbers portions with it, and
+// every message and header carries it in its wire form, the number in
+// decimal (a msgpack string, the Sg-Portion-Id header), as the RC always
+// sent it; none is the empty string. Anything else read from the wire (a
+// sign, a leading zero, "0", a number past 64 bits, not a number) is refused
+// as it is read (ParsePortionID).
+type PortionID uint64
+
+// String is the wire form: the decimal number, "" for none.
+func (id PortionID) String() string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(id), 10)
 }
 
-func (p PortionRef) String() string { return fmt.Sprintf("%s#%d", p.PortionID, p.Attempt) }
+// appendWire appends the wire form to b.
+func (id PortionID) appendWire(b []byte) []byte {
+	if id == 0 {
+		return b
+	}
+	return strconv.AppendUint(b, uint64(id), 10)
+}
+
+// ParsePortionID reads a portion id's wire form; "" is none (0).
+func ParsePortionID(s string) (PortionID, error) { return parsePortionID(s) }
+
+// parsePortionID is ParsePortionID for a string or bytes (a decoder's,
+// not copied).
+func parsePortionID[S string | []byte](s S) (PortionID, error) {
+	if len(s) == 0 {
+		return 0, nil
+	}
+	// At most 20 digits (2^64-1), no leading zero: one id, one spelling.
+	if len(s) > 20 || s[0] == '0' {
+		return 0, fmt.Errorf("portion id %.24q: want a number 1..2^64-1 in decimal", string(s))
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("portion id %.24q: want a number 1..2^64-1 in decimal", string(s))
+		}
+		d := uint64(c - '0')
+		if n > (1<<64-1-d)/10 {
+			return 0, fmt.Errorf("portion id %.24q: above 2^64-1", string(s))
+		}
+		n = n*10 + d
+	}
+	return PortionID(n), nil
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder: the wire form, in the
+// messages that the reflection codec writes (PartialCredit, Refusal).
+func (id PortionID) EncodeMsgpack(enc *msgpack.Encoder) error {
+	var buf [20]byte
+	return enc.EncodeString(string(id.appendWire(buf[:0])))
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (id *PortionID) DecodeMsgpack(dec *msgpack.Decoder) error {
+	s, err := dec.DecodeString()
+	if err != nil {
+		return err
+	}
+	*id, err = parsePortionID(s)
+	return err
+}
+
+// MarshalText implements encoding.TextMarshaler: the wire form (JSON, logs).
+func (id PortionID) MarshalText() ([]byte, error) { return id.appendWire(nil), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (id *PortionID) UnmarshalText(b []byte) (err error) {
+	*id, err = parsePortionID(b)
+	return err
+}
+
+// PortionRef names one attempt of one portion. A retry of a label set gives
+// its portions new attempts, so a late partial of attempt n never counts
+// for attempt n+1. The RC core makes them as it dispatches: the refs it
+// tells the Agg are these.
+type PortionRef struct {
+	PortionID PortionID `msgpack:"id"`
+	Attempt   uint32    `msgpack:"att"`
+}
+
+func (p PortionRef) String() string { return fmt.Sprintf("%d#%d", p.PortionID, p.Attempt) }
 
 func validateRefs(typ, what string, refs []PortionRef) error {
 	if len(refs) > maxPortionsPerMsg {
 		return invalid(typ, "%d %s, max %d", len(refs), what, maxPortionsPerMsg)
 	}
 	for _, r := range refs {
-		if err := validateID(typ, "portion id", r.PortionID); err != nil {
+		if err := validatePortionID(typ, r.PortionID); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// validatePortionID: a message that names a portion names one (not 0).
+func validatePortionID(typ string, id PortionID) error {
+	if id == 0 {
+		return invalid(typ, "no portion id")
 	}
 	return nil
 }
@@ -47,7 +136,7 @@ func validateRefs(typ, what string, refs []PortionRef) error {
 type PortionDispatch struct {
 	V                uint8              `msgpack:"v"`
 	RequestID        string             `msgpack:"req"`
-	PortionID        string             `msgpack:"id"`
+	PortionID        PortionID          `msgpack:"id"`
 	Attempt          uint32             `msgpack:"att"`
 	RCID             string             `msgpack:"rc"` // where the completion goes (subjects.RCCompletion)
 	API              string             `msgpack:"api"`
@@ -80,11 +169,14 @@ func (m *PortionDispatch) Validate() error {
 	if err := checkArgs(typ, m.V, m.Arguments()); err != nil {
 		return err
 	}
-	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID},
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID},
 		{"RC id", m.RCID}, {"api", m.API}, {"Agg id", m.AggID}} {
 		if err := validateID(typ, id.what, id.v); err != nil {
 			return err
 		}
+	}
+	if err := validatePortionID(typ, m.PortionID); err != nil {
+		return err
 	}
 	if err := validateLabels(typ, m.Labels); err != nil {
 		return err
@@ -131,20 +223,20 @@ func (o Outcome) String() string {
 // PortionCompletion tells the RC that a portion ended. It is what frees the
 // DAP's slot, so it is sent for every dispatch, including rejected ones.
 type PortionCompletion struct {
-	V                uint8   `msgpack:"v"`
-	RequestID        string  `msgpack:"req"`
-	PortionID        string  `msgpack:"id"`
-	Attempt          uint32  `msgpack:"att"`
-	DAPID            string  `msgpack:"dap"`
-	Outcome          Outcome `msgpack:"out"`
-	Code             Code    `msgpack:"code"`              // rc: OK, RETRY, TIMEOUT, ERR, ...
-	Message          string  `msgpack:"msg,omitempty"`     // why, for ai and logs
-	PartialSent      bool    `msgpack:"sent,omitempty"`    // the partial result reached the Agg (timeout message: agg=)
-	PurviewVersion   uint64  `msgpack:"pv"`                // the DAP's current values: on RETRY the RC
-	ReferenceVintage uint64  `msgpack:"rv"`                // learns them without waiting for the event
-	Rows             int64   `msgpack:"rows,omitempty"`    // rows in the partial result, for metrics
-	Bytes            int64   `msgpack:"bytes,omitempty"`   // bytes of the partial result, for metrics
-	ElapsedNS        int64   `msgpack:"elapsed,omitempty"` // execution time on the DAP
+	V                uint8     `msgpack:"v"`
+	RequestID        string    `msgpack:"req"`
+	PortionID        PortionID `msgpack:"id"`
+	Attempt          uint32    `msgpack:"att"`
+	DAPID            string    `msgpack:"dap"`
+	Outcome          Outcome   `msgpack:"out"`
+	Code             Code      `msgpack:"code"`              // rc: OK, RETRY, TIMEOUT, ERR, ...
+	Message          string    `msgpack:"msg,omitempty"`     // why, for ai and logs
+	PartialSent      bool      `msgpack:"sent,omitempty"`    // the partial result reached the Agg (timeout message: agg=)
+	PurviewVersion   uint64    `msgpack:"pv"`                // the DAP's current values: on RETRY the RC
+	ReferenceVintage uint64    `msgpack:"rv"`                // learns them without waiting for the event
+	Rows             int64     `msgpack:"rows,omitempty"`    // rows in the partial result, for metrics
+	Bytes            int64     `msgpack:"bytes,omitempty"`   // bytes of the partial result, for metrics
+	ElapsedNS        int64     `msgpack:"elapsed,omitempty"` // execution time on the DAP
 	// Purview is the DAP's current purview, which goes with PurviewVersion: an RC that
 	// learns the version from a RETRY must learn the purview with it, or it would place
 	// a range the DAP no longer holds at a version that matches.
@@ -162,10 +254,13 @@ func (m *PortionCompletion) Validate() error {
 	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
 		return err
 	}
-	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID}, {"DAP id", m.DAPID}} {
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"DAP id", m.DAPID}} {
 		if err := validateID(typ, id.what, id.v); err != nil {
 			return err
 		}
+	}
+	if err := validatePortionID(typ, m.PortionID); err != nil {
+		return err
 	}
 	switch m.Outcome {
 	case OutcomeOK:
@@ -223,7 +318,7 @@ func (o Outcome) OnWire(code Code) (Outcome, Code) {
 type PartialResult struct {
 	V         uint8      `msgpack:"v"`
 	RequestID string     `msgpack:"req"`
-	PortionID string     `msgpack:"id"`
+	PortionID PortionID  `msgpack:"id"`
 	Attempt   uint32     `msgpack:"att"`
 	DAPID     string     `msgpack:"dap"`
 	Status    Status     `msgpack:"status"` // not OK: the DAP failed and tells the Agg, which answers the error
@@ -255,13 +350,13 @@ const MaxPartialWindows = 1 << 24
 // of the portion (a limit reached, the answer ended or failed): the DAP stops
 // sending and completes the portion.
 type PartialCredit struct {
-	V         uint8  `msgpack:"v"`
-	RequestID string `msgpack:"req"`
-	PortionID string `msgpack:"id"`
-	Attempt   uint32 `msgpack:"att"`
-	AggID     string `msgpack:"agg"`
-	Windows   uint32 `msgpack:"win"`
-	Stop      bool   `msgpack:"stop,omitempty"`
+	V         uint8     `msgpack:"v"`
+	RequestID string    `msgpack:"req"`
+	PortionID PortionID `msgpack:"id"`
+	Attempt   uint32    `msgpack:"att"`
+	AggID     string    `msgpack:"agg"`
+	Windows   uint32    `msgpack:"win"`
+	Stop      bool      `msgpack:"stop,omitempty"`
 }
 
 // Ref returns the portion's reference.
@@ -275,10 +370,13 @@ func (m *PartialCredit) Validate() error {
 	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
 		return err
 	}
-	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID}, {"Agg id", m.AggID}} {
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"Agg id", m.AggID}} {
 		if err := validateID(typ, id.what, id.v); err != nil {
 			return err
 		}
+	}
+	if err := validatePortionID(typ, m.PortionID); err != nil {
+		return err
 	}
 	if m.Windows > MaxPartialWindows {
 		return invalid(typ, "%d windows, above %d", m.Windows, MaxPartialWindows)
@@ -297,10 +395,13 @@ func (m *PartialResult) Validate() error {
 	if err := checkVersion(typ, m.V, PortionVersion); err != nil {
 		return err
 	}
-	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"portion id", m.PortionID}, {"DAP id", m.DAPID}} {
+	for _, id := range []struct{ what, v string }{{"request id", m.RequestID}, {"DAP id", m.DAPID}} {
 		if err := validateID(typ, id.what, id.v); err != nil {
 			return err
 		}
+	}
+	if err := validatePortionID(typ, m.PortionID); err != nil {
+		return err
 	}
 	if m.Window >= MaxPartialWindows {
 		return invalid(typ, "window %d, above %d", m.Window, MaxPartialWindows)

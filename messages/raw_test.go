@@ -74,7 +74,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 // decoded (a copy less of a large partial at the Agg); DecodeValid copies it,
 // so a caller that reuses its buffer is safe. Both decode the same message.
 func TestDecodeValidAliasingSharesPayload(t *testing.T) {
-	pr := PartialResult{V: PortionVersion, RequestID: "req", PortionID: "p1", Attempt: 1, DAPID: "d", Status: StatusOK,
+	pr := PartialResult{V: PortionVersion, RequestID: "req", PortionID: 1, Attempt: 1, DAPID: "d", Status: StatusOK,
 		Payload: RawMsgpack(envArgs())}
 	data, err := Encode(&pr)
 	if err != nil {

@@ -26,8 +26,8 @@ type Refusal struct {
 	Service   string `msgpack:"svc"`
 	ServiceID string `msgpack:"id"`
 	// PortionID and Attempt name the refused dispatch (a DAP's refusal).
-	PortionID string `msgpack:"portion,omitempty"`
-	Attempt   uint32 `msgpack:"attempt,omitempty"`
+	PortionID PortionID `msgpack:"portion,omitempty"`
+	Attempt   uint32    `msgpack:"attempt,omitempty"`
 	// Code is the answer the refusing service asks for: BAD_REQUEST when the
 	// request's own content is at fault, INTERNAL when a service sent what
 	// sg never sends (see RefusalCodes).
@@ -85,10 +85,10 @@ func (m *Refusal) Validate() error {
 		return err
 	}
 	if m.Service == subjects.ServiceDAP {
-		if err := validateID(typ, "portion id", m.PortionID); err != nil {
+		if err := validatePortionID(typ, m.PortionID); err != nil {
 			return err
 		}
-	} else if m.PortionID != "" || m.Attempt != 0 {
+	} else if m.PortionID != 0 || m.Attempt != 0 {
 		return invalid(typ, "an Agg's refusal names no portion")
 	}
 	if m.Code != CodeBadRequest && m.Code != CodeInternal {
@@ -130,10 +130,8 @@ func RefusalRoute(h nats.Header) (Routing, error) {
 			return r, err
 		}
 	}
-	if r.PortionID = h.Get(HdrPortionID); r.PortionID != "" {
-		if err := subjects.Validate("portion id", r.PortionID); err != nil {
-			return r, err
-		}
+	if r.PortionID, err = ReadPortionID(h); err != nil {
+		return r, err
 	}
 	a, _, err := LookupUint(h, HdrAttempt)
 	if err != nil || a > 1<<32-1 {

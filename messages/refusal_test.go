@@ -29,7 +29,7 @@ func TestRefusalReasonBound(t *testing.T) {
 }
 
 func TestRefusalValidate(t *testing.T) {
-	ok := Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d1", PortionID: "7", Attempt: 1, Code: CodeBadRequest, Reason: "r"}
+	ok := Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d1", PortionID: 7, Attempt: 1, Code: CodeBadRequest, Reason: "r"}
 	b, err := Encode(&ok)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestRefusalValidate(t *testing.T) {
 		"request id not token": func(f *Refusal) { f.RequestID = "a.b" },
 		"unknown service":      func(f *Refusal) { f.Service = "gw" },
 		"service id wildcard":  func(f *Refusal) { f.ServiceID = "*" },
-		"DAP without portion":  func(f *Refusal) { f.PortionID = "" },
+		"DAP without portion":  func(f *Refusal) { f.PortionID = 0 },
 		"Agg with a portion":   func(f *Refusal) { f.Service = "agg" },
 		"code not allowed":     func(f *Refusal) { f.Code = CodeOK },
 		"no reason":            func(f *Refusal) { f.Reason = "" },
@@ -59,9 +59,9 @@ func TestRefusalValidate(t *testing.T) {
 // tokens: an RC id is a subject to publish on.
 func TestRefusalRoute(t *testing.T) {
 	h := nats.Header{}
-	Routing{RequestID: "req", RCID: "rc-1", PortionID: "7", Attempt: 3}.Write(h)
+	Routing{RequestID: "req", RCID: "rc-1", PortionID: 7, Attempt: 3}.Write(h)
 	r, err := RefusalRoute(h)
-	if err != nil || r.RequestID != "req" || r.RCID != "rc-1" || r.PortionID != "7" || r.Attempt != 3 {
+	if err != nil || r.RequestID != "req" || r.RCID != "rc-1" || r.PortionID != 7 || r.Attempt != 3 {
 		t.Fatalf("%+v %v", r, err)
 	}
 	for name, set := range map[string][2]string{
@@ -71,6 +71,10 @@ func TestRefusalRoute(t *testing.T) {
 		"no request id":     {HdrRequestID, ""},
 		"request id spaces": {HdrRequestID, "a b"},
 		"portion wildcard":  {HdrPortionID, "*"},
+		"portion not a num": {HdrPortionID, "p7"},
+		"portion zero":      {HdrPortionID, "0"},
+		"portion leading 0": {HdrPortionID, "07"},
+		"portion past 2^64": {HdrPortionID, "18446744073709551616"},
 		"attempt not a num": {HdrAttempt, "x"},
 		"attempt too large": {HdrAttempt, "4294967296"},
 	} {
@@ -99,7 +103,7 @@ func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
 		SetString(h, HdrAPI, r.API)
 		SetString(h, HdrAggID, r.AggID)
 		SetString(h, HdrRCID, r.RCID)
-		SetString(h, HdrPortionID, r.PortionID)
+		SetString(h, HdrPortionID, r.PortionID.String())
 		if r.Attempt != 0 {
 			SetUint(h, HdrAttempt, uint64(r.Attempt))
 		}
@@ -115,7 +119,7 @@ func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
 		SetString(h, HdrLogCorr, r.LogCorr)
 		SetString(h, HdrContentType, string(r.Content))
 	}
-	full := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: "7", Attempt: 2, PurviewVersion: 3,
+	full := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: 7, Attempt: 2, PurviewVersion: 3,
 		ReferenceVintage: 4, Deadline: 5, LogCorr: "c\nd", Content: ContentJSON}
 	for _, r := range []Routing{{}, {RequestID: "req", RCID: "rc-1", LogCorr: "a\r\nb"}, full} {
 		for _, old := range []Routing{{}, full} {

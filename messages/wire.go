@@ -112,6 +112,14 @@ func (w *wireWriter) str(s string) {
 	w.b = append(w.b, s...)
 }
 
+// portionID writes the id's wire form, a str of at most 20 digits (a
+// fixstr), in place.
+func (w *wireWriter) portionID(id PortionID) {
+	at := len(w.b)
+	w.b = id.appendWire(append(w.b, 0xa0))
+	w.b[at] |= byte(len(w.b) - at - 1)
+}
+
 // bin writes b as a msgpack bin, as the reflection encoder writes a []byte.
 func (w *wireWriter) bin(b []byte) {
 	n := len(b)
@@ -182,7 +190,7 @@ func (w *wireWriter) refs(refs []PortionRef) {
 	w.arrayLen(len(refs))
 	for _, r := range refs {
 		f := w.openMap()
-		f.str("id", r.PortionID)
+		f.portionID("id", r.PortionID)
 		f.uint("att", uint64(r.Attempt))
 		f.close()
 	}
@@ -225,6 +233,8 @@ func (f *wireMap) uint(k string, v uint64) { f.key(k); f.w.uint(v) }
 func (f *wireMap) int(k string, v int64)   { f.key(k); f.w.int(v) }
 func (f *wireMap) str(k, v string)         { f.key(k); f.w.str(v) }
 func (f *wireMap) bool(k string, v bool)   { f.key(k); f.w.bool(v) }
+
+func (f *wireMap) portionID(k string, id PortionID) { f.key(k); f.w.portionID(id) }
 
 func (f *wireMap) uintOmit(k string, v uint64) {
 	if v != 0 {
@@ -576,6 +586,19 @@ func (r *wireReader) string(p *string) error {
 	return err
 }
 
+// portionID reads a portion id's wire form (a str, or nil for none) without
+// copying it; anything but the form is an error (ParsePortionID).
+func (r *wireReader) portionID(p *PortionID) error {
+	b, err := r.bytesTemp()
+	if err != nil {
+		return err
+	}
+	if *p, err = parsePortionID(b); err != nil {
+		return r.bad("%v", err)
+	}
+	return nil
+}
+
 func (r *wireReader) boolean(p *bool) error {
 	c, err := r.code()
 	switch {
@@ -743,7 +766,7 @@ func (r *wireReader) refs(p *[]PortionRef) error {
 		err = wireFields(r, &ref, "portion ref", func(k []byte) error {
 			switch string(k) {
 			case "id":
-				return r.string(&ref.PortionID)
+				return r.portionID(&ref.PortionID)
 			case "att":
 				return r.u32(&ref.Attempt)
 			}

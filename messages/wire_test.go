@@ -535,8 +535,8 @@ func TestGetDataArgsWireCompatibleWithReflection(t *testing.T) {
 // types and payloads above the pooled buffers alike, and passes fn's error on.
 func TestWithEncoded(t *testing.T) {
 	for _, v := range []any{
-		&PortionCompletion{V: PortionVersion, RequestID: "r1", PortionID: "7", DAPID: "d1", Outcome: OutcomeOK},
-		&PartialResult{V: PortionVersion, RequestID: "r1", PortionID: "7", DAPID: "d1", Payload: bytes.Repeat([]byte("x"), 2*maxPooledBuffer)},
+		&PortionCompletion{V: PortionVersion, RequestID: "r1", PortionID: 7, DAPID: "d1", Outcome: OutcomeOK},
+		&PartialResult{V: PortionVersion, RequestID: "r1", PortionID: 7, DAPID: "d1", Payload: bytes.Repeat([]byte("x"), 2*maxPooledBuffer)},
 		&PositionReport{V: JobVersion, RCID: "rc-1", ClientRequestID: "c1"},
 	} {
 		want, err := Encode(v)
@@ -562,7 +562,7 @@ func TestAppendPartialResultMatchesEncode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, more := range []bool{false, true} {
-		pr := PartialResult{V: PortionVersion, RequestID: "r1", PortionID: "p1", Attempt: 2, DAPID: "dap-1", Status: StatusOK, Window: 4, More: more}
+		pr := PartialResult{V: PortionVersion, RequestID: "r1", PortionID: 1, Attempt: 2, DAPID: "dap-1", Status: StatusOK, Window: 4, More: more}
 		got, size, err := AppendPartialResult([]byte("head"), &pr, func(enc *msgpack.Encoder) error { return enc.Encode(map[string]int{"rows": 3}) })
 		if err != nil {
 			t.Fatal(err)

@@ -308,7 +308,7 @@ func (m PortionDispatch) appendWire(w *wireWriter) {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
 	f.str("req", m.RequestID)
-	f.str("id", m.PortionID)
+	f.portionID("id", m.PortionID)
 	f.uint("att", uint64(m.Attempt))
 	f.str("rc", m.RCID)
 	f.str("api", m.API)
@@ -332,7 +332,7 @@ func (m *PortionDispatch) decodeWire(r *wireReader) error {
 		case "req":
 			return r.string(&m.RequestID)
 		case "id":
-			return r.string(&m.PortionID)
+			return r.portionID(&m.PortionID)
 		case "att":
 			return r.u32(&m.Attempt)
 		case "rc":
@@ -372,7 +372,7 @@ func (m PortionCompletion) appendWire(w *wireWriter) {
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
 	f.str("req", m.RequestID)
-	f.str("id", m.PortionID)
+	f.portionID("id", m.PortionID)
 	f.uint("att", uint64(m.Attempt))
 	f.str("dap", m.DAPID)
 	f.uint("out", uint64(m.Outcome))
@@ -398,7 +398,7 @@ func (m *PortionCompletion) decodeWire(r *wireReader) error {
 		case "req":
 			return r.string(&m.RequestID)
 		case "id":
-			return r.string(&m.PortionID)
+			return r.portionID(&m.PortionID)
 		case "att":
 			return r.u32(&m.Attempt)
 		case "dap":
@@ -454,7 +454,7 @@ func (m *PartialResult) appendFields(w *wireWriter, payload func(f *wireMap) err
 	f := w.openMap()
 	f.uint("v", uint64(m.V))
 	f.str("req", m.RequestID)
-	f.str("id", m.PortionID)
+	f.portionID("id", m.PortionID)
 	f.uint("att", uint64(m.Attempt))
 	f.str("dap", m.DAPID)
 	f.status("status", m.Status)
@@ -504,7 +504,7 @@ func (m *PartialResult) decodeWire(r *wireReader) error {
 		case "req":
 			return r.string(&m.RequestID)
 		case "id":
-			return r.string(&m.PortionID)
+			return r.portionID(&m.PortionID)
 		case "att":
 			return r.u32(&m.Attempt)
 		case "dap":

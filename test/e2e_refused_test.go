@@ -136,20 +136,24 @@ func TestForgedRefusalsAreDropped(t *testing.T) {
 	ch := sys.getDataAsync(refusedArgs, messages.Opts{TimeoutMS: refusedTimeout.Milliseconds()})
 	natstest.Receive(t, gated.started, "the portion to start", refusedWithin)
 	m := receiveMsg(t, dispatches, "dispatch")
-	req, portion := m.Header.Get(messages.HdrRequestID), m.Header.Get(messages.HdrPortionID)
+	req := m.Header.Get(messages.HdrRequestID)
+	portion, err := messages.ReadPortionID(m.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
 	attempt, _ := strconv.Atoi(m.Header.Get(messages.HdrAttempt))
-	refusal := func(by, id, portion string, attempt int) messages.Refusal {
+	refusal := func(by, id string, portion messages.PortionID, attempt int) messages.Refusal {
 		f := messages.NewRefusal(req, by, id, messages.CodeBadRequest, "forged")
 		f.PortionID, f.Attempt = portion, uint32(attempt)
 		return f
 	}
-	unknown := refusal("agg", "agg-1", "", 0)
+	unknown := refusal("agg", "agg-1", 0, 0)
 	unknown.RequestID = "no-such-request"
 	forged := []messages.Refusal{
-		refusal("agg", "agg-2", "", 0),             // not the request's Agg
-		refusal("dap", "d2", portion, attempt),     // not the DAP it was sent to
-		refusal("dap", "d1", portion, attempt+1),   // an attempt never dispatched
-		refusal("dap", "d1", portion+"0", attempt), // a portion never dispatched
+		refusal("agg", "agg-2", 0, 0),             // not the request's Agg
+		refusal("dap", "d2", portion, attempt),    // not the DAP it was sent to
+		refusal("dap", "d1", portion, attempt+1),  // an attempt never dispatched
+		refusal("dap", "d1", portion*10, attempt), // a portion never dispatched
 		unknown, // no such request
 	}
 	for _, f := range forged {

@@ -180,9 +180,9 @@ func TestHostileClient(t *testing.T) {
 	deadline := time.Now().Add(time.Minute).UnixNano()
 	sub := messages.RCSubmission{V: 1, RequestID: "evil", GWID: "gw-evil", Header: messages.RequestHeader{V: 1, API: "getData"},
 		Args: enc(messages.GetDataArgs{Table: "trade"}), ReplyTo: "_INBOX.hostile.y", Content: messages.ContentMsgpack, Deadline: deadline, ReceivedAt: 1}
-	partial := messages.PartialResult{V: 1, RequestID: "evil", PortionID: "p", DAPID: realDAP, Status: messages.StatusOK, Payload: hugeTablesMsg}
+	partial := messages.PartialResult{V: 1, RequestID: "evil", PortionID: 1, DAPID: realDAP, Status: messages.StatusOK, Payload: hugeTablesMsg}
 	exp := messages.AggExpectation{V: 1, RequestID: "evil", Seq: 1, API: "getData", Args: enc(messages.GetDataArgs{Table: "trade"}),
-		Expect: []messages.PortionRef{{PortionID: "p", Attempt: 0}}, Sealed: true, ReplyTo: "_INBOX.hostile.z", Deadline: deadline}
+		Expect: []messages.PortionRef{{PortionID: 1, Attempt: 0}}, Sealed: true, ReplyTo: "_INBOX.hostile.z", Deadline: deadline}
 	chunkHeaders := func(index, count, total string) nats.Header {
 		hdr := nats.Header{}
 		hdr.Set(messages.HdrChunkStream, "evil-"+index+count+total)

@@ -26,7 +26,7 @@ func TestMergedAnswerInEitherOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs := []messages.PortionRef{ref("a", 1), ref("b", 1), ref("c", 1)}
+	refs := []messages.PortionRef{ref(1, 1), ref(2, 1), ref(3, 1)}
 	for _, expectFirst := range []bool{true, false} {
 		t.Run(fmt.Sprint("expectFirst=", expectFirst), func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -63,22 +63,22 @@ func TestMergedAnswerInEitherOrder(t *testing.T) {
 func TestSupersededAndUnexpectedPartialsIgnored(t *testing.T) {
 	enc, dec := partials(t, aggArgs, demo.Config{Seed: 2})
 	e := newEnv(t, nil)
-	x := expectation("req1", subjects.APIGetData, aggArgs, ref("a", 1), ref("b", 1))
+	x := expectation("req1", subjects.APIGetData, aggArgs, ref(1, 1), ref(2, 1))
 	x.Sealed = false
 	e.expect(x)
-	e.partial(okPartial("req1", ref("b", 1), "dap-old", enc[2])) // the attempt to be superseded
-	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[0]))
-	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[2])) // a duplicate of a: ignored
+	e.partial(okPartial("req1", ref(2, 1), "dap-old", enc[2])) // the attempt to be superseded
+	e.partial(okPartial("req1", ref(1, 1), "dap0", enc[0]))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", enc[2])) // a duplicate of a: ignored
 	// Seq 3 before Seq 2: held until Seq 2 comes.
 	x3 := x
 	x3.Seq, x3.Expect, x3.Supersede, x3.Sealed = 3, nil, nil, true
 	e.expect(x3)
 	x2 := x
-	x2.Seq, x2.Expect, x2.Supersede = 2, []messages.PortionRef{ref("b", 2)}, []messages.PortionRef{ref("b", 1)}
+	x2.Seq, x2.Expect, x2.Supersede = 2, []messages.PortionRef{ref(2, 2)}, []messages.PortionRef{ref(2, 1)}
 	e.expect(x2)
-	e.partial(okPartial("req1", ref("b", 1), "dap-old", enc[2]))  // late, superseded
-	e.partial(okPartial("req1", ref("z", 1), "dap-lost", enc[2])) // never expected
-	e.partial(okPartial("req1", ref("b", 2), "dap1", enc[1]))
+	e.partial(okPartial("req1", ref(2, 1), "dap-old", enc[2]))   // late, superseded
+	e.partial(okPartial("req1", ref(26, 1), "dap-lost", enc[2])) // never expected
+	e.partial(okPartial("req1", ref(2, 2), "dap1", enc[1]))
 	resp, _ := e.answer()
 	want, _ := merge.Merge(aggArgs, dec[:2])
 	if got := decodeTable(t, resp.Payload); !reflect.DeepEqual(got, want) {
@@ -94,9 +94,9 @@ func TestSupersededAndUnexpectedPartialsIgnored(t *testing.T) {
 func TestDAPErrorIsAnswered(t *testing.T) {
 	enc, _ := partials(t, aggArgs, demo.Config{Seed: 3})
 	e := newEnv(t, nil)
-	e.expect(expectation("req1", subjects.APIGetData, aggArgs, ref("a", 1), ref("b", 1), ref("c", 1)))
-	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[0]))
-	bad := okPartial("req1", ref("b", 1), "dap1", nil)
+	e.expect(expectation("req1", subjects.APIGetData, aggArgs, ref(1, 1), ref(2, 1), ref(3, 1)))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", enc[0]))
+	bad := okPartial("req1", ref(2, 1), "dap1", nil)
 	bad.Status = messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "unknown column: %q", "nope")
 	e.partial(bad)
 	resp, h := e.answer()
@@ -109,13 +109,13 @@ func TestDAPErrorIsAnswered(t *testing.T) {
 		t.Fatalf("AggDone %+v", d)
 	}
 	// An error partial that is not expected (a superseded attempt's) fails nothing.
-	x := expectation("req2", subjects.APIGetData, aggArgs, ref("a", 2))
-	x.Supersede = []messages.PortionRef{ref("a", 1)}
+	x := expectation("req2", subjects.APIGetData, aggArgs, ref(1, 2))
+	x.Supersede = []messages.PortionRef{ref(1, 1)}
 	e.expect(x)
 	old := bad
-	old.RequestID, old.PortionID, old.Attempt = "req2", "a", 1
+	old.RequestID, old.PortionID, old.Attempt = "req2", 1, 1
 	e.partial(old)
-	e.partial(okPartial("req2", ref("a", 2), "dap0", enc[0]))
+	e.partial(okPartial("req2", ref(1, 2), "dap0", enc[0]))
 	if resp, _ := e.answer(); resp.Header.RequestID != "req2" || !resp.Header.IsOK() {
 		t.Fatalf("answer %+v", resp.Header)
 	}
@@ -127,7 +127,7 @@ func TestJSONEnvelope(t *testing.T) {
 	want, _ := merge.Merge(args, dec)
 	wantRows, _ := want.MarshalJSON()
 	e := newEnv(t, nil)
-	x := expectation("req1", subjects.APIGetData, args, ref("a", 1), ref("b", 1), ref("c", 1))
+	x := expectation("req1", subjects.APIGetData, args, ref(1, 1), ref(2, 1), ref(3, 1))
 	x.Content = messages.ContentJSON
 	x.AnswerID = "caller-1" // the envelope names the caller's id; the routing headers the drive's
 	e.expect(x)
@@ -159,7 +159,7 @@ func TestJSONEnvelope(t *testing.T) {
 
 func TestPingAnswersOneBooleanPerDAP(t *testing.T) {
 	e := newEnv(t, nil)
-	refs := []messages.PortionRef{ref("a", 1), ref("b", 1), ref("c", 1)}
+	refs := []messages.PortionRef{ref(1, 1), ref(2, 1), ref(3, 1)}
 	e.expect(expectation("req1", subjects.APIPing, nil, refs...))
 	for i, dap := range []string{"dap-us", "dap-eu", "dap-us"} {
 		e.partial(okPartial("req1", refs[i], dap, []byte{0xc3}))
@@ -205,7 +205,7 @@ func TestLargeAnswerIsChunked(t *testing.T) {
 	args, enc, dec := bigPartials(t)
 	want, _ := merge.Merge(args, dec)
 	e := newEnv(t, nil)
-	refs := []messages.PortionRef{ref("a", 1), ref("b", 1), ref("c", 1)}
+	refs := []messages.PortionRef{ref(1, 1), ref(2, 1), ref(3, 1)}
 	e.expect(expectation("req1", subjects.APIGetData, args, refs...))
 	for i, b := range enc {
 		e.partial(okPartial("req1", refs[i], "dap", b))
@@ -226,10 +226,10 @@ func TestTooLarge(t *testing.T) {
 
 	// The partials pass the limit while buffered: TOO_LARGE without waiting for the rest.
 	e := newEnv(t, func(c *Config) { c.MaxAnswerBytes = int64(len(enc[0]) + len(enc[1]) - 1) })
-	x := expectation("req1", subjects.APIGetData, args, ref("a", 1), ref("b", 1), ref("c", 1))
+	x := expectation("req1", subjects.APIGetData, args, ref(1, 1), ref(2, 1), ref(3, 1))
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dap", enc[0]))
-	e.partial(okPartial("req1", ref("b", 1), "dap", enc[1]))
+	e.partial(okPartial("req1", ref(1, 1), "dap", enc[0]))
+	e.partial(okPartial("req1", ref(2, 1), "dap", enc[1]))
 	resp, _ := e.answer()
 	if resp.Header.RC != messages.CodeTooLarge || !strings.Contains(resp.Header.AI, "limit") ||
 		!strings.Contains(resp.Header.AI, messages.HdrAcceptStream+": 1") {
@@ -258,8 +258,8 @@ func TestTooLarge(t *testing.T) {
 	// A chunked partial announcing more than the limit is refused at its first chunk.
 	args, big, _ := bigPartials(t)
 	e = newEnv(t, func(c *Config) { c.MaxAnswerBytes = 1 << 20 })
-	e.expect(expectation("req1", subjects.APIGetData, args, ref("a", 1)))
-	e.partial(okPartial("req1", ref("a", 1), "dap", big[0]))
+	e.expect(expectation("req1", subjects.APIGetData, args, ref(1, 1)))
+	e.partial(okPartial("req1", ref(1, 1), "dap", big[0]))
 	if resp, _ := e.answer(); resp.Header.RC != messages.CodeTooLarge {
 		t.Fatalf("answer %+v", resp.Header)
 	}
@@ -269,16 +269,16 @@ func TestTooLarge(t *testing.T) {
 // second request, through the same subscriptions after them, proves they were handled.
 func TestAnsweredOnce(t *testing.T) {
 	e := newEnv(t, nil)
-	x := expectation("req1", subjects.APIPing, nil, ref("a", 1))
+	x := expectation("req1", subjects.APIPing, nil, ref(1, 1))
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", []byte{0xc3}))
 	if resp, _ := e.answer(); resp.Header.RequestID != "req1" {
 		t.Fatalf("answer %+v", resp.Header)
 	}
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dap0", []byte{0xc3}))
-	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
-	e.partial(okPartial("req2", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", []byte{0xc3}))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref(1, 1)))
+	e.partial(okPartial("req2", ref(1, 1), "dap0", []byte{0xc3}))
 	if resp, _ := e.answer(); resp.Header.RequestID != "req2" {
 		t.Fatalf("second answer is for %s, want req2", resp.Header.RequestID)
 	}
@@ -294,26 +294,26 @@ func TestCancelAndDeadline(t *testing.T) {
 	e := newEnv(t, nil)
 	marker := func(id string) {
 		t.Helper()
-		e.expect(expectation(id, subjects.APIPing, nil, ref("m", 1)))
-		e.partial(okPartial(id, ref("m", 1), "dap0", []byte{0xc3}))
+		e.expect(expectation(id, subjects.APIPing, nil, ref(13, 1)))
+		e.partial(okPartial(id, ref(13, 1), "dap0", []byte{0xc3}))
 		if resp, _ := e.answer(); resp.Header.RequestID != id {
 			t.Fatalf("answer for %s, want the marker %s", resp.Header.RequestID, id)
 		}
 	}
-	x := expectation("req1", subjects.APIPing, nil, ref("a", 1), ref("b", 1))
+	x := expectation("req1", subjects.APIPing, nil, ref(1, 1), ref(2, 1))
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", []byte{0xc3}))
 	cancel := x
 	cancel.Seq, cancel.Expect, cancel.Cancel = 2, nil, true
 	e.expect(cancel)
 	marker("m1")
-	e.partial(okPartial("req1", ref("b", 1), "dap1", []byte{0xc3}))
+	e.partial(okPartial("req1", ref(2, 1), "dap1", []byte{0xc3}))
 
-	late := expectation("req2", subjects.APIPing, nil, ref("a", 1))
+	late := expectation("req2", subjects.APIPing, nil, ref(1, 1))
 	late.Deadline = time.Now().Add(-time.Millisecond).UnixNano()
 	e.expect(late)
 	marker("m2")
-	e.partial(okPartial("req2", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("req2", ref(1, 1), "dap0", []byte{0xc3}))
 	marker("m3")
 	if s := e.agg.Stats(); s.Answered != 3 || s.Expired != 1 || s.Discarded != 3 || s.Pending != 0 {
 		t.Fatalf("stats %+v", s)
@@ -324,15 +324,15 @@ func TestCancelAndDeadline(t *testing.T) {
 // sweep and a partial after it answers nothing.
 func TestDeadlinePassesWhileWaiting(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PartialTTL = 40 * time.Millisecond })
-	x := expectation("req1", subjects.APIPing, nil, ref("a", 1), ref("b", 1))
+	x := expectation("req1", subjects.APIPing, nil, ref(1, 1), ref(2, 1))
 	x.Deadline = time.Now().Add(50 * time.Millisecond).UnixNano()
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", []byte{0xc3}))
 	timer := time.NewTimer(time.Until(time.Unix(0, x.Deadline))) // waits for the clock, the condition under test
 	<-timer.C
-	e.partial(okPartial("req1", ref("b", 1), "dap1", []byte{0xc3}))
-	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
-	e.partial(okPartial("req2", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("req1", ref(2, 1), "dap1", []byte{0xc3}))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref(1, 1)))
+	e.partial(okPartial("req2", ref(1, 1), "dap0", []byte{0xc3}))
 	if resp, _ := e.answer(); resp.Header.RequestID != "req2" {
 		t.Fatalf("answer for %s after its deadline", resp.Header.RequestID)
 	}
@@ -359,11 +359,11 @@ func TestMalformedInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Invalid but decodable: wrong version, empty reply.
-	x := expectation("req1", subjects.APIPing, nil, ref("a", 1))
+	x := expectation("req1", subjects.APIPing, nil, ref(1, 1))
 	x.V, x.ReplyTo = 9, ""
 	e.expect(x)
-	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
-	e.partial(okPartial("req2", ref("a", 1), "dap0", []byte{0xc3}))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref(1, 1)))
+	e.partial(okPartial("req2", ref(1, 1), "dap0", []byte{0xc3}))
 	if resp, _ := e.answer(); resp.Header.RequestID != "req2" || !resp.Header.IsOK() {
 		t.Fatalf("answer %+v", resp.Header)
 	}
@@ -393,19 +393,19 @@ func TestRetryAfterPartialsCameCountsOnce(t *testing.T) {
 	args.Agg = append(append([]messages.AggSpec(nil), aggArgs.Agg...), messages.AggSpec{Name: "vol", Func: messages.AggSum, Column: "price"})
 	enc, dec := partials(t, args, demo.Config{Seed: 4})
 	e := newEnv(t, nil)
-	x := expectation("req1", subjects.APIGetData, args, ref("a", 1), ref("b", 1), ref("c", 1))
+	x := expectation("req1", subjects.APIGetData, args, ref(1, 1), ref(2, 1), ref(3, 1))
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[0]))
-	e.partial(okPartial("req1", ref("b", 1), "dap1", enc[1]))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", enc[0]))
+	e.partial(okPartial("req1", ref(2, 1), "dap1", enc[1]))
 	waitHeld(t, e.agg, "req1", 2, int64(len(enc[0])+len(enc[1])))
 	x2 := x
-	x2.Seq, x2.Expect, x2.Supersede, x2.Sealed = 2, []messages.PortionRef{ref("a", 2), ref("b", 2)}, []messages.PortionRef{ref("a", 1), ref("b", 1)}, false
+	x2.Seq, x2.Expect, x2.Supersede, x2.Sealed = 2, []messages.PortionRef{ref(1, 2), ref(2, 2)}, []messages.PortionRef{ref(1, 1), ref(2, 1)}, false
 	e.expect(x2)
 	waitHeld(t, e.agg, "req1", 0, 0)
-	e.partial(okPartial("req1", ref("a", 1), "dap0", enc[0])) // late, superseded
-	e.partial(okPartial("req1", ref("c", 1), "dap2", enc[2]))
-	e.partial(okPartial("req1", ref("a", 2), "dap3", enc[0]))
-	e.partial(okPartial("req1", ref("b", 2), "dap4", enc[1]))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", enc[0])) // late, superseded
+	e.partial(okPartial("req1", ref(3, 1), "dap2", enc[2]))
+	e.partial(okPartial("req1", ref(1, 2), "dap3", enc[0]))
+	e.partial(okPartial("req1", ref(2, 2), "dap4", enc[1]))
 	x3 := x
 	x3.Seq, x3.Expect, x3.Sealed = 3, nil, true
 	e.expect(x3)

@@ -95,8 +95,8 @@ func TestSmallAnswersNeedNoAnswerer(t *testing.T) {
 		{big, 1}, // not a table: answered with an error, by an answerer
 	} {
 		id := fmt.Sprint("req-", len(c.payload))
-		e.expect(expectation(id, subjects.APIGetData, aggArgs, ref("a", 1)))
-		e.partial(okPartial(id, ref("a", 1), "dap0", c.payload))
+		e.expect(expectation(id, subjects.APIGetData, aggArgs, ref(1, 1)))
+		e.partial(okPartial(id, ref(1, 1), "dap0", c.payload))
 		if resp, _ := e.answer(); resp.Header.RequestID != id {
 			t.Fatalf("answer for %q, want %q", resp.Header.RequestID, id)
 		}

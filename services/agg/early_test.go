@@ -45,13 +45,13 @@ func TestEarlyDecodesStayWithinABoundOnHeldBytes(t *testing.T) {
 	// with each other: a ping answered after its expectation and partial
 	// says that what came before each on its subject has been taken.
 	synced := func(id string) {
-		e.expect(expectation(id, subjects.APIPing, nil, ref(id, 1)))
-		e.partial(okPartial(id, ref(id, 1), "dap1", []byte{0xc3}))
+		e.expect(expectation(id, subjects.APIPing, nil, ref(1, 1)))
+		e.partial(okPartial(id, ref(1, 1), "dap1", []byte{0xc3}))
 		if resp, _ := e.answer(); resp.Header.RequestID != id {
 			t.Fatalf("answer %+v, want %s's", resp.Header, id)
 		}
 	}
-	r := ref("p0", 1)
+	r := ref(100, 1)
 	e.expect(expectation("h1", subjects.APIGetData, messages.GetDataArgs{Table: "t"}, r))
 	synced("z1") // h1's expectation is known: its windows are gathered whole
 	for i, win := range wins[:windows-1] {

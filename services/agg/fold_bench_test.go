@@ -55,7 +55,7 @@ func benchmarkAggregateAnswer(b *testing.B, n int) {
 		id := fmt.Sprint("r", i)
 		refs := make([]messages.PortionRef, n)
 		for p := range refs {
-			refs[p] = ref(fmt.Sprint("p", p), 1)
+			refs[p] = ref(messages.PortionID(p+1), 1)
 		}
 		x := expectation(id, subjects.APIGetData, foldArgs, refs...)
 		if err := publishOn(nc, subj.AggExpect("agg1"), &x, nil); err != nil {

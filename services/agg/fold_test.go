@@ -192,7 +192,7 @@ func testAggregatesFoldedAsTheyCome(t *testing.T, json bool) {
 			size, syms = 600, 200 // above foldInlineBytes: folded on an answerer
 		}
 		b, p := randomPart(t, rng, size, syms, int64(i)*500)
-		enc, dec, refs = append(enc, b), append(dec, p), append(refs, ref(fmt.Sprint("p", i), 1))
+		enc, dec, refs = append(enc, b), append(dec, p), append(refs, ref(messages.PortionID(i+1), 1))
 	}
 	if len(enc[0]) <= foldInlineBytes || len(enc[1]) > foldInlineBytes {
 		t.Fatalf("partials of %d and %d bytes: want one above and one within %d", len(enc[0]), len(enc[1]), foldInlineBytes)
@@ -275,8 +275,8 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 			folds := watchFolds(e.t, e.agg)
 			ids := []string{"a", "b", "c"}
 			var refs1 []messages.PortionRef
-			for _, id := range ids {
-				refs1 = append(refs1, ref(id, 1))
+			for i := range ids {
+				refs1 = append(refs1, ref(messages.PortionID(i+1), 1))
 			}
 			x := expectation("req1", tc.api, foldArgs, refs1...)
 			x.Sealed = false
@@ -291,7 +291,7 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 			for i, p := range tc.first {
 				if p2, ok := tc.second[i]; ok {
 					x2.Supersede = append(x2.Supersede, refs1[i])
-					x2.Expect = append(x2.Expect, ref(ids[i], 2))
+					x2.Expect = append(x2.Expect, ref(messages.PortionID(i+1), 2))
 					survivors = append(survivors, p2.dec)
 				} else {
 					survivors = append(survivors, p.dec)
@@ -302,7 +302,7 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 			n := 3 + tc.refolded
 			for i := range 3 {
 				if p2, ok := tc.second[i]; ok {
-					e.partial(okPartial("req1", ref(ids[i], 2), "dap-new", p2.enc))
+					e.partial(okPartial("req1", ref(messages.PortionID(i+1), 2), "dap-new", p2.enc))
 					n++
 					folds.until(uint64(n))
 				}
@@ -333,8 +333,8 @@ func TestRetryAfterFoldsCountsSurvivorsOnce(t *testing.T) {
 // expectation and partial.
 func (e *env) synced(id string) {
 	e.t.Helper()
-	e.expect(expectation(id, subjects.APIPing, nil, ref(id, 1)))
-	e.partial(okPartial(id, ref(id, 1), "dap1", []byte{0xc3}))
+	e.expect(expectation(id, subjects.APIPing, nil, ref(1, 1)))
+	e.partial(okPartial(id, ref(1, 1), "dap1", []byte{0xc3}))
 	if resp, _ := e.answer(); resp.Header.RequestID != id {
 		e.t.Fatalf("answer %+v, want %s's", resp.Header, id)
 	}
@@ -349,19 +349,19 @@ func TestOnlyCountedPartialsAreFolded(t *testing.T) {
 	aEnc, aDec := randomPart(t, rng, 30, 8, 0)
 	bEnc, bDec := randomPart(t, rng, 30, 8, 0)
 	e := newEnv(t, nil)
-	x := expectation("req1", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1))
+	x := expectation("req1", subjects.APIGetData, foldArgs, ref(1, 1), ref(2, 1))
 	x.Sealed = false
 	e.expect(x)
-	e.partial(okPartial("req1", ref("z", 1), "dap-lost", extreme)) // never expected
-	e.partial(okPartial("req1", ref("a", 1), "dap0", aEnc))
+	e.partial(okPartial("req1", ref(26, 1), "dap-lost", extreme)) // never expected
+	e.partial(okPartial("req1", ref(1, 1), "dap0", aEnc))
 	x2 := x
-	x2.Seq, x2.Expect, x2.Supersede = 2, []messages.PortionRef{ref("b", 2)}, []messages.PortionRef{ref("b", 1)}
+	x2.Seq, x2.Expect, x2.Supersede = 2, []messages.PortionRef{ref(2, 2)}, []messages.PortionRef{ref(2, 1)}
 	e.expect(x2)
 	e.synced("s1")
 	if s := e.agg.Stats(); s.Folded != 1 {
 		t.Fatalf("%d folded, want a#1's only", s.Folded)
 	}
-	e.partial(okPartial("req1", ref("b", 1), "dap1", extreme)) // late, superseded
+	e.partial(okPartial("req1", ref(2, 1), "dap1", extreme)) // late, superseded
 	e.synced("s2")
 	if s := e.agg.Stats(); s.Folded != 1 {
 		t.Fatalf("%d folded, want a#1's only", s.Folded)
@@ -370,7 +370,7 @@ func TestOnlyCountedPartialsAreFolded(t *testing.T) {
 	x3.Seq, x3.Expect, x3.Sealed = 3, nil, true
 	e.expect(x3)
 	e.synced("s3")
-	e.partial(okPartial("req1", ref("b", 2), "dap1", bEnc)) // completes the request
+	e.partial(okPartial("req1", ref(2, 2), "dap1", bEnc)) // completes the request
 	if got, want := e.answerTable("req1"), mustMerge(t, aDec, bDec); !sameAnswer(t, got, want) {
 		t.Fatalf("answer\n%v\nis not the merge of a#1 and b#2\n%v", got, want)
 	}
@@ -420,7 +420,7 @@ func TestBadPartialAnswersAsBefore(t *testing.T) {
 		args messages.GetDataArgs // the request's
 		want string               // in the status's ai
 	}{
-		{"undecodable", []byte{0xa1, 0x78}, foldArgs, "partial result of portion b#1 from DAP dap1: invalid partial result"},
+		{"undecodable", []byte{0xa1, 0x78}, foldArgs, "partial result of portion 2#1 from DAP dap1: invalid partial result"},
 		{"sum of a symbol", symbolSum, foldArgs, "aggregation does not apply to column type"},
 		{"input types differ", intTyped, foldArgs, "merge: partial 1: partial results do not match: key or input types differ"},
 		{"another aggregation", good, renamed, "merge: partial 0: partial results do not match: agg 0"},
@@ -429,11 +429,11 @@ func TestBadPartialAnswersAsBefore(t *testing.T) {
 			for _, folded := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/badFirst=%t/folded=%t", tc.name, badFirst, folded), func(t *testing.T) {
 					e := newEnv(t, nil)
-					x := expectation("req1", subjects.APIGetData, tc.args, ref("a", 1), ref("b", 1), ref("c", 1))
+					x := expectation("req1", subjects.APIGetData, tc.args, ref(1, 1), ref(2, 1), ref(3, 1))
 					x.Sealed = !folded // unsealed: each is folded as it comes
 					e.expect(x)
-					ps := []messages.PartialResult{okPartial("req1", ref("a", 1), "dap0", good),
-						okPartial("req1", ref("b", 1), "dap1", tc.bad), okPartial("req1", ref("c", 1), "dap2", other)}
+					ps := []messages.PartialResult{okPartial("req1", ref(1, 1), "dap0", good),
+						okPartial("req1", ref(2, 1), "dap1", tc.bad), okPartial("req1", ref(3, 1), "dap2", other)}
 					order := []int{0, 1, 2}
 					if badFirst {
 						order = []int{1, 2, 0}
@@ -486,7 +486,7 @@ func TestFoldsWhileSupersedesCome(t *testing.T) {
 		x2 := expectation(id, subjects.APIGetData, foldArgs)
 		x2.Seq, x2.Sealed = 2, true
 		for i := range n {
-			refs1[i] = ref(fmt.Sprint("p", i), 1)
+			refs1[i] = ref(messages.PortionID(i+1), 1)
 			syms := 8
 			if i%4 == 0 {
 				syms = 200 // above foldInlineBytes: folded on an answerer
@@ -558,7 +558,7 @@ func TestFoldsStayWithinABoundOnHeldBytes(t *testing.T) {
 	held, within := 0, 0
 	for i := range n {
 		b, p := randomPart(t, rng, 30, 8, 0)
-		refs, enc, dec = append(refs, ref(fmt.Sprint("p", i), 1)), append(enc, b), append(dec, p)
+		refs, enc, dec = append(refs, ref(messages.PortionID(i+1), 1)), append(enc, b), append(dec, p)
 		if held += len(b); held <= bound {
 			within++
 		}
@@ -600,12 +600,12 @@ func TestLargePartialNotFoldedInline(t *testing.T) {
 		t.Fatalf("partials of %d and %d bytes: want one small, one large", len(small), len(large))
 	}
 	r := newRequest("x", time.Now())
-	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref(1, 1), ref(2, 1)))
 	a.mu.Lock()
-	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
-	run := a.foldArrivedLocked(r, ref("a", 1))
-	r.partials[ref("b", 1)] = okPartial("x", ref("b", 1), "dapb", large)
-	if a.foldArrivedLocked(r, ref("b", 1)) != nil {
+	r.partials[ref(1, 1)] = okPartial("x", ref(1, 1), "dapa", small)
+	run := a.foldArrivedLocked(r, ref(1, 1))
+	r.partials[ref(2, 1)] = okPartial("x", ref(2, 1), "dapb", large)
+	if a.foldArrivedLocked(r, ref(2, 1)) != nil {
 		t.Error("a second runner was started")
 	}
 	a.mu.Unlock()
@@ -615,7 +615,7 @@ func TestLargePartialNotFoldedInline(t *testing.T) {
 	run()
 	r.fold.mu.Lock()
 	defer r.fold.mu.Unlock()
-	if !r.fold.folded[ref("a", 1)] || r.fold.claimed[ref("b", 1)] {
+	if !r.fold.folded[ref(1, 1)] || r.fold.claimed[ref(2, 1)] {
 		t.Fatalf("folded %v, claimed %v: want the small partial folded inline, the large one left to the answer",
 			r.fold.folded, r.fold.claimed)
 	}
@@ -631,20 +631,20 @@ func TestSupersedesRefoldOnce(t *testing.T) {
 	b, bDec := randomPart(t, rng, 30, 8, 0)
 	c, cDec := randomPart(t, rng, 30, 8, 0)
 	a, aDec := randomPart(t, rng, 30, 8, 0)
-	x := expectation("req1", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1), ref("c", 1))
+	x := expectation("req1", subjects.APIGetData, foldArgs, ref(1, 1), ref(2, 1), ref(3, 1))
 	x.Sealed = false
 	e.expect(x)
-	e.partial(okPartial("req1", ref("a", 1), "dapa", a))
-	e.partial(okPartial("req1", ref("b", 1), "dapb", b))
-	e.partial(okPartial("req1", ref("c", 1), "dapc", c))
+	e.partial(okPartial("req1", ref(1, 1), "dapa", a))
+	e.partial(okPartial("req1", ref(2, 1), "dapb", b))
+	e.partial(okPartial("req1", ref(3, 1), "dapc", c))
 	folds.until(3)
 	const retries = 5
 	n := uint64(3)
 	for k := uint32(1); k <= retries; k++ {
 		xk := x
-		xk.Seq, xk.Expect, xk.Supersede = k+1, []messages.PortionRef{ref("a", k+1)}, []messages.PortionRef{ref("a", k)}
+		xk.Seq, xk.Expect, xk.Supersede = k+1, []messages.PortionRef{ref(1, k+1)}, []messages.PortionRef{ref(1, k)}
 		e.expect(xk)
-		e.partial(okPartial("req1", ref("a", k+1), "dapa", a))
+		e.partial(okPartial("req1", ref(1, k+1), "dapa", a))
 		n++ // a's new attempt
 		if k == 1 {
 			n += 2 // b and c, folded again on the first reset only
@@ -670,17 +670,17 @@ func TestFoldsEndWithRun(t *testing.T) {
 	a := e.agg
 	folds := watchFolds(e.t, e.agg)
 	small, _ := aggPart(t, foldRow{"a", 1, 1})
-	x := expectation("held", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1))
+	x := expectation("held", subjects.APIGetData, foldArgs, ref(1, 1), ref(2, 1))
 	x.Sealed = false
 	e.expect(x)
-	e.partial(okPartial("held", ref("a", 1), "dapa", small))
+	e.partial(okPartial("held", ref(1, 1), "dapa", small))
 	folds.until(1)
 
 	r := newRequest("x", time.Now())
-	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref(1, 1), ref(2, 1)))
 	a.mu.Lock()
-	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
-	run := a.foldArrivedLocked(r, ref("a", 1))
+	r.partials[ref(1, 1)] = okPartial("x", ref(1, 1), "dapa", small)
+	run := a.foldArrivedLocked(r, ref(1, 1))
 	a.mu.Unlock()
 	if run == nil {
 		t.Fatal("the small partial was not folded inline")
@@ -718,12 +718,12 @@ func TestAnsweredRequestMakesNoFold(t *testing.T) {
 	a := e.agg
 	small, _ := aggPart(t, foldRow{"a", 1, 1})
 	r := newRequest("x", time.Now())
-	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref("a", 1), ref("b", 1)))
+	r.expectation(expectation("x", subjects.APIGetData, foldArgs, ref(1, 1), ref(2, 1)))
 	r.answering = true
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r.partials[ref("a", 1)] = okPartial("x", ref("a", 1), "dapa", small)
-	if a.foldArrivedLocked(r, ref("a", 1)) != nil || a.foldExpectedLocked(r) != nil || r.fold != nil || r.foldKnown {
+	r.partials[ref(1, 1)] = okPartial("x", ref(1, 1), "dapa", small)
+	if a.foldArrivedLocked(r, ref(1, 1)) != nil || a.foldExpectedLocked(r) != nil || r.fold != nil || r.foldKnown {
 		t.Fatalf("a fold was made (%v) for a request being answered", r.fold != nil)
 	}
 }

@@ -175,7 +175,7 @@ func expectation(req, api string, args any, refs ...messages.PortionRef) message
 		Deadline: time.Now().Add(time.Minute).UnixNano(), LogCorr: "corr-" + req}
 }
 
-func ref(id string, attempt uint32) messages.PortionRef {
+func ref(id messages.PortionID, attempt uint32) messages.PortionRef {
 	return messages.PortionRef{PortionID: id, Attempt: attempt}
 }
 

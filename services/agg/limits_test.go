@@ -31,10 +31,10 @@ func TestAggLimits(t *testing.T) {
 		}
 		return b
 	}
-	e.expect(expectation("req1", subjects.APIPing, nil, ref("a", 1), ref("b", 1)))
-	e.partial(okPartial("req1", ref("a", 1), "dap0", blob(600)))
-	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
-	e.partial(okPartial("req2", ref("a", 1), "dap0", blob(500))) // 600+500 > 1000
+	e.expect(expectation("req1", subjects.APIPing, nil, ref(1, 1), ref(2, 1)))
+	e.partial(okPartial("req1", ref(1, 1), "dap0", blob(600)))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref(1, 1)))
+	e.partial(okPartial("req2", ref(1, 1), "dap0", blob(500))) // 600+500 > 1000
 	resp, h := e.answer()
 	if resp.Header.RequestID != "req2" || resp.Header.RC != messages.CodeRateLimited ||
 		!strings.Contains(resp.Header.AI, limits.AggHeldBytes+"=1000") {
@@ -47,7 +47,7 @@ func TestAggLimits(t *testing.T) {
 		t.Fatalf("Retry-After %q", h.Get(messages.HdrRetryAfter))
 	}
 	// req1 goes on: one more byte over its own bound of 700 makes it TOO_LARGE.
-	e.partial(okPartial("req1", ref("b", 1), "dap1", blob(101)))
+	e.partial(okPartial("req1", ref(2, 1), "dap1", blob(101)))
 	resp, h = e.answer()
 	if resp.Header.RequestID != "req1" || resp.Header.RC != messages.CodeTooLarge ||
 		!strings.Contains(resp.Header.AI, limits.AggRequestBytes+"=700") || h.Get(messages.HdrLimit) != limits.AggRequestBytes {
@@ -57,9 +57,9 @@ func TestAggLimits(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 	// Everything was released: a request of 900 bytes fits again.
-	e.expect(expectation("req3", subjects.APIPing, nil, ref("a", 1), ref("b", 1)))
-	e.partial(okPartial("req3", ref("a", 1), "dap0", blob(450)))
-	e.partial(okPartial("req3", ref("b", 1), "dap1", blob(200)))
+	e.expect(expectation("req3", subjects.APIPing, nil, ref(1, 1), ref(2, 1)))
+	e.partial(okPartial("req3", ref(1, 1), "dap0", blob(450)))
+	e.partial(okPartial("req3", ref(2, 1), "dap1", blob(200)))
 	if resp, _ := e.answer(); resp.Header.RequestID != "req3" || resp.Header.RC != messages.CodeOK {
 		t.Fatalf("answer %+v", resp.Header)
 	}
@@ -84,7 +84,7 @@ func TestAggLimitsFromEnv(t *testing.T) {
 // request refused; the bytes it held are released for the others.
 func TestAggLimitsCountChunksInTransit(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.MaxHeldBytes, c.MaxRequestBytes = 4000, 1<<20 })
-	e.expect(expectation("big", subjects.APIPing, nil, ref("a", 1)))
+	e.expect(expectation("big", subjects.APIPing, nil, ref(1, 1)))
 	bin := func(n int) []byte { // one msgpack value of about n bytes
 		b, err := msgpack.Marshal(bytes.Repeat([]byte{1}, n))
 		if err != nil {
@@ -92,7 +92,7 @@ func TestAggLimitsCountChunksInTransit(t *testing.T) {
 		}
 		return b
 	}
-	p := okPartial("big", ref("a", 1), "dap0", bin(20000))
+	p := okPartial("big", ref(1, 1), "dap0", bin(20000))
 	b, err := messages.Encode(&p)
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +115,8 @@ func TestAggLimitsCountChunksInTransit(t *testing.T) {
 		t.Fatalf("answer %+v %v, want RATE_LIMITED over %s", resp.Header, hdr, limits.AggHeldBytes)
 	}
 	// What the transfer held was released: a partial of 3,000 bytes fits.
-	e.expect(expectation("small", subjects.APIPing, nil, ref("a", 1)))
-	e.partial(okPartial("small", ref("a", 1), "dap0", bin(3000)))
+	e.expect(expectation("small", subjects.APIPing, nil, ref(1, 1)))
+	e.partial(okPartial("small", ref(1, 1), "dap0", bin(3000)))
 	if resp, _ := e.answer(); resp.Header.RequestID != "small" || resp.Header.RC != messages.CodeOK {
 		t.Fatalf("answer %+v", resp.Header)
 	}

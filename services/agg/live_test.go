@@ -148,7 +148,7 @@ func liveSetup(t *testing.T, args messages.GetDataArgs, stream bool) (*env, []*w
 	var daps []*windowDAP
 	var refs []messages.PortionRef
 	for i, p := range dec {
-		d := &windowDAP{e: e, req: "live1", ref: ref(fmt.Sprint("p", i), 1), dap: fmt.Sprint("dap", i), wins: windowsOf(t, p, 7)}
+		d := &windowDAP{e: e, req: "live1", ref: ref(messages.PortionID(i+1), 1), dap: fmt.Sprint("dap", i), wins: windowsOf(t, p, 7)}
 		daps, refs = append(daps, d), append(refs, d.ref)
 	}
 	x := expectation("live1", "getData", args, refs...)
@@ -321,7 +321,7 @@ func TestLiveMergeEndsWithAnErrorFrame(t *testing.T) {
 			switch how {
 			case "superseded":
 				y := x
-				y.Seq, y.Args, y.Expect, y.Supersede = 2, nil, []messages.PortionRef{ref("p0", 2)}, []messages.PortionRef{daps[0].ref}
+				y.Seq, y.Args, y.Expect, y.Supersede = 2, nil, []messages.PortionRef{ref(100, 2)}, []messages.PortionRef{daps[0].ref}
 				e.expect(y)
 			case "failed":
 				p := okPartial("live1", daps[1].ref, daps[1].dap, nil)
@@ -350,10 +350,10 @@ func TestSupersededBeforeTheStreamBegins(t *testing.T) {
 	e.expect(x)
 	daps[0].send() // the first attempt sends its first windows, then is lost
 	y := x
-	y.Seq, y.Args, y.Expect, y.Supersede = 2, nil, []messages.PortionRef{ref("p0", 2)}, []messages.PortionRef{daps[0].ref}
+	y.Seq, y.Args, y.Expect, y.Supersede = 2, nil, []messages.PortionRef{ref(100, 2)}, []messages.PortionRef{daps[0].ref}
 	e.expect(y)
 	e.expectationsApplied()
-	again := &windowDAP{e: e, req: "live1", ref: ref("p0", 2), dap: "dap9", wins: daps[0].wins}
+	again := &windowDAP{e: e, req: "live1", ref: ref(100, 2), dap: "dap9", wins: daps[0].wins}
 	daps[0] = again
 	for _, d := range daps {
 		d.send()
@@ -475,7 +475,7 @@ func TestStopEndsALiveStream(t *testing.T) {
 	var refs []messages.PortionRef
 	var daps []*windowDAP
 	for i, p := range dec {
-		d := &windowDAP{e: e, req: "live1", ref: ref(fmt.Sprint("p", i), 1), dap: fmt.Sprint("dap", i), wins: windowsOf(t, p, 7)}
+		d := &windowDAP{e: e, req: "live1", ref: ref(messages.PortionID(i+1), 1), dap: fmt.Sprint("dap", i), wins: windowsOf(t, p, 7)}
 		daps, refs = append(daps, d), append(refs, d.ref)
 	}
 	x := expectation("live1", "getData", args, refs...)

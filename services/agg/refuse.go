@@ -54,7 +54,7 @@ func (a *Agg) partialRC(h nats.Header) string {
 
 func (a *Agg) partialRCLocked(h nats.Header) string {
 	route, err := messages.ReadRouting(h)
-	if err != nil || route.PortionID == "" {
+	if err != nil || route.PortionID == 0 {
 		return ""
 	}
 	ref := messages.PortionRef{PortionID: route.PortionID, Attempt: route.Attempt}

@@ -41,27 +41,27 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	}
 
 	// req2's expectation names rc1: a garbage partial of it is refused there.
-	e.expect(expectation("req2", subjects.APIPing, nil, ref("a", 1)))
+	e.expect(expectation("req2", subjects.APIPing, nil, ref(1, 1)))
 	waitChanged(t, e.agg, func() bool { return e.agg.Stats().Expectations == 1 }, func() string { return "req2's expectation not taken" })
-	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", PortionID: "a", Attempt: 1}) // unknown: not attributed
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", PortionID: 1, Attempt: 1}) // unknown: not attributed
 	// Nobody counts on it, whatever RC its own headers name: the Agg does
 	// not vouch for it (review4).
-	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", RCID: "rc1", PortionID: "a", Attempt: 1})
-	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "z", Attempt: 1}) // not counted on: no loss
-	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a"})             // attempt 0: superseded, say
-	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: "a", Attempt: 1})
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req3", RCID: "rc1", PortionID: 1, Attempt: 1})
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: 26, Attempt: 1}) // not counted on: no loss
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: 1})              // attempt 0: superseded, say
+	send(subj.AggPartial("agg1"), messages.Routing{RequestID: "req2", PortionID: 1, Attempt: 1})
 	f = nextRefusal(t, refusals)
-	if f.RequestID != "req2" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "partial result of portion a") {
+	if f.RequestID != "req2" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "partial result of portion 1:") {
 		t.Fatalf("refusal %+v", f)
 	}
 
-	// req4 counts on portion b: its chunked partial breaks (the chunks add
+	// req4 counts on portion 2: its chunked partial breaks (the chunks add
 	// up to more than announced), refused INTERNAL.
-	e.expect(expectation("req4", subjects.APIPing, nil, ref("b", 0)))
+	e.expect(expectation("req4", subjects.APIPing, nil, ref(2, 0)))
 	waitChanged(t, e.agg, func() bool { return e.agg.Stats().Expectations == 2 }, func() string { return "req4's expectation not taken" })
 	for i, data := range []string{"ab", "abc"} {
 		h := nats.Header{}
-		messages.Routing{RequestID: "req4", PortionID: "b"}.Write(h)
+		messages.Routing{RequestID: "req4", PortionID: 2}.Write(h)
 		h.Set(messages.HdrChunkStream, "t1")
 		h.Set(messages.HdrChunkIndex, strconv.Itoa(i))
 		h.Set(messages.HdrChunkCount, "2")
@@ -71,7 +71,7 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 		}
 	}
 	f = nextRefusal(t, refusals)
-	if f.RequestID != "req4" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "chunked partial result of portion b") {
+	if f.RequestID != "req4" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "chunked partial result of portion 2") {
 		t.Fatalf("refusal %+v", f)
 	}
 	if s := e.agg.Stats(); s.Malformed != 9 || s.RefusalsSent != 3 {

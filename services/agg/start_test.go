@@ -43,7 +43,7 @@ func (e *env) startRequest(req string, start bool, deadline time.Time, args mess
 	e.t.Helper()
 	var refs []messages.PortionRef
 	for i := range enc {
-		refs = append(refs, ref(fmt.Sprint("p", i), 1))
+		refs = append(refs, ref(messages.PortionID(i+1), 1))
 	}
 	x := expectation(req, "getData", args, refs...)
 	x.Stream, x.StreamStart, x.Deadline = true, start, deadline.UnixNano()
@@ -346,7 +346,7 @@ func TestLiveStreamCancelledBeforeItsFirstFrame(t *testing.T) {
 	for i, p := range dec {
 		// Two windows each, the first with every row but one: far more
 		// than StreamStartFrames frames of 1 KiB before a second is needed.
-		d := &windowDAP{e: e, req: "live1", ref: ref(fmt.Sprint("p", i), 1), dap: fmt.Sprint("dap", i),
+		d := &windowDAP{e: e, req: "live1", ref: ref(messages.PortionID(i+1), 1), dap: fmt.Sprint("dap", i),
 			wins: windowsOf(t, p, max(1, p.Rows.NumRows()-1))}
 		if len(d.wins) != 2 {
 			t.Fatalf("portion %d in %d windows, want 2", i, len(d.wins))
@@ -386,8 +386,8 @@ func TestWaitingStreamCountsInHeldBytes(t *testing.T) {
 	}
 	ping := func(id string) messages.Response {
 		t.Helper()
-		e.expect(expectation(id, subjects.APIPing, nil, ref("a", 1)))
-		e.partial(okPartial(id, ref("a", 1), "dap0", blob))
+		e.expect(expectation(id, subjects.APIPing, nil, ref(1, 1)))
+		e.partial(okPartial(id, ref(1, 1), "dap0", blob))
 		resp, _ := e.answer()
 		if resp.Header.RequestID != id {
 			t.Fatalf("answer to %s, want %s", resp.Header.RequestID, id)

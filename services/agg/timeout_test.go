@@ -19,7 +19,7 @@ import (
 // does not wait for others (Config.DoneDelay, a minute here).
 func TestAggTellsTheRCItTimedOut(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PartialTTL = 40 * time.Millisecond; c.DoneDelay = time.Minute })
-	late := expectation("late", subjects.APIPing, nil, ref("a", 1))
+	late := expectation("late", subjects.APIPing, nil, ref(1, 1))
 	late.Deadline = time.Now().Add(-time.Millisecond).UnixNano()
 	e.expect(late)
 	d := e.aggDone()
@@ -27,10 +27,10 @@ func TestAggTellsTheRCItTimedOut(t *testing.T) {
 		t.Fatalf("AggDone %+v", d)
 	}
 
-	x := expectation("slow", subjects.APIPing, nil, ref("a", 1), ref("b", 1))
+	x := expectation("slow", subjects.APIPing, nil, ref(1, 1), ref(2, 1))
 	x.Deadline = time.Now().Add(50 * time.Millisecond).UnixNano()
 	e.expect(x)
-	e.partial(okPartial("slow", ref("a", 1), "dap0", []byte{0xc3}))
+	e.partial(okPartial("slow", ref(1, 1), "dap0", []byte{0xc3}))
 	d = e.aggDone() // the sweep finds the deadline passed with b missing
 	if d.RequestID != "slow" || !d.TimedOut || !strings.Contains(d.Status.AI, "deadline passed before every partial came") {
 		t.Fatalf("AggDone %+v", d)
@@ -44,10 +44,10 @@ func TestAggDoneNoticesGoTogether(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
 	ids := []string{"q1", "q2", "q3"}
 	for _, id := range ids {
-		x := expectation(id, subjects.APIPing, nil, ref("a", 1))
+		x := expectation(id, subjects.APIPing, nil, ref(1, 1))
 		x.Deadline = time.Now().Add(10 * time.Minute).UnixNano() // far: a notice near its deadline goes at once
 		e.expect(x)
-		e.partial(okPartial(id, ref("a", 1), "dap0", []byte{0xc3}))
+		e.partial(okPartial(id, ref(1, 1), "dap0", []byte{0xc3}))
 		if resp, _ := e.answer(); resp.Header.RequestID != id || !resp.Header.Status.IsOK() {
 			t.Fatalf("answer %+v, want %s answered", resp.Header, id)
 		}
@@ -80,9 +80,9 @@ func TestAggDoneNoticesGoTogether(t *testing.T) {
 // be 64 KiB: a batch of them would pass the max payload).
 func TestAggDoneNearTheDeadlineGoesAtOnce(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
-	x := expectation("near", subjects.APIPing, nil, ref("a", 1)) // deadline in a minute: within 2 x DoneDelay
+	x := expectation("near", subjects.APIPing, nil, ref(1, 1)) // deadline in a minute: within 2 x DoneDelay
 	e.expect(x)
-	failed := okPartial("near", ref("a", 1), "dap0", nil)
+	failed := okPartial("near", ref(1, 1), "dap0", nil)
 	failed.Status = messages.Errorf(messages.CodeApp, messages.CodeErr, "%s", strings.Repeat("x", 60<<10))
 	e.partial(failed)
 	if resp, _ := e.answer(); resp.Header.Status.RC != messages.CodeApp {
@@ -101,10 +101,10 @@ func TestAggDoneNoticesGoAfterTheDelay(t *testing.T) {
 	ids := []string{"d1", "d2"}
 	start := time.Now()
 	for _, id := range ids {
-		x := expectation(id, subjects.APIPing, nil, ref("a", 1))
+		x := expectation(id, subjects.APIPing, nil, ref(1, 1))
 		x.Deadline = time.Now().Add(10 * time.Minute).UnixNano() // far: not urgent
 		e.expect(x)
-		e.partial(okPartial(id, ref("a", 1), "dap0", []byte{0xc3}))
+		e.partial(okPartial(id, ref(1, 1), "dap0", []byte{0xc3}))
 		if resp, _ := e.answer(); resp.Header.RequestID != id {
 			t.Fatalf("answer %+v, want %s", resp.Header, id)
 		}
@@ -132,7 +132,7 @@ func TestAggDoneFullBatchGoesAtOnce(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.DoneDelay = time.Minute })
 	far := time.Now().Add(10 * time.Minute).UnixNano()
 	for i := range messages.MaxAggDoneBatch + 1 {
-		x := expectation(fmt.Sprintf("b%03d", i), subjects.APIPing, nil, ref("a", 1))
+		x := expectation(fmt.Sprintf("b%03d", i), subjects.APIPing, nil, ref(1, 1))
 		x.Deadline = far // not urgent
 		e.agg.tellDone(&x, messages.Status{RC: messages.CodeOK, AI: strings.Repeat("x", 1<<10)}, zerolog.Nop())
 	}

@@ -34,19 +34,19 @@ func TestApplyAndPurviewChecks(t *testing.T) {
 		t.Fatalf("status %+v", u)
 	}
 
-	old := dispatch("p1", true)
+	old := dispatch(1, true)
 	old.Range = messages.TimeRange{Start: 100, End: messages.TSMax}
 	send(t, nc, d.ID(), old)
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeRetry || c.PurviewVersion != 2 || c.Purview == nil || *c.Purview != rng {
 		t.Fatalf("old version: completion %+v", c)
 	}
-	stale := dispatch("p2", true)
+	stale := dispatch(2, true)
 	stale.PurviewVersion, stale.Range = 2, messages.TimeRange{Start: 100, End: 200}
 	send(t, nc, d.ID(), stale)
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeRetry {
 		t.Fatalf("range outside the purview: completion %+v", c)
 	}
-	good := dispatch("p3", true)
+	good := dispatch(3, true)
 	good.PurviewVersion, good.Range = 2, messages.TimeRange{Start: 250, End: 300}
 	send(t, nc, d.ID(), good)
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK {

@@ -32,7 +32,10 @@ type cancels struct {
 // cancelKey names a cancelled request (portion "") or one portion of it: a
 // struct, not the two ids joined, so that the look-ups every portion makes
 // (when it arrives, when it starts, when it runs) allocate nothing.
-type cancelKey struct{ request, portion string }
+type cancelKey struct {
+	request string
+	portion messages.PortionID
+}
 
 func (c *cancels) add(id cancelKey, now time.Time) {
 	if c.until == nil {
@@ -55,8 +58,9 @@ func (c *cancels) has(id cancelKey, now time.Time) bool {
 
 // running is one portion executing now, with the function that stops it.
 type running struct {
-	requestID, portionID string
-	stop                 context.CancelCauseFunc
+	requestID string
+	portionID messages.PortionID
+	stop      context.CancelCauseFunc
 }
 
 // onCancel: the RC tells us to stop a request's portions (no body; the id in
@@ -65,10 +69,11 @@ type running struct {
 // (the Source looks at it between batches of rows, and the slot is given back as soon
 // as it returns); queued ones are taken out of the queue and answered at once.
 func (d *DAP) onCancel(m *nats.Msg) {
-	id, portion := m.Header.Get(messages.HdrRequestID), m.Header.Get(messages.HdrPortionID)
+	id := m.Header.Get(messages.HdrRequestID)
 	err := subjects.Validate("request id", id)
-	if err == nil && portion != "" {
-		err = subjects.Validate("portion id", portion)
+	var portion messages.PortionID
+	if err == nil {
+		portion, err = messages.ReadPortionID(m.Header)
 	}
 	if err != nil {
 		d.stats.malformed.Add(1)
@@ -76,8 +81,8 @@ func (d *DAP) onCancel(m *nats.Msg) {
 		return
 	}
 	key := cancelKey{request: id, portion: portion}
-	match := func(requestID, portionID string) bool {
-		return requestID == id && (portion == "" || portionID == portion)
+	match := func(requestID string, portionID messages.PortionID) bool {
+		return requestID == id && (portion == 0 || portionID == portion)
 	}
 	now := time.Now()
 	d.mu.Lock()
@@ -91,7 +96,7 @@ func (d *DAP) onCancel(m *nats.Msg) {
 	}
 	d.mu.Unlock()
 	queued := d.queue.remove(func(p *messages.PortionDispatch) bool { return match(p.RequestID, p.PortionID) })
-	d.log.Info().Str("request_id", id).Str("portion", portion).Int("running", n).Int("queued", len(queued)).Msg("cancelled by the RC")
+	d.log.Info().Str("request_id", id).Stringer("portion", portion).Int("running", n).Int("queued", len(queued)).Msg("cancelled by the RC")
 	for i := range queued {
 		d.answerCancelled(&queued[i], 0)
 	}

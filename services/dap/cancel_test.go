@@ -95,7 +95,7 @@ func slowDispatch(t *testing.T, id string, deadline time.Time) messages.PortionD
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := dispatch("p-"+id, nil)
+	p := dispatch(1, nil) // portion ids are per request
 	p.RequestID, p.Args, p.Deadline = id, args, deadline.UnixNano()
 	return p
 }
@@ -259,28 +259,28 @@ func TestCancelOnePortion(t *testing.T) {
 	d := started(t, cfg)
 	src.stopOnCleanup(t)
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
-	portion := func(id, table string) messages.PortionDispatch {
+	portion := func(id messages.PortionID, table string) messages.PortionDispatch {
 		p := slowDispatch(t, table, time.Now().Add(time.Minute))
 		p.RequestID, p.PortionID = "q1", id
 		return p
 	}
-	send(t, nc, d.ID(), portion("a", "A"))
+	send(t, nc, d.ID(), portion(1, "A"))
 	startedWithin(t, src.started, "A", wait)
-	send(t, nc, d.ID(), portion("b", "B"))
+	send(t, nc, d.ID(), portion(2, "B"))
 	waitQueued(t, d, 1)
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrRequestID, "q1")
-	messages.SetString(h, messages.HdrPortionID, "a")
+	messages.SetString(h, messages.HdrPortionID, "1")
 	at := time.Now()
 	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPCancel(d.ID()), Header: h}); err != nil {
 		t.Fatal(err)
 	}
 	src.freedAfterOneBatch(t, "A", "B")
 	t.Logf("next portion running %v after the cancel (no batch time)", time.Since(at))
-	if c := nextAs[messages.PortionCompletion](t, completions); c.PortionID != "a" || c.Outcome != messages.OutcomeError {
+	if c := nextAs[messages.PortionCompletion](t, completions); c.PortionID != 1 || c.Outcome != messages.OutcomeError {
 		t.Fatalf("completion %+v", c)
 	}
-	send(t, nc, d.ID(), portion("c", "C"))
+	send(t, nc, d.ID(), portion(3, "C"))
 	sendCancel(t, nc, d.ID(), "q1") // now the whole request: B stops, C never runs
 	if got := natstest.Receive(t, src.stopping, "B's context to end", wait); got != "B" {
 		t.Fatalf("%s's context ended, want B's", got)

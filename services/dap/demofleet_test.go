@@ -78,8 +78,7 @@ func TestRunDemoFleet(t *testing.T) {
 		{Table: demo.Quote, StartTS: t0.Add(10 * time.Hour), SortCols: []string{"-bid"}, Limit: 20},
 	} {
 		for i, s := range f.Shards {
-			p := dispatch(s.Config.ID, q)
-			p.PortionID = s.Config.ID
+			p := dispatch(messages.PortionID(i+1), q)
 			p.Range = s.Config.Purview
 			send(t, nc, f.Shards[i].Config.ID, p)
 		}

@@ -93,7 +93,7 @@ func started(t *testing.T, cfg Config) *DAP {
 	return d
 }
 
-func dispatch(portion string, args any) messages.PortionDispatch {
+func dispatch(portion messages.PortionID, args any) messages.PortionDispatch {
 	raw, err := msgpack.Marshal(args)
 	if err != nil {
 		panic(err)

@@ -42,7 +42,7 @@ func TestGoodDispatchSendsPartialAndCompletion(t *testing.T) {
 
 	args := messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"},
 		Agg: []messages.AggSpec{{Name: "n", Func: messages.AggCount}, {Name: "px", Func: messages.AggAvg, Column: "price"}}}
-	p := dispatch("p1", args)
+	p := dispatch(1, args)
 	p.Range = messages.TimeRange{Start: t0.Add(30 * time.Minute).UnixNano(), End: t0.Add(90 * time.Minute).UnixNano()}
 	p.LogCorr = "corr-1"
 	send(t, nc, "dap-eu-hdb-0", p)
@@ -60,7 +60,7 @@ func TestGoodDispatchSendsPartialAndCompletion(t *testing.T) {
 	if !pr.Status.IsOK() || pr.Ref() != p.Ref() || pr.RequestID != "req1" || pr.DAPID != "dap-eu-hdb-0" || !bytes.Equal(pr.Payload, wantBytes) {
 		t.Fatalf("partial %+v (payload %d bytes, want %d)", pr.Status, len(pr.Payload), len(wantBytes))
 	}
-	if r, err := messages.ReadRouting(m.Header); err != nil || r.RequestID != "req1" || r.PortionID != "p1" || r.LogCorr != "corr-1" {
+	if r, err := messages.ReadRouting(m.Header); err != nil || r.RequestID != "req1" || r.PortionID != 1 || r.LogCorr != "corr-1" {
 		t.Fatalf("routing headers %+v %v", r, err)
 	}
 	c := nextAs[messages.PortionCompletion](t, completions)
@@ -83,9 +83,9 @@ func TestMismatchAnswersRetryWithoutExecuting(t *testing.T) {
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 
-	stalePV := dispatch("p1", true)
+	stalePV := dispatch(1, true)
 	stalePV.PurviewVersion = 0
-	staleRV := dispatch("p2", true)
+	staleRV := dispatch(2, true)
 	staleRV.ReferenceVintage = 2
 	for _, p := range []messages.PortionDispatch{stalePV, staleRV} {
 		send(t, nc, d.ID(), p)
@@ -100,7 +100,7 @@ func TestMismatchAnswersRetryWithoutExecuting(t *testing.T) {
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.ReferenceVintage != 2 {
 		t.Fatalf("completion %+v", c)
 	}
-	if pr := nextAs[messages.PartialResult](t, partials); pr.PortionID != "p2" {
+	if pr := nextAs[messages.PartialResult](t, partials); pr.PortionID != 2 {
 		t.Fatalf("partial of %s, want only p2's", pr.PortionID)
 	}
 	if n := calls.Load(); n != 1 {
@@ -108,7 +108,7 @@ func TestMismatchAnswersRetryWithoutExecuting(t *testing.T) {
 	}
 	// An unavailable DAP sends its portions back for placement elsewhere.
 	d.SetAvailable(false, "replaying log")
-	send(t, nc, d.ID(), dispatch("p3", true))
+	send(t, nc, d.ID(), dispatch(3, true))
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeRetry {
 		t.Fatalf("completion %+v", c)
 	}
@@ -152,7 +152,7 @@ func TestConcurrencyLimitAndOrder(t *testing.T) {
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
 	const n = 6
 	for i := range n {
-		send(t, nc, d.ID(), dispatch(fmt.Sprintf("p%d", i), fmt.Sprint(i)))
+		send(t, nc, d.ID(), dispatch(messages.PortionID(i+1), fmt.Sprint(i)))
 	}
 	recv := func() string { return natstest.Receive(t, src.started, "an execution to start", wait) }
 	first := map[string]bool{recv(): true, recv(): true}
@@ -191,7 +191,7 @@ func TestDeadline(t *testing.T) {
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 
 	// Already past: answered TIMEOUT without running.
-	late := dispatch("p1", "1")
+	late := dispatch(1, "1")
 	late.Deadline = time.Now().Add(-time.Second).UnixNano()
 	send(t, nc, d.ID(), late)
 	c := nextAs[messages.PortionCompletion](t, completions)
@@ -202,7 +202,7 @@ func TestDeadline(t *testing.T) {
 		t.Fatalf("partial status %+v", pr.Status)
 	}
 	// Passes while running: the Source is stopped by its context.
-	slow := dispatch("p2", "2")
+	slow := dispatch(2, "2")
 	slow.Deadline = time.Now().Add(200 * time.Millisecond).UnixNano()
 	send(t, nc, d.ID(), slow)
 	c = nextAs[messages.PortionCompletion](t, completions)
@@ -230,16 +230,16 @@ func TestErrorsMapToCodes(t *testing.T) {
 	d := started(t, testConfig(nc, EngineSource{Store: demoStore(t)}))
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
-	unknownAPI := dispatch("p3", true)
+	unknownAPI := dispatch(3, true)
 	unknownAPI.API = "sql"
 	for _, tc := range []struct {
 		p    messages.PortionDispatch
 		code messages.Code
 	}{
-		{dispatch("p1", messages.GetDataArgs{Table: "nope"}), messages.CodeBadRequest},
-		{dispatch("p2", messages.GetDataArgs{Table: "trade", Columns: []string{"nope"}}), messages.CodeBadRequest},
-		{dispatch("p4", messages.GetDataArgs{Table: "trade", Filter: []messages.Filter{{Op: "=", Column: "size", Value: "x"}}}), messages.CodeBadRequest},
-		{dispatch("p5", messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"}, Agg: []messages.AggSpec{{Name: "s", Func: "sum", Column: "sym"}}}), messages.CodeBadRequest},
+		{dispatch(1, messages.GetDataArgs{Table: "nope"}), messages.CodeBadRequest},
+		{dispatch(2, messages.GetDataArgs{Table: "trade", Columns: []string{"nope"}}), messages.CodeBadRequest},
+		{dispatch(4, messages.GetDataArgs{Table: "trade", Filter: []messages.Filter{{Op: "=", Column: "size", Value: "x"}}}), messages.CodeBadRequest},
+		{dispatch(5, messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"}, Agg: []messages.AggSpec{{Name: "s", Func: "sum", Column: "sym"}}}), messages.CodeBadRequest},
 		{unknownAPI, messages.CodeNotSupported},
 	} {
 		send(t, nc, d.ID(), tc.p)
@@ -250,7 +250,7 @@ func TestErrorsMapToCodes(t *testing.T) {
 			t.Errorf("%s: completion %+v, partial status %+v", tc.p.PortionID, c, pr.Status)
 		}
 	}
-	ping := dispatch("p6", true)
+	ping := dispatch(6, true)
 	ping.API = subjects.APIPing
 	send(t, nc, d.ID(), ping)
 	if pr := nextAs[messages.PartialResult](t, partials); !pr.Status.IsOK() || !bytes.Equal(pr.Payload, []byte{0xc3}) {
@@ -270,7 +270,7 @@ func TestMalformedDispatches(t *testing.T) {
 		}
 	}
 	// Decodes, but fails validation (no API): answered BAD_REQUEST where it can be.
-	bad := dispatch("p1", true)
+	bad := dispatch(1, true)
 	bad.API = ""
 	send(t, nc, d.ID(), bad)
 	c := nextAs[messages.PortionCompletion](t, completions)
@@ -281,7 +281,7 @@ func TestMalformedDispatches(t *testing.T) {
 		t.Fatalf("partial %+v", pr.Status)
 	}
 	// And the DAP still works.
-	good := dispatch("p2", messages.GetDataArgs{Table: "trade", Limit: 3})
+	good := dispatch(2, messages.GetDataArgs{Table: "trade", Limit: 3})
 	send(t, nc, d.ID(), good)
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.Rows != 3 {
 		t.Fatalf("completion %+v", c)
@@ -308,12 +308,12 @@ func TestMalformedDispatchRefusedToItsRC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	publish(messages.Routing{RequestID: "req1", RCID: "rc.>", PortionID: "7", Attempt: 2})
-	publish(messages.Routing{RequestID: "req 1", RCID: "rc1", PortionID: "7", Attempt: 2})
-	publish(messages.Routing{RequestID: "req1", PortionID: "7", Attempt: 2}) // an older RC's
-	publish(messages.Routing{RequestID: "req1", RCID: "rc1", PortionID: "7", Attempt: 2})
+	publish(messages.Routing{RequestID: "req1", RCID: "rc.>", PortionID: 7, Attempt: 2})
+	publish(messages.Routing{RequestID: "req 1", RCID: "rc1", PortionID: 7, Attempt: 2})
+	publish(messages.Routing{RequestID: "req1", PortionID: 7, Attempt: 2}) // an older RC's
+	publish(messages.Routing{RequestID: "req1", RCID: "rc1", PortionID: 7, Attempt: 2})
 	f := nextAs[messages.Refusal](t, refusals)
-	if f.RequestID != "req1" || f.Service != subjects.ServiceDAP || f.ServiceID != d.ID() || f.PortionID != "7" || f.Attempt != 2 ||
+	if f.RequestID != "req1" || f.Service != subjects.ServiceDAP || f.ServiceID != d.ID() || f.PortionID != 7 || f.Attempt != 2 ||
 		f.Code != messages.CodeBadRequest || !strings.Contains(f.Reason, "portion dispatch") {
 		t.Fatalf("refusal %+v", f)
 	}
@@ -338,7 +338,7 @@ func TestLargePartialIsChunked(t *testing.T) {
 	d := started(t, testConfig(nc, src))
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
-	send(t, nc, d.ID(), dispatch("p1", true))
+	send(t, nc, d.ID(), dispatch(1, true))
 
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -387,13 +387,13 @@ func TestDeadlineWhileTheSourceWillNotStop(t *testing.T) {
 	// The deadline leaves p1 time to start on a loaded machine (one already
 	// past is answered without running); p2 then waits behind p1's Source,
 	// whether it comes before the deadline or after.
-	slow := dispatch("p1", "1")
+	slow := dispatch(1, "1")
 	slow.Deadline = time.Now().Add(time.Second).UnixNano()
 	send(t, nc, d.ID(), slow)
 	if id := natstest.Receive(t, src.started, "the first portion to start", wait); id != "1" {
 		t.Fatalf("portion %s started", id)
 	}
-	next := dispatch("p2", "2")
+	next := dispatch(2, "2")
 	send(t, nc, d.ID(), next)
 	waitQueued(t, d, 1)
 	c := nextAs[messages.PortionCompletion](t, completions) // while the Source still runs

@@ -35,7 +35,7 @@ func TestReadyOnceRegistered(t *testing.T) {
 		t.Fatalf("ready without a registration: %v", err)
 	}
 	done := subscribe(t, nc, cfg.Subjects.RCCompletion(cfg.RCID))
-	send(t, nc, cfg.ID, dispatch("p1", map[string]any{"table": "trade"}))
+	send(t, nc, cfg.ID, dispatch(1, map[string]any{"table": "trade"}))
 	if _, err := done.NextMsg(wait); err != nil {
 		t.Fatalf("no completion of a portion sent once ready: %v", err)
 	}

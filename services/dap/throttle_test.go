@@ -39,7 +39,7 @@ func TestThrottledPortionIsAnsweredToTheRC(t *testing.T) {
 	partials := subscribe(t, nc, cfg.Subjects.AggPartial("agg1"))
 	started(t, cfg)
 
-	for i, id := range []string{"p1", "p2"} {
+	for i, id := range []messages.PortionID{1, 2} {
 		send(t, nc, cfg.ID, dispatch(id, map[string]any{"table": "trade"}))
 		m := next(t, completions)
 		c, err := messages.DecodeValid[messages.PortionCompletion](m.Data)

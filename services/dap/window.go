@@ -35,8 +35,9 @@ type credit struct {
 
 // creditKey names one portion attempt being sent in windows.
 type creditKey struct {
-	requestID, portionID string
-	attempt              uint32
+	requestID string
+	portionID messages.PortionID
+	attempt   uint32
 }
 
 // onCredit applies an Agg's grant to the portion it names; a grant for a

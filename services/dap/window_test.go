@@ -66,7 +66,7 @@ func testLargePartialInWindows(t *testing.T, store *engine.Store, src Source) {
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
 	args := windowArgs()
-	p := dispatch("p1", args)
+	p := dispatch(1, args)
 	send(t, nc, "dap-eu-hdb-0", p)
 
 	want, err := store.Execute(args, time.Time{}, time.Time{})
@@ -121,7 +121,7 @@ func TestWindowsStopAndDeadline(t *testing.T) {
 	partials := subscribe(t, nc, subjects.Default().AggPartial("agg1"))
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
 
-	p := dispatch("p1", windowArgs())
+	p := dispatch(1, windowArgs())
 	send(t, nc, "dap-eu-hdb-0", p)
 	for i := range messages.InitialPartialCredit {
 		if pr := nextAs[messages.PartialResult](t, partials); pr.Window != uint32(i) || !pr.More {
@@ -134,7 +134,7 @@ func TestWindowsStopAndDeadline(t *testing.T) {
 		t.Fatalf("completion after Stop %+v", c)
 	}
 
-	q := dispatch("p2", windowArgs())
+	q := dispatch(2, windowArgs())
 	q.Deadline = time.Now().Add(300 * time.Millisecond).UnixNano()
 	send(t, nc, "dap-eu-hdb-0", q)
 	// No credit: the deadline (the clock, the condition under test) ends it,
@@ -168,7 +168,7 @@ func TestRemoteSourcePingCallsTheEndpointOnce(t *testing.T) {
 	cfg := testConfig(nc, src)
 	started(t, cfg)
 	completions := subscribe(t, nc, subjects.Default().RCCompletion("rc1"))
-	p := dispatch("p1", map[string]any{})
+	p := dispatch(1, map[string]any{})
 	p.API = subjects.APIPing
 	send(t, nc, "dap-eu-hdb-0", p)
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK {

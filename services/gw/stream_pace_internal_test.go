@@ -148,11 +148,11 @@ func TestStreamWholeWhileAnsweredIsSlow(t *testing.T) {
 			t.Errorf("submission: %v", err)
 			return
 		}
-		x := messages.AggExpectation{RequestID: sub.RequestID, Seq: 1, API: sub.Header.API, Expect: []messages.PortionRef{{PortionID: "p0", Attempt: 1}},
+		x := messages.AggExpectation{RequestID: sub.RequestID, Seq: 1, API: sub.Header.API, Expect: []messages.PortionRef{{PortionID: 100, Attempt: 1}},
 			Sealed: true, ReplyTo: sub.ReplyTo, RCID: "rc1", Content: sub.Content, Deadline: sub.Deadline, Stream: sub.Stream,
 			StreamStart: sub.StreamStart, AnswerID: sub.AnswerID}
 		x.SetArguments(sub.Arguments())
-		p := messages.PartialResult{V: messages.PortionVersion, RequestID: sub.RequestID, PortionID: "p0", Attempt: 1, DAPID: "dap1",
+		p := messages.PartialResult{V: messages.PortionVersion, RequestID: sub.RequestID, PortionID: 100, Attempt: 1, DAPID: "dap1",
 			Status: messages.StatusOK, Payload: payload}
 		for _, out := range []struct {
 			subject string

@@ -22,18 +22,17 @@ func (r *RC) carryOut(cmd core.Command) {
 			// last partial, without this message.
 			break
 		}
-		r.expect(c.Request, c.Agg, wireRefs(c.Portions), nil, true)
+		r.expect(c.Request, c.Agg, c.Portions, nil, true)
 	case core.AggFail:
 		// The DAP sent its error to the Agg as a partial: the Agg answers it.
-		ref := wireRef(c.Portion)
-		r.reqLog(c.Request).Info().Str("dap", c.Portion.DAP).Str("error", c.Message).Msg("dap failed the request")
-		r.expect(c.Request, c.Agg, []messages.PortionRef{ref}, nil, true)
+		r.reqLog(c.Request).Info().Str("dap", c.DAP).Str("error", c.Message).Msg("dap failed the request")
+		r.expect(c.Request, c.Agg, []messages.PortionRef{c.Portion}, nil, true)
 	case core.Reply:
 		r.reply(c)
 	case core.RetryNoted:
 		r.metrics.retries.Inc()
 		r.metrics.kxRetryCount.Inc()
-		r.reqLog(c.Request).Info().Str("labels", c.Labels.String()).Int("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
+		r.reqLog(c.Request).Info().Str("labels", c.Labels.String()).Uint32("attempt", c.Attempt).Bool("whole", c.Whole).Str("reason", c.Reason).Msg("retry")
 	case core.QueryPeerStatus:
 		r.queryPeer(c)
 	case core.ReportPeerStatus:
@@ -41,7 +40,7 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.ForwardCompletion:
 		r.forwardCompletion(c)
 	case core.CancelDAP:
-		r.reqDebug(c.Request).Str("dap", c.DAP).Uint64("portion", c.Portion).Msg("telling the DAP to stop the request")
+		r.reqDebug(c.Request).Str("dap", c.DAP).Stringer("portion", c.Portion).Msg("telling the DAP to stop the request")
 		r.metrics.cancels.WithLabelValues("dap").Inc()
 		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request, c.Portion)
 	case core.CancelPeer:
@@ -67,8 +66,8 @@ func (r *RC) carryOut(cmd core.Command) {
 
 func (r *RC) dispatch(c core.Dispatch) {
 	m := messages.PortionDispatch{
-		RequestID: c.Portion.Request, PortionID: wirePortionID(c.Portion.ID),
-		Attempt: uint32(c.Portion.Attempt), RCID: r.cfg.ID, API: c.API,
+		RequestID: c.Portion.Request, PortionID: c.Portion.ID,
+		Attempt: c.Portion.Attempt, RCID: r.cfg.ID, API: c.API,
 		Labels: messages.LabelSet(c.Portion.Labels), Range: c.Portion.Range,
 		PurviewVersion: c.Portion.PurviewVersion, ReferenceVintage: c.Portion.Vintage,
 		AggID: c.Agg, Deadline: c.Deadline,
@@ -93,7 +92,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
 	if e := r.reqDebug(m.RequestID); e != nil { // the range would be boxed for nothing
-		e.Str("dap", c.DAP).Str("portion", m.PortionID).Uint32("attempt", m.Attempt).
+		e.Str("dap", c.DAP).Stringer("portion", m.PortionID).Uint32("attempt", m.Attempt).
 			Stringer("range", m.Range).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
 	}
 	r.publish(subject, h, &m)
@@ -102,21 +101,10 @@ func (r *RC) dispatch(c core.Dispatch) {
 // track tells the request's Agg, as the core dispatches and supersedes, which
 // partials make its answer (core/track.go).
 func (r *RC) track(c core.AggTrack) {
-	p := r.expect(c.Request, c.Agg, wireRefs(c.Expect), wireRefs(c.Supersede), c.Sealed)
+	p := r.expect(c.Request, c.Agg, c.Expect, c.Supersede, c.Sealed)
 	if p != nil {
 		p.trackSealed = c.Sealed
 	}
-}
-
-func wireRefs(refs []core.PortionRef) []messages.PortionRef {
-	if len(refs) == 0 {
-		return nil
-	}
-	out := make([]messages.PortionRef, len(refs))
-	for i, p := range refs {
-		out[i] = wireRef(p)
-	}
-	return out
 }
 
 // expect tells the request's Agg which partials make its answer; it returns the
@@ -163,11 +151,11 @@ func (r *RC) reply(c core.Reply) {
 
 // publishCancel sends a cancel: no body, the request id in Sg-Request-Id and, to stop
 // one portion only, its id in Sg-Portion-Id.
-func (r *RC) publishCancel(subject, requestID string, portion uint64) {
+func (r *RC) publishCancel(subject, requestID string, portion messages.PortionID) {
 	h := nats.Header{}
 	messages.SetString(h, messages.HdrRequestID, requestID)
 	if portion != 0 {
-		messages.SetString(h, messages.HdrPortionID, wirePortionID(portion))
+		messages.SetString(h, messages.HdrPortionID, portion.String())
 	}
 	if err := r.cfg.NC.PublishMsg(&nats.Msg{Subject: subject, Header: h}); err != nil {
 		r.reqLog(requestID).Error().Err(err).Str("subject", subject).Msg("publish cancel")

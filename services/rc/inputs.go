@@ -237,14 +237,8 @@ func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 }
 
 func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Time) {
-	id, err := corePortionID(c.PortionID)
-	if err != nil {
-		r.metrics.badMessages.Inc()
-		r.reqLog(c.RequestID).Warn().Str("portion", c.PortionID).Msg("completion for a portion id this RC never issued")
-		return
-	}
 	out := c.Class() // a timeout, a refusal (the DAP's queue is full) or as sent
-	r.reqDebugFrom(c.RequestID, h).Str("dap", c.DAPID).Str("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	r.reqDebugFrom(c.RequestID, h).Str("dap", c.DAPID).Stringer("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
 	// A RETRY carries the DAP's current watermarks: learn them now, so the
 	// retry is placed on what the DAP really holds, not on an event still
 	// in flight.
@@ -264,7 +258,7 @@ func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Ti
 			r.step(core.DAPVintageChanged{At: at, DAP: c.DAPID, Vintage: c.ReferenceVintage})
 		}
 	}
-	r.completePortion(core.PortionCompleted{At: now.UnixNano(), Request: c.RequestID, Portion: id, DAP: c.DAPID,
+	r.completePortion(core.PortionCompleted{At: now.UnixNano(), Request: c.RequestID, Portion: c.PortionID, DAP: c.DAPID,
 		Outcome: out, Code: int(c.Code), Message: c.Message})
 }
 

@@ -48,24 +48,18 @@ func (r *RC) sendPeerPortion(c core.Dispatch, m messages.PortionDispatch) {
 		Retries: uint32(c.Retries), QueuedAt: c.QueuedAt, Dispatch: m}
 	if p := r.pending[c.Portion.Request]; p != nil {
 		if p.via == nil {
-			p.via = map[uint64]viaPortion{}
+			p.via = map[core.PortionID]viaPortion{}
 		}
 		p.via[c.Portion.ID] = viaPortion{rc: c.ViaRC, dap: c.DAP}
 	}
 	r.metrics.peerMessages.WithLabelValues("portion_sent").Inc()
-	r.reqDebug(m.RequestID).Str("dap", c.DAP).Str("secondary", c.ViaRC).Str("portion", m.PortionID).Msg("dispatch via secondary RC")
+	r.reqDebug(m.RequestID).Str("dap", c.DAP).Str("secondary", c.ViaRC).Stringer("portion", m.PortionID).Msg("dispatch via secondary RC")
 	r.publish(r.cfg.Subjects.RCSecondaryDispatch(c.ViaRC), nil, &pp)
 }
 
 // peerPortion: as a secondary, run a primary's portion on our DAP.
 func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	d := pp.Dispatch
-	id, err := corePortionID(d.PortionID)
-	if err != nil {
-		r.metrics.badMessages.Inc()
-		r.reqLog(d.RequestID).Warn().Str("portion", d.PortionID).Str("primary", pp.PrimaryID).Msg("peer portion with a foreign portion id")
-		return
-	}
 	r.metrics.peerMessages.WithLabelValues("portion_relayed").Inc()
 	ri := r.relayed[d.RequestID]
 	if ri == nil {
@@ -78,10 +72,10 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	// Kept for as long as the core keeps the relayed request (it may still be
 	// asked for its status after the deadline), plus a timer period.
 	ri.forget = time.Unix(0, d.Deadline).Add(time.Duration(2*r.cfg.MultiRCMaxWait+1) * r.cfg.TickEvery)
-	r.reqDebug(d.RequestID).Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Str("portion", d.PortionID).Msg("relaying portion for primary RC")
+	r.reqDebug(d.RequestID).Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Stringer("portion", d.PortionID).Msg("relaying portion for primary RC")
 	r.step(core.PeerDispatch{At: now.UnixNano(), Primary: pp.PrimaryID, Dispatch: core.Dispatch{
-		Portion: core.Portion{ID: id, Request: d.RequestID, Labels: d.Labels, Range: d.Range,
-			Attempt: int(d.Attempt), PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},
+		Portion: core.Portion{ID: d.PortionID, Request: d.RequestID, Labels: d.Labels, Range: d.Range,
+			Attempt: d.Attempt, PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},
 		DAP: pp.DAPID, API: d.API, Table: pp.Table, Agg: d.AggID, Deadline: d.Deadline,
 		Retries: int(pp.Retries), QueuedAt: pp.QueuedAt,
 	}})
@@ -90,7 +84,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 // forwardCompletion: as a secondary, pass our DAP's completion to the primary.
 func (r *RC) forwardCompletion(c core.ForwardCompletion) {
 	e := c.Completion
-	m := messages.PortionCompletion{V: messages.PortionVersion, RequestID: e.Request, PortionID: wirePortionID(e.Portion),
+	m := messages.PortionCompletion{V: messages.PortionVersion, RequestID: e.Request, PortionID: e.Portion,
 		DAPID: e.DAP, Message: truncateText(e.Message)}
 	m.Outcome, m.Code = e.Outcome.OnWire(messages.Code(e.Code))
 	if m.Outcome == messages.OutcomeError && m.Code == messages.CodeOK {
@@ -158,7 +152,7 @@ func (r *RC) checkPeers(now time.Time) {
 func (r *RC) peerGone(rcID, why string, now time.Time) {
 	type lost struct {
 		req   string
-		id    uint64
+		id    core.PortionID
 		dapID string
 	}
 	var all []lost

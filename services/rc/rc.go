@@ -83,7 +83,7 @@ type pendingRequest struct {
 	aggSeq  uint32
 	// trackSealed: the last expectation the Agg got from AggTrack sealed the set.
 	trackSealed bool
-	via         map[uint64]viaPortion // portions relayed through secondary RCs
+	via         map[core.PortionID]viaPortion // portions relayed through secondary RCs
 	// client and caller: the GW's Sg-Client-Request-Id and Sg-Caller, by
 	// which a GW asks for the request's position (position.go).
 	client, caller string
@@ -149,7 +149,7 @@ func New(cfg Config) (*RC, error) {
 		core: core.New(core.Config{
 			Self: cfg.ID, Addr: cfg.Addr, MaxRetry: cfg.MaxRetry,
 			MultiRCMaxWait: cfg.MultiRCMaxWait, TickEvery: cfg.TickEvery,
-			FirstPortion: uint64(cfg.Now().UnixNano()), Aggs: cfg.AggIDs,
+			FirstPortion: core.PortionID(cfg.Now().UnixNano()), Aggs: cfg.AggIDs,
 			MaxQueued: cfg.MaxQueued, MaxQueuedPerCaller: cfg.MaxQueuedPerCaller, RetryAfter: cfg.RetryAfter,
 			LabelSetRetention: cfg.LabelSetRetention,
 		}),

@@ -14,9 +14,6 @@ import (
 // dispatch) is the core's to judge (core.Refused).
 func (r *RC) onRefused(in input, now time.Time) {
 	f, err := messages.DecodeValid[messages.Refusal](in.msg.Data)
-	if err == nil && f.Service == subjects.ServiceDAP {
-		_, err = corePortionID(f.PortionID)
-	}
 	if err != nil {
 		r.metrics.refusals.WithLabelValues("bad").Inc()
 		r.bad(in, err)
@@ -24,8 +21,7 @@ func (r *RC) onRefused(in input, now time.Time) {
 	}
 	e := core.Refused{At: now.UnixNano(), Request: f.RequestID, Internal: f.Code == messages.CodeInternal, Reason: f.Reason}
 	if f.Service == subjects.ServiceDAP {
-		e.DAP, e.Attempt = f.ServiceID, int(f.Attempt)
-		e.Portion, _ = corePortionID(f.PortionID)
+		e.DAP, e.Portion, e.Attempt = f.ServiceID, f.PortionID, f.Attempt
 	} else {
 		e.Agg = f.ServiceID
 	}

@@ -22,10 +22,6 @@ func (r *RC) throttled(c messages.PortionCompletion, h nats.Header, now time.Tim
 	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeRateLimited {
 		return false
 	}
-	id, err := corePortionID(c.PortionID)
-	if err != nil {
-		return false // completion() reports it
-	}
 	log := r.reqLog(c.RequestID)
 	key, delay, ok, err := messages.ReadThrottle(h, throttleMax)
 	if err != nil {
@@ -37,11 +33,11 @@ func (r *RC) throttled(c messages.PortionCompletion, h nats.Header, now time.Tim
 		delay = throttleDefault
 	}
 	until := now.Add(delay)
-	log.Warn().Str("dap", c.DAPID).Str("portion", c.PortionID).Str("endpoint", key).Time("until", until).
+	log.Warn().Str("dap", c.DAPID).Stringer("portion", c.PortionID).Str("endpoint", key).Time("until", until).
 		Msg("portion throttled: pausing dispatch to the DAPs of the endpoint; the portion is requeued")
 	if p := r.pending[c.RequestID]; p != nil && p.via != nil {
-		delete(p.via, id)
+		delete(p.via, c.PortionID)
 	}
-	r.step(core.DAPThrottled{At: now.UnixNano(), Request: c.RequestID, Portion: id, DAP: c.DAPID, Endpoint: key, Until: until.UnixNano()})
+	r.step(core.DAPThrottled{At: now.UnixNano(), Request: c.RequestID, Portion: c.PortionID, DAP: c.DAPID, Endpoint: key, Until: until.UnixNano()})
 	return true
 }

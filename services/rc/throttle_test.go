@@ -62,7 +62,7 @@ func TestRCThrottledPortionRunsAfterThePause(t *testing.T) {
 	for i, want := range []struct {
 		expect, supersede string
 		sealed            bool
-	}{{pd.PortionID, "", true}, {"", pd.PortionID, false}, {again.PortionID, "", true}} {
+	}{{pd.PortionID.String(), "", true}, {"", pd.PortionID.String(), false}, {again.PortionID.String(), "", true}} {
 		ex, err := messages.DecodeValid[messages.AggExpectation](next(t, expects).Data)
 		if err != nil || ex.Seq != uint32(i+1) || ex.Sealed != want.sealed || refIDs(ex.Expect) != want.expect || refIDs(ex.Supersede) != want.supersede {
 			t.Fatalf("expectation %d: %+v %v, want %+v", i+1, ex, err, want)
@@ -73,7 +73,7 @@ func TestRCThrottledPortionRunsAfterThePause(t *testing.T) {
 func refIDs(refs []messages.PortionRef) string {
 	ids := make([]string, len(refs))
 	for i, r := range refs {
-		ids[i] = r.PortionID
+		ids[i] = r.PortionID.String()
 	}
 	return strings.Join(ids, ",")
 }

@@ -153,8 +153,8 @@ func (c *Core) redrive(r *request, from, to string) {
 
 // portionIDs lists, in id order (deterministic commands), the request's
 // portions that keep says to.
-func (r *request) portionIDs(keep func(*portionState) bool) []uint64 {
-	ids := make([]uint64, 0, len(r.portions))
+func (r *request) portionIDs(keep func(*portionState) bool) []PortionID {
+	ids := make([]PortionID, 0, len(r.portions))
 	for _, ps := range r.portions {
 		if keep(ps) {
 			ids = append(ids, ps.ID)

@@ -62,7 +62,7 @@ func TestLostAggRequestsDrivenAgain(t *testing.T) {
 		t.Fatalf("%+v", d2)
 	}
 	ae := only[AggExpect](t, h.complete(d2, OutcomeOK))
-	if ae.Agg != "agg-2" || len(ae.Portions) != 1 || ae.Portions[0].ID != d2.Portion.ID {
+	if ae.Agg != "agg-2" || len(ae.Portions) != 1 || ae.Portions[0].PortionID != d2.Portion.ID {
 		t.Fatalf("%+v", ae)
 	}
 }

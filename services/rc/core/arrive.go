@@ -34,7 +34,7 @@ func (c *Core) arrive(q Request) {
 	}
 	n := c.expectedPortions(r)
 	if cap(r.portions) < n || cap(r.ids) < n {
-		r.portions, r.ids = make([]*portionState, 0, n), make([]uint64, 0, n)
+		r.portions, r.ids = make([]*portionState, 0, n), make([]PortionID, 0, n)
 	}
 	if err := c.chooseAgg(r); err != nil {
 		c.reply(r, err.kind, err.text)

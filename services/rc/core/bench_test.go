@@ -45,7 +45,7 @@ func BenchmarkDispatch(b *testing.B) {
 	// copied twice per decision).
 	type dispatched struct {
 		request, dap string
-		portion      uint64
+		portion      PortionID
 	}
 	var running []dispatched
 	head := 0

@@ -49,14 +49,14 @@ func (a *arena[T]) reset() {
 // Portion is one label set and, for time-partitioned tables, one time range
 // of a request, as dispatched to one DAP.
 type Portion struct {
-	ID      uint64
+	ID      PortionID
 	Request string
 	Labels  Labels
 	// Range is the portion's time range (unbounded for tables that are not
 	// time-partitioned).
 	Range TimeRange
 	// Attempt counts the label set's retries: 0 first, then 1, 2, ...
-	Attempt int
+	Attempt uint32
 	// PurviewVersion and Vintage are the DAP's, as the RC knew them at
 	// dispatch; the DAP answers RETRY if its own differ.
 	PurviewVersion uint64
@@ -89,20 +89,15 @@ type AggExpect struct {
 	Portions []PortionRef
 }
 
-// PortionRef names a portion expected at the Agg.
-type PortionRef struct {
-	ID      uint64
-	DAP     string
-	Attempt int
-}
-
 // AggFail: a DAP failed its portion; the Agg answers the caller with the
 // DAP's code and message (the request is then "inactive" until AggDone).
 type AggFail struct {
 	Request string
 	Agg     string
-	// Portion is the failed portion: the Agg holds its error partial.
+	// Portion is the failed portion: the Agg holds its error partial; DAP
+	// is the DAP that failed it.
 	Portion PortionRef
+	DAP     string
 	Code    int
 	Message string
 }
@@ -168,7 +163,7 @@ type RetryNoted struct {
 	Labels  Labels
 	// Whole is true when the whole request restarts (SQL rules).
 	Whole   bool
-	Attempt int
+	Attempt uint32
 	Reason  string
 }
 
@@ -200,7 +195,7 @@ type ForwardCompletion struct {
 type CancelDAP struct {
 	Request string
 	DAP     string
-	Portion uint64
+	Portion PortionID
 }
 
 // CancelPeer: tell a secondary RC to stop the request's portions on its DAPs

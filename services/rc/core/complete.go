@@ -93,7 +93,7 @@ func (c *Core) completed(e PortionCompleted) {
 		if r.live() {
 			r.errored = true
 			c.unqueueAll(r)
-			c.emit(AggFail{Request: r.ID, Agg: r.Agg, Portion: PortionRef{ID: ps.ID, DAP: dapID, Attempt: ps.Attempt}, Code: e.Code, Message: e.Message})
+			c.emit(AggFail{Request: r.ID, Agg: r.Agg, Portion: ps.ref(), DAP: dapID, Code: e.Code, Message: e.Message})
 		}
 	case e.Outcome == OutcomeRefused:
 		// Over the DAP's queue limit: the caller comes back later.
@@ -133,7 +133,7 @@ func (c *Core) aggregate(r *request) {
 	start := len(c.refs)
 	for _, ls := range r.sets {
 		for _, ps := range ls.done {
-			c.refs = append(c.refs, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
+			c.refs = append(c.refs, ps.ref())
 		}
 	}
 	var refs []PortionRef
@@ -241,7 +241,7 @@ func (c *Core) reply(r *request, kind ReplyKind, text string) {
 // reported finds what a DAP's report on a portion is about: the request and
 // the portion (nil when the core no longer holds them) and the DAP whose slot
 // it frees, the one the portion was sent to, whatever the report claims.
-func (c *Core) reported(reqID string, portion uint64, claimed string) (*request, *portionState, string) {
+func (c *Core) reported(reqID string, portion PortionID, claimed string) (*request, *portionState, string) {
 	r, ps, _, dapID := c.reportedBy(reqID, portion, claimed)
 	return r, ps, dapID
 }
@@ -251,7 +251,7 @@ func (c *Core) reported(reqID string, portion uint64, claimed string) (*request,
 // then found by its id in the running index instead of by the request's id
 // and a search of its portions. ps.ID and ps.r tell a portion state still
 // the one dispatched from one recycled since (ids are never reused).
-func (c *Core) reportedBy(reqID string, portion uint64, claimed string) (*request, *portionState, *dap, string) {
+func (c *Core) reportedBy(reqID string, portion PortionID, claimed string) (*request, *portionState, *dap, string) {
 	if ps := c.runningByID.get(portion); ps != nil && ps.ID == portion {
 		if r := ps.r; r != nil && !r.ended && r.ID == reqID && ps.d != nil && !ps.d.gone {
 			return r, ps, ps.d, ps.dap
@@ -263,7 +263,7 @@ func (c *Core) reportedBy(reqID string, portion uint64, claimed string) (*reques
 
 // freeSlot frees the DAP's slot for the portion: its running entry and the
 // index entry of a portion this core dispatched.
-func (c *Core) freeSlot(d *dap, id uint64) (runningPortion, bool) {
+func (c *Core) freeSlot(d *dap, id PortionID) (runningPortion, bool) {
 	rp, ok := d.removeRunning(id)
 	if ok && rp.ps != nil {
 		c.runningByID.del(id)
@@ -272,7 +272,7 @@ func (c *Core) freeSlot(d *dap, id uint64) (runningPortion, bool) {
 }
 
 // reportedByRequest finds the portion through its request.
-func (c *Core) reportedByRequest(reqID string, portion uint64, claimed string) (*request, *portionState, string) {
+func (c *Core) reportedByRequest(reqID string, portion PortionID, claimed string) (*request, *portionState, string) {
 	r := c.requests[reqID]
 	var ps *portionState
 	if r != nil {

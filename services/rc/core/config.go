@@ -26,7 +26,7 @@ type Config struct {
 	// FirstPortion: portion ids start after it. The shell passes its start
 	// time, so that a restarted RC never reuses an id of its previous life
 	// (a late completion of an old portion then frees nothing of a new one).
-	FirstPortion uint64
+	FirstPortion PortionID
 	// Aggs are the Aggs the core may give requests to, alive until an
 	// AggLost says otherwise. Empty: a request keeps the Agg it names (until
 	// an AggUp makes the core track Aggs).

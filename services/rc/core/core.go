@@ -28,7 +28,7 @@ type Core struct {
 	// relayed holds requests this RC runs as a secondary for a peer primary.
 	relayed map[string]*relayedRequest
 
-	nextPortion uint64
+	nextPortion PortionID
 	nextSeq     uint64
 	now         int64
 	out         []Command

@@ -112,7 +112,7 @@ const (
 type PortionCompleted struct {
 	At      int64
 	Request string
-	Portion uint64
+	Portion PortionID
 	DAP     string
 	Outcome Outcome
 	// Code and Message carry the DAP's error for OutcomeError, the mismatch

@@ -44,10 +44,10 @@ type dapGroup struct {
 }
 
 type runningPortion struct {
-	id      uint64
+	id      PortionID
 	request string
 	key     labelKey
-	attempt int
+	attempt uint32
 	// relayed marks portions run for a peer (this core is secondary).
 	relayed bool
 	// started is when it was dispatched: its execution time (position.go).
@@ -61,7 +61,7 @@ func (d *dap) own(self string) bool { return d.RC == "" || d.RC == self }
 
 func (d *dap) freeSlots() int { return d.Concurrency - len(d.running) }
 
-func (d *dap) removeRunning(id uint64) (runningPortion, bool) {
+func (d *dap) removeRunning(id PortionID) (runningPortion, bool) {
 	for i, r := range d.running {
 		if r.id == id {
 			d.running = append(d.running[:i], d.running[i+1:]...)
@@ -72,7 +72,7 @@ func (d *dap) removeRunning(id uint64) (runningPortion, bool) {
 }
 
 // runs reports whether the DAP holds a slot for the portion.
-func (d *dap) runs(id uint64) bool {
+func (d *dap) runs(id PortionID) bool {
 	for _, r := range d.running {
 		if r.id == id {
 			return true
@@ -84,7 +84,7 @@ func (d *dap) runs(id uint64) bool {
 // runsPreviousAttempt: the seed's "Busy executing a previous version of this
 // request (auto-retry)": the DAP has not reported back from an earlier attempt
 // of this request's label set, so it is not used for the new one.
-func (d *dap) runsPreviousAttempt(request string, key labelKey, attempt int) bool {
+func (d *dap) runsPreviousAttempt(request string, key labelKey, attempt uint32) bool {
 	for _, r := range d.running {
 		if r.request == request && r.key == key && r.attempt < attempt {
 			return true

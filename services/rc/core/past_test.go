@@ -16,13 +16,13 @@ func (h *harness) lose(id string) []Command {
 
 // expectedLabels are the label sets of the portions an AggExpect names, in
 // the order of dispatches seen.
-func expectedLabels(t *testing.T, x AggExpect, seen map[uint64]Dispatch) []string {
+func expectedLabels(t *testing.T, x AggExpect, seen map[PortionID]Dispatch) []string {
 	t.Helper()
 	var out []string
 	for _, ref := range x.Portions {
-		d, ok := seen[ref.ID]
+		d, ok := seen[ref.PortionID]
 		if !ok {
-			t.Fatalf("AggExpect names portion %d, never dispatched", ref.ID)
+			t.Fatalf("AggExpect names portion %d, never dispatched", ref.PortionID)
 		}
 		out = append(out, d.Portion.Labels.String())
 	}
@@ -66,7 +66,7 @@ func TestLostLabelSetWaitsForItsDAP(t *testing.T) {
 			out = h.complete(us, OutcomeOK)
 			x := only[AggExpect](t, out)
 			none[Reply](t, out)
-			got := expectedLabels(t, x, map[uint64]Dispatch{eu.Portion.ID: eu, us.Portion.ID: us})
+			got := expectedLabels(t, x, map[PortionID]Dispatch{eu.Portion.ID: eu, us.Portion.ID: us})
 			if strings.Join(got, " ") != "{region:eu} {region:us}" {
 				t.Fatalf("the Agg expects %v, want both regions", got)
 			}

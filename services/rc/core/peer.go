@@ -27,15 +27,15 @@ type relayedRequest struct {
 }
 
 type relayedPortion struct {
-	id      uint64
+	id      PortionID
 	dap     string
 	done    bool
 	tooLate bool
 }
 
-func (rr *relayedRequest) has(id uint64) bool { return rr.find(id) != nil }
+func (rr *relayedRequest) has(id PortionID) bool { return rr.find(id) != nil }
 
-func (rr *relayedRequest) find(id uint64) *relayedPortion {
+func (rr *relayedRequest) find(id PortionID) *relayedPortion {
 	for _, p := range rr.portions {
 		if p.id == id {
 			return p
@@ -103,7 +103,7 @@ func (c *Core) relayCompleted(rr *relayedRequest, e PortionCompleted) {
 	c.emit(ForwardCompletion{RC: rr.primary, Completion: e})
 }
 
-func (c *Core) relayLost(rr *relayedRequest, id uint64, d *dap) {
+func (c *Core) relayLost(rr *relayedRequest, id PortionID, d *dap) {
 	p := rr.find(id)
 	if p == nil || p.done {
 		return

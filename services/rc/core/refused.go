@@ -13,8 +13,8 @@ type Refused struct {
 	// was dispatched to, at that attempt, and not have answered it).
 	Agg     string
 	DAP     string
-	Portion uint64
-	Attempt int
+	Portion PortionID
+	Attempt uint32
 	// Internal: a service sent what sg never sends (ReplyInternal); else the
 	// request's own content is at fault (ReplyBadRequest).
 	Internal bool
@@ -157,7 +157,7 @@ func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, d
 
 // runsExactly: the DAP holds a slot for portion id of the request, at that
 // attempt, run for this core or (relayed) for a primary RC.
-func (d *dap) runsExactly(id uint64, request string, attempt int, relayed bool) bool {
+func (d *dap) runsExactly(id PortionID, request string, attempt uint32, relayed bool) bool {
 	for _, r := range d.running {
 		if r.id == id {
 			return r.request == request && r.attempt == attempt && r.relayed == relayed

@@ -82,7 +82,7 @@ func TestForgedRefusalsChangeNothing(t *testing.T) {
 	}
 }
 
-func dapRuns(h *harness, dap string, id uint64) bool {
+func dapRuns(h *harness, dap string, id PortionID) bool {
 	d := h.c.fleet.byID[dap]
 	return d != nil && d.runs(id)
 }

@@ -47,7 +47,7 @@ type request struct {
 	// the order, and a lookup is a binary search (portion) over ids,
 	// their ids side by side (no portion state read on the way).
 	portions []*portionState
-	ids      []uint64
+	ids      []PortionID
 	// setBuf is the storage of sets (labelSets).
 	setBuf      []labelSet
 	errored     bool
@@ -86,7 +86,7 @@ type labelSet struct {
 	labels Labels
 	// attempt counts retries of this label set; portions of older attempts
 	// are superseded.
-	attempt int
+	attempt uint32
 	// The reference vintage locked at the label set's first dispatch.
 	locked  bool
 	vintage uint64
@@ -135,14 +135,17 @@ type portionState struct {
 	superseded bool
 	// What the core reads of the Portion it sent (the Dispatch carries the
 	// rest): its id, range and attempt.
-	ID      uint64
+	ID      PortionID
 	Range   TimeRange
-	Attempt int
+	Attempt uint32
 	via     string
 }
 
+// ref names the portion's attempt, as the Agg is told of it.
+func (ps *portionState) ref() PortionRef { return PortionRef{PortionID: ps.ID, Attempt: ps.Attempt} }
+
 // portion is the request's portion with the id, nil if it has none.
-func (r *request) portion(id uint64) *portionState {
+func (r *request) portion(id PortionID) *portionState {
 	i, ok := slices.BinarySearch(r.ids, id)
 	if !ok {
 		return nil

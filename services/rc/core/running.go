@@ -20,15 +20,15 @@ type runningIndex struct {
 	shift uint // 64 - log2(len(slots))
 }
 
-func (x *runningIndex) home(id uint64) uint64 { return (id * 0x9E3779B97F4A7C15) >> x.shift }
+func (x *runningIndex) home(id PortionID) uint64 { return (uint64(id) * 0x9E3779B97F4A7C15) >> x.shift }
 
 // runningSlot is one entry; ps nil marks it empty.
 type runningSlot struct {
-	id uint64
+	id PortionID
 	ps *portionState
 }
 
-func (x *runningIndex) put(id uint64, ps *portionState) {
+func (x *runningIndex) put(id PortionID, ps *portionState) {
 	if 2*(x.n+1) > len(x.slots) {
 		x.grow()
 	}
@@ -46,7 +46,7 @@ func (x *runningIndex) put(id uint64, ps *portionState) {
 }
 
 // get is the portion state under id, nil when none.
-func (x *runningIndex) get(id uint64) *portionState {
+func (x *runningIndex) get(id PortionID) *portionState {
 	if x.n == 0 {
 		return nil
 	}
@@ -59,7 +59,7 @@ func (x *runningIndex) get(id uint64) *portionState {
 	return nil
 }
 
-func (x *runningIndex) del(id uint64) {
+func (x *runningIndex) del(id PortionID) {
 	if x.n == 0 {
 		return
 	}

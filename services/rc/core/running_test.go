@@ -11,15 +11,15 @@ import (
 func TestRunningIndex(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var x runningIndex
-	want := map[uint64]*portionState{}
-	var ids []uint64 // want's keys, in a deterministic order
-	next := uint64(1)
+	want := map[PortionID]*portionState{}
+	var ids []PortionID // want's keys, in a deterministic order
+	next := PortionID(1)
 	for step := 0; step < 200_000; step++ {
 		switch op := rng.IntN(10); {
 		case op < 5 || len(want) == 0:
-			var id uint64
+			var id PortionID
 			if rng.IntN(4) == 0 {
-				id = uint64(rng.IntN(64)) // ids near one another
+				id = PortionID(rng.IntN(64)) // ids near one another
 			} else {
 				next++
 				id = next

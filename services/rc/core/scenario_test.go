@@ -137,7 +137,7 @@ func TestBusyDAPQueuesAndCompletionDequeuesOldestFirst(t *testing.T) {
 	none[*Dispatch](t, h.request("q3", "trade", nil, t0, t0+hour, time.Minute))
 	h.advance(time.Second)
 	out := h.complete(first, OutcomeOK)
-	if ae := only[AggExpect](t, out); ae.Request != "q1" || len(ae.Portions) != 1 || ae.Portions[0].ID != first.Portion.ID {
+	if ae := only[AggExpect](t, out); ae.Request != "q1" || len(ae.Portions) != 1 || ae.Portions[0].PortionID != first.Portion.ID {
 		t.Fatalf("agg expect %+v", ae)
 	}
 	if d := dispatchedTo(t, out, "rdb-eu"); d.Portion.Request != "q2" {
@@ -210,7 +210,7 @@ func TestMaxRetriesFailsTheRequest(t *testing.T) {
 	h := newHarness(t, Config{MaxRetry: 2})
 	h.register("rdb-eu", lbl("region", "eu"))
 	d := dispatchedTo(t, h.request("q1", "trade", nil, t0, t0+hour, time.Minute), "rdb-eu")
-	for i := 1; i <= 2; i++ {
+	for i := uint32(1); i <= 2; i++ {
 		h.advance(time.Second)
 		d = dispatchedTo(t, h.complete(d, OutcomeRetry), "rdb-eu")
 		if d.Portion.Attempt != i {
@@ -302,7 +302,7 @@ func TestLostDAPWorkIsRequeued(t *testing.T) {
 	// only the replacement.
 	h.complete(q1a, OutcomeOK)
 	ae := only[AggExpect](t, h.complete(again, OutcomeOK))
-	if len(ae.Portions) != 1 || ae.Portions[0].ID != again.Portion.ID {
+	if len(ae.Portions) != 1 || ae.Portions[0].PortionID != again.Portion.ID {
 		t.Fatalf("agg expect %+v", ae)
 	}
 }

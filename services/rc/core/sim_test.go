@@ -105,13 +105,13 @@ type simRequest struct {
 	told       map[string]bool
 	// agg is the request's Agg, as the core's commands name it.
 	agg     string
-	attempt map[labelKey]int
+	attempt map[labelKey]uint32
 	vintage map[string]uint64 // (ls, attempt) -> vintage of its dispatches
 	// absent: planned label sets that had no DAP at arrival (remembered).
 	absent map[labelKey]bool
 	// tracked: the portions the Agg was told early (AggTrack) and not
 	// superseded; trackSealed: the last AggTrack sealed the set.
-	tracked     map[uint64]bool
+	tracked     map[PortionID]bool
 	trackSealed bool
 }
 
@@ -123,8 +123,8 @@ type sim struct {
 	dapOrder []string
 	reqs     map[string]*simRequest
 	reqOrder []string
-	portions map[uint64]Dispatch
-	okDone   map[uint64]bool
+	portions map[PortionID]Dispatch
+	okDone   map[PortionID]bool
 	labels   []Labels
 	nextID   int
 	logf     func(string, ...any)
@@ -200,8 +200,8 @@ func newSim(seed, salt uint64, logf func(string, ...any)) *sim {
 		now:      t0,
 		daps:     map[string]*simDAP{},
 		reqs:     map[string]*simRequest{},
-		portions: map[uint64]Dispatch{},
-		okDone:   map[uint64]bool{},
+		portions: map[PortionID]Dispatch{},
+		okDone:   map[PortionID]bool{},
 		logf:     logf,
 		aggAlive: map[string]bool{"agg-1": true, "agg-2": true},
 		lastLoss: map[labelKey]int64{},
@@ -389,7 +389,7 @@ func (s *sim) newRequest() error {
 		q.Agg = "agg-1" // named by the caller: kept while alive
 	}
 	q.Caller = []string{"", "c1", "c2"}[s.rng.IntN(3)]
-	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]int{}, vintage: map[string]uint64{}, late: late}
+	r := &simRequest{req: q, kind: simTables[table], sets: map[labelKey]bool{}, attempt: map[labelKey]uint32{}, vintage: map[string]uint64{}, late: late}
 	for _, d := range s.liveDAPs() {
 		if sel.Selects(d.info.Labels) {
 			if r.kind == Unsharded {
@@ -765,14 +765,14 @@ func (s *sim) apply(cmd Command) error {
 			return err
 		}
 		if r.tracked == nil {
-			r.tracked = map[uint64]bool{}
+			r.tracked = map[PortionID]bool{}
 		}
 		for _, ref := range c.Supersede {
-			delete(r.tracked, ref.ID)
+			delete(r.tracked, ref.PortionID)
 		}
 		// (It precedes the step's Dispatch commands: the Agg hears first.)
 		for _, ref := range c.Expect {
-			r.tracked[ref.ID] = true
+			r.tracked[ref.PortionID] = true
 		}
 		r.trackSealed = c.Sealed
 	case AggExpect:
@@ -789,8 +789,8 @@ func (s *sim) apply(cmd Command) error {
 			return fmt.Errorf("request %s: the Agg was told early %d portions (sealed %v), the final set has %d", c.Request, len(r.tracked), r.trackSealed, len(c.Portions))
 		}
 		for _, ref := range c.Portions {
-			if !r.tracked[ref.ID] {
-				return fmt.Errorf("request %s: final portion %d was not told to the Agg early", c.Request, ref.ID)
+			if !r.tracked[ref.PortionID] {
+				return fmt.Errorf("request %s: final portion %d was not told to the Agg early", c.Request, ref.PortionID)
 			}
 		}
 		return s.checkCoverage(r, c)
@@ -999,12 +999,12 @@ func (s *sim) checkStopped(out []Command) error {
 func (s *sim) checkCoverage(r *simRequest, c AggExpect) error {
 	byLS := map[labelKey][]Dispatch{}
 	for _, ref := range c.Portions {
-		d, ok := s.portions[ref.ID]
+		d, ok := s.portions[ref.PortionID]
 		if !ok {
-			return fmt.Errorf("agg told to expect unknown portion %d", ref.ID)
+			return fmt.Errorf("agg told to expect unknown portion %d", ref.PortionID)
 		}
-		if !s.okDone[ref.ID] {
-			return fmt.Errorf("agg told to expect portion %d that did not succeed", ref.ID)
+		if !s.okDone[ref.PortionID] {
+			return fmt.Errorf("agg told to expect portion %d that did not succeed", ref.PortionID)
 		}
 		k := keyOf(d.Portion.Labels)
 		if r.kind == Unsharded {
@@ -1260,7 +1260,7 @@ func (s *sim) refuseOne() error {
 		d := holders[s.rng.IntN(len(holders))]
 		p := d.inflight[s.rng.IntN(len(d.inflight))]
 		return s.refuse(Refused{At: s.now, Request: p.d.Portion.Request, DAP: d.info.ID, Portion: p.d.Portion.ID,
-			Attempt: p.d.Portion.Attempt + 1 + s.rng.IntN(3), Internal: internal, Reason: "forged"}, true)
+			Attempt: p.d.Portion.Attempt + 1 + uint32(s.rng.IntN(3)), Internal: internal, Reason: "forged"}, true)
 	}
 	// Forged: a request the core never held (or one that ended).
 	id := fmt.Sprintf("q-unknown-%d", s.rng.IntN(3))
@@ -1275,7 +1275,7 @@ func (s *sim) refuseOne() error {
 	if s.rng.IntN(2) == 0 {
 		return s.refuse(Refused{At: s.now, Request: id, Agg: "agg-1", Reason: "forged"}, true)
 	}
-	return s.refuse(Refused{At: s.now, Request: id, DAP: "dap-forged", Portion: 1 + uint64(s.rng.IntN(100)), Reason: "forged"}, true)
+	return s.refuse(Refused{At: s.now, Request: id, DAP: "dap-forged", Portion: 1 + PortionID(s.rng.IntN(100)), Reason: "forged"}, true)
 }
 
 // refuse steps a refusal; a forged one must change nothing but the count of

@@ -31,7 +31,7 @@ const (
 type DAPThrottled struct {
 	At       int64
 	Request  string
-	Portion  uint64
+	Portion  PortionID
 	DAP      string
 	Endpoint string // "": the pause is the DAP's alone
 	Until    int64

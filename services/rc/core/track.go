@@ -76,13 +76,13 @@ func (c *Core) trackDispatch(r *request, ps *portionState) {
 		t.slot = len(c.out)
 		c.emit(c.tracks.new()) // filled by flushTracks
 	}
-	t.expect = append(t.expect, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
+	t.expect = append(t.expect, ps.ref())
 }
 
 // trackSupersede notes a portion that no longer counts.
 func (c *Core) trackSupersede(r *request, ps *portionState) {
 	t := c.trackOf(r)
-	t.supersede = append(t.supersede, PortionRef{ID: ps.ID, DAP: ps.dap, Attempt: ps.Attempt})
+	t.supersede = append(t.supersede, ps.ref())
 }
 
 // flushTracks fills the step's AggTrack commands. A request answered or
@@ -102,7 +102,7 @@ func (c *Core) flushTracks() {
 		// Supersedes come in the order of what caused them (a lost DAP's running
 		// portions, several restarts): the commands list them by id.
 		if len(t.supersede) > 1 {
-			slices.SortFunc(t.supersede, func(a, b PortionRef) int { return cmp.Compare(a.ID, b.ID) })
+			slices.SortFunc(t.supersede, func(a, b PortionRef) int { return cmp.Compare(a.PortionID, b.PortionID) })
 		}
 		live := r.live() && !r.errored && !r.timingOut && (len(t.expect) > 0 || len(t.supersede) > 0)
 		cmd := AggTrack{Request: r.ID, Agg: r.Agg, Expect: t.expect, Supersede: t.supersede, Sealed: r.queued == 0}

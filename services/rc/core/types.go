@@ -67,6 +67,14 @@ func utcDay(ts int64) int64 {
 	return d
 }
 
+// PortionID numbers a portion within its request: messages.PortionID, its
+// one home (the wire carries it as it is, in its decimal form).
+type PortionID = messages.PortionID
+
+// PortionRef names one attempt of one portion, as the Agg is told of it:
+// messages.PortionRef, its one home.
+type PortionRef = messages.PortionRef
+
 // TimeRange is a time range [Start, End) with its open ends (MinTS, MaxTS):
 // messages.TimeRange, its one home (Intersect and Valid are what the core
 // asks of it).
