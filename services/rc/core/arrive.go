@@ -263,8 +263,10 @@ func (c *Core) placeRequest(r *request) {
 		// places the request again.
 		order := c.placeOrder[:0]
 		c.placeOrder = nil
+		// The DAPs that can take something now: the chain's DAP checks
+		// (ready) and its group check (inGroup), not copies of them.
 		for _, d := range c.groupDAPs(c.queueGroupOf(ls)) {
-			if d.freeSlots() > 0 && d.Available && c.inGroup(d, ls) {
+			if c.ready(d) && c.inGroup(d, ls) {
 				order = append(order, d)
 			}
 		}

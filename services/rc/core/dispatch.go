@@ -279,10 +279,11 @@ func (c *Core) lock(ls *labelSet, v uint64) {
 }
 
 // oldestFor finds the oldest queued item the DAP can serve now, through the
-// index: for each table it serves, the subqueue of its own vintage (items
-// locked at it) and, if it is up to date, the unlocked subqueue; within
-// each, the oldest item intersecting its purview that the placement chain
-// (feasible.go) accepts. The subqueues are asked in the order of their
+// index: for each table it serves (dapGroups, as the chain's inGroup), the
+// subqueues whose vintage fits the DAP's (the chain's vintageFits: the one
+// locked at its vintage and, if it is up to date, the unlocked one); within
+// each, the oldest item meeting its purview (meets, as the chain's
+// candidate) that the whole placement chain (feasible.go) accepts. The subqueues are asked in the order of their
 // oldest slots, and one whose oldest is younger than the item found is not
 // asked: the chain runs on the item taken, not on every subqueue's head.
 func (c *Core) oldestFor(d *dap) *item {
@@ -304,13 +305,13 @@ func (c *Core) oldestFor(d *dap) *item {
 		if dg.partitioned {
 			p = d.Purview
 		}
-		if len(g.locked) > 0 {
-			look(g.locked[d.Vintage], p)
+		// A locked subqueue wants its own vintage (wantVintage): the one
+		// keyed by the DAP's is the only locked one that can fit.
+		if q := g.locked[d.Vintage]; q != nil && c.vintageFits(d, g, true, q.key.vintage) {
+			look(q, p)
 		}
-		if g.unlocked != nil {
-			if d.Vintage == c.groupTop(g) {
-				look(g.unlocked, p)
-			}
+		if g.unlocked != nil && c.vintageFits(d, g, false, 0) {
+			look(g.unlocked, p)
 		}
 	}
 	// Oldest head first (insertion sort: a DAP has a few).

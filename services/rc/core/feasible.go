@@ -29,9 +29,11 @@ const ReasonRequiredDropped = "Required DAPs dropped"
 // Nomad's scheduler/feasible: a FeasibilityChecker per question, each
 // recording why a node was filtered) both decides dispatch and writes the
 // reasons of a timeout message's queue block. The queue index (group,
-// vintage subqueue, purview, see queue.go) only proposes items: dispatch
-// takes an item when the whole chain passes, and the explainer reports every
-// check that fails, in the chain's order, in the seed's words.
+// vintage subqueue, purview, see queue.go) only proposes items, narrowed by
+// the chain's own checks (inGroup, vintageFits, meets; ready for the DAPs a
+// new request is offered to), never by copies of them: dispatch takes an
+// item when the whole chain passes, and the explainer reports every check
+// that fails, in the chain's order, in the seed's words.
 //
 // A check answers its question without allocating (dispatch runs it on every
 // decision); its reason, asked only for a timeout message, may format.
@@ -78,11 +80,10 @@ var placement = [...]feasibilityCheck{
 		reason: func(_ *Core, d *dap, _ *item) string { return pausedReason(d.pausedUntil) }},
 	checkVintage: {quietAfter: -1,
 		ok: func(c *Core, d *dap, it *item) bool {
-			want, _ := c.wantVintage(it)
-			return d.Vintage == want
+			return c.vintageFits(d, c.queueGroupOf(it.ls), it.ls.locked, it.ls.vintage)
 		},
 		reason: func(c *Core, d *dap, it *item) string {
-			want, word := c.wantVintage(it)
+			want, word := c.wantVintage(c.queueGroupOf(it.ls), it.ls.locked, it.ls.vintage)
 			return fmt.Sprintf(reasonVintageFmt, d.Vintage, word, want)
 		}},
 	// A request timing out has its items unqueued; this guards the moment
@@ -158,20 +159,27 @@ func (c *Core) candidate(d *dap, it *item) bool {
 		return false
 	}
 	if r.kind == TimePartitioned {
-		_, ok := it.rng.Intersect(d.Purview)
-		return ok
+		return meets(d.Purview, it.rng) // the rule the queue's purview heaps index by
 	}
 	return true
 }
 
-// wantVintage is the vintage a DAP needs for the item: the label set's
-// locked vintage if it has one ("queue"), else the group's highest
-// ("global": the DAP must be up to date).
-func (c *Core) wantVintage(it *item) (v uint64, word string) {
-	if it.ls.locked {
-		return it.ls.vintage, reasonVintageQueueWord
+// wantVintage is the vintage a DAP needs for the items of queue group g
+// whose label set locked vintage v (locked) or none yet: the locked one
+// ("queue"), else the group's highest ("global": the DAP must be up to
+// date). The items of one subqueue share the answer (its key is the lock).
+func (c *Core) wantVintage(g *queueGroup, locked bool, v uint64) (want uint64, word string) {
+	if locked {
+		return v, reasonVintageQueueWord
 	}
-	return c.groupTop(c.queueGroupOf(it.ls)), reasonVintageGlobalWord
+	return c.groupTop(g), reasonVintageGlobalWord
+}
+
+// vintageFits is the chain's vintage check: the DAP has the vintage the
+// items want. oldestFor asks it of a whole subqueue before looking in it.
+func (c *Core) vintageFits(d *dap, g *queueGroup, locked bool, v uint64) bool {
+	want, _ := c.wantVintage(g, locked, v)
+	return d.Vintage == want
 }
 
 // inGroup: the DAP serves the label set's table and is one of its group
