@@ -214,10 +214,12 @@ type Routing struct {
 }
 
 // Write sets r's routing headers in h: a string field that is empty is
-// removed, a number that is zero is left as it is. The values written share
-// one allocation, not one per field (the RC writes a dispatch's and an
-// expectation's for every request); a caller that makes h with a constant
-// size hint lets a header that does not outlive the publish stay on its stack.
+// removed (the portion id's none is empty), a number that is zero is left as
+// it is. The values written share two allocations, not one or two per field
+// (the RC writes a dispatch's and an expectation's for every request, a DAP
+// a partial's and a completion's for every portion): the numbers are
+// formatted into one string; a caller that makes h with a constant size hint
+// lets a header that does not outlive the publish stay on its stack.
 func (r Routing) Write(h nats.Header) {
 	var kv [22]string // key, value pairs: one per field
 	n := 0
@@ -229,23 +231,45 @@ func (r Routing) Write(h nats.Header) {
 		kv[n], kv[n+1] = k, headerValue(v)
 		n += 2
 	}
-	num := func(k string, v uint64) {
-		if v != 0 {
-			kv[n], kv[n+1] = k, strconv.FormatUint(v, 10)
+	// Numbers: formatted into digits, their values cut from it once it is
+	// a string (ends[i] is where the number of kv[numAt[i]] ends).
+	var buf [5 * 20]byte
+	digits := buf[:0]
+	var numAt, ends [5]int
+	nums := 0
+	num := func(k string, v []byte) {
+		if len(v) > len(digits) {
+			kv[n], numAt[nums], ends[nums] = k, n, len(v)
 			n += 2
+			nums++
 		}
+		digits = v
 	}
 	str(HdrRequestID, r.RequestID)
 	str(HdrAPI, r.API)
 	str(HdrAggID, r.AggID)
 	str(HdrRCID, r.RCID)
-	str(HdrPortionID, r.PortionID.String())
-	num(HdrAttempt, uint64(r.Attempt))
-	num(HdrPurviewVersion, r.PurviewVersion)
-	num(HdrReferenceVintage, r.ReferenceVintage)
+	if r.PortionID == 0 {
+		h.Del(HdrPortionID)
+	}
+	num(HdrPortionID, r.PortionID.appendWire(digits))
+	if r.Attempt != 0 {
+		num(HdrAttempt, strconv.AppendUint(digits, uint64(r.Attempt), 10))
+	}
+	if r.PurviewVersion != 0 {
+		num(HdrPurviewVersion, strconv.AppendUint(digits, r.PurviewVersion, 10))
+	}
+	if r.ReferenceVintage != 0 {
+		num(HdrReferenceVintage, strconv.AppendUint(digits, r.ReferenceVintage, 10))
+	}
 	if r.Deadline != 0 {
-		kv[n], kv[n+1] = HdrDeadline, strconv.FormatInt(r.Deadline, 10)
-		n += 2
+		num(HdrDeadline, strconv.AppendInt(digits, r.Deadline, 10))
+	}
+	if nums > 0 {
+		all, from := string(digits), 0
+		for i := range nums {
+			kv[numAt[i]+1], from = all[from:ends[i]], ends[i]
+		}
 	}
 	str(HdrLogCorr, r.LogCorr)
 	str(HdrContentType, string(r.Content))

@@ -139,3 +139,23 @@ func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
 		}
 	}
 }
+
+// Routing.Write formats its numbers (a portion id, the watermarks, the
+// deadline: a dispatch's and a partial's are large) into one string, and its
+// values share one slice: two allocations, however many fields are set.
+func TestRoutingWriteAllocations(t *testing.T) {
+	r := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: 1732460000000000001, Attempt: 2,
+		PurviewVersion: 1732460000000000002, ReferenceVintage: 1732460000000000003, Deadline: 1732460000000000004,
+		LogCorr: "c", Content: ContentMsgpack}
+	h := nats.Header{}
+	r.Write(h)
+	for k, want := range map[string]string{HdrPortionID: "1732460000000000001", HdrAttempt: "2",
+		HdrPurviewVersion: "1732460000000000002", HdrReferenceVintage: "1732460000000000003", HdrDeadline: "1732460000000000004"} {
+		if got := h.Get(k); got != want {
+			t.Fatalf("%s: %q, want %q", k, got, want)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { r.Write(h) }); got > 2 {
+		t.Fatalf("Routing.Write allocates %.0f times, want at most 2", got)
+	}
+}

@@ -96,7 +96,7 @@ func (d *DAP) onCancel(m *nats.Msg) {
 	}
 	d.mu.Unlock()
 	queued := d.queue.remove(func(p *messages.PortionDispatch) bool { return match(p.RequestID, p.PortionID) })
-	d.log.Info().Str("request_id", id).Stringer("portion", portion).Int("running", n).Int("queued", len(queued)).Msg("cancelled by the RC")
+	d.log.Info().Str("request_id", id).Uint64("portion", uint64(portion)).Int("running", n).Int("queued", len(queued)).Msg("cancelled by the RC")
 	for i := range queued {
 		d.answerCancelled(&queued[i], 0)
 	}

@@ -82,7 +82,7 @@ func (d *DAP) mismatchLocked(p *messages.PortionDispatch) string {
 }
 
 func (d *DAP) portionLog(p *messages.PortionDispatch) *zerolog.Logger {
-	l := d.log.With().Str("request_id", p.RequestID).Stringer("portion", p.PortionID).
+	l := d.log.With().Str("request_id", p.RequestID).Uint64("portion", uint64(p.PortionID)).
 		Uint32("attempt", p.Attempt).Str("api", p.API).Str("log_corr", p.LogCorr).Logger()
 	return &l
 }
@@ -296,7 +296,7 @@ func (d *DAP) execute(ctx context.Context, src Source, p *messages.PortionDispat
 func (d *DAP) refuseDispatch(route messages.Routing, reason string, size int) {
 	f := messages.NewRefusal(route.RequestID, subjects.ServiceDAP, d.cfg.ID, messages.RefusalCodeRequest, reason)
 	f.PortionID, f.Attempt = route.PortionID, route.Attempt
-	l := d.log.With().Str("request_id", route.RequestID).Stringer("portion", route.PortionID).Uint32("attempt", route.Attempt).
+	l := d.log.With().Str("request_id", route.RequestID).Uint64("portion", uint64(route.PortionID)).Uint32("attempt", route.Attempt).
 		Str("rc", route.RCID).Int("bytes", size).Logger()
 	data, err := messages.Encode(&f)
 	if err == nil {

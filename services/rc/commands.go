@@ -40,7 +40,7 @@ func (r *RC) carryOut(cmd core.Command) {
 	case core.ForwardCompletion:
 		r.forwardCompletion(c)
 	case core.CancelDAP:
-		r.reqDebug(c.Request).Str("dap", c.DAP).Stringer("portion", c.Portion).Msg("telling the DAP to stop the request")
+		r.reqDebug(c.Request).Str("dap", c.DAP).Uint64("portion", uint64(c.Portion)).Msg("telling the DAP to stop the request")
 		r.metrics.cancels.WithLabelValues("dap").Inc()
 		r.publishCancel(r.cfg.Subjects.DAPCancel(c.DAP), c.Request, c.Portion)
 	case core.CancelPeer:
@@ -92,7 +92,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
 	if e := r.reqDebug(m.RequestID); e != nil { // the range would be boxed for nothing
-		e.Str("dap", c.DAP).Stringer("portion", m.PortionID).Uint32("attempt", m.Attempt).
+		e.Str("dap", c.DAP).Uint64("portion", uint64(m.PortionID)).Uint32("attempt", m.Attempt).
 			Stringer("range", m.Range).Uint64("pv", m.PurviewVersion).Uint64("rv", m.ReferenceVintage).Msg("dispatch")
 	}
 	r.publish(subject, h, &m)

@@ -238,7 +238,7 @@ func dapInfo(reg messages.DAPRegistration) core.DAPInfo {
 
 func (r *RC) completion(c messages.PortionCompletion, h nats.Header, now time.Time) {
 	out := c.Class() // a timeout, a refusal (the DAP's queue is full) or as sent
-	r.reqDebugFrom(c.RequestID, h).Str("dap", c.DAPID).Stringer("portion", c.PortionID).Stringer("outcome", c.Outcome).Msg("portion completed")
+	r.reqDebugFrom(c.RequestID, h).Str("dap", c.DAPID).Uint64("portion", uint64(c.PortionID)).Stringer("outcome", c.Outcome).Msg("portion completed")
 	// A RETRY carries the DAP's current watermarks: learn them now, so the
 	// retry is placed on what the DAP really holds, not on an event still
 	// in flight.

@@ -53,7 +53,7 @@ func (r *RC) sendPeerPortion(c core.Dispatch, m messages.PortionDispatch) {
 		p.via[c.Portion.ID] = viaPortion{rc: c.ViaRC, dap: c.DAP}
 	}
 	r.metrics.peerMessages.WithLabelValues("portion_sent").Inc()
-	r.reqDebug(m.RequestID).Str("dap", c.DAP).Str("secondary", c.ViaRC).Stringer("portion", m.PortionID).Msg("dispatch via secondary RC")
+	r.reqDebug(m.RequestID).Str("dap", c.DAP).Str("secondary", c.ViaRC).Uint64("portion", uint64(m.PortionID)).Msg("dispatch via secondary RC")
 	r.publish(r.cfg.Subjects.RCSecondaryDispatch(c.ViaRC), nil, &pp)
 }
 
@@ -72,7 +72,7 @@ func (r *RC) peerPortion(pp messages.PeerPortion, now time.Time) {
 	// Kept for as long as the core keeps the relayed request (it may still be
 	// asked for its status after the deadline), plus a timer period.
 	ri.forget = time.Unix(0, d.Deadline).Add(time.Duration(2*r.cfg.MultiRCMaxWait+1) * r.cfg.TickEvery)
-	r.reqDebug(d.RequestID).Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Stringer("portion", d.PortionID).Msg("relaying portion for primary RC")
+	r.reqDebug(d.RequestID).Str("primary", pp.PrimaryID).Str("dap", pp.DAPID).Uint64("portion", uint64(d.PortionID)).Msg("relaying portion for primary RC")
 	r.step(core.PeerDispatch{At: now.UnixNano(), Primary: pp.PrimaryID, Dispatch: core.Dispatch{
 		Portion: core.Portion{ID: d.PortionID, Request: d.RequestID, Labels: d.Labels, Range: d.Range,
 			Attempt: d.Attempt, PurviewVersion: d.PurviewVersion, Vintage: d.ReferenceVintage},

@@ -33,7 +33,7 @@ func (r *RC) throttled(c messages.PortionCompletion, h nats.Header, now time.Tim
 		delay = throttleDefault
 	}
 	until := now.Add(delay)
-	log.Warn().Str("dap", c.DAPID).Stringer("portion", c.PortionID).Str("endpoint", key).Time("until", until).
+	log.Warn().Str("dap", c.DAPID).Uint64("portion", uint64(c.PortionID)).Str("endpoint", key).Time("until", until).
 		Msg("portion throttled: pausing dispatch to the DAPs of the endpoint; the portion is requeued")
 	if p := r.pending[c.RequestID]; p != nil && p.via != nil {
 		delete(p.via, c.PortionID)
