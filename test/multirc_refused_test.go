@@ -94,11 +94,11 @@ func TestMultiRCRelayedRefusalEndsTheRequest(t *testing.T) {
 	// run) and their completions reach rc-1 after the answer; none answers
 	// again. The refused portion's own run ends too, and is not forwarded:
 	// the secondary has ended it.
-	genuine := 1 // m
+	req, genuine := m.Header.Get(messages.HdrRequestID), 1 // the RC's id of the request; m
 	for more := true; more; {
 		select {
 		case o := <-x.dispatches:
-			if o.Header.Get(messages.HdrRequestID) == "refused" && len(o.Data) > 2 {
+			if o.Header.Get(messages.HdrRequestID) == req && len(o.Data) > 2 {
 				genuine++
 			}
 		default:
@@ -111,9 +111,9 @@ func TestMultiRCRelayedRefusalEndsTheRequest(t *testing.T) {
 	for seen, until := 0, time.Now().Add(refusedWithin); seen < genuine-1; {
 		c, err := completions.NextMsg(time.Until(until))
 		if err != nil {
-			t.Fatalf("rc-1 got %d of the %d other relayed portions' completions: %v", seen, genuine-1, err)
+			t.Fatalf("rc-1 got %d of the %d other relayed portions' completions of %s: %v", seen, genuine-1, req, err)
 		}
-		if pc, err := messages.DecodeValid[messages.PortionCompletion](c.Data); err == nil && pc.RequestID == "refused" {
+		if pc, err := messages.DecodeValid[messages.PortionCompletion](c.Data); err == nil && pc.RequestID == req {
 			seen++
 		}
 	}
