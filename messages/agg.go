@@ -1,5 +1,7 @@
 package messages
 
+import "time"
+
 // Agg events for RCs: the heartbeat by which an RC knows an Agg is alive.
 // An RC gives requests only to Aggs it hears from, and drives the requests
 // of an Agg that falls silent, restarts or stops again on another.
@@ -7,9 +9,13 @@ package messages
 // AggVersion is the version of the Agg event messages.
 const AggVersion = 1
 
-// maxAggHeartbeatMS bounds the period an Agg may announce (an hour): a
-// larger one would keep a dead Agg alive in the RCs' view for hours.
-const maxAggHeartbeatMS = 3_600_000
+// MaxHeartbeat bounds the period a DAP or an Agg may announce (their
+// configurations too): a larger one would keep a dead one alive in the RCs'
+// view for hours, and past 2^63 ns it no longer fits a time.Duration.
+const MaxHeartbeat = time.Hour
+
+// maxHeartbeatMS is MaxHeartbeat as a heartbeat's IntervalMS.
+const maxHeartbeatMS = int64(MaxHeartbeat / time.Millisecond)
 
 // AggHeartbeat is sent by an Agg on subjects.AggHeartbeat(id) when it starts,
 // every IntervalMS, and once more with Stopping when it stops. An RC that
@@ -36,8 +42,8 @@ func (m *AggHeartbeat) Validate() error {
 	if err := validateID(typ, "Agg id", m.AggID); err != nil {
 		return err
 	}
-	if m.IntervalMS < 0 || m.IntervalMS > maxAggHeartbeatMS {
-		return invalid(typ, "interval %d ms: want 0..%d", m.IntervalMS, maxAggHeartbeatMS)
+	if m.IntervalMS < 0 || m.IntervalMS > maxHeartbeatMS {
+		return invalid(typ, "interval %d ms: want 0..%d", m.IntervalMS, maxHeartbeatMS)
 	}
 	if m.Pending < 0 || m.HeldBytes < 0 {
 		return invalid(typ, "negative load (pending %d, bytes %d)", m.Pending, m.HeldBytes)

@@ -21,7 +21,7 @@ func TestAggHeartbeatRoundTripAndValidate(t *testing.T) {
 		"bad id":       {V: AggVersion, AggID: "agg.1"},
 		"empty id":     {V: AggVersion},
 		"interval":     {V: AggVersion, AggID: "agg-1", IntervalMS: -1},
-		"huge period":  {V: AggVersion, AggID: "agg-1", IntervalMS: maxAggHeartbeatMS + 1},
+		"huge period":  {V: AggVersion, AggID: "agg-1", IntervalMS: maxHeartbeatMS + 1},
 		"pending":      {V: AggVersion, AggID: "agg-1", Pending: -1},
 		"negative mem": {V: AggVersion, AggID: "agg-1", HeldBytes: -1},
 	} {
@@ -74,6 +74,21 @@ func TestAggDoneVersions(t *testing.T) {
 		old.V = v
 		if err := old.Validate(); !errors.Is(err, ErrVersion) {
 			t.Errorf("v%d: %v, want ErrVersion", v, err)
+		}
+	}
+}
+
+// TestDAPHeartbeatInterval: a DAP's heartbeat period is bounded as an Agg's.
+func TestDAPHeartbeatInterval(t *testing.T) {
+	for ms, ok := range map[int64]bool{0: true, 200: true, maxHeartbeatMS: true, -1: false, maxHeartbeatMS + 1: false, 1 << 62: false} {
+		b, err := Encode(&DAPHeartbeat{V: DAPVersion, DAPID: "d1", IntervalMS: ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeValid[DAPHeartbeat](b); (err == nil) != ok {
+			t.Errorf("interval %d ms: error %v, want accepted %v", ms, err, ok)
+		} else if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("interval %d ms: %v, want ErrInvalid", ms, err)
 		}
 	}
 }

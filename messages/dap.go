@@ -403,8 +403,8 @@ func (m *DAPHeartbeat) Validate() error {
 	if m.Running < 0 || m.Running > maxDAPRunning {
 		return invalid(typ, "running %d: want 0..%d", m.Running, maxDAPRunning)
 	}
-	if m.IntervalMS < 0 {
-		return invalid(typ, "interval %d ms is negative", m.IntervalMS)
+	if m.IntervalMS < 0 || m.IntervalMS > maxHeartbeatMS {
+		return invalid(typ, "interval %d ms: want 0..%d", m.IntervalMS, maxHeartbeatMS)
 	}
 	return nil
 }

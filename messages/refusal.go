@@ -18,6 +18,12 @@ import (
 // The RC trusts none of it: it acts only if the request is live and the
 // refusing service is the one it sent that message to (the request's Agg; the
 // DAP it dispatched that portion to, at that attempt).
+//
+// A DAP refuses a dispatch to the RC that sent it: for a portion a secondary
+// RC relays for a primary, the secondary. That one frees the DAP's slot and
+// forwards the refusal to the primary's refusal subject, with Via naming
+// itself, as it forwards completions; the primary acts on it only if it
+// placed that portion through that secondary.
 type Refusal struct {
 	V         uint8  `msgpack:"v"`
 	RequestID string `msgpack:"req"`
@@ -34,6 +40,9 @@ type Refusal struct {
 	Code Code `msgpack:"code"`
 	// Reason says what was refused and why, at most MaxRefusalReason bytes.
 	Reason string `msgpack:"reason"`
+	// Via is the secondary RC that forwards its DAP's refusal of a portion
+	// it relays; empty when the refusing service sends it itself.
+	Via string `msgpack:"via,omitempty"`
 }
 
 // RefusalVersion is Refusal's version.
@@ -90,6 +99,14 @@ func (m *Refusal) Validate() error {
 		}
 	} else if m.PortionID != 0 || m.Attempt != 0 {
 		return invalid(typ, "an Agg's refusal names no portion")
+	}
+	if m.Via != "" {
+		if m.Service != subjects.ServiceDAP {
+			return invalid(typ, "an Agg's refusal is not forwarded")
+		}
+		if err := validateID(typ, "via RC id", m.Via); err != nil {
+			return err
+		}
 	}
 	if m.Code != CodeBadRequest && m.Code != CodeInternal {
 		return invalid(typ, "code %s: want BAD_REQUEST or INTERNAL", m.Code)

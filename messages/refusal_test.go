@@ -30,12 +30,16 @@ func TestRefusalReasonBound(t *testing.T) {
 
 func TestRefusalValidate(t *testing.T) {
 	ok := Refusal{V: RefusalVersion, RequestID: "req", Service: "dap", ServiceID: "d1", PortionID: 7, Attempt: 1, Code: CodeBadRequest, Reason: "r"}
-	b, err := Encode(&ok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := DecodeValid[Refusal](b); err != nil || got != ok {
-		t.Fatalf("round trip: %+v %v", got, err)
+	forwarded := ok
+	forwarded.Via = "rc-2"
+	for _, ok := range []Refusal{ok, forwarded} {
+		b, err := Encode(&ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := DecodeValid[Refusal](b); err != nil || got != ok {
+			t.Fatalf("round trip: %+v %v", got, err)
+		}
 	}
 	for name, mut := range map[string]func(*Refusal){
 		"no version":           func(f *Refusal) { f.V = 0 },
@@ -46,6 +50,8 @@ func TestRefusalValidate(t *testing.T) {
 		"Agg with a portion":   func(f *Refusal) { f.Service = "agg" },
 		"code not allowed":     func(f *Refusal) { f.Code = CodeOK },
 		"no reason":            func(f *Refusal) { f.Reason = "" },
+		"via not a token":      func(f *Refusal) { f.Via = "rc.2" },
+		"an Agg's forwarded":   func(f *Refusal) { f.Service, f.PortionID, f.Attempt, f.Via = "agg", 0, 0, "rc-2" },
 	} {
 		f := ok
 		mut(&f)

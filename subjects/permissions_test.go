@@ -249,3 +249,22 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+// TestRCForwardsToPrimary: a secondary RC forwards its DAPs' completions and
+// refusals of relayed portions to the primary RC's inbox, which therefore an
+// RC credential may publish on; it subscribes to no other RC's inbox.
+func TestRCForwardsToPrimary(t *testing.T) {
+	s := Default()
+	p, err := s.Permissions(Grant{Role: RoleRC, Name: "rc-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range []string{s.RCCompletion("rc-1"), s.RCRefused("rc-1"), s.RCSecondaryStatus("rc-1")} {
+		if !p.Allows(true, subj) {
+			t.Errorf("an RC may not publish on %s", subj)
+		}
+	}
+	if p.Allows(true, s.RCSubmit("rc-1")) {
+		t.Errorf("an RC may publish on %s", s.RCSubmit("rc-1"))
+	}
+}

@@ -76,7 +76,8 @@ const (
 	// RCSubmit: GW -> RC, a client request to schedule, per RC id.
 	RCSubmit  = "rc.*.submit"
 	RCSubmitT = "rc.%s.submit"
-	// RCCompletion: DAP -> RC, a portion finished (ok, error or RETRY), per RC id.
+	// RCCompletion: DAP -> RC, a portion finished (ok, error or RETRY), per RC id;
+	// also secondary RC -> primary RC, its DAP's completion of a relayed portion.
 	RCCompletion  = "rc.*.completion"
 	RCCompletionT = "rc.%s.completion"
 
@@ -84,7 +85,8 @@ const (
 	RCAggDone  = "rc.*.aggdone"
 	RCAggDoneT = "rc.%s.aggdone"
 	// RCRefused: DAP or Agg -> RC, "I refused a message of this request"
-	// (messages.Refusal; fire-and-forget), per RC id (the message's Sg-Rc-Id).
+	// (messages.Refusal; fire-and-forget), per RC id (the message's Sg-Rc-Id);
+	// also secondary RC -> primary RC, its DAP's refusal of a relayed portion.
 	RCRefused  = "rc.*.refused"
 	RCRefusedT = "rc.%s.refused"
 	// RCCancel: GW -> RC, cancel a request's drive (drive id in Sg-Request-Id, no body), per RC id.

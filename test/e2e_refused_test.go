@@ -49,9 +49,9 @@ var refusedArgs = messages.GetDataArgs{Table: "trade", GroupBy: []string{"sym"},
 
 // garble publishes a body that does not decode with the headers of m, as if
 // m had been corrupted on its way.
-func garble(t *testing.T, sys *system, m *nats.Msg) {
+func garble(t *testing.T, nc *nats.Conn, m *nats.Msg) {
 	t.Helper()
-	if err := sys.nc.PublishMsg(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: []byte{0xc1, 0x00}}); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: []byte{0xc1, 0x00}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,7 +100,7 @@ func TestMalformedExpectationEndsTheRequest(t *testing.T) {
 	start := time.Now()
 	ch := sys.getDataAsync(refusedArgs, messages.Opts{TimeoutMS: refusedTimeout.Milliseconds()})
 	natstest.Receive(t, gated.started, "the portion to start", refusedWithin)
-	garble(t, sys, receiveMsg(t, expects, "expectation"))
+	garble(t, sys.nc, receiveMsg(t, expects, "expectation"))
 	st := refusedAnswer(t, ch, start)
 	if st.RC != messages.CodeBadRequest || !strings.Contains(st.AI, "refused by Agg agg-1") || !strings.Contains(st.AI, "expectation") {
 		t.Fatalf("status %+v, want BAD_REQUEST naming Agg agg-1 and the expectation", st)
@@ -118,7 +118,7 @@ func TestMalformedDispatchEndsTheRequest(t *testing.T) {
 	start := time.Now()
 	ch := sys.getDataAsync(refusedArgs, messages.Opts{TimeoutMS: refusedTimeout.Milliseconds()})
 	natstest.Receive(t, gated.started, "the portion to start", refusedWithin)
-	garble(t, sys, receiveMsg(t, dispatches, "dispatch"))
+	garble(t, sys.nc, receiveMsg(t, dispatches, "dispatch"))
 	st := refusedAnswer(t, ch, start)
 	if st.RC != messages.CodeBadRequest || !strings.Contains(st.AI, "refused by DAP d1") || !strings.Contains(st.AI, "portion dispatch") {
 		t.Fatalf("status %+v, want BAD_REQUEST naming DAP d1 and the dispatch", st)

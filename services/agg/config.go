@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
@@ -116,8 +117,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxAnswerBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxAnswerBytes %d is negative", c.MaxAnswerBytes))
 	}
-	if c.Heartbeat < 0 || c.Heartbeat > time.Hour {
-		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to 1h", c.Heartbeat))
+	if c.Heartbeat < 0 || c.Heartbeat > messages.MaxHeartbeat {
+		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to %v", c.Heartbeat, messages.MaxHeartbeat))
 	}
 	if c.DoneDelay < 0 || c.DoneDelay > time.Minute {
 		errs = append(errs, fmt.Errorf("DoneDelay %v: want 0 (default) up to 1m", c.DoneDelay))

@@ -109,8 +109,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PartialWindow < 0 {
 		errs = append(errs, fmt.Errorf("PartialWindow %d is negative", c.PartialWindow))
 	}
-	if c.Heartbeat < 0 {
-		errs = append(errs, fmt.Errorf("Heartbeat %v is negative", c.Heartbeat))
+	if c.Heartbeat < 0 || c.Heartbeat > messages.MaxHeartbeat {
+		errs = append(errs, fmt.Errorf("Heartbeat %v: want 0 (default) up to %v, what RCs accept", c.Heartbeat, messages.MaxHeartbeat))
 	}
 	// The registration's own checks cover id, labels, tier, purview, tables, concurrency.
 	reg := registration(c, true)

@@ -188,6 +188,7 @@ func TestNewValidates(t *testing.T) {
 		"purview":     func(c *Config) { c.Purview = messages.TimeRange{Start: 5, End: 5} },
 		"concurrency": func(c *Config) { c.Concurrency = -1 },
 		"table kind":  func(c *Config) { c.Tables = []messages.TableInfo{{Name: "t", Kind: "odd"}} },
+		"heartbeat":   func(c *Config) { c.Heartbeat = messages.MaxHeartbeat + time.Millisecond }, // RCs would refuse its heartbeats
 	} {
 		c := good
 		mutate(&c)

@@ -47,6 +47,10 @@ const (
 	// longer holds requests to their deadline.
 	LabelSetRetention = 10 * time.Minute
 	DAPHeartbeat      = 2 * time.Second // DAPs' and Aggs' heartbeat period (what RCs expect); the RC's warm-up
+	// RCWakeFloor bounds below the period at which an RC's loop wakes to
+	// measure its own stalls (half the shortest heartbeat interval of its
+	// DAPs and Aggs): a DAP announcing a 1 ms interval cannot make it spin.
+	RCWakeFloor = 10 * time.Millisecond
 )
 
 // AggDoneDelay is how long an Agg holds a done notice (the RC may forget the

@@ -50,6 +50,7 @@ func (r *RC) onAggHeartbeat(aggID string, data []byte, now time.Time) {
 	rec.startedAt, rec.lastSeen = hb.StartedAt, now
 	if hb.IntervalMS > 0 {
 		rec.interval = time.Duration(hb.IntervalMS) * time.Millisecond
+		r.heardInterval(rec.interval)
 	}
 	if rec.dead {
 		rec.dead = false

@@ -49,6 +49,8 @@ func (r *RC) carryOut(cmd core.Command) {
 		r.publishCancel(r.cfg.Subjects.RCCancel(c.RC), c.Request, 0)
 	case core.RefusalNoted:
 		r.noteRefusal(c) // refused.go
+	case core.ForwardRefusal:
+		r.forwardRefusal(c) // refused.go
 	case core.AggChanged:
 		if p := r.pending[c.Request]; p != nil {
 			p.aggSeq, p.trackSealed = 0, false // the new Agg's expectations start at Seq 1

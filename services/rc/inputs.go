@@ -177,6 +177,7 @@ func (r *RC) dapEvent(dapID, event string, data []byte, now time.Time) {
 		rec.lastSeen = now
 		if hb.IntervalMS > 0 {
 			rec.interval = time.Duration(hb.IntervalMS) * time.Millisecond
+			r.heardInterval(rec.interval)
 		}
 		// A missed status or vintage event is noticed here.
 		if hb.PurviewVersion != rec.reg.PurviewVersion {

@@ -41,8 +41,8 @@ type metrics struct {
 	// warmHeld counts requests held while the fleet view warmed up.
 	warmHeld prometheus.Counter
 	// refusals counts the DAPs' and Aggs' refusals received, by outcome
-	// (accepted: the request was answered; dropped: forged or stale; bad:
-	// did not decode).
+	// (accepted: the request was answered; forwarded: to the primary RC of
+	// a relayed portion; dropped: forged or stale; bad: did not decode).
 	refusals *prometheus.CounterVec
 
 	// The seed's (KX's) names, beside ours: kxi_rc_queue_length,
@@ -72,11 +72,11 @@ func newMetrics(reg *prometheus.Registry, rcID string) (*metrics, error) {
 		rememberedLabelSets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_remembered_label_sets", Help: "(Table, label set) pairs whose DAPs all left within SG_RC_LABEL_SET_RETENTION: requests that select them wait for a DAP of them.", ConstLabels: labels}),
 		recoveredDAPs:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "sg_rc_recovered_daps", Help: "DAPs rebuilt from the DAP state stream at start, without re-registering.", ConstLabels: labels}),
 		aggsLost:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_aggs_lost_total", Help: "Aggs declared lost (missed heartbeats, restart, stop).", ConstLabels: labels}),
-		stalls:              prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_loop_stalls_total", Help: "Times the RC's loop came back later than its announcement period by a quarter period or more; its lateness (any, not only these) is not counted as silence of DAPs, Aggs and peer RCs.", ConstLabels: labels}),
+		stalls:              prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_loop_stalls_total", Help: "Times the RC's loop came back later than its wake period (half the shortest heartbeat interval of its DAPs and Aggs, at most its announcement period) by a quarter period or more; its lateness (any, not only these) is not counted as silence of DAPs, Aggs and peer RCs.", ConstLabels: labels}),
 		aggRedrives:         prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_agg_redrives_total", Help: "Requests driven again on another Agg after theirs was lost.", ConstLabels: labels}),
 		refused:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refused_total", Help: "Requests refused RATE_LIMITED over a limit, by limit.", ConstLabels: labels}, []string{"limit"}),
 		warmHeld:            prometheus.NewCounter(prometheus.CounterOpts{Name: "sg_rc_warmup_held_total", Help: "Requests held while the RC's fleet view warmed up after start.", ConstLabels: labels}),
-		refusals:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refusals_received_total", Help: "Refusals of a request's message received from DAPs and Aggs, by outcome: accepted (the request was answered), dropped (forged or stale: it named what this RC did not send), bad (did not decode).", ConstLabels: labels}, []string{"outcome"}),
+		refusals:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_refusals_received_total", Help: "Refusals of a request's message received from DAPs and Aggs, by outcome: accepted (the request was answered), forwarded (a relayed portion's, to its primary RC), dropped (forged or stale: it named what this RC did not send), bad (did not decode).", ConstLabels: labels}, []string{"outcome"}),
 		cancels:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sg_rc_cancels_total", Help: "Cancellations received (received) and sent (dap, peer, agg).", ConstLabels: labels}, []string{"kind"}),
 	}
 	m.kxQueueLength = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kxi_rc_queue_length", Help: "Queued request portions (seed: kxi_rc_queue_length; sg_rc_queue_length).", ConstLabels: labels})

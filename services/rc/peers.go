@@ -16,6 +16,7 @@ import (
 //	primary                         secondary (owns the DAP)
 //	Dispatch{ViaRC}  -- PeerPortion -->  PeerDispatch -> Dispatch -> DAP
 //	PortionCompleted <-- PortionCompletion (forwarded) -- ForwardCompletion <- DAP
+//	Refused{Via}     <-- Refusal{Via} (forwarded) ------ ForwardRefusal <- DAP (refused.go)
 //	QueryPeerStatus  -- SecondaryQuery -->  PeerStatusQuery
 //	PeerStatusReport <-- PeerStatusBlock --  ReportPeerStatus
 //

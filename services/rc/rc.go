@@ -46,7 +46,9 @@ type RC struct {
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
 	stall   stall.Watch                // the loop's lateness, not counted as silence (stall.go)
-	armed   int64                      // the deadline the loop's timer is set for (unix ns); 0: none pending
+	// wantWake: the period the wake ticker (and stall.Period) is to have (stall.go).
+	wantWake time.Duration
+	armed    int64 // the deadline the loop's timer is set for (unix ns); 0: none pending
 
 	ready  chan struct{} // closed once subscribed and the fleet is rebuilt
 	warmCh chan struct{} // closed once the fleet view is warm (warm.go)
@@ -167,6 +169,7 @@ func New(cfg Config) (*RC, error) {
 	}
 	r.stall = stall.Watch{Period: cfg.AnnounceEvery, Stalls: r.metrics.stalls, Log: &r.log,
 		Warn: "rc loop stalled: not counted as silence of DAPs, Aggs and peer RCs"}
+	r.wantWake = cfg.AnnounceEvery
 	return r, nil
 }
 
@@ -234,7 +237,10 @@ func (r *RC) Run(ctx context.Context) error {
 	defer tick.Stop()
 	announce := time.NewTicker(r.cfg.AnnounceEvery)
 	defer announce.Stop()
-	r.stall.Wake(r.cfg.Now()) // the first wake: the loop judges from now on
+	wake := time.NewTicker(r.stall.Period) // the loop's own pace, to measure its stalls (stall.go)
+	defer wake.Stop()
+	r.wantWake = r.wakePeriod() // the DAPs and Aggs known from the replay
+	r.stall.Wake(r.cfg.Now())   // the first wake: the loop judges from now on
 	deadline := time.NewTimer(time.Hour)
 	defer deadline.Stop()
 
@@ -255,8 +261,11 @@ func (r *RC) Run(ctx context.Context) error {
 			r.onTick(inbox)
 		case <-announce.C:
 			r.onAnnounce()
+		case <-wake.C:
+			r.discountStall(r.cfg.Now())
 		}
 		r.armDeadline(deadline)
+		r.armWake(wake)
 	}
 }
 
@@ -285,6 +294,7 @@ func (r *RC) onAnnounce() {
 	r.discountStall(now)
 	r.checkPeers(now)
 	r.observe()
+	r.wantWake = r.wakePeriod() // DAPs and Aggs that left or slowed down
 }
 
 // armDeadline sets the timer to the core's next deadline, so a timeout is

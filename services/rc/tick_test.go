@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
 )
@@ -228,4 +229,170 @@ func TestPingAfterStall(t *testing.T) {
 	if len(out) != 1 || out[0].DAP != "d1" || !out[0].Reached {
 		t.Fatalf("ping after the RC's stall: %+v, want d1 reached", out)
 	}
+}
+
+// loopSim emulates the RC's loop (Run) on a fake clock: the wake ticker at
+// the period armWake gives it, the announcement ticker every AnnounceEvery,
+// d1 beating every 200 ms while beating. Every wake also judges, as a tick
+// of the RC's timer does.
+type loopSim struct {
+	r       *RC
+	clock   *time.Time
+	hb      []byte
+	ticker  *time.Ticker // armWake resets it; the emulation reads r.stall.Period
+	inbox   chan input
+	beating bool
+
+	nextWake, nextAnnounce, nextBeat time.Time
+}
+
+func newLoopSim(t *testing.T, r *RC, clock *time.Time, hb []byte) *loopSim {
+	l := &loopSim{r: r, clock: clock, hb: hb, ticker: time.NewTicker(time.Hour), inbox: make(chan input), beating: true}
+	t.Cleanup(l.ticker.Stop)
+	r.wantWake = r.wakePeriod() // as Run does before its loop
+	r.armWake(l.ticker)
+	r.stall.Wake(*clock)
+	l.nextWake, l.nextAnnounce, l.nextBeat = clock.Add(r.stall.Period), clock.Add(r.cfg.AnnounceEvery), clock.Add(200*time.Millisecond)
+	return l
+}
+
+// run lets the loop run for d, handling every wake due until then.
+func (l *loopSim) run(d time.Duration) {
+	end := l.clock.Add(d)
+	for {
+		next := l.nextWake
+		if l.nextAnnounce.Before(next) {
+			next = l.nextAnnounce
+		}
+		if l.beating && l.nextBeat.Before(next) {
+			next = l.nextBeat
+		}
+		if next.After(end) {
+			*l.clock = end
+			return
+		}
+		*l.clock = next
+		period := l.r.stall.Period
+		switch {
+		case l.beating && next.Equal(l.nextBeat):
+			l.r.dapEvent("d1", subjects.EventHeartbeat, l.hb, next)
+			l.nextBeat = next.Add(200 * time.Millisecond)
+		case next.Equal(l.nextWake):
+			l.r.onTick(l.inbox)
+			l.nextWake = next.Add(period)
+		default:
+			l.r.onAnnounce()
+			l.nextAnnounce = next.Add(l.r.cfg.AnnounceEvery)
+		}
+		l.r.armWake(l.ticker)
+		if l.r.stall.Period != period { // Reset: the next tick a new period on
+			l.nextWake = next.Add(l.r.stall.Period)
+		}
+	}
+}
+
+// stall stops the loop for d; then the ticks due meanwhile are ready, and the
+// first handled judges.
+func (l *loopSim) stall(d time.Duration) {
+	*l.clock = l.clock.Add(d)
+	l.r.onTick(l.inbox)
+	l.r.armWake(l.ticker)
+	l.nextWake, l.nextAnnounce = l.clock.Add(l.r.stall.Period), l.clock.Add(l.r.cfg.AnnounceEvery)
+	if l.nextBeat.Before(*l.clock) {
+		l.nextBeat = *l.clock
+	}
+}
+
+// TestShortHeartbeatStall: a DAP beating every 200 ms (dropped after 600 ms
+// of silence) under an RC announcing every second; the RC's loop stalls
+// 700 ms just after a wake. The stall is measured at half the DAP's interval
+// (stall.go), not at the announcement period, so the DAP is kept; silent
+// after the stall, it is still dropped after 600 ms of the RC's running time
+// (less what the stall could not be told from a punctual wake: one wake
+// period).
+func TestShortHeartbeatStall(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	clock := time.Unix(1_000_000, 0)
+	r, hb := tickRC(t, nc, &clock, Config{}) // AnnounceEvery: 1 s
+	l := newLoopSim(t, r, &clock, hb)
+	l.run(2 * time.Second) // ends on a beat, a wake and an announcement
+	if _, known := r.daps["d1"]; !known {
+		t.Fatal("the DAP, beating, was dropped")
+	}
+
+	l.stall(700 * time.Millisecond)
+	if _, known := r.daps["d1"]; !known {
+		t.Fatalf("the DAP (600 ms dead-after) was dropped for a 700 ms stall of the RC's own, measured at a %v period", r.stall.Period)
+	}
+
+	l.beating = false
+	l.run(400 * time.Millisecond)
+	if _, known := r.daps["d1"]; !known {
+		t.Fatal("the DAP, silent 400 ms after the stall, was dropped: the stall was counted as its silence")
+	}
+	l.run(200 * time.Millisecond)
+	if _, known := r.daps["d1"]; known {
+		t.Fatal("the DAP, silent 600 ms after the stall, is still known: more than the stall was credited")
+	}
+}
+
+// TestWakePeriod: the wake period follows the shortest heartbeat interval of
+// the DAPs and live Aggs (half of it), at once when one beats faster, at the
+// next announcement when it leaves; never above the announcement period, and
+// never below defaults.RCWakeFloor, whatever interval a hostile DAP announces.
+func TestWakePeriod(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	clock := time.Unix(1_000_000, 0)
+	r, _ := tickRC(t, nc, &clock, Config{AggIDs: []string{"agg-1"}}) // d1 beats every 200 ms
+	r.aggs["agg-1"] = &aggRecord{lastSeen: clock, interval: defaultAggHeartbeat}
+	ticker := time.NewTicker(time.Hour)
+	defer ticker.Stop()
+	period := func(want time.Duration, when string) {
+		t.Helper()
+		r.armWake(ticker)
+		if r.stall.Period != want {
+			t.Fatalf("%s: wake period %v, want %v", when, r.stall.Period, want)
+		}
+	}
+	period(100*time.Millisecond, "d1 beating every 200 ms")
+
+	beat := func(dap string, ms int64) {
+		t.Helper()
+		reg := r.daps["d1"].reg
+		reg.DAPID = dap
+		hb, err := messages.Encode(&messages.DAPHeartbeat{V: messages.DAPVersion, DAPID: dap, Seq: 1, IntervalMS: ms,
+			PurviewVersion: 1, ReferenceVintage: 1, Registration: &reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.dapEvent(dap, subjects.EventHeartbeat, hb, clock)
+	}
+	beat("d2", 1) // registers d2 from its heartbeat
+	beat("d2", 1) // and says its interval: 1 ms
+	period(defaults.RCWakeFloor, "a DAP announcing 1 ms")
+
+	lost, err := messages.Encode(&messages.DAPLost{V: messages.DAPVersion, DAPID: "d2", Reason: "shutdown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dapEvent("d2", subjects.EventLost, lost, clock)
+	period(defaults.RCWakeFloor, "d2 gone, before the next announcement")
+	r.onAnnounce()
+	period(100*time.Millisecond, "d2 gone, after the announcement")
+
+	aggBeat := func(ms int64) {
+		t.Helper()
+		ahb, err := messages.Encode(&messages.AggHeartbeat{V: messages.AggVersion, AggID: "agg-1", Seq: 1, StartedAt: 1, IntervalMS: ms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.onAggHeartbeat("agg-1", ahb, clock)
+	}
+	aggBeat(60)
+	period(30*time.Millisecond, "the Agg beating every 60 ms")
+
+	beat("d1", 10_000)
+	aggBeat(10_000)
+	r.onAnnounce()
+	period(r.cfg.AnnounceEvery, "every beat slower than twice the announcement period")
 }

@@ -25,8 +25,8 @@
 //     the Dispatch it concerns: the portions to expect and to forget, and
 //     whether the set is sealed, so the Agg answers on the last partial;
 //     see track.go), AggExpect and AggFail (to the Agg), Reply (to the caller: rc/ac from the ReplyKind, ai = Text),
-//     QueryPeerStatus, ReportPeerStatus and ForwardCompletion (to peer
-//     RCs), CancelDAP, CancelPeer and CancelAgg (tell a DAP, a secondary
+//     QueryPeerStatus, ReportPeerStatus, ForwardCompletion and
+//     ForwardRefusal (to peer RCs), CancelDAP, CancelPeer and CancelAgg (tell a DAP, a secondary
 //     RC, the Agg to stop work on a request the RC has answered);
 //     AggChanged says a request moved to another Agg (its expectations start
 //     again there); RetryNoted and TimeoutIncomplete are for logs and

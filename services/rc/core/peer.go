@@ -7,8 +7,8 @@ import (
 )
 
 // The secondary role: a primary RC placed a portion on a DAP this RC owns.
-// This RC relays it to the DAP, forwards the DAP's completion to the
-// primary, and reports its status block for the timeout message. It does
+// This RC relays it to the DAP, forwards the DAP's completion (or refusal:
+// refused.go) to the primary, and reports its status block for the timeout message. It does
 // not re-check feasibility: the primary sees every DAP's events and decided.
 
 // relayedRequest is what a secondary keeps of a peer's request.

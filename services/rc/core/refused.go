@@ -15,6 +15,11 @@ type Refused struct {
 	DAP     string
 	Portion PortionID
 	Attempt uint32
+	// Via is the secondary RC that relayed the refused dispatch for this
+	// (primary) RC and forwards its DAP's refusal (ForwardRefusal); "" for a
+	// refusal the service sent this RC itself. It must be the route the
+	// portion was dispatched by.
+	Via string
 	// Internal: a service sent what sg never sends (ReplyInternal); else the
 	// request's own content is at fault (ReplyBadRequest).
 	Internal bool
@@ -24,16 +29,28 @@ type Refused struct {
 
 func (e Refused) at() int64 { return e.At }
 
-// RefusalNoted: the core accepted a refusal (and answered its request), or
-// dropped it as forged or stale (Why says which check it failed).
+// RefusalNoted: the core accepted a refusal (and answered its request),
+// forwarded it to the primary RC of a portion it relays, or dropped it as
+// forged or stale (Why says which check it failed).
 type RefusalNoted struct {
-	Request  string
-	By       string // "DAP <id>" or "Agg <id>"
-	Accepted bool
-	Why      string // for a dropped one
+	Request   string
+	By        string // "DAP <id>" or "Agg <id>"
+	Accepted  bool
+	Forwarded bool
+	Why       string // for a dropped one
 }
 
 func (RefusalNoted) isCommand() {}
+
+// ForwardRefusal: as a secondary, pass a DAP's refusal of a relayed portion
+// to the primary RC (as ForwardCompletion passes a completion), which ends
+// the request; Refused.Via is this RC.
+type ForwardRefusal struct {
+	RC      string
+	Refused Refused
+}
+
+func (ForwardRefusal) isCommand() {}
 
 // Why a refusal is dropped.
 const (
@@ -42,7 +59,8 @@ const (
 	refusedNotSent   = "no such portion dispatched to that DAP at that attempt"
 	refusedAnswered  = "the portion was answered or superseded already"
 	refusedTimingOut = "the request is being timed out"
-	refusedRelayed   = "a portion this RC relays for a primary"
+	refusedRelayed   = "a portion this RC relays for a primary, not running so on that DAP"
+	refusedRoute     = "not the route the portion was dispatched by"
 	refusedErrored   = "the Agg answers the request already, with a DAP's error"
 )
 
@@ -72,6 +90,8 @@ func (c *Core) refused(e Refused) {
 	switch {
 	case r == nil || !r.live():
 		drop(refusedUnknown)
+	case e.Via != "":
+		drop(refusedRoute) // an Agg refuses to the primary itself
 	case e.Agg == "" || e.Agg != r.Agg:
 		drop(refusedNotAgg)
 	case r.errored:
@@ -93,22 +113,11 @@ func (c *Core) refused(e Refused) {
 // portion is its current attempt there, unanswered.
 func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, drop func(string)) {
 	if rr := c.relayed[e.Request]; rr != nil && rr.has(e.Portion) {
-		// A secondary's DAP: its completion is the primary's to judge, and
-		// a refusal is not passed on (the portion waits for its deadline:
-		// the Agg would wait for the error partial an error completion
-		// promises). The DAP runs nothing of it, so its slot is free
-		// (review4: it stayed taken until the relay ended).
-		if d := c.fleet.byID[e.DAP]; d != nil && d.runsExactly(e.Portion, e.Request, e.Attempt, true) {
-			if _, freed := c.freeSlot(d, e.Portion); freed {
-				d.lastCompletionAt = c.now
-				defer c.dequeue(d)
-			}
-		}
-		drop(refusedRelayed)
+		c.refusedRelayed(rr, e, by, drop)
 		return
 	}
 	r, ps, d, dapID := c.reportedBy(e.Request, e.Portion, e.DAP)
-	if dapID != e.DAP || ps != nil && (ps.Attempt != e.Attempt || ps.via != "") {
+	if dapID != e.DAP || ps != nil && ps.Attempt != e.Attempt {
 		drop(refusedNotSent) // nothing freed: it names what this core did not send
 		return
 	}
@@ -118,6 +127,19 @@ func (c *Core) refusedByDAP(e Refused, by string, kind ReplyKind, text string, d
 		} else {
 			d = c.fleet.byID[dapID]
 		}
+	}
+	// A portion placed through a secondary is refused by way of it (the DAP
+	// refuses to the RC that dispatched it: ForwardRefusal), one placed on
+	// this RC's own DAP directly.
+	route := ""
+	if ps != nil {
+		route = ps.via
+	} else if d != nil && !d.own(c.cfg.Self) {
+		route = d.RC
+	}
+	if e.Via != route {
+		drop(refusedRoute) // nothing freed
+		return
 	}
 	// The DAP runs nothing of it: its slot is free, as on a completion (a
 	// superseded attempt or an ended request's portion holds one too), if
@@ -164,4 +186,30 @@ func (d *dap) runsExactly(id PortionID, request string, attempt uint32, relayed 
 		}
 	}
 	return false
+}
+
+// refusedRelayed: as a secondary, a DAP of this RC refused a portion relayed
+// for a primary. The DAP runs nothing of it, so its slot is free; the
+// refusal goes on to the primary (ForwardRefusal), whose request it ends at
+// once, as a completion is forwarded (review4: it was dropped here, and the
+// primary's request waited for its deadline). Only a refusal that names the
+// slot exactly as it was taken, not yet ended, goes on: any other is forged
+// or stale and dropped here, freeing nothing.
+func (c *Core) refusedRelayed(rr *relayedRequest, e Refused, by string, drop func(string)) {
+	p := rr.find(e.Portion)
+	d := c.fleet.byID[e.DAP]
+	if e.Via != "" || p.done || p.dap != e.DAP || d == nil || !d.runsExactly(e.Portion, e.Request, e.Attempt, true) {
+		drop(refusedRelayed)
+		return
+	}
+	if _, freed := c.freeSlot(d, e.Portion); freed {
+		d.lastCompletionAt = c.now
+		defer c.dequeue(d)
+	}
+	p.done = true
+	p.tooLate = c.now >= rr.deadline
+	e.Via = c.cfg.Self
+	c.stats.RefusalsForwarded++
+	c.emit(RefusalNoted{Request: e.Request, By: by, Forwarded: true})
+	c.emit(ForwardRefusal{RC: rr.primary, Refused: e})
 }

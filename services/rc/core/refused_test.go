@@ -117,20 +117,107 @@ func TestRefusalAfterAggFailAnswersNothing(t *testing.T) {
 	}
 }
 
-// A DAP's refusal of a portion a secondary RC relays for a primary is not
-// passed on (the primary's request waits for its deadline), but the DAP runs
-// nothing of it: the secondary frees its slot at once (review4: it stayed
-// taken until the relay ended).
-func TestRefusedRelayedPortionFreesTheSlot(t *testing.T) {
+// A DAP's refusal of a portion a secondary RC relays for a primary: the DAP
+// runs nothing of it, so the secondary frees its slot at once (review4: it
+// stayed taken until the relay ended), and forwards the refusal to the
+// primary (as it forwards completions), which ends the request at once with
+// BAD_REQUEST naming the DAP, exactly once (it waited for its deadline).
+func TestRefusedRelayedPortionEndsThePrimaryRequest(t *testing.T) {
 	p, s := twoRCs(t)
-	us := relay(t, p, s, p.request("q1", "trade", nil, t0, t0+hour, time.Minute))
+	out := p.request("q1", "trade", nil, t0, t0+hour, time.Minute)
+	eu := dispatchedTo(t, out, "eu")
+	us := relay(t, p, s, out)
 	s.advance(time.Millisecond)
-	out := s.step(Refused{At: s.now, Request: "q1", DAP: "us", Portion: us.Portion.ID, Attempt: us.Portion.Attempt, Reason: "portion dispatch: bad"})
-	if n := only[RefusalNoted](t, out); n.Accepted || n.Why != refusedRelayed {
-		t.Fatalf("note %+v", n)
+	refusal := Refused{At: s.now, Request: "q1", DAP: "us", Portion: us.Portion.ID, Attempt: us.Portion.Attempt, Reason: "portion dispatch: bad"}
+	out = s.step(refusal)
+	if n := only[RefusalNoted](t, out); !n.Forwarded || n.Accepted {
+		t.Fatalf("note at the secondary %+v", n)
+	}
+	fwd := only[ForwardRefusal](t, out)
+	if fwd.RC != "rc-1" || fwd.Refused.Via != "rc-2" || fwd.Refused.DAP != "us" || fwd.Refused.Portion != us.Portion.ID || fwd.Refused.Attempt != us.Portion.Attempt {
+		t.Fatalf("forwarded %+v", fwd)
 	}
 	none[Reply](t, out)
 	if dapRuns(s, "us", us.Portion.ID) {
 		t.Fatal("the relayed portion's slot is still taken at the secondary")
+	}
+	// The DAP's refusal again (a duplicate): nothing more goes to the primary.
+	out = s.step(refusal)
+	none[ForwardRefusal](t, out)
+	if n := only[RefusalNoted](t, out); n.Forwarded || n.Why != refusedRelayed {
+		t.Fatalf("duplicate at the secondary: note %+v", n)
+	}
+
+	p.now = s.now
+	fwd.Refused.At = p.now
+	out = p.step(fwd.Refused)
+	r := only[Reply](t, out)
+	if r.Request != "q1" || r.Kind != ReplyBadRequest || !strings.Contains(r.Text, "Request refused by DAP us: portion dispatch: bad") {
+		t.Fatalf("reply %+v", r)
+	}
+	if n := only[RefusalNoted](t, out); !n.Accepted {
+		t.Fatalf("note at the primary %+v", n)
+	}
+	if dapRuns(p, "us", us.Portion.ID) {
+		t.Fatal("the refused portion's slot is still taken in the primary's view")
+	}
+	if c := only[CancelDAP](t, out); c.DAP != "eu" || c.Request != "q1" {
+		t.Fatalf("cancel %+v, want eu's portion of q1 stopped", c)
+	}
+	// Forwarded twice: answered once.
+	out = p.step(fwd.Refused)
+	none[Reply](t, out)
+	if n := only[RefusalNoted](t, out); n.Accepted {
+		t.Fatalf("a second forwarded refusal accepted: %+v", n)
+	}
+	p.complete(eu, OutcomeOK)
+}
+
+// Refusals of a relayed portion that name what was not sent, or not by that
+// route, change nothing but the count of dropped refusals: at the secondary
+// (the slot stays taken, nothing is forwarded) and at the primary (the
+// request goes on, and the DAP's genuine answer still makes it).
+func TestForgedRelayedRefusalsChangeNothing(t *testing.T) {
+	p, s := twoRCs(t)
+	out := p.request("q1", "trade", nil, t0, t0+hour, time.Minute)
+	eu := dispatchedTo(t, out, "eu")
+	us := relay(t, p, s, out)
+	refusal := func(dap string, d Dispatch, attempt uint32, via string) Refused {
+		return Refused{Request: "q1", DAP: dap, Portion: d.Portion.ID, Attempt: attempt, Via: via, Reason: "forged"}
+	}
+	for _, c := range []struct {
+		at   *harness
+		what string
+		e    Refused
+	}{
+		{s, "at the secondary, a stale attempt", refusal("us", us, us.Portion.Attempt+1, "")},
+		{s, "at the secondary, another DAP", refusal("eu", us, us.Portion.Attempt, "")},
+		{s, "at the secondary, claiming to be forwarded", refusal("us", us, us.Portion.Attempt, "rc-1")},
+		{p, "at the primary, from the DAP directly", refusal("us", us, us.Portion.Attempt, "")},
+		{p, "at the primary, through another RC", refusal("us", us, us.Portion.Attempt, "rc-3")},
+		{p, "at the primary, a stale attempt", refusal("us", us, us.Portion.Attempt+1, "rc-2")},
+		{p, "at the primary, its own DAP's portion forwarded", refusal("eu", eu, eu.Portion.Attempt, "rc-2")},
+	} {
+		before, _ := c.at.c.Stats()
+		c.e.At = c.at.now
+		out := c.at.step(c.e)
+		if n := only[RefusalNoted](t, out); n.Accepted || n.Forwarded || n.Why == "" {
+			t.Fatalf("%s: %+v", c.what, n)
+		}
+		after, _ := c.at.c.Stats()
+		before.RefusalsDropped++
+		before.Events++
+		if after != before {
+			t.Fatalf("%s changed the core: %+v, want %+v", c.what, after, before)
+		}
+	}
+	if !dapRuns(s, "us", us.Portion.ID) || !dapRuns(p, "us", us.Portion.ID) || !dapRuns(p, "eu", eu.Portion.ID) {
+		t.Fatal("a forged refusal freed a slot")
+	}
+	p.complete(eu, OutcomeOK)
+	fwd := only[ForwardCompletion](t, s.complete(us, OutcomeOK))
+	p.now = s.now
+	if e := only[AggExpect](t, p.step(fwd.Completion)); e.Request != "q1" || len(e.Portions) != 2 {
+		t.Fatalf("expect %+v", e)
 	}
 }

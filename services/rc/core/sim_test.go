@@ -900,6 +900,11 @@ func (s *sim) apply(cmd Command) error {
 		if c.Accepted && s.refusalForged {
 			return fmt.Errorf("forged refusal of %s by %s accepted", c.Request, c.By)
 		}
+		if c.Forwarded {
+			return fmt.Errorf("refusal of %s by %s forwarded by an RC that relays nothing", c.Request, c.By)
+		}
+	case ForwardRefusal:
+		return fmt.Errorf("refusal of %s forwarded to %s by an RC that relays nothing", c.Refused.Request, c.RC)
 	case RetryNoted:
 		r := s.reqs[c.Request]
 		r.retries++
@@ -1261,6 +1266,11 @@ func (s *sim) refuseOne() error {
 		p := d.inflight[s.rng.IntN(len(d.inflight))]
 		return s.refuse(Refused{At: s.now, Request: p.d.Portion.Request, DAP: d.info.ID, Portion: p.d.Portion.ID,
 			Attempt: p.d.Portion.Attempt + 1 + uint32(s.rng.IntN(3)), Internal: internal, Reason: "forged"}, true)
+	case x == 5 && len(holders) > 0 && s.rng.IntN(2) == 0: // forged: the dispatch exactly, "forwarded" by an RC it never went through
+		d := holders[s.rng.IntN(len(holders))]
+		p := d.inflight[s.rng.IntN(len(d.inflight))]
+		return s.refuse(Refused{At: s.now, Request: p.d.Portion.Request, DAP: d.info.ID, Portion: p.d.Portion.ID,
+			Attempt: p.d.Portion.Attempt, Via: "rc-forged", Internal: internal, Reason: "forged"}, true)
 	}
 	// Forged: a request the core never held (or one that ended).
 	id := fmt.Sprintf("q-unknown-%d", s.rng.IntN(3))

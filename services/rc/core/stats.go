@@ -29,8 +29,11 @@ type Stats struct {
 	// Refused counts requests refused over a queue limit at admission.
 	Refused int
 	// RefusalsAccepted counts the DAPs' and Aggs' refusals that ended their
-	// request; RefusalsDropped the forged or stale ones, which changed nothing.
+	// request; RefusalsForwarded those of relayed portions passed to their
+	// primary RC; RefusalsDropped the forged or stale ones, which changed
+	// nothing.
 	RefusalsAccepted          int
+	RefusalsForwarded         int
 	RefusalsDropped           int
 	ComposeErrors             int
 	IncompleteTimeoutMessages int
