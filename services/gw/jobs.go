@@ -559,19 +559,20 @@ func (j *jobStore) status(rec *jobRecord) messages.JobStatus {
 	if rec.terminal() {
 		return js
 	}
-	f := retryafter.Facts{Stage: retryafter.StageWaiting, Elapsed: now.Sub(time.Unix(0, rec.Created))}
+	f := retryafter.Facts{Stage: messages.JobWaiting, Elapsed: now.Sub(time.Unix(0, rec.Created))}
 	if rep, ok := j.position(rec.ID); ok {
 		f.DrainRate, f.Exec = rep.DrainRate, time.Duration(rep.ExecMS)*time.Millisecond
 		switch rep.Status {
 		case messages.StatusAllocating:
-			f.Stage, f.Ahead = retryafter.StageQueued, rep.Ahead+rep.Queued
-			js.State, js.Position = messages.JobQueued, f.Ahead
+			f.Stage, f.Ahead = messages.JobQueued, rep.Ahead+rep.Queued
+			js.Position = f.Ahead
 		case messages.StatusExecuting:
-			f.Stage, js.State = retryafter.StageExecuting, messages.JobExecuting
+			f.Stage = messages.JobExecuting
 		case messages.StatusAggregating:
-			f.Stage, js.State = retryafter.StageAggregating, messages.JobAggregating
+			f.Stage = messages.JobAggregating
 		}
 	}
+	js.State = f.Stage // the stage Retry-After is reckoned for is the state told
 	ra, eta := retryafter.ForStage(f, j.cfg.RetryAfter)
 	js.RetryAfter = ra
 	js.ETA = int((eta + time.Second - 1) / time.Second)
