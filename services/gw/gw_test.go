@@ -574,7 +574,7 @@ func TestLargeAnswerRelayedAsItComes(t *testing.T) {
 	messages.StatusOK.Write(rh)
 	rh.Set(messages.HdrRequestID, s.RequestID)
 	rh.Set(messages.HdrContentType, string(messages.ContentJSON))
-	msgs, err := messages.SplitChunks(s.ReplyTo, rh, body, int(e.nc.MaxPayload())-messages.RelayRoom)
+	msgs, err := messages.SplitChunksBody(s.ReplyTo, rh, messages.Body{body}, int(e.nc.MaxPayload())-messages.RelayRoom)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,7 +245,7 @@ func chunkedAnswerOf(t *testing.T, id, answerID string, max, n int) ([]AnswerChu
 	h := nats.Header{}
 	messages.Routing{RequestID: id + "~0", API: subjects.APIGetData}.Write(h)
 	messages.StatusOK.Write(h)
-	msgs, err := messages.SplitChunks("x", h, body, max)
+	msgs, err := messages.SplitChunksBody("x", h, messages.Body{body}, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,12 +411,12 @@ func TestChunkedAnswerHeldChunksBounded(t *testing.T) {
 	h := nats.Header{}
 	messages.Routing{RequestID: "r1~0", API: subjects.APIGetData}.Write(h)
 	messages.StatusOK.Write(h)
-	// The smallest message size SplitChunks accepts leaves one byte a chunk;
+	// The smallest message size SplitChunksBody accepts leaves one byte a chunk;
 	// 100 more make chunk 0 hold the envelope's header (it names the
 	// caller's id: relayable), and 600 KB make more than maxHeldChunks.
 	size := 64
 	for ; ; size++ {
-		if _, err := messages.SplitChunks("x", h, []byte("xx"), size); err == nil {
+		if _, err := messages.SplitChunksBody("x", h, messages.Body{[]byte("xx")}, size); err == nil {
 			break
 		}
 	}

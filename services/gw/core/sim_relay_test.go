@@ -121,7 +121,7 @@ func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, a
 	h := nats.Header{}
 	messages.Routing{RequestID: drive, API: subjects.APIGetData}.Write(h)
 	messages.StatusOK.Write(h)
-	msgs, err := messages.SplitChunks(reply, h, body, size)
+	msgs, err := messages.SplitChunksBody(reply, h, messages.Body{body}, size)
 	if err != nil {
 		panic(err)
 	}
