@@ -192,3 +192,73 @@ func TestUnreadableStreamFrameEndsTheAnswerAtOnce(t *testing.T) {
 		_ = caller.Unsubscribe()
 	}
 }
+
+// TestRequestLogMisfiledEntriesArePoison: an entry whose subject
+// (log.req.<gw>.<request>) does not name the ids inside it, the request's
+// or its submission's GW, is never adopted under that subject: skipped as
+// poison (counted), its caller never answered, the sweep going on. The
+// same entry on its own subject is adopted (this GW's adopt write lands on
+// it).
+func TestRequestLogMisfiledEntriesArePoison(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) {
+		c.RequestLog = &gw.Durability{Memory: true}
+		c.AnnounceEvery, c.DeadAfter, c.SweepEvery = 50*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	})
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	writes, err := e.nc.SubscribeSync(e.s.RequestLogEntryPattern())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := func(subject, id string) *nats.Subscription {
+		t.Helper()
+		caller, err := e.nc.SubscribeSync(e.nc.NewInbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		en := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: messages.LogOpen, GWID: "gw-dead",
+			GWStarted: 1, ClientReply: caller.Subject, API: subjects.APIPing, Content: messages.ContentJSON,
+			Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw-dead",
+				Header: messages.RequestHeader{API: subjects.APIPing}, ReplyTo: e.s.GWAnswer("gw-dead", id),
+				Content: messages.ContentJSON, Deadline: time.Now().Add(time.Hour).UnixNano(), ReceivedAt: time.Now().UnixNano()}}
+		data, err := messages.Encode(&en)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, subject, data); err != nil {
+			t.Fatal(err)
+		}
+		return caller
+	}
+	misfiled := []*nats.Subscription{
+		plant(e.s.RequestLogEntry("gw-dead", "r1"), "r2"),  // another request's subject
+		plant(e.s.RequestLogEntry("gw-other", "r3"), "r3"), // another GW's
+	}
+	own := e.s.RequestLogEntry("gw-dead", "r4")
+	plant(own, "r4")
+	// The sweep that adopts the entry on its own subject read the others
+	// first; the GW writes under no other subject.
+	for adopted := false; !adopted; {
+		m, err := writes.NextMsg(wait)
+		if err != nil {
+			t.Fatalf("the entry on its own subject was not adopted: %v", err)
+		}
+		if en, err := messages.DecodeValid[messages.LogEntry](m.Data); err == nil && en.GWID == "gw1" {
+			if m.Subject != own {
+				t.Fatalf("the GW wrote %s on %s: a misfiled entry adopted", en.State, m.Subject)
+			}
+			adopted = true
+		}
+	}
+	if n := counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog); n != 2 {
+		t.Fatalf("poison records counted %v, want the 2 misfiled entries", n)
+	}
+	for i, caller := range misfiled {
+		if m, err := caller.NextMsg(50 * time.Millisecond); err == nil {
+			t.Fatalf("misfiled entry %d: its caller was answered %v", i, m.Header)
+		}
+	}
+}
