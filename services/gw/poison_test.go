@@ -152,15 +152,7 @@ func TestUnreadableStreamFrameEndsTheAnswerAtOnce(t *testing.T) {
 		}
 		s := natstest.Receive(t, subs, "the submission", wait)
 		if !firstBad {
-			body, err := messages.Response{Header: messages.ResponseHeader{V: 1, RequestID: s.AnswerID, API: s.Header.API},
-				Payload: []byte(`{"columns":[]}`), Content: messages.ContentJSON}.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			fh := nats.Header{}
-			messages.StatusOK.Write(fh)
-			fh.Set(messages.HdrRequestID, s.RequestID)
-			fh.Set(messages.HdrContentType, string(messages.ContentJSON))
+			fh, body := okJSONAnswer(t, s, []byte(`{"columns":[]}`))
 			messages.SetStreamFrame(fh, "S", 0, false)
 			if err := e.nc.PublishMsg(&nats.Msg{Subject: s.ReplyTo, Header: fh, Data: body}); err != nil {
 				t.Fatal(err)
