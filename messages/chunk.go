@@ -125,17 +125,12 @@ func (b Body) checksum() string {
 // puts the caller's request id and its own trace id in every chunk).
 const RelayRoom = 1 << 10
 
-// SplitChunks cuts payload into messages for subject, each at most
+// SplitChunksBody cuts body into messages for subject, each at most
 // maxMsgSize bytes including headers. Every message carries a copy of base
-// (routing, rc/ac/ai) plus the chunk headers. The messages share payload's
-// memory. A payload that fits in one message still gets chunk headers
-// (count 1), so the receiver checks size and checksum the same way.
-func SplitChunks(subject string, base nats.Header, payload []byte, maxMsgSize int) ([]*nats.Msg, error) {
-	return SplitChunksBody(subject, base, Body{payload}, maxMsgSize)
-}
-
-// SplitChunksBody is SplitChunks for a body in pieces: the messages share
-// the pieces' memory, except a chunk that spans two pieces, which is copied.
+// (routing, rc/ac/ai) plus the chunk headers. The messages share the body
+// pieces' memory, except a chunk that spans two pieces, which is copied. A
+// body that fits in one message still gets chunk headers (count 1), so the
+// receiver checks size and checksum the same way.
 func SplitChunksBody(subject string, base nats.Header, body Body, maxMsgSize int) ([]*nats.Msg, error) {
 	stream := nuid.Next()
 	sum := body.checksum()
@@ -168,7 +163,7 @@ func SplitChunksBody(subject string, base nats.Header, body Body, maxMsgSize int
 	return msgs, nil
 }
 
-// SendChunked publishes payload on subject in chunks (SplitChunks), with
+// SendChunked publishes payload on subject in chunks (SplitChunksBody), with
 // maxMsgSize 0 meaning the connection's max payload, and returns the number
 // of chunks. The receiver must allow enough pending bytes on its
 // subscription (Subscription.SetPendingLimits) for a whole answer, or it
@@ -463,7 +458,7 @@ func (r *ChunkRelay) Add(h nats.Header, data []byte) (pass, last bool, err error
 		if c.index != 0 || c.stream == "" || c.sum == "" {
 			return fail(fmt.Errorf("%w: a relayed transfer begins with chunk 0 and names its stream and sum (chunk %d)", ErrChunk, c.index))
 		}
-		// SplitChunks' shape: every chunk but the last as large as chunk 0,
+		// SplitChunksBody's shape: every chunk but the last as large as chunk 0,
 		// so the count follows from the sizes (no transfer of empty chunks).
 		if c.count > 1 && (len(data) == 0 || (c.total+int64(len(data))-1)/int64(len(data)) != c.count) {
 			return fail(fmt.Errorf("%w: %d chunks of %d bytes for %d bytes: chunks are cut at chunk 0's size", ErrChunk, c.count, len(data), c.total))

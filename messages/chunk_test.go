@@ -78,7 +78,7 @@ func TestSplitChunksSizes(t *testing.T) {
 	payload := randomPayload(100_000, 2)
 	base := nats.Header{HdrRequestID: []string{"r"}}
 	const max = 4096
-	msgs, err := SplitChunks("s", base, payload, max)
+	msgs, err := SplitChunksBody("s", base, Body{payload}, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,13 +96,13 @@ func TestSplitChunksSizes(t *testing.T) {
 		t.Error("chunks do not join to the payload")
 	}
 	if len(base) != 1 {
-		t.Error("SplitChunks modified the base header")
+		t.Error("SplitChunksBody modified the base header")
 	}
-	if _, err := SplitChunks("s", base, payload, 50); !errors.Is(err, ErrChunk) {
+	if _, err := SplitChunksBody("s", base, Body{payload}, 50); !errors.Is(err, ErrChunk) {
 		t.Errorf("tiny max size: %v", err)
 	}
 	// Empty payload: one chunk, reassembles to empty.
-	msgs, err = SplitChunks("s", nil, nil, max)
+	msgs, err = SplitChunksBody("s", nil, nil, max)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("empty payload: %d msgs, %v", len(msgs), err)
 	}
@@ -114,7 +114,7 @@ func TestSplitChunksSizes(t *testing.T) {
 
 func split(t *testing.T, payload []byte, max int) []*nats.Msg {
 	t.Helper()
-	msgs, err := SplitChunks("s", nats.Header{HdrAPI: []string{"getData"}}, payload, max)
+	msgs, err := SplitChunksBody("s", nats.Header{HdrAPI: []string{"getData"}}, Body{payload}, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,13 +363,13 @@ func TestReassemblerChunkEnd(t *testing.T) {
 	}
 }
 
-// ChunkRelay passes a transfer as SplitChunks cuts it, chunk by chunk, the
+// ChunkRelay passes a transfer as SplitChunksBody cuts it, chunk by chunk, the
 // last only once the whole checks out; it refuses transfers of another shape
 // (empty chunks, chunks of other sizes: a sender could make their count as
 // large as the bytes), a gap, and a corrupt byte.
 func TestChunkRelay(t *testing.T) {
 	payload := randomPayload(10_000, 9)
-	msgs, err := SplitChunks("x", nats.Header{}, payload, 3_000)
+	msgs, err := SplitChunksBody("x", nats.Header{}, Body{payload}, 3_000)
 	if err != nil || len(msgs) < 4 {
 		t.Fatalf("%d chunks, %v", len(msgs), err)
 	}

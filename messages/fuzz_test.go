@@ -393,7 +393,7 @@ func FuzzReadHeaders(f *testing.F) {
 // whatever completes has exactly the announced size.
 func FuzzReassembler(f *testing.F) {
 	payload := randomPayload(3000, 7)
-	msgs, _ := SplitChunks("s", nil, payload, 1000)
+	msgs, _ := SplitChunksBody("s", nil, Body{payload}, 1000)
 	var seed strings.Builder
 	for k, v := range msgs[0].Header {
 		seed.WriteString(k + ": " + v[0] + "\n")

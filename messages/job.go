@@ -12,8 +12,9 @@ import "math"
 // JobVersion is the version of the job messages.
 const JobVersion = 1
 
-// Job states, as JobStatus.State names them. A job whose answer is gone is
-// answered CodeExpired, not with a state.
+// Job states, as JobStatus.State names them: the stages of a request as an
+// async caller sees them, which services/retryafter reckons Retry-After for.
+// A job whose answer is gone is answered CodeExpired, not with a state.
 const (
 	JobQueued      = "queued"      // portions wait in an RC queue
 	JobExecuting   = "executing"   // every portion is at a DAP

@@ -223,11 +223,11 @@ func TestAuthWholeSystem(t *testing.T) {
 }
 
 // TestAuthAsyncJobsOnClientCredential: under authentication a GW's async
-// jobs run as a client of the GW API on the client credential sg auth made
-// beside the GW's (as `sg gw` finds it): a job submitted by another client
-// is answered, and no connection meets a permissions violation. On the GW's
-// own credential the job's request would be refused (a GW may not publish
-// on the API subjects).
+// jobs take their answers, as a client, on the client credential sg auth
+// made beside the GW's (as `sg gw` finds it): a job submitted by another
+// client is answered, and no connection meets a permissions violation. On
+// the GW's own credential the job's answer would be refused (a GW may
+// publish to caller inboxes only, and its own is a service inbox).
 func TestAuthAsyncJobsOnClientCredential(t *testing.T) {
 	as := startAuthSystem(t, func(as *authSystem, c *gw.Config) {
 		creds := auth.ClientSeedBeside(auth.SeedFile(as.dir, "gw"))

@@ -100,7 +100,7 @@ func TestAggLimitsCountChunksInTransit(t *testing.T) {
 	h := nats.Header{}
 	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
 	p.Status.Write(h)
-	chunks, err := messages.SplitChunks(subj.AggPartial("agg1"), h, b, 2048)
+	chunks, err := messages.SplitChunksBody(subj.AggPartial("agg1"), h, messages.Body{b}, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,8 +67,8 @@ func SeedFile(dir, name string) string { return filepath.Join(dir, name+SeedExt)
 
 // ClientSeedBeside is the client credential that Init made in the directory
 // of seedFile (a service's credential), or "" if there is none. A GW under
-// authentication runs its async jobs as a client of the GW API on it: its
-// own credential may not publish there.
+// authentication takes its async jobs' answers on it, as a client: a GW
+// answers caller inboxes only, and its own credential's is a service inbox.
 func ClientSeedBeside(seedFile string) string {
 	if seedFile == "" {
 		return ""

@@ -48,7 +48,7 @@ func (g *GW) handle(api string, r micro.Request) {
 	// The request's logger is built only if it is answered here: an
 	// accepted request goes to the loop, which builds its own when it logs.
 	ri := g.newReqInfoNoLog(api, msg, received)
-	sub, st := g.prepare(ri, msg)
+	req, st := g.check(ri, msg)
 	if g.stopped() {
 		return // only after a stop that could not wait for its handlers
 	}
@@ -57,19 +57,27 @@ func (g *GW) handle(api string, r micro.Request) {
 		g.respondStatus(ri, st)
 		return
 	}
-	if sub.Header.Opts.Async {
+	if req.header.Opts.Async {
+		// The job runs on this decode (jobs.go): never decoded again here.
 		ri.log = g.reqLogger(ri)
-		g.submitAsync(ri, msg)
+		g.jobs.serve(func() { g.submitJob(ri, msg, req) })
 		return
 	}
+	sub := g.submission(ri, req)
 	// The caller reads the answer as a stream of frames: the Agg sends it so.
 	sub.Stream = msg.Header.Get(messages.HdrAcceptStream) == "1"
+	g.arrive(ri, sub)
+}
+
+// arrive hands a checked request, received as ri, to the loop, whose core
+// admits it or refuses it.
+func (g *GW) arrive(ri *reqInfo, sub *messages.RCSubmission) {
 	// The answer names the caller's id from the start: a chunked one is
 	// passed on as it comes, with nothing in it to rewrite (core/relay.go).
 	sub.AnswerID = ri.clientID
-	g.input(input{ev: core.Arrived{At: received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
+	g.input(input{ev: core.Arrived{At: ri.received.UnixNano(), Req: core.Request{ID: ri.id, ClientID: ri.clientID,
 		Caller: ri.caller, Reply: ri.reply, API: ri.api, Content: ri.content, LogCorr: ri.logCorr, Chunks: ri.chunks, Sub: *sub,
-		Received: received.UnixNano(), Deadline: sub.Deadline}}})
+		Received: ri.received.UnixNano(), Deadline: sub.Deadline}}})
 }
 
 // stopped reports that the loop has returned: Run is returning, nothing may
@@ -265,36 +273,46 @@ func bad(format string, args ...any) messages.Status {
 	return messages.Errorf(messages.CodeBadRequest, messages.CodeErr, format, args...)
 }
 
-// prepare decodes and checks a request and builds its submission; a status
-// that is not OK is the answer.
-func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messages.Status) {
+// checkedRequest is a request decoded and checked once at the GW: what its
+// submissions to the RC are built of (submission), a sync request's at once,
+// an async one's for each run of its job (jobs.go).
+type checkedRequest struct {
+	header  messages.RequestHeader // the scope lifted from the arguments
+	content messages.Content
+	// args are the caller's bytes as sent (forwardArgs): never re-encoded.
+	args    messages.Args
+	timeout time.Duration // opts.timeout, else the GW's
+}
+
+// check decodes and checks a request; a status that is not OK is the answer.
+func (g *GW) check(ri *reqInfo, msg *nats.Msg) (checkedRequest, messages.Status) {
 	if n := len(msg.Data); n > g.cfg.MaxRequestBytes {
-		return nil, messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
+		return checkedRequest{}, messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
 			"Request of %d bytes is above the limit of %d bytes", n, g.cfg.MaxRequestBytes)
 	}
 	if given := msg.Header.Get(messages.HdrRequestID); given != "" && given != ri.clientID {
-		return nil, bad("Header %s: %v", messages.HdrRequestID, subjects.Validate("request id", given))
+		return checkedRequest{}, bad("Header %s: %v", messages.HdrRequestID, subjects.Validate("request id", given))
 	}
 	req, err := messages.DecodeRequest(msg.Header, msg.Data)
 	if err != nil {
 		if errors.Is(err, messages.ErrVersion) {
-			return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "Request: %v", err)
+			return checkedRequest{}, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "Request: %v", err)
 		}
-		return nil, bad("Malformed request: %v", err)
+		return checkedRequest{}, bad("Malformed request: %v", err)
 	}
 	ri.content = req.Content
 	if req.Header.Opts.LogCorr != "" {
 		ri.logCorr = req.Header.Opts.LogCorr // in ri.log once it is built (reqLogger)
 	}
 	if !slices.Contains(subjects.APIs, req.Header.API) {
-		return nil, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,
+		return checkedRequest{}, messages.Errorf(messages.CodeUnknownAPI, messages.CodeErr,
 			"Unknown API %q: the gateway serves %s", req.Header.API, strings.Join(subjects.APIs, ", "))
 	}
 	if req.Header.API != ri.api {
-		return nil, bad("Request names api %q but was sent to the %s endpoint (%s)", req.Header.API, ri.api, msg.Subject)
+		return checkedRequest{}, bad("Request names api %q but was sent to the %s endpoint (%s)", req.Header.API, ri.api, msg.Subject)
 	}
 	if req.Header.Opts.Async && g.jobs == nil {
-		return nil, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
+		return checkedRequest{}, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
 	}
 	// One parse of the arguments: the API's decoder also gives a JSON
 	// caller's "scope" key, whose error is named before the arguments'.
@@ -309,35 +327,41 @@ func (g *GW) prepare(ri *reqInfo, msg *nats.Msg) (*messages.RCSubmission, messag
 		sc, scoped, err = messages.ScopeFromArgs(req.Content, req.Payload)
 	}
 	if err != nil {
-		return nil, bad("%v", err)
+		return checkedRequest{}, bad("%v", err)
 	} else if scoped && req.Header.Scope == (messages.Scope{}) {
 		req.Header.Scope = sc
 		if err := req.Header.Validate(); err != nil {
-			return nil, bad("Malformed request: %v", err)
+			return checkedRequest{}, bad("Malformed request: %v", err)
 		}
 	}
 	// scope.tier narrows an assembly to one tier; alone it names nothing.
 	if req.Header.Scope.Tier != "" && req.Header.Scope.Assembly == "" {
-		return nil, bad("scope.tier is valid only with scope.assembly")
+		return checkedRequest{}, bad("scope.tier is valid only with scope.assembly")
 	}
 	if !argsSt.IsOK() {
-		return nil, argsSt
+		return checkedRequest{}, argsSt
 	}
 	timeout := g.cfg.Timeout
 	if ms := req.Header.Opts.TimeoutMS; ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	if g.cfg.RequestLog != nil && timeout+g.cfg.TimeoutMargin >= g.cfg.RequestLog.MaxAge {
-		return nil, bad("Timeout %s plus the margin %s is not below the request log's retention %s",
+		return checkedRequest{}, bad("Timeout %s plus the margin %s is not below the request log's retention %s",
 			timeout, g.cfg.TimeoutMargin, g.cfg.RequestLog.MaxAge)
 	}
+	return checkedRequest{header: req.Header, content: req.Content, args: args, timeout: timeout}, messages.StatusOK
+}
+
+// submission is the RC's submission of a checked request received (or run,
+// for a job) as ri.
+func (g *GW) submission(ri *reqInfo, req checkedRequest) *messages.RCSubmission {
 	sub := &messages.RCSubmission{
-		RequestID: ri.id, GWID: g.cfg.ID, Header: req.Header,
-		ReplyTo: g.s.GWAnswer(g.cfg.ID, ri.id), Content: req.Content, ReceivedAt: ri.received.UnixNano(),
-		Deadline: ri.received.Add(timeout).UnixNano(),
+		RequestID: ri.id, GWID: g.cfg.ID, Header: req.header,
+		ReplyTo: g.s.GWAnswer(g.cfg.ID, ri.id), Content: req.content, ReceivedAt: ri.received.UnixNano(),
+		Deadline: ri.received.Add(req.timeout).UnixNano(),
 	}
-	sub.SetArguments(args) // and the version that carries them
-	return sub, messages.StatusOK
+	sub.SetArguments(req.args) // and the version that carries them
+	return sub
 }
 
 // decodeArgs decodes the API's arguments in the client's encoding and checks

@@ -58,9 +58,10 @@
 // result: jobs.go records a job in JetStream, answers ACCEPTED with the
 // job's id and the seed's dynamic Retry-After (services/retryafter on the
 // position and drain rate the RC measures, asked on subjects.RCPosition),
-// runs the request through the path above as a client of its own API and
-// keeps the answer; polls (subjects.GWJob) are answered from the store by
-// any GW.
+// hands the request it decoded at submission to the path above (never
+// decoded again, its arguments never re-encoded; the answer comes back to an
+// inbox of its own, as a client's) and keeps the answer; polls
+// (subjects.GWJob) are answered from the store by any GW.
 //
 // GWs heartbeat to each other; the open requests of a GW that stops,
 // restarts or dies are adopted from the request log by a peer or by its own

@@ -529,6 +529,22 @@ func TestBusy(t *testing.T) {
 	}
 }
 
+// okJSONAnswer is an Agg's OK answer to s with a JSON payload, naming the
+// caller's id (s.AnswerID): its headers and its envelope.
+func okJSONAnswer(t *testing.T, s messages.RCSubmission, payload []byte) (nats.Header, []byte) {
+	t.Helper()
+	body, err := messages.Response{Header: messages.ResponseHeader{V: 1, RequestID: s.AnswerID, API: s.Header.API},
+		Payload: payload, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	messages.StatusOK.Write(h)
+	h.Set(messages.HdrRequestID, s.RequestID)
+	h.Set(messages.HdrContentType, string(messages.ContentJSON))
+	return h, body
+}
+
 // A caller that reassembles chunks gets an answer that names its id chunk
 // by chunk as the Agg sends it: chunk 0 reaches it before the Agg has sent
 // the last, and it reassembles the very answer, under its own id.
@@ -565,16 +581,8 @@ func TestLargeAnswerRelayedAsItComes(t *testing.T) {
 		big[i] = byte(i*7 + i>>11)
 	}
 	payload, _ := json.Marshal(big)
-	body, err := messages.Response{Header: messages.ResponseHeader{V: 1, RequestID: s.AnswerID, API: s.Header.API},
-		Payload: payload, Content: messages.ContentJSON}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rh := nats.Header{}
-	messages.StatusOK.Write(rh)
-	rh.Set(messages.HdrRequestID, s.RequestID)
-	rh.Set(messages.HdrContentType, string(messages.ContentJSON))
-	msgs, err := messages.SplitChunks(s.ReplyTo, rh, body, int(e.nc.MaxPayload())-messages.RelayRoom)
+	rh, body := okJSONAnswer(t, s, payload)
+	msgs, err := messages.SplitChunksBody(s.ReplyTo, rh, messages.Body{body}, int(e.nc.MaxPayload())-messages.RelayRoom)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,11 @@ import (
 // result: the GW records a job in a JetStream KV bucket
 // (subjects.JobsBucket, entries expire after twice Jobs.Retention), answers
 // ACCEPTED at once with the job's id, state, Retry-After and ETA, and runs
-// the request itself as a client of the GW API (the same path, limits and
-// answers as a sync request, under the job id as Sg-Request-Id). The answer,
+// the request itself: it hands the request it decoded and checked at
+// submission to its core, as a request of its own client's inbox (the same
+// path, limits and answers as a sync request, under the job id as
+// Sg-Request-Id), never decoding it again nor re-encoding its arguments. The
+// answer,
 // whatever it is, is kept whole in an object store
 // (subjects.JobResultsStore, expiring after Jobs.Retention). A poll
 // (subjects.GWJob, any GW) answers ACCEPTED with a fresh Retry-After while
@@ -45,7 +48,8 @@ import (
 // the drain rate and execution time it measured (subjects.GWPosition).
 //
 // A GW that restarts runs its unfinished jobs again from the bucket (the
-// request is idempotent: a read); their state and answers survive it.
+// request is idempotent: a read), decoding each once; their state and answers
+// survive it.
 
 // Jobs configures async jobs. Zero fields take the defaults.
 type Jobs struct {
@@ -64,10 +68,10 @@ type Jobs struct {
 	PositionWait time.Duration
 	// RetryAfter: the seed's clamp, margin and nominal times (SG_RETRY_*).
 	RetryAfter retryafter.Config
-	// NC is the connection the jobs' requests are sent on, as a client of
-	// the GW API; nil: the GW's own. With NATS auth it must be a client
-	// credential's: a GW may neither publish on sg.api.* nor answer to a
-	// service inbox (sg run passes its client connection).
+	// NC is the connection the jobs' answers come back on, to an inbox of
+	// its own (a reassembling client's); nil: the GW's own. With NATS auth
+	// it must be a client credential's: a GW answers caller inboxes only,
+	// never a service inbox (sg run passes its client connection).
 	NC *nats.Conn
 }
 
@@ -110,20 +114,22 @@ func (j Jobs) withDefaults(maxPerCaller int) Jobs {
 // jobRecord is a job in the bucket (JSON: it is small and read by humans
 // with `nats kv get`).
 type jobRecord struct {
-	V        int         `json:"v"`
-	ID       string      `json:"id"`
-	Owner    string      `json:"owner"` // the GW that runs it
-	Caller   string      `json:"caller"`
-	API      string      `json:"api"`
-	Header   nats.Header `json:"header,omitempty"` // the request's headers to replay (content type)
-	Body     []byte      `json:"body"`             // the request, opts.async cleared
-	BodySum  string      `json:"bodySum"`          // what an idempotent resubmission must match
-	State    string      `json:"state"`
-	Created  int64       `json:"created"`            // unix ns
-	Finished int64       `json:"finished,omitempty"` // unix ns
-	Expires  int64       `json:"expires,omitempty"`  // unix ns: the answer is gone after it
-	RC       uint16      `json:"rc,omitempty"`       // the answer's return code
-	Idem     string      `json:"idem,omitempty"`     // its idempotency key's bucket key
+	V      int         `json:"v"`
+	ID     string      `json:"id"`
+	Owner  string      `json:"owner"` // the GW that runs it
+	Caller string      `json:"caller"`
+	API    string      `json:"api"`
+	Header nats.Header `json:"header,omitempty"` // the request's headers to replay (content type)
+	// Body is the request as the caller sent it (opts.async and all: a run
+	// ignores both); until v2, re-encoded with opts.async cleared.
+	Body     []byte `json:"body"`
+	BodySum  string `json:"bodySum"` // requestSum: what an idempotent resubmission must match
+	State    string `json:"state"`
+	Created  int64  `json:"created"`            // unix ns
+	Finished int64  `json:"finished,omitempty"` // unix ns
+	Expires  int64  `json:"expires,omitempty"`  // unix ns: the answer is gone after it
+	RC       uint16 `json:"rc,omitempty"`       // the answer's return code
+	Idem     string `json:"idem,omitempty"`     // its idempotency key's bucket key
 }
 
 func (r *jobRecord) terminal() bool {
@@ -204,7 +210,7 @@ func (j *jobStore) resume() {
 		if err != nil || rec.Owner != j.g.cfg.ID || rec.terminal() {
 			continue
 		}
-		j.start(rec)
+		j.start(rec, nil)
 		j.g.met.jobs.WithLabelValues("resumed").Inc()
 		n++
 	}
@@ -243,21 +249,15 @@ func (j *jobStore) put(rec *jobRecord) error {
 	return err
 }
 
-// submit accepts an async request: it records the job (or finds the one of
-// the same idempotency key), starts it and answers ACCEPTED.
-func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
+// submitJob accepts an async request, decoded and checked by handle: it
+// records the job (or finds the one of the same idempotency key), starts it
+// on that decode and answers ACCEPTED.
+func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req checkedRequest) {
 	j := g.jobs
-	key := req.Header.Opts.IdempotencyKey
-	req.Header.Opts.Async, req.Header.Opts.IdempotencyKey = false, ""
-	body, err := req.Encode()
-	if err != nil {
-		g.respondStatus(ri, messages.Errorf(messages.CodeInternal, messages.CodeErr, "re-encode the request: %v", err))
-		return
-	}
-	sum := sha256.Sum256(body)
-	rec := &jobRecord{V: 1, ID: nuid.Next(), Owner: g.cfg.ID, Caller: ri.caller, API: ri.api, Body: body,
-		BodySum: hex.EncodeToString(sum[:]), State: messages.JobWaiting, Created: time.Now().UnixNano(),
-		Header: nats.Header{messages.HdrContentType: []string{string(req.Content)}}}
+	key := req.header.Opts.IdempotencyKey
+	rec := &jobRecord{V: jobRecordVersion, ID: nuid.Next(), Owner: g.cfg.ID, Caller: ri.caller, API: ri.api, Body: msg.Data,
+		BodySum: requestSum(req), State: messages.JobWaiting, Created: time.Now().UnixNano(),
+		Header: nats.Header{messages.HdrContentType: []string{string(req.content)}}}
 	j.mu.Lock()
 	full := j.running >= j.cfg.MaxRunning
 	j.mu.Unlock()
@@ -316,7 +316,7 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 	}
 	ri.log.Info().Str("job_id", rec.ID).Msg("async job accepted")
 	g.met.jobs.WithLabelValues("accepted").Inc()
-	j.start(rec)
+	j.start(rec, &req)
 	js := j.status(rec) // waits up to PositionWait for the RC
 	// Refused at once over a limit (the RC's queue limits): the submitter
 	// gets the refusal, 429 and its Retry-After, as a sync caller would.
@@ -332,6 +332,27 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req messages.Request) {
 	g.answerStatus(ri, rec, js)
 }
 
+// jobRecordVersion: v2 keeps the caller's request as sent (Body).
+const jobRecordVersion = 2
+
+// requestSum is what an idempotent resubmission must match: the request as
+// checked, but for what makes it async (opts.async, the key), with its
+// arguments as sent.
+func requestSum(req checkedRequest) string {
+	h := req.header
+	h.Opts.Async, h.Opts.IdempotencyKey = false, ""
+	hb, err := json.Marshal(h)
+	if err != nil {
+		hb = nil // a header of strings and numbers always encodes
+	}
+	s := sha256.New()
+	for _, b := range [][]byte{[]byte(req.content), hb, req.args.Bytes()} {
+		s.Write(b)
+		s.Write([]byte{0})
+	}
+	return hex.EncodeToString(s.Sum(nil))
+}
+
 func (j *jobStore) putNew(rec *jobRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -341,10 +362,12 @@ func (j *jobStore) putNew(rec *jobRecord) error {
 	return err
 }
 
-// start runs a job in a goroutine owned by the store (waited for by wait).
-// The job runs on its own copy of the record: the submitter goes on reading
-// rec (status) while run writes the job's outcome into its copy.
-func (j *jobStore) start(rec *jobRecord) {
+// start runs a job in a goroutine owned by the store (waited for by wait),
+// on req, its request as submission checked it; nil: a job of an earlier
+// incarnation, whose request run decodes from the record. The job runs on
+// its own copy of the record: the submitter goes on reading rec (status)
+// while run writes the job's outcome into its copy.
+func (j *jobStore) start(rec *jobRecord, req *checkedRequest) {
 	own := *rec
 	j.mu.Lock()
 	j.running++
@@ -357,44 +380,36 @@ func (j *jobStore) start(rec *jobRecord) {
 			j.mu.Unlock()
 			j.g.met.jobsRunning.Dec()
 		}()
-		j.run(&own)
+		j.run(&own, req)
 	})
 }
 
-// run sends the job's request to the GW API and keeps its answer. A stop
+// run hands the job's request to the core and keeps its answer. A stop
 // (ctx ended) leaves the job unfinished for the next incarnation.
-func (j *jobStore) run(rec *jobRecord) {
+func (j *jobStore) run(rec *jobRecord, req *checkedRequest) {
 	log := j.g.log.With().Str("job_id", rec.ID).Str("api", rec.API).Logger()
 	var h nats.Header
 	var data []byte
-	for attempt := 0; ; attempt++ {
-		hh := nats.Header{}
-		for k, v := range rec.Header {
-			hh[k] = v
-		}
-		hh.Set(messages.HdrRequestID, rec.ID)
-		ctx, cancel := context.WithTimeout(j.ctx, j.runWait(rec))
-		var err error
-		h, data, err = j.cl.RoundTrip(ctx, rec.API, hh, rec.Body)
-		cancel()
-		if j.ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			st := messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The job's request could not be run: %v", err)
+	st := messages.StatusOK
+	if req == nil {
+		var r checkedRequest
+		if r, st = j.g.checkJob(rec); !st.IsOK() {
+			// Refused now (a setting changed since it was accepted): the
+			// refusal is the job's answer.
+			log.Warn().Str("rc", st.RC.String()).Str("ai", st.AI).Msg("job's request refused on resume")
 			h, data = j.errorAnswer(rec, st)
 		}
-		st, _ := messages.ReadStatus(h)
-		if st.RC != messages.CodeUnavailable || attempt >= jobUnavailableRetries {
-			break
-		}
-		select {
-		case <-j.ctx.Done():
-			return
-		case <-time.After(time.Second):
+		req = &r
+	}
+	if st.IsOK() {
+		// The job runs the caller's request as a sync one: no job of its own.
+		run := *req
+		run.header.Opts.Async, run.header.Opts.IdempotencyKey = false, ""
+		if h, data = j.runRequest(rec, run); h == nil {
+			return // stopped
 		}
 	}
-	st, _ := messages.ReadStatus(h)
+	st, _ = messages.ReadStatus(h)
 	if _, err := j.obj.Put(j.ctx, jetstream.ObjectMeta{Name: rec.ID, Headers: h}, bytes.NewReader(data)); err != nil {
 		log.Error().Err(err).Msg("job's answer could not be stored; the job runs again on restart")
 		return
@@ -419,14 +434,52 @@ func (j *jobStore) run(rec *jobRecord) {
 	log.Info().Str("state", rec.State).Str("rc", st.RC.String()).Int("bytes", len(data)).Msg("async job finished")
 }
 
-// runWait bounds one run of the job's request: its timeout (opts.timeout, else
-// the GW's) plus the margin, when the GW answers it at the latest.
-func (j *jobStore) runWait(rec *jobRecord) time.Duration {
-	timeout := j.g.cfg.Timeout
-	if req, err := messages.DecodeRequest(rec.Header, rec.Body); err == nil && req.Header.Opts.TimeoutMS > 0 {
-		timeout = time.Duration(req.Header.Opts.TimeoutMS) * time.Millisecond
+// runRequest runs the job's request through the core until it is answered
+// other than UNAVAILABLE (a GW stopping), at most jobUnavailableRetries
+// times more, and returns the answer; a nil header: ctx ended.
+func (j *jobStore) runRequest(rec *jobRecord, req checkedRequest) (nats.Header, []byte) {
+	// One run's bound: its timeout plus the margin, when the GW answers it
+	// at the latest, and some slack.
+	wait := req.timeout + j.g.cfg.TimeoutMargin + 10*time.Second
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(j.ctx, wait)
+		h, data, err := j.cl.Await(ctx, rec.API, rec.ID, func(reply string) error {
+			j.g.runJob(rec.ID, req, reply)
+			return nil
+		})
+		cancel()
+		if j.ctx.Err() != nil {
+			return nil, nil
+		}
+		if err != nil {
+			st := messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "The job's request could not be run: %v", err)
+			h, data = j.errorAnswer(rec, st)
+		}
+		if st, _ := messages.ReadStatus(h); st.RC != messages.CodeUnavailable || attempt >= jobUnavailableRetries {
+			return h, data
+		}
+		select {
+		case <-j.ctx.Done():
+			return nil, nil
+		case <-time.After(time.Second):
+		}
 	}
-	return timeout + j.g.cfg.TimeoutMargin + 10*time.Second
+}
+
+// runJob hands a job's request (id: the job's) to the core as one received
+// now from reply, the runner's inbox: the core admits it, counts it against
+// the runner as its caller and answers it there, as handle's.
+func (g *GW) runJob(id string, req checkedRequest, reply string) {
+	ri := &reqInfo{api: req.header.API, id: nuid.Next(), clientID: id, caller: callerOf(reply), reply: reply,
+		content: req.content, logCorr: req.header.Opts.LogCorr, received: time.Now(), log: g.log}
+	g.arrive(ri, g.submission(ri, req))
+}
+
+// checkJob decodes and checks the request of a job of an earlier
+// incarnation, once, as handle checks a caller's.
+func (g *GW) checkJob(rec *jobRecord) (checkedRequest, messages.Status) {
+	msg := &nats.Msg{Subject: g.s.GWAPI(rec.API), Header: rec.Header, Data: rec.Body}
+	return g.check(g.newReqInfoNoLog(rec.API, msg, time.Now()), msg)
 }
 
 // errorAnswer is the envelope of an error the runner met itself.
@@ -506,19 +559,20 @@ func (j *jobStore) status(rec *jobRecord) messages.JobStatus {
 	if rec.terminal() {
 		return js
 	}
-	f := retryafter.Facts{Stage: retryafter.StageWaiting, Elapsed: now.Sub(time.Unix(0, rec.Created))}
+	f := retryafter.Facts{Stage: messages.JobWaiting, Elapsed: now.Sub(time.Unix(0, rec.Created))}
 	if rep, ok := j.position(rec.ID); ok {
 		f.DrainRate, f.Exec = rep.DrainRate, time.Duration(rep.ExecMS)*time.Millisecond
 		switch rep.Status {
 		case messages.StatusAllocating:
-			f.Stage, f.Ahead = retryafter.StageQueued, rep.Ahead+rep.Queued
-			js.State, js.Position = messages.JobQueued, f.Ahead
+			f.Stage, f.Ahead = messages.JobQueued, rep.Ahead+rep.Queued
+			js.Position = f.Ahead
 		case messages.StatusExecuting:
-			f.Stage, js.State = retryafter.StageExecuting, messages.JobExecuting
+			f.Stage = messages.JobExecuting
 		case messages.StatusAggregating:
-			f.Stage, js.State = retryafter.StageAggregating, messages.JobAggregating
+			f.Stage = messages.JobAggregating
 		}
 	}
+	js.State = f.Stage // the stage Retry-After is reckoned for is the state told
 	ra, eta := retryafter.ForStage(f, j.cfg.RetryAfter)
 	js.RetryAfter = ra
 	js.ETA = int((eta + time.Second - 1) / time.Second)
@@ -641,16 +695,6 @@ func (g *GW) poll(ri *reqInfo, id string) {
 	default:
 		g.answerJob(ri, rec)
 	}
-}
-
-// submitAsync is the hook of handle for a checked request with opts.async.
-func (g *GW) submitAsync(ri *reqInfo, msg *nats.Msg) {
-	req, err := messages.DecodeRequest(msg.Header, msg.Data) // prepare checked it
-	if err != nil {
-		g.respondStatus(ri, bad("Malformed request: %v", err))
-		return
-	}
-	g.jobs.serve(func() { g.submitJob(ri, msg, req) })
 }
 
 // serve runs fn beside the micro handler (which must not block: the job's

@@ -2,15 +2,18 @@ package gw_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
 )
 
@@ -117,4 +120,60 @@ func TestConcurrentIdempotentSubmissions(t *testing.T) {
 	if a := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"); a != 1 {
 		t.Fatalf("%v jobs accepted, want 1", a)
 	}
+}
+
+// TestAsyncRunsTheRequestDecodedOnce: a job runs on the decode of its
+// submission. Its request is not sent to the GW API again (the getData
+// endpoint counts one request: the submission), and the RC gets the
+// caller's argument bytes as sent, which a re-encoding would not keep
+// (spacing, key order), and a request without opts.async; the job's answer
+// is the RC's.
+func TestAsyncRunsTheRequestDecodedOnce(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) { c.Jobs = &gw.Jobs{Memory: true} })
+	got := submissionsAnswered(e)
+	const args = `{ "table" : "trade",  "limit":5, "startTS":"2026-01-02T03:04:05Z" }`
+	body := `{"header":{"v":1,"api":"getData","opts":{"async":true,"idempotencyKey":"k"}},"payload":` + args + `}`
+	r := e.raw(subjects.APIGetData, nats.Header{messages.HdrContentType: {"json"}}, []byte(body))
+	if r.Header.Status.RC != messages.CodeAccepted {
+		t.Fatalf("submission: %v, want ACCEPTED", r.Header.Status)
+	}
+	var js messages.JobStatus
+	if err := json.Unmarshal(r.Payload, &js); err != nil || js.JobID == "" {
+		t.Fatalf("job status %s: %v", r.Payload, err)
+	}
+	s := natstest.Receive(t, got, "the job's submission", wait)
+	if string(s.ArgsJSON) != args || len(s.Args) != 0 {
+		t.Errorf("RC got argsj %q and args %x, want the caller's bytes %q", s.ArgsJSON, []byte(s.Args), args)
+	}
+	if s.Header.Opts.Async || s.Header.Opts.IdempotencyKey != "" {
+		t.Errorf("RC got opts %+v: the job's run is not async and has no key", s.Header.Opts)
+	}
+	resp, err := e.cl.Wait(ctxT(t), js.JobID, nil)
+	if err != nil || !resp.Header.Status.IsOK() {
+		t.Fatalf("job's answer: %v %+v", err, resp.Header.Status)
+	}
+	if n := e.endpointRequests(subjects.APIGetData); n != 1 {
+		t.Errorf("getData endpoint served %d requests, want 1: the job's run went through the API again", n)
+	}
+}
+
+// endpointRequests is the number of requests the GW's micro endpoint for api
+// has received, from $SRV.STATS.
+func (e *env) endpointRequests(api string) int {
+	e.t.Helper()
+	m, err := e.nc.Request("$SRV.STATS."+e.s.ServiceName(subjects.ServiceGW), nil, wait)
+	if err != nil {
+		e.t.Fatalf("micro stats: %v", err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		e.t.Fatalf("micro stats %s: %v", m.Data, err)
+	}
+	for _, ep := range st.Endpoints {
+		if ep.Name == api {
+			return ep.NumRequests
+		}
+	}
+	e.t.Fatalf("micro stats: no endpoint %s in %s", api, m.Data)
+	return 0
 }

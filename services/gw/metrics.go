@@ -111,7 +111,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 	})
 	m.malformed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_malformed_messages_total",
-		Help: "Messages on the GW's internal subjects (position reports, ...) skipped because they do not decode or are invalid, by kind.",
+		Help: "Messages on the GW's internal subjects skipped because they do not decode or are invalid, by kind (position_report; stream_frame: an answer stream's frame, whose answer then ends with an error).",
 	}, []string{"kind"})
 	m.refusedReply = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sg_gw_requests_refused_reply_total",

@@ -3,9 +3,11 @@ package gw_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -13,6 +15,8 @@ import (
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 // Request log records that do not decode, or that a GW must not act on (a
@@ -111,5 +115,142 @@ func TestPoisonMetricShared(t *testing.T) {
 	other.Skip(zerolog.Nop(), "dap_state", 1, "sg.state.dap.x", errors.New("bad"))
 	if _, err := gw.New(gw.Config{ID: "gw1", NC: startNATS(t), Registry: reg}); err != nil {
 		t.Fatalf("New with the poison counter registered already: %v", err)
+	}
+}
+
+// TestUnreadableStreamFrameEndsTheAnswerAtOnce: a frame of an answer stream
+// whose stream headers do not read ends the caller's answer with the GW's
+// error at once, long before the deadline: after frame 0 with an error
+// frame, instead of frame 0 with an error answer. Each is counted
+// (sg_gw_malformed_messages_total, kind stream_frame) and logged with the
+// request id. Real GW and NATS; the Agg's frames are sent here.
+func TestUnreadableStreamFrameEndsTheAnswerAtOnce(t *testing.T) {
+	var logs testlog.Buffer
+	e := startGW(t, func(c *gw.Config) {
+		c.Log = zerolog.New(&logs)
+		c.Timeout = time.Minute // far beyond every wait here: an end by the deadline fails
+	})
+	subs := make(chan messages.RCSubmission, 1)
+	e.fakeRC("rc1", "", func(s messages.RCSubmission) { subs <- s })
+	bad := func(s messages.RCSubmission) *nats.Msg {
+		h := nats.Header{}
+		h.Set(messages.HdrRequestID, s.RequestID)
+		h.Set(messages.HdrStreamID, "S")
+		h.Set(messages.HdrStreamSeq, "one")
+		return &nats.Msg{Subject: s.ReplyTo, Header: h, Data: []byte{0xc1}}
+	}
+	for i, firstBad := range []bool{false, true} {
+		caller, err := e.nc.SubscribeSync(e.nc.NewInbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := nats.Header{}
+		h.Set(messages.HdrAcceptStream, "1")
+		req := []byte(`{"header":{"api":"getData"},"payload":{"table":"t"}}`)
+		if err := e.nc.PublishMsg(&nats.Msg{Subject: e.s.GWAPI(subjects.APIGetData), Reply: caller.Subject, Header: h, Data: req}); err != nil {
+			t.Fatal(err)
+		}
+		s := natstest.Receive(t, subs, "the submission", wait)
+		if !firstBad {
+			fh, body := okJSONAnswer(t, s, []byte(`{"columns":[]}`))
+			messages.SetStreamFrame(fh, "S", 0, false)
+			if err := e.nc.PublishMsg(&nats.Msg{Subject: s.ReplyTo, Header: fh, Data: body}); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := caller.NextMsg(wait); err != nil || m.Header.Get(messages.HdrStreamSeq) != "0" {
+				t.Fatalf("frame 0: %v %v", err, m)
+			}
+		}
+		if err := e.nc.PublishMsg(bad(s)); err != nil {
+			t.Fatal(err)
+		}
+		m, err := caller.NextMsg(wait)
+		if err != nil {
+			t.Fatalf("request %d: no end after the unreadable frame: %v", i, err)
+		}
+		st, err := messages.ReadStatus(m.Header)
+		if err != nil || st.IsOK() || !strings.Contains(st.AI, "does not read") {
+			t.Fatalf("request %d: ended with %v %+v, want the GW's error naming the unreadable frame", i, err, st)
+		}
+		if end := m.Header.Get(messages.HdrStreamEnd) == "1"; end == firstBad {
+			t.Fatalf("request %d: stream end %t with its first frame unreadable %t", i, end, firstBad)
+		}
+		if n := counterL(t, e, "sg_gw_malformed_messages_total", "kind", "stream_frame"); n != float64(i+1) {
+			t.Fatalf("request %d: unreadable frames counted %v, want %d", i, n, i+1)
+		}
+		if id := m.Header.Get(messages.HdrTraceID); id == "" || logs.Line(`"request_id":"`+id+`"`, "does not read") == "" {
+			t.Fatalf("request %d: no log line about the unreadable frame with request id %q in\n%s", i, id, logs.String())
+		}
+		_ = caller.Unsubscribe()
+	}
+}
+
+// TestRequestLogMisfiledEntriesArePoison: an entry whose subject
+// (log.req.<gw>.<request>) does not name the ids inside it, the request's
+// or its submission's GW, is never adopted under that subject: skipped as
+// poison (counted), its caller never answered, the sweep going on. The
+// same entry on its own subject is adopted (this GW's adopt write lands on
+// it).
+func TestRequestLogMisfiledEntriesArePoison(t *testing.T) {
+	e := startGW(t, func(c *gw.Config) {
+		c.RequestLog = &gw.Durability{Memory: true}
+		c.AnnounceEvery, c.DeadAfter, c.SweepEvery = 50*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	})
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	writes, err := e.nc.SubscribeSync(e.s.RequestLogEntryPattern())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant := func(subject, id string) *nats.Subscription {
+		t.Helper()
+		caller, err := e.nc.SubscribeSync(e.nc.NewInbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		en := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: messages.LogOpen, GWID: "gw-dead",
+			GWStarted: 1, ClientReply: caller.Subject, API: subjects.APIPing, Content: messages.ContentJSON,
+			Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw-dead",
+				Header: messages.RequestHeader{API: subjects.APIPing}, ReplyTo: e.s.GWAnswer("gw-dead", id),
+				Content: messages.ContentJSON, Deadline: time.Now().Add(time.Hour).UnixNano(), ReceivedAt: time.Now().UnixNano()}}
+		data, err := messages.Encode(&en)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(ctx, subject, data); err != nil {
+			t.Fatal(err)
+		}
+		return caller
+	}
+	misfiled := []*nats.Subscription{
+		plant(e.s.RequestLogEntry("gw-dead", "r1"), "r2"),  // another request's subject
+		plant(e.s.RequestLogEntry("gw-other", "r3"), "r3"), // another GW's
+	}
+	own := e.s.RequestLogEntry("gw-dead", "r4")
+	plant(own, "r4")
+	// The sweep that adopts the entry on its own subject read the others
+	// first; the GW writes under no other subject.
+	for adopted := false; !adopted; {
+		m, err := writes.NextMsg(wait)
+		if err != nil {
+			t.Fatalf("the entry on its own subject was not adopted: %v", err)
+		}
+		if en, err := messages.DecodeValid[messages.LogEntry](m.Data); err == nil && en.GWID == "gw1" {
+			if m.Subject != own {
+				t.Fatalf("the GW wrote %s on %s: a misfiled entry adopted", en.State, m.Subject)
+			}
+			adopted = true
+		}
+	}
+	if n := counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog); n != 2 {
+		t.Fatalf("poison records counted %v, want the 2 misfiled entries", n)
+	}
+	for i, caller := range misfiled {
+		if m, err := caller.NextMsg(50 * time.Millisecond); err == nil {
+			t.Fatalf("misfiled entry %d: its caller was answered %v", i, m.Header)
+		}
 	}
 }

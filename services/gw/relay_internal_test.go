@@ -99,7 +99,7 @@ func relayStory(t *testing.T) (g *GW, sh *shell, chunks []*nats.Msg, inbox strin
 	}
 	h := nats.Header{}
 	messages.StatusOK.Write(h)
-	chunks, err = messages.SplitChunks("x", h, body, int(nc.MaxPayload())-messages.RelayRoom)
+	chunks, err = messages.SplitChunksBody("x", h, messages.Body{body}, int(nc.MaxPayload())-messages.RelayRoom)
 	if err != nil || len(chunks) < 4 {
 		t.Fatalf("%d chunks: %v", len(chunks), err)
 	}

@@ -175,13 +175,18 @@ const jsErrCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 func closed(data []byte) bool { return len(data) == 0 }
 
 // scan reads the open entries under filter (one GW's, or all), bounded by
-// ctx: a stopping GW does not wait for a sweep.
+// ctx: a stopping GW does not wait for a sweep. An entry that does not
+// decode, is not on its own subject (checkFiled) or must not be acted on
+// (checkAdoptable) is poison: skipped and counted, never fatal.
 func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef)) error {
 	err := streams.Scan(ctx, l.js, l.g.s.RequestLogStream(), streams.Options{Filter: filter}, func(r streams.Record) error {
 		if closed(r.Data) {
 			return nil
 		}
 		e, err := messages.DecodeValid[messages.LogEntry](r.Data)
+		if err == nil {
+			err = l.checkFiled(r.Subject, &e)
+		}
 		if err == nil {
 			err = l.g.checkAdoptable(&e)
 		}
@@ -194,6 +199,18 @@ func (l *requestLog) scan(ctx context.Context, filter string, fn func(ref logRef
 	})
 	if err != nil {
 		return fmt.Errorf("request log: %w", err)
+	}
+	return nil
+}
+
+// checkFiled refuses an entry that is not on its own subject. An entry stays
+// on the subject of the GW that accepted its request (its submission's GW),
+// named by its request id, whoever owns it now: a forged or misfiled one
+// would have a GW adopt a request under another's subject, whose entry its
+// conditional writes and purge would then take.
+func (l *requestLog) checkFiled(subject string, e *messages.LogEntry) error {
+	if want := l.g.s.RequestLogEntry(e.Submission.GWID, e.RequestID); subject != want {
+		return fmt.Errorf("request log entry %s of GW %s is filed under %s, not %s", e.RequestID, e.Submission.GWID, safeLabel(subject), want)
 	}
 	return nil
 }

@@ -391,6 +391,13 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 	case core.Dropped:
 		g.met.dropped.Inc()
 		g.log.Debug().Str("request_id", c.ID).Str("why", c.Why).Msg("not answering here")
+	case core.Malformed:
+		g.met.malformed.WithLabelValues(c.Kind).Inc()
+		msg := "answer message that does not read: skipped (not an answer held here)"
+		if c.Ends {
+			msg = "answer message that does not read: the answer ends with an error"
+		}
+		g.log.Warn().Str("request_id", c.ID).Str("kind", c.Kind).Err(c.Err).Msg(msg)
 	case core.Adopted:
 		g.met.adopted.Inc()
 		g.met.redrives.WithLabelValues("adopted").Inc()

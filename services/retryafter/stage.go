@@ -6,28 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
-)
-
-// sg's stages of a request, as an async caller sees them (the seed's
-// Queued / Processing / TxInFlight / ReceiptReceived / terminal rows mapped
-// onto GW -> RC -> DAP -> Agg).
-const (
-	// StageQueued: portions wait in the RC's queue for the DAPs that can
-	// serve them (seed: Queued, "p/D").
-	StageQueued = "queued"
-	// StageExecuting: every portion is at a DAP (seed: Processing/TxInFlight).
-	StageExecuting = "executing"
-	// StageAggregating: every portion is done, the Agg merges (seed: T).
-	StageAggregating = "aggregating"
-	// StageWaiting: sg knows nothing it can estimate from (no RC reports the
-	// request, or it waits on a secondary RC): the backoff B(E) (seed:
-	// ReceiptReceived).
-	StageWaiting = "waiting"
-	// Terminal stages: Retry-After 0.
-	StageDone    = "done"
-	StageFailed  = "failed"
-	StageExpired = "expired"
 )
 
 // Defaults of the nominal times (seed: "All nominal times are required in
@@ -134,6 +114,9 @@ func FromEnv(c Config, look func(string) (string, bool)) (Config, error) {
 
 // Facts are what sg measured of a request that is still running.
 type Facts struct {
+	// Stage is where the request stands, as an async caller sees it: a job
+	// state (messages.Job*, the seed's Queued / Processing / TxInFlight /
+	// ReceiptReceived / terminal rows mapped onto GW -> RC -> DAP -> Agg).
 	Stage string
 	// Ahead: queue items the request still waits behind, its own queued
 	// items included (they drain before its last portion runs).
@@ -149,11 +132,15 @@ type Facts struct {
 // ForStage is the seed's table for sg's stages: Retry-After in whole
 // seconds and the unpadded ETA (0 for terminal stages and the backoff).
 //
-//	queued:      clamp(⌈(Ahead/D + P + T) × (1+M)⌉, min, max)
-//	executing:   clamp(⌈(P + T) × (1+M)⌉, min, max)
-//	aggregating: clamp(⌈T × (1+M)⌉, min, max)
-//	waiting:     B(E)
-//	done, failed, expired: 0
+//	queued (portions wait in the RC's queue; seed: Queued, "p/D"):
+//	             clamp(⌈(Ahead/D + P + T) × (1+M)⌉, min, max)
+//	executing (every portion is at a DAP; seed: Processing/TxInFlight):
+//	             clamp(⌈(P + T) × (1+M)⌉, min, max)
+//	aggregating (the Agg merges; seed: T):
+//	             clamp(⌈T × (1+M)⌉, min, max)
+//	waiting (nothing to estimate from: no RC reports the request, or it
+//	waits on a secondary RC; seed: ReceiptReceived): B(E)
+//	done, failed: 0
 //
 // P is the measured execution time when there is one, else NominalExec.
 // A queued request with items ahead and no measured drain rate cannot be
@@ -166,13 +153,13 @@ func ForStage(f Facts, c Config) (retryAfter int, eta time.Duration) {
 	}
 	var e Estimate
 	switch f.Stage {
-	case StageDone, StageFailed, StageExpired:
+	case messages.JobDone, messages.JobFailed:
 		return 0, 0
-	case StageQueued:
+	case messages.JobQueued:
 		e = Estimate{Queues: []Queue{{Ahead: f.Ahead, Rate: f.DrainRate}}, Nominal: []time.Duration{p, c.NominalAgg}}
-	case StageExecuting:
+	case messages.JobExecuting:
 		e = Estimate{Nominal: []time.Duration{p, c.NominalAgg}}
-	case StageAggregating:
+	case messages.JobAggregating:
 		e = Estimate{Nominal: []time.Duration{c.NominalAgg}}
 	default:
 		return Backoff(f.Elapsed), 0

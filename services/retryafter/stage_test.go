@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sg-project/sg/messages"
 )
 
 // The sg mapping: each stage's row, with the seed's figures where they map
@@ -17,23 +19,22 @@ func TestForStage(t *testing.T) {
 		eta  time.Duration
 	}{
 		// The seed's input-proof Queued table, p -> Retry-After.
-		{"queued p=0", Facts{Stage: StageQueued, Ahead: 0, DrainRate: 10}, 3, 2100 * time.Millisecond},
-		{"queued p=1", Facts{Stage: StageQueued, Ahead: 1, DrainRate: 10}, 3, 2200 * time.Millisecond},
-		{"queued p=10", Facts{Stage: StageQueued, Ahead: 10, DrainRate: 10}, 4, 3100 * time.Millisecond},
-		{"queued p=100", Facts{Stage: StageQueued, Ahead: 100, DrainRate: 10}, 15, 12100 * time.Millisecond},
-		{"queued p=1000", Facts{Stage: StageQueued, Ahead: 1000, DrainRate: 10}, 123, 102100 * time.Millisecond},
+		{"queued p=0", Facts{Stage: messages.JobQueued, Ahead: 0, DrainRate: 10}, 3, 2100 * time.Millisecond},
+		{"queued p=1", Facts{Stage: messages.JobQueued, Ahead: 1, DrainRate: 10}, 3, 2200 * time.Millisecond},
+		{"queued p=10", Facts{Stage: messages.JobQueued, Ahead: 10, DrainRate: 10}, 4, 3100 * time.Millisecond},
+		{"queued p=100", Facts{Stage: messages.JobQueued, Ahead: 100, DrainRate: 10}, 15, 12100 * time.Millisecond},
+		{"queued p=1000", Facts{Stage: messages.JobQueued, Ahead: 1000, DrainRate: 10}, 123, 102100 * time.Millisecond},
 		// Measured execution replaces the nominal P: (5/2 + 0.5 + 0.1) × 1.2 = 3.72.
-		{"queued measured", Facts{Stage: StageQueued, Ahead: 5, DrainRate: 2, Exec: 500 * time.Millisecond}, 4, 3100 * time.Millisecond},
+		{"queued measured", Facts{Stage: messages.JobQueued, Ahead: 5, DrainRate: 2, Exec: 500 * time.Millisecond}, 4, 3100 * time.Millisecond},
 		// Items ahead, no drain measured: the backoff.
-		{"queued unmeasured", Facts{Stage: StageQueued, Ahead: 5, Elapsed: 70 * time.Second}, 10, 0},
-		{"executing", Facts{Stage: StageExecuting}, 3, 2100 * time.Millisecond},
-		{"aggregating", Facts{Stage: StageAggregating}, 1, 100 * time.Millisecond},
-		{"waiting", Facts{Stage: StageWaiting, Elapsed: 3 * time.Minute}, 30, 0},
-		{"done", Facts{Stage: StageDone}, 0, 0},
-		{"failed", Facts{Stage: StageFailed}, 0, 0},
-		{"expired", Facts{Stage: StageExpired}, 0, 0},
+		{"queued unmeasured", Facts{Stage: messages.JobQueued, Ahead: 5, Elapsed: 70 * time.Second}, 10, 0},
+		{"executing", Facts{Stage: messages.JobExecuting}, 3, 2100 * time.Millisecond},
+		{"aggregating", Facts{Stage: messages.JobAggregating}, 1, 100 * time.Millisecond},
+		{"waiting", Facts{Stage: messages.JobWaiting, Elapsed: 3 * time.Minute}, 30, 0},
+		{"done", Facts{Stage: messages.JobDone}, 0, 0},
+		{"failed", Facts{Stage: messages.JobFailed}, 0, 0},
 		// The ceiling: 1000 items at 1/s is far beyond max.
-		{"clamped", Facts{Stage: StageQueued, Ahead: 1000, DrainRate: 1}, 300, 1002100 * time.Millisecond},
+		{"clamped", Facts{Stage: messages.JobQueued, Ahead: 1000, DrainRate: 1}, 300, 1002100 * time.Millisecond},
 	} {
 		ra, eta := ForStage(tc.f, c)
 		if ra != tc.ra || eta != tc.eta {

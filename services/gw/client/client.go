@@ -206,6 +206,25 @@ func (c *Client) RoundTrip(ctx context.Context, api string, h nats.Header, body 
 	return a.h, a.data, err
 }
 
+// Await is RoundTrip for request id (its Sg-Request-Id) that deliver hands
+// to the GW by other means than a publish on the API's subject: a GW's job
+// runner hands the request it decoded once straight to its own core
+// (services/gw/jobs.go). deliver gets the reply subject the answer must go
+// to, under this client's inbox; the answer is reassembled, limited, paced
+// and cancelled at ctx's end as RoundTrip's is.
+func (c *Client) Await(ctx context.Context, api, id string, deliver func(reply string) error) (nats.Header, []byte, error) {
+	k, err := c.admit(ctx, api)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer k.end()
+	a, err := attempts(c, k, func(ctx context.Context) (answer, nats.Header, []byte, error) {
+		a, err := c.await(ctx, id, deliver)
+		return a, a.h, a.data, err
+	})
+	return a.h, a.data, err
+}
+
 // call is one request admitted to its GW endpoint (admit): ctx bounds it,
 // and it holds one of the endpoint's MaxInFlight slots until end.
 type call struct {
@@ -354,13 +373,24 @@ func (c *Client) send(ctx context.Context, subject string, h nats.Header, body [
 		id = nuid.Next()
 		hh.Set(messages.HdrRequestID, id)
 	}
+	return c.await(ctx, id, func(reply string) error {
+		if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: hh, Data: body}); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		return nil
+	})
+}
+
+// await is one attempt of request id, which deliver sends with the reply
+// subject it is given: it waits for the whole answer or ctx.
+func (c *Client) await(ctx context.Context, id string, deliver func(reply string) error) (answer, error) {
 	reply, token, w, err := c.in.reply()
 	if err != nil {
 		return answer{}, err
 	}
 	defer c.in.forget(token)
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Header: hh, Data: body}); err != nil {
-		return answer{}, fmt.Errorf("publish: %w", err)
+	if err := deliver(reply); err != nil {
+		return answer{}, err
 	}
 	select {
 	case <-w.done:

@@ -108,6 +108,21 @@ type Dropped struct {
 	Why string
 }
 
+// Malformed: a message on request ID's answer subject that does not read
+// (Kind "stream_frame": a frame whose stream headers do not; Err says why),
+// for metrics and logs. Ends: the request's answer ends with an error for it
+// at once (relay.go unreadableFrame); else it was skipped (a request not
+// held here, or another answer's).
+type Malformed struct {
+	ID   string
+	Kind string
+	Err  error
+	Ends bool
+}
+
+// MalformedStreamFrame is Malformed.Kind for a stream frame.
+const MalformedStreamFrame = "stream_frame"
+
 // Adopted: the core took an orphaned request over (for logs and metrics).
 type Adopted struct {
 	Info    Info
@@ -124,4 +139,5 @@ func (StartStream) isCommand()  {}
 func (AnswerCancel) isCommand() {}
 func (Released) isCommand()     {}
 func (Dropped) isCommand()      {}
+func (Malformed) isCommand()    {}
 func (Adopted) isCommand()      {}

@@ -189,13 +189,28 @@ type streamState struct {
 	// Sg-Request-Id, "" when either is not a valid subject token (no
 	// signal goes: an Agg that waits for one ends at its deadline).
 	agg, drive string
+	// unread: its first frame did not read, and the request is answered
+	// the GW's error (unreadableFrame); its StartStream goes all the same.
+	unread bool
+}
+
+// streamStart is who a StartStream for stream id of request r goes to, from
+// the headers h of its first frame: its Sg-Agg-Id and Sg-Request-Id (one of
+// r's drives), "" when they are not that.
+func streamStart(r *request, h nats.Header, id string) (agg, drive string) {
+	agg, drive = h.Get(messages.HdrAggID), h.Get(messages.HdrRequestID)
+	if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", id) == nil &&
+		ownDrive(r.ID, drive) {
+		return agg, drive
+	}
+	return "", ""
 }
 
 // streamFrame handles one frame on a request's answer subject.
 func (c *Core) streamFrame(e AnswerChunk) {
 	f, err := messages.ReadStreamFrame(e.Header)
 	if err != nil {
-		c.emit(Dropped{ID: e.ID, Why: "malformed stream frame: " + err.Error()})
+		c.unreadableFrame(e, f, err)
 		return
 	}
 	if rl := c.relays[e.ID]; rl != nil {
@@ -232,11 +247,7 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		}
 		r.streams = nil
 		r.stream = &streamState{id: f.ID, next: 1, end: f.End}
-		agg, drive := e.Header.Get(messages.HdrAggID), e.Header.Get(messages.HdrRequestID)
-		if subjects.Validate("Agg id", agg) == nil && subjects.Validate("drive id", drive) == nil && subjects.Validate("stream id", f.ID) == nil &&
-			ownDrive(r.ID, drive) {
-			r.stream.agg, r.stream.drive = agg, drive
-		}
+		r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
 		r.held = &answer{fwd: true, header: e.Header, data: e.Data}
 		c.advance(r)
 		return
@@ -257,6 +268,39 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		s.end = f.End
 		s.held = append(s.held, e)
 	}
+}
+
+// unreadableFrame handles a frame on e.ID's answer subject whose stream
+// headers do not read (err; f has what did). The stream it belongs to (f.ID,
+// or any when the id does not read either) cannot go on whole: its caller
+// gets an error at once, where dropping the frame would leave the break to
+// the next frame's gap, or to the deadline when it was the last. Frame 0, as
+// far as can be told (none came yet): the request is answered the GW's
+// error, and its Agg, which may wait for the signal, gets its StartStream
+// with it (finish) and sends the rest, dropped here.
+func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error) {
+	why := "a frame does not read (" + err.Error() + ")"
+	ours := func(stream string) bool { return f.ID == "" || f.ID == stream }
+	ends := false
+	if rl := c.relays[e.ID]; rl != nil {
+		if ends = rl.chunks == nil && ours(rl.stream); ends {
+			c.endRelay(e.ID, rl, why)
+		}
+	} else if r := c.reqs[e.ID]; r != nil && r.Sub.Stream {
+		switch s := r.stream; {
+		case r.held == nil:
+			ends = true
+			r.streams = nil
+			r.stream = &streamState{id: f.ID, end: true, broken: why, unread: true}
+			r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
+			r.held = &answer{status: messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken at its first frame: %s", why)}
+			defer c.advance(r) // after Malformed: the log line before the answer's
+		case s != nil && ours(s.id) && s.broken == "" && !s.end:
+			ends = true
+			s.broken = why
+		}
+	}
+	c.emit(Malformed{ID: e.ID, Kind: MalformedStreamFrame, Err: err, Ends: ends})
 }
 
 // ownDrive reports whether drive is one of request id's drives

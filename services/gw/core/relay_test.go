@@ -245,7 +245,7 @@ func chunkedAnswerOf(t *testing.T, id, answerID string, max, n int) ([]AnswerChu
 	h := nats.Header{}
 	messages.Routing{RequestID: id + "~0", API: subjects.APIGetData}.Write(h)
 	messages.StatusOK.Write(h)
-	msgs, err := messages.SplitChunks("x", h, body, max)
+	msgs, err := messages.SplitChunksBody("x", h, messages.Body{body}, max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,12 +411,12 @@ func TestChunkedAnswerHeldChunksBounded(t *testing.T) {
 	h := nats.Header{}
 	messages.Routing{RequestID: "r1~0", API: subjects.APIGetData}.Write(h)
 	messages.StatusOK.Write(h)
-	// The smallest message size SplitChunks accepts leaves one byte a chunk;
+	// The smallest message size SplitChunksBody accepts leaves one byte a chunk;
 	// 100 more make chunk 0 hold the envelope's header (it names the
 	// caller's id: relayable), and 600 KB make more than maxHeldChunks.
 	size := 64
 	for ; ; size++ {
-		if _, err := messages.SplitChunks("x", h, []byte("xx"), size); err == nil {
+		if _, err := messages.SplitChunksBody("x", h, messages.Body{[]byte("xx")}, size); err == nil {
 			break
 		}
 	}
@@ -748,5 +748,107 @@ func TestRequestIDBeingRelayedIsNotHeldAgain(t *testing.T) {
 	}
 	if !s.c.Idle() {
 		t.Fatal("not idle after the relay's last frame")
+	}
+}
+
+// badFrame is a frame on id's answer subject whose stream headers do not
+// read: a sequence number that is not one, or (seq >= 0) no stream id.
+func badFrame(id, stream string, seq int) AnswerChunk {
+	h := nats.Header{}
+	h.Set(messages.HdrRequestID, id)
+	if seq < 0 {
+		h.Set(messages.HdrStreamID, stream)
+		h.Set(messages.HdrStreamSeq, "x")
+	} else {
+		h.Set(messages.HdrStreamSeq, itoa(seq))
+	}
+	return AnswerChunk{ID: id, Header: h, Data: []byte("?")}
+}
+
+// A frame that does not read ends its stream with the GW's error frame at
+// once, naming it, and is reported (Malformed): the caller neither waits for
+// the next frame's gap or the deadline, nor takes a prefix for the whole.
+// So at every point of the stream: relayed, frame 0 held while `answered`
+// is written, and before frame 0 (then it is the answer: an error). A
+// frame of another stream, or for a request not held here, is reported and
+// ends nothing.
+func TestUnreadableFrameEndsTheAnswerAtOnce(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	isEnd := func(what string, r Relay) {
+		t.Helper()
+		if r.Status.IsOK() || !r.End || r.Data != nil || !strings.Contains(r.Status.AI, "does not read") {
+			t.Fatalf("%s: relayed %+v, want the GW's error frame naming the unreadable frame", what, r)
+		}
+	}
+	reported := func(what string, ends bool) {
+		t.Helper()
+		if m := only[Malformed](s); m.Kind != MalformedStreamFrame || m.Err == nil || m.Ends != ends {
+			t.Fatalf("%s: reported %+v, want a stream frame that ends the answer: %t", what, m, ends)
+		}
+	}
+
+	// Relayed: a bad sequence number, and a frame without a stream id.
+	for i, bad := range []AnswerChunk{badFrame("r1", "A", -1), badFrame("r2", "", 1)} {
+		id := bad.ID
+		s.streamBegun(id, "A")
+		s.step(frame(id, "A", 1, false))
+		relays(s)
+		s.step(badFrame(id, "B", -1)) // another stream's: nothing ends
+		reported("another stream's", false)
+		none[Relay](s)
+		s.step(bad)
+		isEnd(fmt.Sprint("relayed ", i), only[Relay](s))
+		reported("relayed", true)
+		if s.c.Relaying() != 0 {
+			t.Fatalf("relayed %d: still relaying", i)
+		}
+		s.step(frame(id, "A", 2, true)) // the rest: nothing more
+		none[Relay](s)
+	}
+
+	// Frame 0 held while `answered` is written: the error end follows it.
+	s.arriveStreaming("r3", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r3", Seq: 1})
+	s.step(frame("r3", "A", 0, false))
+	s.step(badFrame("r3", "A", -1))
+	reported("held", true)
+	none[Relay](s)
+	s.step(LogWritten{At: s.now, ID: "r3", Seq: 2})
+	only[Answer](s)
+	isEnd("held", only[Relay](s))
+	if s.c.Relaying() != 0 {
+		t.Fatal("held: still relaying")
+	}
+
+	// Before frame 0: the answer is the GW's error, and its Agg, which may
+	// wait for the signal, gets its StartStream with it.
+	s.arriveStreaming("r4", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r4", Seq: 1})
+	bad := badFrame("r4", "A", -1)
+	bad.Header.Set(messages.HdrAggID, "agg-1")
+	s.step(bad)
+	reported("before frame 0", true)
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+		t.Fatalf("before frame 0: wrote %s, want answered", describe(w))
+	}
+	s.step(frame("r4", "A", 1, false)) // the rest meanwhile: nothing
+	if len(s.out) != 0 {
+		t.Fatalf("before frame 0, the next frame: %s", describeAll(s.out))
+	}
+	s.step(LogWritten{At: s.now, ID: "r4", Seq: 2})
+	if an := only[Answer](s); an.Forward || an.Status.IsOK() || !strings.Contains(an.Status.AI, "does not read") {
+		t.Fatalf("before frame 0: answered %s, want the GW's error naming the unreadable frame", describe(an))
+	}
+	if st := only[StartStream](s); st.AggID != "agg-1" || st.DriveID != "r4" || st.StreamID != "A" {
+		t.Fatalf("before frame 0: %+v, want the signal to the frame's Agg", st)
+	}
+	none[Relay](s)
+
+	// For a request not held here: reported, nothing else.
+	s.step(badFrame("nobody", "A", -1))
+	reported("not held", false)
+	if len(s.out) != 1 {
+		t.Fatalf("not held: %s", describeAll(s.out))
 	}
 }

@@ -334,6 +334,10 @@ func (c *Core) finish(r *request) {
 	c.emit(cmd)
 	if a.fwd {
 		c.startRelay(r, cmd.Info) // relay.go: the frames of a streamed answer, the chunks of a chunked one
+	} else if s := r.stream; s != nil && s.unread && s.agg != "" {
+		// Its Agg may wait for the signal: it sends the rest, dropped here,
+		// rather than wait until its deadline.
+		c.emit(StartStream{Info: cmd.Info, AggID: s.agg, DriveID: s.drive, StreamID: s.id})
 	}
 	c.stats.Answered++
 	if r.logged {

@@ -121,7 +121,7 @@ func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, a
 	h := nats.Header{}
 	messages.Routing{RequestID: drive, API: subjects.APIGetData}.Write(h)
 	messages.StatusOK.Write(h)
-	msgs, err := messages.SplitChunks(reply, h, body, size)
+	msgs, err := messages.SplitChunksBody(reply, h, messages.Body{body}, size)
 	if err != nil {
 		panic(err)
 	}
@@ -189,7 +189,8 @@ func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func()
 // startSignal checks a StartStream: once per stream, in the step of the
 // stream's Answer (frame 0, so after `answered` landed), after it (before:
 // the commands of the step before it), addressed to the Agg and drive of
-// frame 0; a paced Agg then sends the rest of its stream.
+// frame 0 (startUnread: a first frame that did not read); a paced Agg then
+// sends the rest of its stream.
 //
 // A StartStream sent again (Again: the first may have been lost) comes
 // StartResend or more after the one before, for a stream that had one; the
@@ -221,7 +222,7 @@ func (s *sim) startSignal(g *simGW, inc int64, c StartStream, before []Command) 
 		return ok && a.Info.ID == c.Info.ID && a.Header.Get(messages.HdrStreamID) == c.StreamID
 	})
 	if i < 0 {
-		return fmt.Errorf("request %s: StartStream for stream %s without its Answer before it in the step", c.Info.ID, c.StreamID)
+		return s.startUnread(c, before)
 	}
 	a := before[i].(Answer)
 	if c.AggID != simAgg || c.DriveID != a.Header.Get(messages.HdrRequestID) {
@@ -239,6 +240,33 @@ func (s *sim) startSignal(g *simGW, inc int64, c StartStream, before []Command) 
 			s.logfNow("StartStream for %s lost", c.StreamID)
 			return nil
 		}
+		s.startPaced(p)
+	}
+	return nil
+}
+
+// startUnread checks the StartStream of a stream whose first frame did not
+// read: it comes after the request's Answer in the step, the GW's own error
+// naming that frame (relay.go unreadableFrame), addressed to the Agg and one
+// of the request's drives, for a stream its caller reads nothing of; a paced
+// Agg then sends the rest (dropped at the GW).
+func (s *sim) startUnread(c StartStream, before []Command) error {
+	i := slices.IndexFunc(before, func(cmd Command) bool {
+		a, ok := cmd.(Answer)
+		return ok && a.Info.ID == c.Info.ID && !a.Forward && strings.Contains(a.Status.AI, "at its first frame")
+	})
+	if i < 0 {
+		return fmt.Errorf("request %s: StartStream for stream %s without its Answer before it in the step", c.Info.ID, c.StreamID)
+	}
+	if c.AggID != simAgg || !ownDrive(c.Info.ID, c.DriveID) {
+		return fmt.Errorf("request %s: StartStream for an unread stream to Agg %q for drive %q", c.Info.ID, c.AggID, c.DriveID)
+	}
+	if rq := s.reqs[c.Info.ID]; rq != nil && rq.tr != nil && rq.tr.stream == c.StreamID {
+		return fmt.Errorf("request %s: stream %s relayed to its caller and answered an error for its first frame", c.Info.ID, c.StreamID)
+	}
+	s.totals.StreamStarts++
+	if p := s.paced[c.StreamID]; p != nil {
+		p.signalled = true
 		s.startPaced(p)
 	}
 	return nil

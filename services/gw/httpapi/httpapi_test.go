@@ -270,7 +270,7 @@ func TestBrokenTransferAborts(t *testing.T) {
 		body := bytes.Repeat([]byte("x"), 100<<10)
 		h := nats.Header{}
 		messages.Status{}.Write(h)
-		msgs, err := messages.SplitChunks(m.Reply, h, body, 0+16<<10)
+		msgs, err := messages.SplitChunksBody(m.Reply, h, messages.Body{body}, 0+16<<10)
 		if err != nil {
 			t.Error(err)
 			return
@@ -353,7 +353,7 @@ func TestChunkedAnswerBrokenMidTransferAborts(t *testing.T) {
 					Payload: []byte(`[` + strings.Repeat(`"x",`, 25<<10) + `"x"]`), Content: messages.ContentJSON}.Encode()
 				h := nats.Header{}
 				messages.Status{}.Write(h)
-				msgs, err := messages.SplitChunks(m.Reply, h, body, 16<<10)
+				msgs, err := messages.SplitChunksBody(m.Reply, h, messages.Body{body}, 16<<10)
 				if err != nil || len(msgs) != 7 {
 					t.Errorf("%d chunks, want 7: %v", len(msgs), err)
 					return

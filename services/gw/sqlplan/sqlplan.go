@@ -450,14 +450,11 @@ func (p *planner) pushTime(c *Cond) (bool, error) {
 	f := c.Filter
 	a := &p.plan_.Args
 	ts := func(v any) (time.Time, error) { return timeValue(v, p.schema.TimeColumn) }
-	narrow := func(start, end time.Time) {
-		if !start.IsZero() && (a.StartTS.IsZero() || start.After(a.StartTS)) {
-			a.StartTS = start
-		}
-		if !end.IsZero() && (a.EndTS.IsZero() || end.Before(a.EndTS)) {
-			a.EndTS = end
-		}
-	}
+	// The range so far, its open ends TSMin and TSMax: each conjunct
+	// intersects it (an instant past them is clamped to them, as every
+	// service reads the range).
+	r := a.Range()
+	narrow := func(start, end time.Time) { r, _ = r.Intersect(messages.TimeRangeOf(start, end)) }
 	switch f.Op {
 	case messages.FilterGe, messages.FilterGt, messages.FilterLe, messages.FilterLt, messages.FilterEq:
 		t, err := ts(f.Value)
@@ -490,9 +487,10 @@ func (p *planner) pushTime(c *Cond) (bool, error) {
 	default:
 		return false, unsupported(fmt.Sprintf("%s on the time column (use comparisons or BETWEEN)", f.Op))
 	}
-	if !a.StartTS.IsZero() && !a.EndTS.IsZero() && !a.EndTS.After(a.StartTS) {
+	if !r.Valid() {
 		return false, fmt.Errorf("%w: the conditions on %s leave an empty time range", ErrInvalid, p.schema.TimeColumn)
 	}
+	a.StartTS, a.EndTS = r.Times()
 	return true, nil
 }
 

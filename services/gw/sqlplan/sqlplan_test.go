@@ -55,6 +55,14 @@ func TestPlansOntoGetData(t *testing.T) {
 			messages.GetDataArgs{Table: "trade", StartTS: ts("2026-11-22T00:00:00Z")}},
 		{"SELECT * FROM trade WHERE time >= '2026-11-22 10:00:00'",
 			messages.GetDataArgs{Table: "trade", StartTS: ts("2026-11-22T10:00:00Z")}},
+		// An open bound stays open while the other end narrows.
+		{"SELECT * FROM trade WHERE time <= '2026-11-22T11:00:00Z' AND time < '2026-11-22T12:00:00Z'",
+			messages.GetDataArgs{Table: "trade", EndTS: ts("2026-11-22T11:00:00Z").Add(ns)}},
+		// Past the timestamps sg holds (messages.TSMin, TSMax) a bound is
+		// the open one, as every service reads the range.
+		{"SELECT * FROM trade WHERE time >= '1600-01-01' AND time < '2026-11-22'",
+			messages.GetDataArgs{Table: "trade", EndTS: ts("2026-11-22T00:00:00Z")}},
+		{"SELECT * FROM trade WHERE time < '2300-01-01'", messages.GetDataArgs{Table: "trade"}},
 		// Label conditions become the selector.
 		{"SELECT * FROM trade WHERE region = 'eu'",
 			messages.GetDataArgs{Table: "trade", Labels: messages.LabelSelector{"region": {"eu"}}}},
@@ -217,6 +225,7 @@ func TestRefusals(t *testing.T) {
 		{"SELECT * FROM trade WHERE time >= 'yesterday'", ErrInvalid, "not a timestamp"},
 		{"SELECT * FROM trade WHERE time >= 5", ErrInvalid, "timestamp string"},
 		{"SELECT * FROM trade WHERE time >= '2026-11-23' AND time < '2026-11-22'", ErrInvalid, "empty time range"},
+		{"SELECT * FROM trade WHERE time >= '2300-01-01'", ErrInvalid, "empty time range"},
 		{"SELECT * FROM trade WHERE region = 'eu' AND region = 'us'", ErrInvalid, "select no value"},
 		{"SELECT * FROM trade LIMIT 0", ErrInvalid, "LIMIT 0"},
 		{"SELEC * FROM trade", ErrInvalid, "syntax"},
