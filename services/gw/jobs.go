@@ -471,7 +471,8 @@ func (j *jobStore) runRequest(rec *jobRecord, req checkedRequest) (nats.Header, 
 // the runner as its caller and answers it there, as handle's.
 func (g *GW) runJob(id string, req checkedRequest, reply string) {
 	ri := &reqInfo{api: req.header.API, id: nuid.Next(), clientID: id, caller: callerOf(reply), reply: reply,
-		content: req.content, logCorr: req.header.Opts.LogCorr, received: time.Now(), log: g.log}
+		content: req.content, logCorr: req.header.Opts.LogCorr, received: time.Now()}
+	ri.log = g.reqLogger(ri)
 	g.arrive(ri, g.submission(ri, req))
 }
 
