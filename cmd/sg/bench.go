@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -46,6 +47,30 @@ type benchConfig struct {
 	// servicesTCP: the started sg's services connect to its server over
 	// loopback TCP, as services run apart do, not in process as sg run's do.
 	servicesTCP bool
+	profiles    phaseProfiles
+}
+
+// phaseProfiles, when dir is set (--phase-profiles), writes a CPU profile of
+// each measured phase apart, as <dir>/<pass>-<phase>.pprof: one profile of
+// the whole run mixes the callers, which take turns in slices, and the
+// services' goroutines carry no labels to tell them apart.
+type phaseProfiles struct{ dir, pass string }
+
+// run calls measure under a CPU profile of phase, or alone without a dir.
+func (p phaseProfiles) run(phase string, measure func() error) error {
+	if p.dir == "" {
+		return measure()
+	}
+	f, err := os.Create(filepath.Join(p.dir, p.pass+"-"+phase+".pprof"))
+	if err != nil {
+		return fmt.Errorf("phase profile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return fmt.Errorf("phase profile %s: %w", phase, err)
+	}
+	defer pprof.StopCPUProfile()
+	return measure()
 }
 
 // benchRow is one line of the table: a figure for plain NATS and for sg.
@@ -77,9 +102,13 @@ and adds it, with the machine and the command, as the newest section of --out
 	pubMiB := fs.Int("publish-mib", 512, "plain publish: MiB to send")
 	out := fs.String("out", "BENCHMARKS.md", "file to write the table to (\"\": none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (sg and the bench's callers) to this file")
+	phaseDir := fs.String("phase-profiles", "", "write a CPU profile of each measured phase (each caller's slices at --clients, plain publish, each large row) into this directory")
 	servicesTCP := fs.Bool("services-over-tcp", false, "the sg it starts connects its services over loopback TCP, as services run apart do (default: in process, as sg run does)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
+	}
+	if *cpuProfile != "" && *phaseDir != "" {
+		return errors.New("bench: --cpuprofile and --phase-profiles exclude each other")
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -96,7 +125,8 @@ and adds it, with the machine and the command, as the newest section of --out
 		return errors.New("bench: want --requests >= 10, --clients >= 1, --duration > 0, --large >= 0, --publish-mib >= 1")
 	}
 	cfg := benchConfig{requests: *requests, clients: *clients, duration: *duration, large: *large, largeLast: *largeLast,
-		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == "", servicesTCP: *servicesTCP}
+		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == "", servicesTCP: *servicesTCP,
+		profiles: phaseProfiles{dir: *phaseDir, pass: "running"}}
 	log := zerolog.New(stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 
 	type pass struct {
@@ -120,6 +150,8 @@ and adds it, with the machine and the command, as the newest section of --out
 				name += ", services over TCP"
 			}
 			fmt.Fprintf(stderr, "bench: %s ...\n", name)
+			cfg := cfg
+			cfg.profiles.pass = map[bool]string{true: "logon", false: "logoff"}[withLog]
 			res, err := benchOwn(ctx, cfg, withLog, log, stderr)
 			if err != nil {
 				return fmt.Errorf("bench (%s): %w", name, err)
@@ -403,9 +435,14 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 			lat[name], seqTime[name] = append(lat[name], l...), seqTime[name]+elapsed
 		}
 	}
-	for range benchSlices {
+	for i := range benchSlices {
 		for _, name := range names {
-			k, elapsed, err := concurrent(clientConns, cfg.duration/benchSlices, func(c *nats.Conn) error { _, err := callers[name](c); return err })
+			var k int64
+			var elapsed time.Duration
+			err := cfg.profiles.run(fmt.Sprintf("clients-%s-%d", name, i), func() (err error) {
+				k, elapsed, err = concurrent(clientConns, cfg.duration/benchSlices, func(c *nats.Conn) error { _, err := callers[name](c); return err })
+				return err
+			})
 			if err != nil {
 				return benchResult{}, fmt.Errorf("%s, %d clients: %w", name, cfg.clients, err)
 			}
@@ -420,17 +457,21 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	}
 
 	fmt.Fprintf(stderr, "bench: plain publish of %d KiB messages, %d MiB\n", cfg.pubBytes>>10, cfg.pubTotal>>20)
-	pub, err := publishMBs(responder, clientConns[0], cfg.pubBytes, cfg.pubTotal, cfg.duration*10)
+	var pub measured
+	err = cfg.profiles.run("publish", func() (err error) {
+		pub, err = publishMBs(responder, clientConns[0], cfg.pubBytes, cfg.pubTotal, cfg.duration*10)
+		return err
+	})
 	if err != nil {
 		return benchResult{}, fmt.Errorf("plain publish: %w", err)
 	}
 	fmt.Fprintf(stderr, "bench: large answers (whole %s table), %s\n", demo.Trade, cfg.largeRuns())
-	largeJSON, largeMsgpack, err := largeMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast)
+	largeJSON, largeMsgpack, err := largeMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast, cfg.profiles)
 	if err != nil {
 		return benchResult{}, fmt.Errorf("large answer: %w", err)
 	}
 	fmt.Fprintf(stderr, "bench: large answers read as streams (Sg-Accept-Stream), %s\n", cfg.largeRuns())
-	streamJSON, streamMsgpack, err := streamMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast)
+	streamJSON, streamMsgpack, err := streamMBs(ctx, clientConns[0], s, cfg.large, cfg.largeLast, cfg.profiles)
 	if err != nil {
 		return benchResult{}, fmt.Errorf("large answer, streamed: %w", err)
 	}
@@ -668,15 +709,24 @@ func timedMBs(k, atLeast int, window time.Duration, read func() (int64, error)) 
 	return measured{mbs: mb / time.Since(start).Seconds(), cpuMs: cpu.msPer(mb), n: n}, nil
 }
 
+// timedMBs is timedMBs (benchLargeMin, benchLargeFor) under phase's profile.
+func (p phaseProfiles) timedMBs(phase string, k int, read func() (int64, error)) (m measured, err error) {
+	err = p.run(phase, func() (err error) {
+		m, err = timedMBs(k, benchLargeMin, benchLargeFor, read)
+		return err
+	})
+	return m, err
+}
+
 // largeMBs asks for the whole trade table k times per encoding and returns
 // answer bytes per second: JSON as a plain NATS client would (a subscription
 // that reassembles chunks), msgpack through the sg client.
-func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs measured, err error) {
+func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration, prof phaseProfiles) (jsonMBs, msgpackMBs measured, err error) {
 	args, argsJSON, err := largeArgs(last)
 	if err != nil {
 		return measured{}, measured{}, err
 	}
-	jsonMBs, err = timedMBs(k, benchLargeMin, benchLargeFor, func() (int64, error) {
+	jsonMBs, err = prof.timedMBs("whole-json", k, func() (int64, error) {
 		n, err := jsonLarge(ctx, c, s, argsJSON)
 		return int64(n), err
 	})
@@ -684,7 +734,7 @@ func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, las
 		return measured{}, measured{}, err
 	}
 	cl := client.New(c, s)
-	msgpackMBs, err = timedMBs(k, benchLargeMin, benchLargeFor, func() (int64, error) {
+	msgpackMBs, err = prof.timedMBs("whole-msgpack", k, func() (int64, error) {
 		resp, err := cl.Do(ctx, subjects.APIGetData, args, messages.Opts{})
 		if err != nil {
 			return 0, err
@@ -701,7 +751,7 @@ func largeMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, las
 // plain NATS client would (its own inbox, frames until Sg-Stream-End), msgpack
 // through the sg client's GetDataStream. Bytes are the frames' (JSON) and the
 // whole answer's msgpack size (msgpack, as largeMBs counts them).
-func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration) (jsonMBs, msgpackMBs measured, err error) {
+func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, last time.Duration, prof phaseProfiles) (jsonMBs, msgpackMBs measured, err error) {
 	args, argsJSON, err := largeArgs(last)
 	if err != nil {
 		return measured{}, measured{}, err
@@ -710,7 +760,7 @@ func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, la
 	if err != nil {
 		return measured{}, measured{}, err
 	}
-	jsonMBs, err = timedMBs(k, benchLargeMin, benchLargeFor, func() (int64, error) { return jsonStream(ctx, c, s, body) })
+	jsonMBs, err = prof.timedMBs("stream-json", k, func() (int64, error) { return jsonStream(ctx, c, s, body) })
 	if err != nil {
 		return measured{}, measured{}, err
 	}
@@ -719,7 +769,7 @@ func streamMBs(ctx context.Context, c *nats.Conn, s subjects.Subjects, k int, la
 	if err != nil {
 		return measured{}, measured{}, err
 	}
-	msgpackMBs, err = timedMBs(k, benchLargeMin, benchLargeFor, func() (int64, error) {
+	msgpackMBs, err = prof.timedMBs("stream-msgpack", k, func() (int64, error) {
 		rows := 0
 		hdr, err := cl.GetDataStream(ctx, client.GetDataQuery{Args: args}, func(t messages.Table) error {
 			rows += t.NumRows()

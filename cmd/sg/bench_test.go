@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +115,51 @@ func TestBenchLargeRowsCPU(t *testing.T) {
 	}
 	if !slices.ContainsFunc(running.notes, func(n string) bool { return strings.Contains(n, "CPU per MB: not reported") }) {
 		t.Errorf("a running sg's notes do not say why there is no CPU row: %q", running.notes)
+	}
+}
+
+// --phase-profiles writes one CPU profile per phase, named by pass and
+// phase, and returns the phase's own error; without a directory it only
+// measures.
+func TestPhaseProfilesWritesOnePerPhase(t *testing.T) {
+	dir := t.TempDir()
+	p := phaseProfiles{dir: dir, pass: "logon"}
+	ran := 0
+	if err := p.run("clients-json-0", func() error { ran++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := p.run("publish", func() error { ran++; return boom }); !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the phase's error", err)
+	}
+	if ran != 2 {
+		t.Fatalf("measured %d times, want 2", ran)
+	}
+	for _, name := range []string{"logon-clients-json-0.pprof", "logon-publish.pprof"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A CPU profile is a gzipped protobuf; a profile never started is empty.
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s is not a profile: %v", name, err)
+		}
+		b, err := io.ReadAll(z)
+		f.Close()
+		if err != nil || len(b) == 0 {
+			t.Fatalf("%s: %d bytes, %v", name, len(b), err)
+		}
+	}
+	if err := (phaseProfiles{}).run("x", func() error { ran++; return nil }); err != nil || ran != 3 {
+		t.Fatalf("without a dir: %v, measured %d", err, ran)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Fatalf("%d files, want 2", len(entries))
+	}
+	var stdout, stderr bytes.Buffer
+	err := realMain(context.Background(), []string{"bench", "--cpuprofile", filepath.Join(dir, "all.pprof"), "--phase-profiles", dir, "--out", ""}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
+		t.Fatalf("both profiles: got %v", err)
 	}
 }
