@@ -99,19 +99,12 @@ func DecodePingArgsMsgpackScope(b []byte) (a PingArgs, sc []byte, err error) {
 			a, sc, err = PingArgs{}, nil, fmt.Errorf("%w: ping arguments: decoder panic: %v", ErrMalformed, r)
 		}
 	}()
-	r := newWireReader(b, MessageLimits)
-	err = wireFields(&r, &a, "ping arguments", func(k []byte) error {
-		switch string(k) {
-		case "labels":
-			return r.selector(&a.Labels)
-		case "scope":
-			return r.scopeValue(&sc)
+	sc, err = argsMapScope(b, &a, "ping arguments", func(r *wireReader, k []byte) (bool, error) {
+		if string(k) == "labels" {
+			return true, r.selector(&a.Labels)
 		}
-		return r.skip()
+		return false, nil
 	})
-	if n := len(b) - r.pos; err == nil && n > 0 {
-		err = fmt.Errorf("%d trailing bytes", n)
-	}
 	if err != nil {
 		return PingArgs{}, nil, fmt.Errorf("%w: ping arguments: %w", ErrMalformed, err)
 	}

@@ -55,6 +55,31 @@ func ScopeFromMsgpack(raw []byte) (s Scope, ok bool, err error) {
 // isMsgpackMap reports whether b is the type byte of a msgpack map.
 func isMsgpackMap(b byte) bool { return b >= 0x80 && b <= 0x8f || b == 0xde || b == 0xdf }
 
+// argsMapScope walks an API's msgpack arguments b, a map, once, into p:
+// field reads the API's own keys (ok false: not one of them), the "scope"
+// key's raw value is kept (the last, if given twice) and any other key is
+// skipped. With an error there is no scope: the walk may have stopped before
+// it.
+func argsMapScope[T any](b []byte, p *T, typ string, field func(r *wireReader, k []byte) (ok bool, err error)) (sc []byte, err error) {
+	r := newWireReader(b, MessageLimits)
+	err = wireFields(&r, p, typ, func(k []byte) error {
+		if string(k) == "scope" {
+			return r.scopeValue(&sc)
+		}
+		if ok, err := field(&r, k); ok {
+			return err
+		}
+		return r.skip()
+	})
+	if n := len(b) - r.pos; err == nil && n > 0 {
+		err = fmt.Errorf("%d trailing bytes", n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
 // scopeValue skips the value of an arguments' "scope" key, keeping its raw
 // bytes in *sc when sc is not nil (a key given twice: the last).
 func (r *wireReader) scopeValue(sc *[]byte) error {

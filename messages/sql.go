@@ -87,21 +87,10 @@ func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc []byte, err error) {
 // decodeMsgpackMap reads sql arguments that are a msgpack map, and the raw
 // value of their "scope" key.
 func (a *SQLArgs) decodeMsgpackMap(b []byte) (sc []byte, err error) {
-	r := newWireReader(b, MessageLimits)
-	err = wireFields(&r, a, "sql arguments", func(k []byte) error {
-		switch string(k) {
-		case "query":
-			return r.string(&a.Query)
-		case "scope":
-			return r.scopeValue(&sc)
+	return argsMapScope(b, a, "sql arguments", func(r *wireReader, k []byte) (bool, error) {
+		if string(k) == "query" {
+			return true, r.string(&a.Query)
 		}
-		return r.skip()
+		return false, nil
 	})
-	if n := len(b) - r.pos; err == nil && n > 0 {
-		err = fmt.Errorf("%d trailing bytes", n)
-	}
-	if err != nil {
-		return nil, err // the walk may have stopped before the scope
-	}
-	return sc, nil
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
@@ -21,10 +20,7 @@ import (
 // JSON (TestJSONScopeFromTheArgumentsParse).
 func TestMsgpackScopeFromTheArgumentsWalk(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Start(t))
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newTestGW(t, nc)
 	walks := 0
 	g.scopeWalk = func(c messages.Content, args []byte) (messages.Scope, bool, error) {
 		walks++
