@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // BenchmarkHop encodes and decodes each message of a small request's path, one
@@ -279,6 +281,41 @@ func BenchmarkGWArgsJSON(b *testing.B) {
 		for b.Loop() {
 			s, ok, serr := ScopeFromArgs(ContentJSON, args)
 			a, err := DecodeGetDataArgsJSON(args)
+			if err != nil || serr != nil || !ok || s.Assembly != "eu" || a.Table != "trade" {
+				b.Fatal(a, s, err, serr)
+			}
+		}
+	})
+}
+
+// BenchmarkGWArgsMsgpack is the GW's work on a msgpack caller's getData
+// arguments and their scope: one walk (DecodeGetDataArgsMsgpackScope, then
+// ScopeFromMsgpack on the raw scope) against the two it made before
+// (DecodeGetDataArgsMsgpack, then ScopeFromArgs).
+//
+//	go test ./messages -run '^$' -bench GWArgsMsgpack -benchmem
+func BenchmarkGWArgsMsgpack(b *testing.B) {
+	args, err := msgpack.Marshal(map[string]any{"v": GetDataArgsVersion, "t": "trade",
+		"s": time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), "e": time.Date(2026, 11, 24, 12, 1, 0, 0, time.UTC),
+		"l": map[string][]string{"region": {"eu"}}, "n": 1, "scope": map[string]any{"assembly": "eu"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("one walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a, raw, err := DecodeGetDataArgsMsgpackScope(args)
+			s, ok, serr := ScopeFromMsgpack(raw)
+			if err != nil || serr != nil || !ok || s.Assembly != "eu" || a.Table != "trade" {
+				b.Fatal(a, s, err, serr)
+			}
+		}
+	})
+	b.Run("two walks", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a, err := DecodeGetDataArgsMsgpack(args)
+			s, ok, serr := ScopeFromArgs(ContentMsgpack, args)
 			if err != nil || serr != nil || !ok || s.Assembly != "eu" || a.Table != "trade" {
 				b.Fatal(a, s, err, serr)
 			}

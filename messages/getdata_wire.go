@@ -69,7 +69,12 @@ func (a GetDataArgs) appendWire(w *wireWriter) {
 	f.close()
 }
 
-func (a *GetDataArgs) decodeWire(r *wireReader) error {
+func (a *GetDataArgs) decodeWire(r *wireReader) error { return a.decodeWireScope(r, nil) }
+
+// decodeWireScope is decodeWire that also keeps, when sc is not nil, the raw
+// value of the arguments' "scope" key (the envelope's own: ScopeFromMsgpack),
+// found in the same walk.
+func (a *GetDataArgs) decodeWireScope(r *wireReader, sc *[]byte) error {
 	v := -1 // absent: as the reflection decoder's zero, refused below
 	err := wireFields(r, a, "getData arguments", func(k []byte) error {
 		switch string(k) {
@@ -98,6 +103,8 @@ func (a *GetDataArgs) decodeWire(r *wireReader) error {
 			return r.intN(&a.Limit)
 		case "w":
 			return r.where(&a.Where)
+		case "scope":
+			return r.scopeValue(sc)
 		}
 		return r.skip()
 	})
@@ -118,20 +125,31 @@ func (a *GetDataArgs) DecodeMsgpack(dec *msgpack.Decoder) error { return decodeW
 
 // DecodeGetDataArgsMsgpack decodes bytes from the network within
 // MessageLimits. It never panics.
-func DecodeGetDataArgsMsgpack(b []byte) (a GetDataArgs, err error) {
+func DecodeGetDataArgsMsgpack(b []byte) (GetDataArgs, error) {
+	a, _, err := DecodeGetDataArgsMsgpackScope(b)
+	return a, err
+}
+
+// DecodeGetDataArgsMsgpackScope is DecodeGetDataArgsMsgpack that also gives
+// the raw value of the arguments' "scope" key (the last, if given twice), so
+// the GW walks a msgpack caller's arguments once, as
+// DecodeGetDataArgsJSONScope parses a JSON caller's once. With an error there
+// is no scope: the decoder may have stopped before it (ScopeFromArgs walks for
+// it).
+func DecodeGetDataArgsMsgpackScope(b []byte) (a GetDataArgs, sc []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = GetDataArgs{}, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
+			a, sc, err = GetDataArgs{}, nil, fmt.Errorf("%w: decoder panic: %v", ErrMalformedGetDataArgs, r)
 		}
 	}()
 	if len(b) == 0 {
-		return GetDataArgs{}, fmt.Errorf("%w: empty body", ErrMalformedGetDataArgs)
+		return GetDataArgs{}, nil, fmt.Errorf("%w: empty body", ErrMalformedGetDataArgs)
 	}
 	// decodeWireMessage's steps, with a direct call: through the interface
 	// the arguments would escape to the heap.
 	r := wireReaders.Get().(*wireReader)
 	*r = newWireReader(b, MessageLimits)
-	err = a.decodeWire(r)
+	err = a.decodeWireScope(r, &sc)
 	if n := len(b) - r.pos; err == nil && n > 0 {
 		err = fmt.Errorf("%w: %d trailing bytes", ErrMalformedGetDataArgs, n)
 	}
@@ -141,9 +159,9 @@ func DecodeGetDataArgsMsgpack(b []byte) (a GetDataArgs, err error) {
 		if !errors.Is(err, ErrMalformedGetDataArgs) {
 			err = fmt.Errorf("%w: %w", ErrMalformedGetDataArgs, err)
 		}
-		return GetDataArgs{}, err
+		return GetDataArgs{}, nil, err
 	}
-	return a, nil
+	return a, sc, nil
 }
 
 // time writes t as the library does: the timestamp extension in 4, 8 or 12

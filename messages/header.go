@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -13,39 +12,36 @@ import (
 // NATS header names. Routing metadata travels in headers so that a hop (RC,
 // Agg, GW) can route, retry or drop a message without decoding its body.
 const (
-	HdrRequestID        = "Sg-Request-Id"        // request id, assigned by the GW; also the log key
-	HdrAPI              = "Sg-Api"               // API name (getData, ping, getMeta, sql)
-	HdrAggID            = "Sg-Agg-Id"            // Agg that merges the request's partial results
-	HdrRCID             = "Sg-Rc-Id"             // RC that schedules the request: where a refusal of the message goes (subjects.RCRefused)
-	HdrPortionID        = "Sg-Portion-Id"        // portion id within the request
-	HdrPurviewVersion   = "Sg-Purview-Version"   // DAP purview version the RC saw when dispatching
-	HdrReferenceVintage = "Sg-Reference-Vintage" // reference vintage locked for the label set
-	HdrAttempt          = "Sg-Attempt"           // attempt of the portion/label set: 0 first, +1 per retry
-	HdrDeadline         = "Sg-Deadline"          // absolute deadline, unix nanoseconds
-	HdrRC               = "Sg-Rc"                // return code (Code)
-	HdrAC               = "Sg-Ac"                // application code (Code)
-	HdrAI               = "Sg-Ai"                // application information: the error text
-	HdrContentType      = "Sg-Content-Type"      // body encoding: "msgpack" or "json"
-	HdrLogCorr          = "Sg-Log-Corr"          // client's log correlation id, echoed in every log line
-	HdrRetryAfter       = "Sg-Retry-After"       // whole seconds to wait before polling or retrying (as HTTP's Retry-After)
-	HdrClientRequestID  = "Sg-Client-Request-Id" // the caller's own request id: a label in logs, never a key inside sg
-	HdrTraceID          = "Sg-Trace-Id"          // GW -> client: the id sg knows the request by (request_id of every log line about it)
-	HdrCaller           = "Sg-Caller"            // GW -> RC: the caller a request is counted against (per-caller limits)
-	HdrLimit            = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
-	HdrAcceptChunks     = "Sg-Accept-Chunks"     // caller -> GW: "1" if the caller reassembles an answer sent in chunks (see README)
-	HdrJobID            = "Sg-Job-Id"            // an async job's id: on its ACCEPTED answers, and in a poll (subjects.GWJob)
-	HdrAnswerBucket     = "Sg-Answer-Bucket"     // GW -> caller, on TOO_LARGE: the object store bucket the whole answer was written to
-	HdrAnswerKey        = "Sg-Answer-Key"        // GW -> caller, on TOO_LARGE: the answer's object name in that bucket
-	HdrAnswerExpires    = "Sg-Answer-Expires"    // GW -> caller, on TOO_LARGE: when the stored answer expires, unix nanoseconds
-	HdrChunkIndex       = "Sg-Chunk-Index"       // 0-based index of this chunk
-	HdrChunkCount       = "Sg-Chunk-Count"       // number of chunks of the payload
-	HdrChunkTotal       = "Sg-Chunk-Total"       // size in bytes of the whole payload
-	HdrChunkSum         = "Sg-Chunk-Sum"         // CRC-32C of the whole payload, hex
-	HdrChunkStream      = "Sg-Chunk-Stream"      // id of one chunked transfer, so two transfers never mix
-	HdrAcceptStream     = "Sg-Accept-Stream"     // caller -> GW: "1" if the caller reads an answer as a stream of frames (see stream.go)
-	HdrStreamID         = "Sg-Stream-Id"         // id of one answer stream, so two drives' streams never mix
-	HdrStreamSeq        = "Sg-Stream-Seq"        // 0-based index of this frame of an answer stream
-	HdrStreamEnd        = "Sg-Stream-End"        // "1" on the last frame of an answer stream
+	HdrRequestID       = "Sg-Request-Id"        // request id, assigned by the GW; also the log key
+	HdrAPI             = "Sg-Api"               // API name (getData, ping, getMeta, sql)
+	HdrAggID           = "Sg-Agg-Id"            // Agg that merges the request's partial results
+	HdrRCID            = "Sg-Rc-Id"             // RC that schedules the request: where a refusal of the message goes (subjects.RCRefused)
+	HdrPortionID       = "Sg-Portion-Id"        // portion id within the request
+	HdrAttempt         = "Sg-Attempt"           // attempt of the portion/label set: 0 first, +1 per retry
+	HdrRC              = "Sg-Rc"                // return code (Code)
+	HdrAC              = "Sg-Ac"                // application code (Code)
+	HdrAI              = "Sg-Ai"                // application information: the error text
+	HdrContentType     = "Sg-Content-Type"      // body encoding: "msgpack" or "json"
+	HdrLogCorr         = "Sg-Log-Corr"          // client's log correlation id, echoed in every log line
+	HdrRetryAfter      = "Sg-Retry-After"       // whole seconds to wait before polling or retrying (as HTTP's Retry-After)
+	HdrClientRequestID = "Sg-Client-Request-Id" // the caller's own request id: a label in logs, never a key inside sg
+	HdrTraceID         = "Sg-Trace-Id"          // GW -> client: the id sg knows the request by (request_id of every log line about it)
+	HdrCaller          = "Sg-Caller"            // GW -> RC: the caller a request is counted against (per-caller limits)
+	HdrLimit           = "Sg-Limit"             // on a refusal over a limit: the name of the limit that was hit
+	HdrAcceptChunks    = "Sg-Accept-Chunks"     // caller -> GW: "1" if the caller reassembles an answer sent in chunks (see README)
+	HdrJobID           = "Sg-Job-Id"            // an async job's id: on its ACCEPTED answers, and in a poll (subjects.GWJob)
+	HdrAnswerBucket    = "Sg-Answer-Bucket"     // GW -> caller, on TOO_LARGE: the object store bucket the whole answer was written to
+	HdrAnswerKey       = "Sg-Answer-Key"        // GW -> caller, on TOO_LARGE: the answer's object name in that bucket
+	HdrAnswerExpires   = "Sg-Answer-Expires"    // GW -> caller, on TOO_LARGE: when the stored answer expires, unix nanoseconds
+	HdrChunkIndex      = "Sg-Chunk-Index"       // 0-based index of this chunk
+	HdrChunkCount      = "Sg-Chunk-Count"       // number of chunks of the payload
+	HdrChunkTotal      = "Sg-Chunk-Total"       // size in bytes of the whole payload
+	HdrChunkSum        = "Sg-Chunk-Sum"         // CRC-32C of the whole payload, hex
+	HdrChunkStream     = "Sg-Chunk-Stream"      // id of one chunked transfer, so two transfers never mix
+	HdrAcceptStream    = "Sg-Accept-Stream"     // caller -> GW: "1" if the caller reads an answer as a stream of frames (see stream.go)
+	HdrStreamID        = "Sg-Stream-Id"         // id of one answer stream, so two drives' streams never mix
+	HdrStreamSeq       = "Sg-Stream-Seq"        // 0-based index of this frame of an answer stream
+	HdrStreamEnd       = "Sg-Stream-End"        // "1" on the last frame of an answer stream
 )
 
 // Header errors, wrapped in *HeaderError.
@@ -176,41 +172,17 @@ func GetCode(h nats.Header, key string) (Code, error) {
 	return c, nil
 }
 
-// SetDeadline sets HdrDeadline to t in unix nanoseconds; a zero t deletes it.
-func SetDeadline(h nats.Header, t time.Time) {
-	if t.IsZero() {
-		h.Del(HdrDeadline)
-		return
-	}
-	SetInt(h, HdrDeadline, t.UnixNano())
-}
-
-// Deadline returns HdrDeadline; ok is false when the message has none.
-func Deadline(h nats.Header) (t time.Time, ok bool, err error) {
-	n, ok, err := LookupInt(h, HdrDeadline)
-	if err != nil || !ok {
-		return time.Time{}, false, err
-	}
-	if n <= 0 {
-		return time.Time{}, false, &HeaderError{Key: HdrDeadline, Value: strconv.FormatInt(n, 10), Err: ErrBadHeader, Detail: "deadline must be positive unix nanoseconds"}
-	}
-	return time.Unix(0, n), true, nil
-}
-
 // Routing is the routing metadata of a message, as carried in headers. Zero
 // fields are not written, and absent headers read as zero.
 type Routing struct {
-	RequestID        string
-	API              string
-	AggID            string
-	RCID             string
-	PortionID        PortionID
-	Attempt          uint32
-	PurviewVersion   uint64
-	ReferenceVintage uint64
-	Deadline         int64 // unix nanoseconds; 0 = none
-	LogCorr          string
-	Content          Content // "" = not stated (the receiver detects)
+	RequestID string
+	API       string
+	AggID     string
+	RCID      string
+	PortionID PortionID
+	Attempt   uint32
+	LogCorr   string
+	Content   Content // "" = not stated (the receiver detects)
 }
 
 // Write sets r's routing headers in h: a string field that is empty is
@@ -221,7 +193,7 @@ type Routing struct {
 // formatted into one string; a caller that makes h with a constant size hint
 // lets a header that does not outlive the publish stay on its stack.
 func (r Routing) Write(h nats.Header) {
-	var kv [22]string // key, value pairs: one per field
+	var kv [16]string // key, value pairs: one per field
 	n := 0
 	str := func(k, v string) {
 		if v == "" {
@@ -233,9 +205,9 @@ func (r Routing) Write(h nats.Header) {
 	}
 	// Numbers: formatted into digits, their values cut from it once it is
 	// a string (ends[i] is where the number of kv[numAt[i]] ends).
-	var buf [5 * 20]byte
+	var buf [2 * 20]byte // the portion id and the attempt
 	digits := buf[:0]
-	var numAt, ends [5]int
+	var numAt, ends [2]int
 	nums := 0
 	num := func(k string, v []byte) {
 		if len(v) > len(digits) {
@@ -255,15 +227,6 @@ func (r Routing) Write(h nats.Header) {
 	num(HdrPortionID, r.PortionID.appendWire(digits))
 	if r.Attempt != 0 {
 		num(HdrAttempt, strconv.AppendUint(digits, uint64(r.Attempt), 10))
-	}
-	if r.PurviewVersion != 0 {
-		num(HdrPurviewVersion, strconv.AppendUint(digits, r.PurviewVersion, 10))
-	}
-	if r.ReferenceVintage != 0 {
-		num(HdrReferenceVintage, strconv.AppendUint(digits, r.ReferenceVintage, 10))
-	}
-	if r.Deadline != 0 {
-		num(HdrDeadline, strconv.AppendInt(digits, r.Deadline, 10))
 	}
 	if nums > 0 {
 		all, from := string(digits), 0
@@ -316,17 +279,6 @@ func ReadRouting(h nats.Header) (Routing, error) {
 		errs = append(errs, &HeaderError{Key: HdrAttempt, Value: h.Get(HdrAttempt), Err: ErrBadHeader, Detail: "attempt above 2^32-1"})
 	} else {
 		r.Attempt = uint32(a)
-	}
-	if r.PurviewVersion, _, err = LookupUint(h, HdrPurviewVersion); err != nil {
-		errs = append(errs, err)
-	}
-	if r.ReferenceVintage, _, err = LookupUint(h, HdrReferenceVintage); err != nil {
-		errs = append(errs, err)
-	}
-	if t, ok, err := Deadline(h); err != nil {
-		errs = append(errs, err)
-	} else if ok {
-		r.Deadline = t.UnixNano()
 	}
 	if s := h.Get(HdrContentType); s != "" {
 		c, err := ParseContent(s)
@@ -393,22 +345,4 @@ func ReadStatus(h nats.Header) (Status, error) {
 		return Status{}, err
 	}
 	return st, nil
-}
-
-// echoedHeaders are copied from a request into its response, so that the
-// caller can match the answer and correlate logs without keeping state.
-var echoedHeaders = []string{HdrRequestID, HdrAPI, HdrAggID, HdrPortionID, HdrAttempt,
-	HdrPurviewVersion, HdrReferenceVintage, HdrLogCorr}
-
-// ReplyHeader builds the NATS headers of a reply to a request with headers
-// req: the echoed request fields plus rc, ac and ai.
-func ReplyHeader(req nats.Header, st Status) nats.Header {
-	h := nats.Header{}
-	for _, k := range echoedHeaders {
-		if v := req.Get(k); v != "" {
-			h.Set(k, v)
-		}
-	}
-	st.Write(h)
-	return h
 }

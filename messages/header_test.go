@@ -4,15 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
 func TestRoutingRoundTrip(t *testing.T) {
-	in := Routing{RequestID: "req-1", API: "getData", AggID: "agg-1", PortionID: 3, Attempt: 2,
-		PurviewVersion: 7, ReferenceVintage: 19, Deadline: time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC).UnixNano(),
-		LogCorr: "corr", Content: ContentMsgpack}
+	in := Routing{RequestID: "req-1", API: "getData", AggID: "agg-1", RCID: "rc-1", PortionID: 1732460000000000001,
+		Attempt: 1<<32 - 1, LogCorr: "corr", Content: ContentMsgpack}
 	h := nats.Header{}
 	in.Write(h)
 	out, err := ReadRouting(h)
@@ -36,15 +34,13 @@ func TestRoutingRoundTrip(t *testing.T) {
 func TestRoutingParseErrors(t *testing.T) {
 	h := nats.Header{}
 	h.Set(HdrAttempt, "x")
-	h.Set(HdrPurviewVersion, "-1")
-	h.Set(HdrReferenceVintage, "1e3")
-	h.Set(HdrDeadline, "0")
+	h.Set(HdrPortionID, "1e3")
 	h.Set(HdrContentType, "xml")
 	_, err := ReadRouting(h)
 	if err == nil {
 		t.Fatal("malformed headers accepted")
 	}
-	for _, k := range []string{HdrAttempt, HdrPurviewVersion, HdrReferenceVintage, HdrDeadline, HdrContentType} {
+	for _, k := range []string{HdrAttempt, HdrPortionID, HdrContentType} {
 		if !strings.Contains(err.Error(), k) {
 			t.Errorf("error does not name %s: %v", k, err)
 		}
@@ -71,22 +67,13 @@ func TestTypedHelpers(t *testing.T) {
 	if _, err := GetString(h, HdrRequestID); !errors.Is(err, ErrMissingHeader) || !strings.Contains(err.Error(), HdrRequestID) {
 		t.Errorf("GetString missing: %v", err)
 	}
-	SetUint(h, HdrPurviewVersion, 1<<63)
-	if v, err := GetUint(h, HdrPurviewVersion); err != nil || v != 1<<63 {
+	SetUint(h, HdrAttempt, 1<<63)
+	if v, err := GetUint(h, HdrAttempt); err != nil || v != 1<<63 {
 		t.Errorf("GetUint = %d, %v", v, err)
 	}
 	SetInt(h, "X", -5)
 	if v, err := GetInt(h, "X"); err != nil || v != -5 {
 		t.Errorf("GetInt = %d, %v", v, err)
-	}
-	now := time.Unix(0, time.Now().UnixNano())
-	SetDeadline(h, now)
-	if d, ok, err := Deadline(h); err != nil || !ok || !d.Equal(now) {
-		t.Errorf("Deadline = %v, %v, %v", d, ok, err)
-	}
-	SetDeadline(h, time.Time{})
-	if _, ok, err := Deadline(h); ok || err != nil {
-		t.Errorf("zero deadline not deleted: %v %v", ok, err)
 	}
 	SetString(h, HdrAI, "line1\r\nline2")
 	if got := h.Get(HdrAI); strings.ContainsAny(got, "\r\n") {
@@ -98,17 +85,10 @@ func TestTypedHelpers(t *testing.T) {
 	}
 }
 
-func TestStatusAndReplyHeader(t *testing.T) {
-	req := nats.Header{}
-	Routing{RequestID: "r1", API: "getData", LogCorr: "c", Deadline: 5, Attempt: 1}.Write(req)
+func TestStatusRoundTrip(t *testing.T) {
 	st := Errorf(CodeTimeout, CodeErr, "Request timed out, [rc=%s;status=%q]", "rc-1", "executing")
-	h := ReplyHeader(req, st)
-	if h.Get(HdrRequestID) != "r1" || h.Get(HdrAPI) != "getData" || h.Get(HdrLogCorr) != "c" || h.Get(HdrAttempt) != "1" {
-		t.Errorf("request fields not echoed: %v", h)
-	}
-	if h.Get(HdrDeadline) != "" {
-		t.Error("deadline echoed")
-	}
+	h := nats.Header{}
+	st.Write(h)
 	got, err := ReadStatus(h)
 	if err != nil || got != st {
 		t.Errorf("ReadStatus = %+v, %v; want %+v", got, err, st)

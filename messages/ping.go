@@ -75,12 +75,38 @@ func DecodePingArgsJSONScope(b []byte) (a PingArgs, sc json.RawMessage, err erro
 // DecodePingArgsMsgpack decodes ping arguments from msgpack; an empty body is
 // no selector. It never panics.
 func DecodePingArgsMsgpack(b []byte) (PingArgs, error) {
-	var a PingArgs
+	a, _, err := DecodePingArgsMsgpackScope(b)
+	return a, err
+}
+
+// DecodePingArgsMsgpackScope is DecodePingArgsMsgpack that also gives the raw
+// "scope" key, as DecodeGetDataArgsMsgpackScope does. A map, the form sg
+// documents, is read in one walk by the wire reader, as the library reads
+// it; anything else (nil, or the library's struct as an array) carries no
+// scope and is left to the library.
+func DecodePingArgsMsgpackScope(b []byte) (a PingArgs, sc []byte, err error) {
 	if len(b) == 0 {
-		return a, nil
+		return a, nil, nil
 	}
-	if err := Decode(b, &a); err != nil {
-		return PingArgs{}, err
+	if !isMsgpackMap(b[0]) {
+		if err := Decode(b, &a); err != nil {
+			return PingArgs{}, nil, err
+		}
+		return a, nil, nil
 	}
-	return a, nil
+	defer func() {
+		if r := recover(); r != nil {
+			a, sc, err = PingArgs{}, nil, fmt.Errorf("%w: ping arguments: decoder panic: %v", ErrMalformed, r)
+		}
+	}()
+	sc, err = argsMapScope(b, &a, "ping arguments", func(r *wireReader, k []byte) (bool, error) {
+		if string(k) == "labels" {
+			return true, r.selector(&a.Labels)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return PingArgs{}, nil, fmt.Errorf("%w: ping arguments: %w", ErrMalformed, err)
+	}
+	return a, sc, nil
 }

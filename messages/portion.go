@@ -159,8 +159,7 @@ func (m *PortionDispatch) Ref() PortionRef {
 // Routing returns the header form of the dispatch's routing fields.
 func (m *PortionDispatch) Routing() Routing {
 	return Routing{RequestID: m.RequestID, API: m.API, AggID: m.AggID, PortionID: m.PortionID,
-		Attempt: m.Attempt, PurviewVersion: m.PurviewVersion, ReferenceVintage: m.ReferenceVintage,
-		Deadline: m.Deadline, LogCorr: m.LogCorr, Content: ContentMsgpack}
+		Attempt: m.Attempt, LogCorr: m.LogCorr, Content: ContentMsgpack}
 }
 
 // Validate checks the dispatch.

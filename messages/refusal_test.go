@@ -100,7 +100,7 @@ func TestRefusalRoute(t *testing.T) {
 }
 
 // Routing.Write, whose values share one allocation, writes what the
-// per-field setters write (SetString, SetUint, SetInt), also over a header
+// per-field setters write (SetString, SetUint), also over a header
 // that holds older values: an empty string field is removed, a zero number
 // left as it was.
 func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
@@ -113,20 +113,10 @@ func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
 		if r.Attempt != 0 {
 			SetUint(h, HdrAttempt, uint64(r.Attempt))
 		}
-		if r.PurviewVersion != 0 {
-			SetUint(h, HdrPurviewVersion, r.PurviewVersion)
-		}
-		if r.ReferenceVintage != 0 {
-			SetUint(h, HdrReferenceVintage, r.ReferenceVintage)
-		}
-		if r.Deadline != 0 {
-			SetInt(h, HdrDeadline, r.Deadline)
-		}
 		SetString(h, HdrLogCorr, r.LogCorr)
 		SetString(h, HdrContentType, string(r.Content))
 	}
-	full := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: 7, Attempt: 2, PurviewVersion: 3,
-		ReferenceVintage: 4, Deadline: 5, LogCorr: "c\nd", Content: ContentJSON}
+	full := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: 7, Attempt: 2, LogCorr: "c\nd", Content: ContentJSON}
 	for _, r := range []Routing{{}, {RequestID: "req", RCID: "rc-1", LogCorr: "a\r\nb"}, full} {
 		for _, old := range []Routing{{}, full} {
 			want, got := nats.Header{}, nats.Header{}
@@ -146,17 +136,15 @@ func TestRoutingWriteIsPerFieldSetters(t *testing.T) {
 	}
 }
 
-// Routing.Write formats its numbers (a portion id, the watermarks, the
-// deadline: a dispatch's and a partial's are large) into one string, and its
-// values share one slice: two allocations, however many fields are set.
+// Routing.Write formats its numbers (a portion id, large, and an attempt)
+// into one string, and its values share one slice: two allocations, however
+// many fields are set.
 func TestRoutingWriteAllocations(t *testing.T) {
-	r := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: 1732460000000000001, Attempt: 2,
-		PurviewVersion: 1732460000000000002, ReferenceVintage: 1732460000000000003, Deadline: 1732460000000000004,
+	r := Routing{RequestID: "r", API: "getData", AggID: "a", RCID: "rc", PortionID: 1732460000000000001, Attempt: 4294967295,
 		LogCorr: "c", Content: ContentMsgpack}
 	h := nats.Header{}
 	r.Write(h)
-	for k, want := range map[string]string{HdrPortionID: "1732460000000000001", HdrAttempt: "2",
-		HdrPurviewVersion: "1732460000000000002", HdrReferenceVintage: "1732460000000000003", HdrDeadline: "1732460000000000004"} {
+	for k, want := range map[string]string{HdrPortionID: "1732460000000000001", HdrAttempt: "4294967295"} {
 		if got := h.Get(k); got != want {
 			t.Fatalf("%s: %q, want %q", k, got, want)
 		}

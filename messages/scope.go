@@ -28,20 +28,69 @@ func ScopeFromArgs(c Content, args []byte) (s Scope, ok bool, err error) {
 		}
 		return ScopeFromJSON(w.Scope)
 	case ContentMsgpack:
-		raw, found := msgpackScope(args)
-		if !found || raw[0] == 0xc0 {
-			return s, false, nil
-		}
-		if b := raw[0]; !(b >= 0x80 && b <= 0x8f) && b != 0xde && b != 0xdf {
-			return s, false, invalid("request arguments", "scope must be a map such as {assembly: eu}, got msgpack type 0x%02x", b)
-		}
-		r := newWireReader(raw, MessageLimits)
-		if err := r.scope(&s); err != nil {
-			return s, false, invalid("request arguments", "scope: %v", err)
-		}
-		return s, true, nil
+		raw, _ := msgpackScope(args)
+		return ScopeFromMsgpack(raw)
 	}
 	return s, false, fmt.Errorf("%w: content type %q", ErrInvalid, c)
+}
+
+// ScopeFromMsgpack reads the raw value of the "scope" key of msgpack
+// arguments, as an API's decoder kept it (DecodeGetDataArgsMsgpackScope):
+// ScopeFromArgs without a second walk of the arguments. No value (nil) or a
+// msgpack nil is no scope.
+func ScopeFromMsgpack(raw []byte) (s Scope, ok bool, err error) {
+	if len(raw) == 0 || raw[0] == 0xc0 {
+		return s, false, nil
+	}
+	if b := raw[0]; !isMsgpackMap(b) {
+		return s, false, invalid("request arguments", "scope must be a map such as {assembly: eu}, got msgpack type 0x%02x", b)
+	}
+	r := newWireReader(raw, MessageLimits)
+	if err := r.scope(&s); err != nil {
+		return s, false, invalid("request arguments", "scope: %v", err)
+	}
+	return s, true, nil
+}
+
+// isMsgpackMap reports whether b is the type byte of a msgpack map.
+func isMsgpackMap(b byte) bool { return b >= 0x80 && b <= 0x8f || b == 0xde || b == 0xdf }
+
+// argsMapScope walks an API's msgpack arguments b, a map, once, into p:
+// field reads the API's own keys (ok false: not one of them), the "scope"
+// key's raw value is kept (the last, if given twice) and any other key is
+// skipped. With an error there is no scope: the walk may have stopped before
+// it.
+func argsMapScope[T any](b []byte, p *T, typ string, field func(r *wireReader, k []byte) (ok bool, err error)) (sc []byte, err error) {
+	r := newWireReader(b, MessageLimits)
+	err = wireFields(&r, p, typ, func(k []byte) error {
+		if string(k) == "scope" {
+			return r.scopeValue(&sc)
+		}
+		if ok, err := field(&r, k); ok {
+			return err
+		}
+		return r.skip()
+	})
+	if n := len(b) - r.pos; err == nil && n > 0 {
+		err = fmt.Errorf("%d trailing bytes", n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// scopeValue skips the value of an arguments' "scope" key, keeping its raw
+// bytes in *sc when sc is not nil (a key given twice: the last).
+func (r *wireReader) scopeValue(sc *[]byte) error {
+	start := r.pos
+	if err := r.skip(); err != nil {
+		return err
+	}
+	if sc != nil {
+		*sc = r.b[start:r.pos]
+	}
+	return nil
 }
 
 // ScopeFromJSON reads the raw value of the "scope" key of JSON arguments, as

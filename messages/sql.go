@@ -40,8 +40,9 @@ func DecodeSQLArgs(c Content, b []byte) (SQLArgs, error) {
 }
 
 // DecodeSQLArgsScope is DecodeSQLArgs that also gives the raw "scope" key of
-// JSON arguments, as DecodeGetDataArgsJSONScope does (nil for msgpack).
-func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc json.RawMessage, err error) {
+// the arguments in encoding c, as DecodeGetDataArgsJSONScope and
+// DecodeGetDataArgsMsgpackScope do.
+func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			a, sc, err = SQLArgs{}, nil, fmt.Errorf("%w: sql arguments: decoder panic: %v", ErrMalformed, r)
@@ -64,10 +65,15 @@ func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc json.RawMessage, err
 			a.Query, sc = w.Query, w.Scope
 		}
 	case ContentMsgpack:
-		if len(b) > 0 && (b[0]&0xe0 == 0xa0 || b[0] == 0xd9 || b[0] == 0xda || b[0] == 0xdb) {
+		switch {
+		case len(b) > 0 && (b[0]&0xe0 == 0xa0 || b[0] == 0xd9 || b[0] == 0xda || b[0] == 0xdb):
 			err = DecodeLimited(b, &a.Query, MessageLimits)
-		} else {
-			err = DecodeLimited(b, &a, MessageLimits)
+		case len(b) > 0 && isMsgpackMap(b[0]):
+			// The documented form, in one walk with its scope (as the
+			// library reads it).
+			sc, err = a.decodeMsgpackMap(b)
+		default:
+			err = DecodeLimited(b, &a, MessageLimits) // nil, or the library's struct as an array
 		}
 	default:
 		return a, nil, fmt.Errorf("%w: content type %q", ErrInvalid, c)
@@ -76,4 +82,15 @@ func DecodeSQLArgsScope(c Content, b []byte) (a SQLArgs, sc json.RawMessage, err
 		return SQLArgs{}, sc, fmt.Errorf("%w: sql arguments: want {\"query\": \"SELECT ...\"}: %v", ErrMalformed, err)
 	}
 	return a, sc, a.Validate()
+}
+
+// decodeMsgpackMap reads sql arguments that are a msgpack map, and the raw
+// value of their "scope" key.
+func (a *SQLArgs) decodeMsgpackMap(b []byte) (sc []byte, err error) {
+	return argsMapScope(b, a, "sql arguments", func(r *wireReader, k []byte) (bool, error) {
+		if string(k) == "query" {
+			return true, r.string(&a.Query)
+		}
+		return false, nil
+	})
 }

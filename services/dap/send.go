@@ -70,9 +70,8 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 // partial tell whether its request counted on it: agg/refuse.go), the
 // caller's log correlation (the RC logs with it) and the status. The Agg and
 // the RC read the rest from the body, which they decode anyway; the other
-// routing headers (api, Agg, versions, deadline, content type: six of a
-// partial's ten) were read by nobody and cost allocations to write and to
-// parse on every message.
+// routing headers (api, Agg, content type) would be read by nobody and cost
+// allocations to write and to parse on every message.
 func routingHeaders(p *messages.PortionDispatch, st messages.Status) nats.Header {
 	h := make(nats.Header, 6)
 	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt, LogCorr: p.LogCorr}.Write(h)

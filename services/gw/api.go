@@ -314,17 +314,23 @@ func (g *GW) check(ri *reqInfo, msg *nats.Msg) (checkedRequest, messages.Status)
 	if req.Header.Opts.Async && g.jobs == nil {
 		return checkedRequest{}, messages.Errorf(messages.CodeNotSupported, messages.CodeErr, "opts.async: this gateway keeps no job store (sg gw --jobs)")
 	}
-	// One parse of the arguments: the API's decoder also gives a JSON
-	// caller's "scope" key, whose error is named before the arguments'.
+	// One parse of the arguments: the API's decoder also gives their
+	// "scope" key, whose error is named before the arguments'.
 	args, rawScope, argsSt := g.decodeArgs(&req)
 	// Seed: the scope is given in the request arguments, in either
 	// encoding; lift it into the header. A header scope wins.
 	var sc messages.Scope
 	var scoped bool
-	if req.Content == messages.ContentJSON {
+	switch {
+	case req.Content == messages.ContentJSON:
 		sc, scoped, err = messages.ScopeFromJSON(rawScope)
-	} else {
-		sc, scoped, err = messages.ScopeFromArgs(req.Content, req.Payload)
+	case argsSt.IsOK():
+		sc, scoped, err = messages.ScopeFromMsgpack(rawScope)
+	default:
+		// Refused msgpack arguments: the decoder may have stopped before
+		// the scope, which a walk of its own finds, to name a bad one
+		// first, as for JSON (whose parse goes on past a bad value).
+		sc, scoped, err = g.scopeWalk(req.Content, req.Payload)
 	}
 	if err != nil {
 		return checkedRequest{}, bad("%v", err)
@@ -365,10 +371,10 @@ func (g *GW) submission(ri *reqInfo, req checkedRequest) *messages.RCSubmission 
 }
 
 // decodeArgs decodes the API's arguments in the client's encoding and checks
-// them; the RC gets them as the caller sent them (forwardArgs). A JSON
-// caller's "scope" key comes back raw from the same parse (ScopeFromJSON
-// reads it).
-func (g *GW) decodeArgs(req *messages.Request) (messages.Args, json.RawMessage, messages.Status) {
+// them; the RC gets them as the caller sent them (forwardArgs). Their "scope"
+// key comes back raw, in that encoding, from the same parse (ScopeFromJSON or
+// ScopeFromMsgpack reads it).
+func (g *GW) decodeArgs(req *messages.Request) (messages.Args, []byte, messages.Status) {
 	switch req.Header.API {
 	case subjects.APISQL:
 		// The RC plans the statement: it knows the fleet's label keys.
@@ -378,13 +384,13 @@ func (g *GW) decodeArgs(req *messages.Request) (messages.Args, json.RawMessage, 
 		if len(req.Payload) == 0 {
 			return messages.Args{}, nil, bad("getData needs arguments: at least a table")
 		}
-		a, sc, err := decodeIn(req, messages.DecodeGetDataArgsJSONScope, messages.DecodeGetDataArgsMsgpack)
+		a, sc, err := decodeIn(req, messages.DecodeGetDataArgsJSONScope, messages.DecodeGetDataArgsMsgpackScope)
 		if err == nil {
 			err = a.Validate()
 		}
 		return checked(req, sc, err)
 	case subjects.APIPing:
-		a, sc, err := decodeIn(req, messages.DecodePingArgsJSONScope, messages.DecodePingArgsMsgpack)
+		a, sc, err := decodeIn(req, messages.DecodePingArgsJSONScope, messages.DecodePingArgsMsgpackScope)
 		if err == nil {
 			err = a.Validate()
 		}
@@ -400,21 +406,20 @@ func (g *GW) decodeArgs(req *messages.Request) (messages.Args, json.RawMessage, 
 }
 
 // decodeIn decodes an API's arguments with its decoder for the client's
-// encoding; a JSON caller's raw scope comes from the same parse. (The
-// caller validates: through a type parameter the arguments would escape to
-// the heap.)
-func decodeIn[A any](req *messages.Request, fromJSON func([]byte) (A, json.RawMessage, error), fromMsgpack func([]byte) (A, error)) (A, json.RawMessage, error) {
+// encoding; their raw scope comes from the same parse. (The caller
+// validates: through a type parameter the arguments would escape to the
+// heap.)
+func decodeIn[A any](req *messages.Request, fromJSON func([]byte) (A, json.RawMessage, error), fromMsgpack func([]byte) (A, []byte, error)) (A, []byte, error) {
 	if req.Content == messages.ContentJSON {
 		return fromJSON(req.Payload)
 	}
-	a, err := fromMsgpack(req.Payload)
-	return a, nil, err
+	return fromMsgpack(req.Payload)
 }
 
 // checked answers decodeArgs for arguments decoded and checked with err:
 // refused naming the API, or forwarded as sent. The raw scope goes back
 // either way (its error is named first).
-func checked(req *messages.Request, sc json.RawMessage, err error) (messages.Args, json.RawMessage, messages.Status) {
+func checked(req *messages.Request, sc []byte, err error) (messages.Args, []byte, messages.Status) {
 	if err != nil {
 		return messages.Args{}, sc, bad("Bad %s arguments: %v", req.Header.API, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 )
@@ -51,6 +52,10 @@ type GW struct {
 	// acknowledgement goes to instead of reply (a test that delays it
 	// passes it on later); nil: reply.
 	divertAck func(w core.WriteLog, reply string) string
+	// scopeWalk reads the scope of msgpack arguments their decoder refused,
+	// by a walk of its own (messages.ScopeFromArgs); a test counts the
+	// walks.
+	scopeWalk func(c messages.Content, args []byte) (messages.Scope, bool, error)
 
 	rcMu      sync.Mutex
 	rcList    []RCInfo      // the core's RCs after its last step, for RCs and WaitRCs
@@ -78,6 +83,7 @@ func New(cfg Config) (*GW, error) {
 		in:        make(chan input, 1024),
 		loopDone:  make(chan struct{}),
 		rcChanged: make(chan struct{}),
+		scopeWalk: messages.ScopeFromArgs,
 	}
 	reg := cfg.Registry
 	if reg == nil {

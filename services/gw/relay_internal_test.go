@@ -24,10 +24,7 @@ import (
 // complete, cut. The caller gets an error answer instead.
 func TestRelayedChunkAboveMaxPayloadIsNotCutAgain(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Start(t))
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newTestGW(t, nc)
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
@@ -66,10 +63,7 @@ func TestRelayedChunkAboveMaxPayloadIsNotCutAgain(t *testing.T) {
 func relayStory(t *testing.T) (g *GW, sh *shell, chunks []*nats.Msg, inbox string, next func() *nats.Msg) {
 	srv := natstest.Start(t, func(o *server.Options) { o.MaxPayload = 64 << 10 })
 	nc := natstest.Connect(t, srv)
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g = newTestGW(t, nc)
 	caller := natstest.Connect(t, srv)
 	inbox = caller.NewInbox()
 	sub, err := caller.SubscribeSync(inbox)

@@ -200,9 +200,9 @@ func truncateText(s string) string {
 // whoever watches the subject, and for a DAP that cannot decode the body to
 // refuse it to this RC: request, portion, attempt and Sg-Rc-Id) and the
 // caller's log correlation. The DAP reads everything else from the body,
-// which it decodes anyway; the other routing headers (api, Agg, versions,
-// deadline, content type) were read by nobody and cost an allocation each to
-// write and to parse on every dispatch.
+// which it decodes anyway; the other routing headers (api, Agg, content
+// type) would be read by nobody and cost an allocation each to write and to
+// parse on every dispatch.
 func dispatchHeader(m *messages.PortionDispatch) nats.Header {
 	h := make(nats.Header, 5)
 	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, Attempt: m.Attempt, RCID: m.RCID, LogCorr: m.LogCorr}.Write(h)
