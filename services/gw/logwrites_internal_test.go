@@ -331,6 +331,20 @@ func TestLogWriteReplySubjects(t *testing.T) {
 	}
 }
 
+// smallGetDataEntry is request id's entry in state st, of a small getData's
+// size (~560 bytes encoded), as GW gw1 (incarnation 1) writes it.
+func smallGetDataEntry(g *GW, inbox, id string, st messages.LogState) messages.LogEntry {
+	e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
+		ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
+		Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: make([]byte, 120),
+			ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
+		RCID: "rc1", RCStarted: 1}
+	if st != messages.LogOpen {
+		e.By = "gw1"
+	}
+	return e
+}
+
 // BenchmarkLogWrites: a request's two log writes (the entry, then `answered`
 // on its sequence), 50 requests under way as with sg bench's 50 clients, on
 // the stream as deployed (file storage) over an in-process connection: the
@@ -357,15 +371,9 @@ func BenchmarkLogWrites(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	// An entry of a small getData's size (~560 bytes encoded).
-	args := make([]byte, 120)
 	inbox := nc.NewInbox()
 	write := func(id, op string, st messages.LogState, seq uint64) {
-		e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
-			ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
-			Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: args,
-				ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
-			RCID: "rc1", RCStarted: 1}
+		e := smallGetDataEntry(g, inbox, id, st)
 		w := core.WriteLog{ID: id, Subject: g.s.RequestLogEntry("gw1", id), Op: op, ExpectSeq: seq, Entry: e}
 		if ev := lw.send(nc, logSend{write: w}, time.Now().UnixNano()); ev != nil {
 			b.Fatalf("send: %#v", ev)
