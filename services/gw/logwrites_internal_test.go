@@ -331,12 +331,16 @@ func TestLogWriteReplySubjects(t *testing.T) {
 	}
 }
 
+// smallGetDataArgs: a small getData's arguments, as many bytes (made once:
+// BenchmarkLogWrites measures the writes, not its own allocations).
+var smallGetDataArgs = make([]byte, 120)
+
 // smallGetDataEntry is request id's entry in state st, of a small getData's
 // size (~560 bytes encoded), as GW gw1 (incarnation 1) writes it.
 func smallGetDataEntry(g *GW, inbox, id string, st messages.LogState) messages.LogEntry {
 	e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
 		ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
-		Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: make([]byte, 120),
+		Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: smallGetDataArgs,
 			ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
 		RCID: "rc1", RCStarted: 1}
 	if st != messages.LogOpen {

@@ -305,11 +305,22 @@ type logWrites struct {
 	// and its TTL unless noTTL) are the message send publishes, made once.
 	msg                    nats.Msg
 	header, headerAnswered nats.Header
-	answeredBy             []byte // headerAnswered's HdrLogAnswered value, built in place
+	// answeredBy is the last HdrLogAnswered value sent, answeredFor the
+	// writer it names: the same for nearly every write (this GW, its
+	// incarnation, drive 0), made once.
+	answeredBy  string
+	answeredFor answeredWriter
 	// noTTL: the stream refused a per-message TTL (made by an older sg and
 	// not updated): `answered` goes without one and is closed after the
 	// answer (core.Purge) instead.
 	noTTL bool
+}
+
+// answeredWriter is what an `answered` record names (HdrLogAnswered).
+type answeredWriter struct {
+	by      string
+	started int64
+	drive   uint32
 }
 
 // maxLogWrites bounds the log writes under way at once (more wait in the
@@ -343,11 +354,11 @@ func (w *logWrites) full() bool { return len(w.pending) >= maxLogWrites }
 // core writes it again).
 //
 // An `answered` write carries a per-message TTL (AnsweredTTL): the server
-// drops the entry with its TTL sweep, and no second write closes it. That
-// write (an empty record with a TTL) and its acknowledgement cost the
+// drops the record with its TTL sweep, and no second write closes it (that
+// closing write, an older GW's empty record, and its acknowledgement cost the
 // server and the loop ~10 µs of CPU between the answer's publish and its
 // delivery: the same flush and the same reads carried them, and the
-// stream's goroutine ran first. A purge by subject cost the server ~240 µs
+// stream's goroutine ran first). A purge by subject cost the server ~240 µs
 // of CPU per request on file storage; it is left for a stream that refuses
 // the TTL (noTTL).
 func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
@@ -358,8 +369,11 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 	answered := s.write.Entry.State == messages.LogAnswered
 	if answered {
 		m.Header = w.headerAnswered
-		w.answeredBy = messages.AppendLogAnswered(w.answeredBy[:0], &s.write.Entry)
-		m.Header[messages.HdrLogAnswered][0] = string(w.answeredBy)
+		e := &s.write.Entry
+		if f := (answeredWriter{e.By, e.GWStarted, e.Drive}); w.answeredBy == "" || f != w.answeredFor {
+			w.answeredBy, w.answeredFor = string(messages.AppendLogAnswered(nil, e)), f
+		}
+		m.Header[messages.HdrLogAnswered][0] = w.answeredBy
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(s.write.ExpectSeq, 10)
 	w.tokens++
