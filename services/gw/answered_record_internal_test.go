@@ -15,11 +15,10 @@ import (
 	"github.com/sg-project/sg/test/natstest"
 )
 
-// testRequestLog is GW gw1's request log on a stream as deployed (file
-// storage), and its log writes, acknowledged on lw.acks.
-func testRequestLog(t *testing.T) (*GW, *logWrites, *nats.Conn) {
+// testRequestLog is GW gw1's request log on nc, on a stream as deployed
+// (file storage), and its log writes, acknowledged on lw.acks.
+func testRequestLog(t testing.TB, nc *nats.Conn) (*GW, *logWrites) {
 	t.Helper()
-	nc := natstest.Connect(t, natstest.Start(t))
 	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.New(zerolog.NewTestWriter(t)),
 		RequestLog: &Durability{MaxAge: time.Hour}})
 	if err != nil {
@@ -34,7 +33,7 @@ func testRequestLog(t *testing.T) (*GW, *logWrites, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return g, lw, nc
+	return g, lw
 }
 
 // writeAcked sends w and returns what its acknowledgement settles.
@@ -56,7 +55,8 @@ func writeAcked(t *testing.T, lw *logWrites, nc *nats.Conn, w core.WriteLog) (co
 // back after a lost acknowledgement, knows it for its own; a peer's, or
 // another incarnation's, it does not.
 func TestAnsweredRecordIsSlim(t *testing.T) {
-	g, lw, nc := testRequestLog(t)
+	nc := natstest.Connect(t, natstest.Start(t))
+	g, lw := testRequestLog(t, nc)
 	const id = "r1"
 	subject := g.s.RequestLogEntry("gw1", id)
 	entry := smallGetDataEntry(g, nc.NewInbox(), id, messages.LogOpen)

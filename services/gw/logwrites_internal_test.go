@@ -356,25 +356,12 @@ func smallGetDataEntry(g *GW, inbox, id string, st messages.LogState) messages.L
 // whole process (GW side and NATS server), which a loaded machine blurs less
 // than the time.
 func BenchmarkLogWrites(b *testing.B) {
-	srv := natstest.Start(b)
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	nc, err := nats.Connect("", nats.InProcessServer(natstest.Start(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.Nop(), RequestLog: &Durability{MaxAge: time.Hour}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if g.rlog, err = g.openRequestLog(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	lw := newLogWrites(g.rlog, nc.NewInbox()+".")
-	sub, err := nc.ChanSubscribe(lw.prefix+"*", lw.acks)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
+	g, lw := testRequestLog(b, nc)
 	inbox := nc.NewInbox()
 	write := func(id, op string, st messages.LogState, seq uint64) {
 		e := smallGetDataEntry(g, inbox, id, st)
