@@ -128,9 +128,10 @@ func (m *LogEntry) Validate() error {
 
 // HdrLogAnswered names the writer of a request log `answered` record: the
 // record is that header on an empty body (no entry), "<GW id> <GW
-// incarnation> <drive>". An empty record is closed to every GW, this one's
-// and older ones (which wrote empty closing records themselves): no sweep
-// adopts it, none counts it as poison. The header is for its writer alone,
+// incarnation> <drive>". An empty record is closed to this GW and to older
+// ones back to those that wrote empty closing records themselves: no sweep
+// adopts it or counts it as poison (GWs older still skip it as poison, which
+// they count once). The header is for its writer alone,
 // reading back a write whose acknowledgement was lost: its own, or a peer's
 // answer or adoption. The record names no request: the subject it is on
 // does (log.req.<GW>.<request>), so it cannot be misfiled.
