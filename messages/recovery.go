@@ -1,5 +1,12 @@
 package messages
 
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sg-project/sg/subjects"
+)
+
 // Messages of recovery: GW liveness and the request log.
 
 // RecoveryVersion is the version of the GW heartbeat and request log entry.
@@ -117,6 +124,60 @@ func (m *LogEntry) Validate() error {
 		return err
 	}
 	return m.Submission.Validate()
+}
+
+// HdrLogAnswered names the writer of a request log `answered` record: the
+// record is that header on an empty body (no entry), "<GW id> <GW
+// incarnation> <drive>". An empty record is closed to this GW and to older
+// ones back to those that wrote empty closing records themselves: no sweep
+// adopts it or counts it as poison (GWs older still skip it as poison, which
+// they count once). The header is for its writer alone,
+// reading back a write whose acknowledgement was lost: its own, or a peer's
+// answer or adoption. The record names no request: the subject it is on
+// does (log.req.<GW>.<request>), so it cannot be misfiled.
+const HdrLogAnswered = "Sg-Log-Answered"
+
+// maxLogAnsweredLen bounds an HdrLogAnswered value read back: an id, two
+// decimal numbers and two spaces.
+const maxLogAnsweredLen = subjects.MaxTokenLen + 2*20 + 2
+
+// AppendLogAnswered appends the HdrLogAnswered value naming e's writer (its
+// By, incarnation and drive) to b.
+func AppendLogAnswered(b []byte, e *LogEntry) []byte {
+	b = append(b, e.By...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.GWStarted, 10)
+	b = append(b, ' ')
+	return strconv.AppendUint(b, uint64(e.Drive), 10)
+}
+
+// ParseLogAnswered reads an HdrLogAnswered value back as the entry it
+// stands for: request requestID (its subject's), answered by the GW it
+// names, in that incarnation, at that drive. The rest of the entry is not
+// in the record and stays empty.
+func ParseLogAnswered(requestID, v string) (LogEntry, error) {
+	const typ = "request log answered record"
+	if len(v) > maxLogAnsweredLen {
+		return LogEntry{}, invalid(typ, "%d bytes, at most %d", len(v), maxLogAnsweredLen)
+	}
+	by, rest, ok1 := strings.Cut(v, " ")
+	started, drive, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 {
+		return LogEntry{}, invalid(typ, "%q is not <GW> <incarnation> <drive>", truncate(v, 64))
+	}
+	if err := validateID(typ, "GW id", by); err != nil {
+		return LogEntry{}, err
+	}
+	inc, err := strconv.ParseInt(started, 10, 64)
+	if err != nil {
+		return LogEntry{}, invalid(typ, "incarnation %q", truncate(started, 24))
+	}
+	n, err := strconv.ParseUint(drive, 10, 32)
+	if err != nil {
+		return LogEntry{}, invalid(typ, "drive %q", truncate(drive, 24))
+	}
+	return LogEntry{V: RecoveryVersion, RequestID: requestID, State: LogAnswered, GWID: by, GWStarted: inc,
+		Drive: uint32(n), By: by}, nil
 }
 
 // DriveSep separates a request id from its drive number in the id a re-driven

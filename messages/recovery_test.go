@@ -46,3 +46,22 @@ func TestRecoveryMessagesRejectBadInput(t *testing.T) {
 		t.Error("empty block accepted")
 	}
 }
+
+// The `answered` record's header is read back from the network: anything
+// but "<GW id> <incarnation> <drive>", bounded, is refused.
+func TestParseLogAnsweredHostile(t *testing.T) {
+	if e, err := ParseLogAnswered("r1", "gw1 12 3"); err != nil || e.GWID != "gw1" || e.GWStarted != 12 || e.Drive != 3 {
+		t.Fatalf("got %#v, %v", e, err)
+	}
+	long := "gw1 1 " + strings.Repeat("1", 200)
+	e := LogEntry{By: "gw1", GWStarted: 12, Drive: 3}
+	if v := string(AppendLogAnswered(nil, &e)); v != "gw1 12 3" {
+		t.Fatalf("written as %q", v)
+	}
+	for _, v := range []string{"", "gw1", "gw1 1", "gw1 x 1", "gw1 1 x", "gw1 1 -1", "gw1 1 4294967296", "g.w 1 1", "* 1 1",
+		"gw1  1 1", "gw1 1 1 1", long} {
+		if e, err := ParseLogAnswered("r1", v); err == nil {
+			t.Errorf("%q accepted as %#v", v, e)
+		}
+	}
+}

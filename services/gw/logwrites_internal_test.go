@@ -331,6 +331,24 @@ func TestLogWriteReplySubjects(t *testing.T) {
 	}
 }
 
+// smallGetDataArgs: a small getData's arguments, as many bytes (made once:
+// BenchmarkLogWrites measures the writes, not its own allocations).
+var smallGetDataArgs = make([]byte, 120)
+
+// smallGetDataEntry is request id's entry in state st, of a small getData's
+// size (~560 bytes encoded), as GW gw1 (incarnation 1) writes it.
+func smallGetDataEntry(g *GW, inbox, id string, st messages.LogState) messages.LogEntry {
+	e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
+		ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
+		Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: smallGetDataArgs,
+			ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
+		RCID: "rc1", RCStarted: 1}
+	if st != messages.LogOpen {
+		e.By = "gw1"
+	}
+	return e
+}
+
 // BenchmarkLogWrites: a request's two log writes (the entry, then `answered`
 // on its sequence), 50 requests under way as with sg bench's 50 clients, on
 // the stream as deployed (file storage) over an in-process connection: the
@@ -338,34 +356,15 @@ func TestLogWriteReplySubjects(t *testing.T) {
 // whole process (GW side and NATS server), which a loaded machine blurs less
 // than the time.
 func BenchmarkLogWrites(b *testing.B) {
-	srv := natstest.Start(b)
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	nc, err := nats.Connect("", nats.InProcessServer(natstest.Start(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	g, err := New(Config{ID: "gw1", NC: nc, Subjects: subjects.Default(), Log: zerolog.Nop(), RequestLog: &Durability{MaxAge: time.Hour}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if g.rlog, err = g.openRequestLog(b.Context()); err != nil {
-		b.Fatal(err)
-	}
-	lw := newLogWrites(g.rlog, nc.NewInbox()+".")
-	sub, err := nc.ChanSubscribe(lw.prefix+"*", lw.acks)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	// An entry of a small getData's size (~560 bytes encoded).
-	args := make([]byte, 120)
+	g, lw := testRequestLog(b, nc)
 	inbox := nc.NewInbox()
 	write := func(id, op string, st messages.LogState, seq uint64) {
-		e := messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: st, GWID: "gw1", GWStarted: 1,
-			ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIGetData, Content: messages.ContentMsgpack,
-			Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1", Args: args,
-				ReplyTo: g.s.GWAnswer("gw1", id), Content: messages.ContentMsgpack, Deadline: 1, ReceivedAt: 1},
-			RCID: "rc1", RCStarted: 1}
+		e := smallGetDataEntry(g, inbox, id, st)
 		w := core.WriteLog{ID: id, Subject: g.s.RequestLogEntry("gw1", id), Op: op, ExpectSeq: seq, Entry: e}
 		if ev := lw.send(nc, logSend{write: w}, time.Now().UnixNano()); ev != nil {
 			b.Fatalf("send: %#v", ev)
@@ -383,6 +382,7 @@ func BenchmarkLogWrites(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0, _ := cputime.Process()
+	out0 := nc.Stats().OutBytes
 	for range min(window, b.N) {
 		start()
 	}
@@ -405,4 +405,6 @@ func BenchmarkLogWrites(b *testing.B) {
 	b.StopTimer()
 	cpu1, _ := cputime.Process()
 	b.ReportMetric(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/req")
+	// What the GW publishes per request: both writes, headers and all.
+	b.ReportMetric(float64(nc.Stats().OutBytes-out0)/float64(b.N), "out-B/req")
 }

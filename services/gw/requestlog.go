@@ -51,10 +51,12 @@ type Durability struct {
 //   - re-drive: the entry is rewritten with the new drive number, "the last
 //     message on this subject is mine" as the condition, before the drive is
 //     submitted;
-//   - answer: state answered is written under the same condition, with a
-//     per-message TTL (AnsweredTTL), then the answer is sent: only the writer
-//     that wins answers, and the entry expires by itself (on a stream that
-//     takes no TTLs, it is closed after the answer by a purge);
+//   - answer: the `answered` record is written under the same condition,
+//     with a per-message TTL (AnsweredTTL), then the answer is sent: only the
+//     writer that wins answers, and the record expires by itself (on a stream
+//     that takes no TTLs, it is purged after the answer). It is no entry: an
+//     empty body (closed to every sweep) and a header naming its writer
+//     (messages.HdrLogAnswered), for its read-back;
 //   - adopt (a peer GW, or this GW's next incarnation): the entry is
 //     rewritten in place under the same condition, naming the adopter.
 //
@@ -169,9 +171,10 @@ var answeredTTL = AnsweredTTL.String()
 // (nats-server's JSMessageTTLDisabledErr).
 const jsErrCodeMessageTTLDisabled jetstream.ErrorCode = 10166
 
-// closed reports a record that only closes its entry (written by GWs from
-// before the `answered` record's TTL; this one writes none):
-// skipped by sweeps, neither open nor poison.
+// closed reports a record that only closes its entry: this GW's `answered`
+// record (messages.HdrLogAnswered on an empty body), or an older GW's closing
+// record. Skipped by sweeps, neither open nor poison; GWs from before the
+// slim `answered` record skip it the same way.
 func closed(data []byte) bool { return len(data) == 0 }
 
 // scan reads the open entries under filter (one GW's, or all), bounded by
@@ -263,7 +266,7 @@ func (l *requestLog) purgeSubject(subject string) {
 // readBack settles a write that conflicted: a write of ours whose
 // acknowledgement was lost shows on its subject.
 func (l *requestLog) readBack(w core.WriteLog) core.Event {
-	cur, seq, err := l.last(w.Subject)
+	cur, seq, err := l.last(w.Subject, w.ID)
 	if err != nil {
 		l.g.met.logErrors.WithLabelValues("read").Inc()
 		return core.LogFailed{At: now(), ID: w.ID, Err: fmt.Errorf("%w; reading it back: %w", errLogConflict, err)}
@@ -298,14 +301,26 @@ type logWrites struct {
 	// would then settle another write: an `answered` write taken for
 	// written that was not, and a second answer.
 	tokens uint64
-	// msg, header and headerTTL (an `answered` write's) are the message
-	// send publishes, made once.
-	msg               nats.Msg
-	header, headerTTL nats.Header
+	// msg, header and headerAnswered (an `answered` write's: its writer,
+	// and its TTL unless noTTL) are the message send publishes, made once.
+	msg                    nats.Msg
+	header, headerAnswered nats.Header
+	// answeredBy is the last HdrLogAnswered value sent, answeredFor the
+	// writer it names: the same for nearly every write (this GW, its
+	// incarnation, drive 0), made once.
+	answeredBy  string
+	answeredFor answeredWriter
 	// noTTL: the stream refused a per-message TTL (made by an older sg and
 	// not updated): `answered` goes without one and is closed after the
 	// answer (core.Purge) instead.
 	noTTL bool
+}
+
+// answeredWriter is what an `answered` record names (HdrLogAnswered).
+type answeredWriter struct {
+	by      string
+	started int64
+	drive   uint32
 }
 
 // maxLogWrites bounds the log writes under way at once (more wait in the
@@ -324,8 +339,9 @@ type logSend struct {
 func newLogWrites(l *requestLog, prefix string) *logWrites {
 	return &logWrites{l: l, prefix: prefix, acks: make(chan *nats.Msg, 2*maxLogWrites),
 		pending: map[string]*logSend{}, timeout: logTimeout,
-		header:    nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}},
-		headerTTL: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}, jetstream.MsgTTLHeader: {answeredTTL}}}
+		header: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}},
+		headerAnswered: nats.Header{jetstream.ExpectedLastSubjSeqHeader: {""}, jetstream.MsgTTLHeader: {answeredTTL},
+			messages.HdrLogAnswered: {""}}}
 }
 
 // busy is the number of writes under way.
@@ -338,11 +354,11 @@ func (w *logWrites) full() bool { return len(w.pending) >= maxLogWrites }
 // core writes it again).
 //
 // An `answered` write carries a per-message TTL (AnsweredTTL): the server
-// drops the entry with its TTL sweep, and no second write closes it. That
-// write (an empty record with a TTL) and its acknowledgement cost the
+// drops the record with its TTL sweep, and no second write closes it (that
+// closing write, an older GW's empty record, and its acknowledgement cost the
 // server and the loop ~10 µs of CPU between the answer's publish and its
 // delivery: the same flush and the same reads carried them, and the
-// stream's goroutine ran first. A purge by subject cost the server ~240 µs
+// stream's goroutine ran first). A purge by subject cost the server ~240 µs
 // of CPU per request on file storage; it is left for a stream that refuses
 // the TTL (noTTL).
 func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
@@ -350,8 +366,14 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 	// them out before it returns.
 	m := &w.msg
 	*m = nats.Msg{Subject: s.write.Subject, Header: w.header}
-	if s.write.Entry.State == messages.LogAnswered && !w.noTTL {
-		m.Header = w.headerTTL
+	answered := s.write.Entry.State == messages.LogAnswered
+	if answered {
+		m.Header = w.headerAnswered
+		e := &s.write.Entry
+		if f := (answeredWriter{e.By, e.GWStarted, e.Drive}); w.answeredBy == "" || f != w.answeredFor {
+			w.answeredBy, w.answeredFor = string(messages.AppendLogAnswered(nil, e)), f
+		}
+		m.Header[messages.HdrLogAnswered][0] = w.answeredBy
 	}
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(s.write.ExpectSeq, 10)
 	w.tokens++
@@ -361,11 +383,19 @@ func (w *logWrites) send(nc *nats.Conn, s logSend, at int64) core.Event {
 		m.Reply = d(s.write, m.Reply)
 	}
 	published := false
-	err := messages.WithEncoded(&s.write.Entry, func(data []byte) error {
+	var err error
+	if answered {
+		// The slim record: ~450 bytes of entry less for the stream's
+		// goroutine to store, on the path of every answer.
 		published = true
-		m.Data = data
-		return nc.PublishMsg(m)
-	})
+		err = nc.PublishMsg(m)
+	} else {
+		err = messages.WithEncoded(&s.write.Entry, func(data []byte) error {
+			published = true
+			m.Data = data
+			return nc.PublishMsg(m)
+		})
+	}
 	switch {
 	case err != nil && !published:
 		return w.failed(s.write, fmt.Errorf("encode log entry: %w", err))
@@ -409,6 +439,7 @@ func (w *logWrites) acked(m *nats.Msg) (core.Event, *logJob, *logSend) {
 		// refused too, and sent again the same way.
 		if !w.noTTL {
 			w.noTTL = true
+			delete(w.headerAnswered, jetstream.MsgTTLHeader)
 			w.l.g.log.Warn().Str("stream", w.l.g.s.RequestLogStream()).
 				Msg("the request log stream takes no per-message TTLs: answered entries are purged instead (slower)")
 		}
@@ -489,8 +520,10 @@ func (l *requestLog) decodeAck(m *nats.Msg) (uint64, error) {
 	return a.Seq, nil
 }
 
-// last reads the entry a subject holds now (nil: none).
-func (l *requestLog) last(subject string) (*messages.LogEntry, uint64, error) {
+// last reads the entry a subject, request requestID's, holds now (nil: none,
+// or one this GW cannot read). An `answered` record reads as the entry it
+// stands for (messages.ParseLogAnswered).
+func (l *requestLog) last(subject, requestID string) (*messages.LogEntry, uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
 	defer cancel()
 	m, err := l.stream.GetLastMsgForSubject(ctx, subject)
@@ -499,6 +532,14 @@ func (l *requestLog) last(subject string) (*messages.LogEntry, uint64, error) {
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("request log read %s: %w", subject, err)
+	}
+	if closed(m.Data) {
+		e, err := messages.ParseLogAnswered(requestID, m.Header.Get(messages.HdrLogAnswered))
+		if err != nil {
+			// An older GW's closing record, or not ours.
+			return nil, m.Sequence, nil
+		}
+		return &e, m.Sequence, nil
 	}
 	e, err := messages.DecodeValid[messages.LogEntry](m.Data)
 	if err != nil {
