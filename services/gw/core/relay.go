@@ -284,7 +284,8 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 	ends := false
 	if rl := c.relays[e.ID]; rl != nil {
 		if ends = rl.chunks == nil && ours(rl.stream); ends {
-			c.endRelay(e.ID, rl, why)
+			// After Malformed: counted and logged before the caller sees the end.
+			defer c.endRelay(e.ID, rl, why)
 		}
 	} else if r := c.reqs[e.ID]; r != nil && r.Sub.Stream {
 		switch s := r.stream; {
