@@ -605,6 +605,9 @@ func concurrent(conns []*nats.Conn, d time.Duration, call func(*nats.Conn) error
 	return done.Load(), time.Since(start), nil
 }
 
+// publishWindow bounds the bytes of plain publish in flight (publishMBs).
+const publishWindow = 32 << 20
+
 // publishMBs is plain NATS's throughput from one publisher to one
 // subscriber on another connection: bytes received per second, and the
 // process's CPU per MB.
@@ -616,8 +619,15 @@ func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Durat
 	all := make(chan struct{})
 	want := total / int64(size)
 	var n atomic.Int64
+	// At most publishWindow bytes in flight: a publisher with no bound can
+	// outrun a subscriber starved of CPU past the server's max pending for it
+	// (64 MiB), which then drops it as a slow consumer, and the run fails
+	// with messages lost (seen at load average 10). A window far above one
+	// message keeps the publisher from waiting while the subscriber keeps up.
+	inFlight := make(chan struct{}, max(1, publishWindow/size))
 	sub, err := subConn.Subscribe("_sg_bench.pub", func(m *nats.Msg) {
 		got.Add(int64(len(m.Data)))
+		<-inFlight
 		if n.Add(1) == want {
 			close(all)
 		}
@@ -635,7 +645,13 @@ func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Durat
 	payload := make([]byte, size)
 	cpu := startCPU()
 	start := time.Now()
+	deadline := time.After(limit)
 	for range want {
+		select {
+		case inFlight <- struct{}{}:
+		case <-deadline:
+			return measured{}, fmt.Errorf("only %d of %d messages arrived within %s", n.Load(), want, limit)
+		}
 		if err := pub.Publish("_sg_bench.pub", payload); err != nil {
 			return measured{}, err
 		}
@@ -645,7 +661,7 @@ func publishMBs(pub, subConn *nats.Conn, size int, total int64, limit time.Durat
 	}
 	select {
 	case <-all:
-	case <-time.After(limit):
+	case <-deadline:
 		return measured{}, fmt.Errorf("only %d of %d messages arrived within %s", n.Load(), want, limit)
 	}
 	mb := float64(got.Load()) / 1e6
