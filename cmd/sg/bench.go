@@ -65,12 +65,16 @@ func (p phaseProfiles) run(phase string, measure func() error) error {
 	if err != nil {
 		return fmt.Errorf("phase profile: %w", err)
 	}
-	defer f.Close()
 	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
 		return fmt.Errorf("phase profile %s: %w", phase, err)
 	}
-	defer pprof.StopCPUProfile()
-	return measure()
+	err = measure()
+	pprof.StopCPUProfile()
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("phase profile %s: %w", phase, cerr)
+	}
+	return err
 }
 
 // benchRow is one line of the table: a figure for plain NATS and for sg.
@@ -109,6 +113,12 @@ and adds it, with the machine and the command, as the newest section of --out
 	}
 	if *cpuProfile != "" && *phaseDir != "" {
 		return errors.New("bench: --cpuprofile and --phase-profiles exclude each other")
+	}
+	if *phaseDir != "" {
+		// Made before sg starts, so that a bad directory fails at once.
+		if err := os.MkdirAll(*phaseDir, 0o755); err != nil {
+			return fmt.Errorf("bench: --phase-profiles: %w", err)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

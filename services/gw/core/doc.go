@@ -36,7 +36,7 @@
 //     admits only client inboxes), Relay (the next message of an answer
 //     passed on as it comes, to the same subject), StartStream (to the
 //     Agg's start subject: the rest of an answer stream), and Released,
-//     Dropped, Adopted for logs and metrics. The slice is reused by the
+//     Dropped, Adopted, Malformed for logs and metrics. The slice is reused by the
 //     next Step.
 //  4. After each Step, arm a timer for NextDeadline (the requests' timers
 //     and the relays' deadlines) and Step a Tick when it fires; Tick also

@@ -280,7 +280,10 @@ func (c *Core) streamFrame(e AnswerChunk) {
 // with it (finish) and sends the rest, dropped here.
 func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error) {
 	why := "a frame does not read (" + err.Error() + ")"
-	ours := func(stream string) bool { return f.ID == "" || f.ID == stream }
+	// A frame that names no stream is not the Agg's (it names its stream on
+	// every frame): reported, and it ends nothing, or one message with no
+	// ids could break any answer on this subject.
+	ours := func(stream string) bool { return f.ID != "" && f.ID == stream }
 	ends := false
 	if rl := c.relays[e.ID]; rl != nil {
 		if ends = rl.chunks == nil && ours(rl.stream); ends {
@@ -289,7 +292,7 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 		}
 	} else if r := c.reqs[e.ID]; r != nil && r.Sub.Stream {
 		switch s := r.stream; {
-		case r.held == nil:
+		case r.held == nil && f.ID != "":
 			ends = true
 			r.streams = nil
 			r.stream = &streamState{id: f.ID, end: true, broken: why, unread: true}

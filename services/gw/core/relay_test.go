@@ -788,14 +788,17 @@ func TestUnreadableFrameEndsTheAnswerAtOnce(t *testing.T) {
 		}
 	}
 
-	// Relayed: a bad sequence number, and a frame without a stream id.
-	for i, bad := range []AnswerChunk{badFrame("r1", "A", -1), badFrame("r2", "", 1)} {
+	// Relayed: a bad sequence number.
+	for i, bad := range []AnswerChunk{badFrame("r1", "A", -1)} {
 		id := bad.ID
 		s.streamBegun(id, "A")
 		s.step(frame(id, "A", 1, false))
 		relays(s)
 		s.step(badFrame(id, "B", -1)) // another stream's: nothing ends
 		reported("another stream's", false)
+		none[Relay](s)
+		s.step(badFrame(id, "", 1)) // no stream named: not the Agg's, nothing ends
+		reported("no stream named", false)
 		none[Relay](s)
 		s.step(bad)
 		isEnd(fmt.Sprint("relayed ", i), only[Relay](s))
@@ -825,6 +828,10 @@ func TestUnreadableFrameEndsTheAnswerAtOnce(t *testing.T) {
 	// wait for the signal, gets its StartStream with it.
 	s.arriveStreaming("r4", 5000*ms)
 	s.step(LogWritten{At: s.now, ID: "r4", Seq: 1})
+	s.step(badFrame("r4", "", 0)) // no stream named: not the Agg's, nothing ends
+	reported("before frame 0, no stream named", false)
+	none[WriteLog](s)
+	none[StartStream](s)
 	bad := badFrame("r4", "A", -1)
 	bad.Header.Set(messages.HdrAggID, "agg-1")
 	s.step(bad)
