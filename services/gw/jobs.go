@@ -120,10 +120,17 @@ type jobRecord struct {
 	Caller string      `json:"caller"`
 	API    string      `json:"api"`
 	Header nats.Header `json:"header,omitempty"` // the request's headers to replay (content type)
-	// Body is the request as the caller sent it (opts.async and all: a run
-	// ignores both); until v2, re-encoded with opts.async cleared.
-	Body     []byte `json:"body"`
-	BodySum  string `json:"bodySum"` // requestSum: what an idempotent resubmission must match
+	// Body (v1, older GWs) is the request re-encoded with opts.async and the
+	// idempotency key cleared; Request (v2) is the request as the caller
+	// sent it (opts.async and all: a run ignores both). A v2 record leaves
+	// Body empty, so that an older GW resuming it (a rollback) fails the job
+	// with its own refusal of an empty request instead of running it as a
+	// new async job.
+	Body    []byte `json:"body"`
+	Request []byte `json:"request,omitempty"`
+	// BodySum is what an idempotent resubmission must match: for v1 the
+	// SHA-256 of Body (legacySum), for v2 requestSum.
+	BodySum  string `json:"bodySum"`
 	State    string `json:"state"`
 	Created  int64  `json:"created"`            // unix ns
 	Finished int64  `json:"finished,omitempty"` // unix ns
@@ -255,7 +262,7 @@ func (j *jobStore) put(rec *jobRecord) error {
 func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req checkedRequest) {
 	j := g.jobs
 	key := req.header.Opts.IdempotencyKey
-	rec := &jobRecord{V: jobRecordVersion, ID: nuid.Next(), Owner: g.cfg.ID, Caller: ri.caller, API: ri.api, Body: msg.Data,
+	rec := &jobRecord{V: jobRecordVersion, ID: nuid.Next(), Owner: g.cfg.ID, Caller: ri.caller, API: ri.api, Request: msg.Data,
 		BodySum: requestSum(req), State: messages.JobWaiting, Created: time.Now().UnixNano(),
 		Header: nats.Header{messages.HdrContentType: []string{string(req.content)}}}
 	j.mu.Lock()
@@ -302,7 +309,7 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req checkedRequest) {
 				g.respondStatus(ri, messages.Errorf(messages.CodeUnavailable, messages.CodeErr, "Job store: %v", gerr))
 				return
 			}
-			if old.BodySum != rec.BodySum {
+			if !old.sameRequest(rec.BodySum, msg) {
 				g.respondStatus(ri, bad("Idempotency key %q was used for a different request (job %s)", safeLabel(key), old.ID))
 				return
 			}
@@ -332,8 +339,45 @@ func (g *GW) submitJob(ri *reqInfo, msg *nats.Msg, req checkedRequest) {
 	g.answerStatus(ri, rec, js)
 }
 
-// jobRecordVersion: v2 keeps the caller's request as sent (Body).
+// jobRecordVersion: v2 keeps the caller's request as sent (Request).
 const jobRecordVersion = 2
+
+// request is the job's request: as sent (v2), or as an older GW re-encoded it.
+func (r *jobRecord) request() []byte {
+	if r.V >= 2 {
+		return r.Request
+	}
+	return r.Body
+}
+
+// sameRequest reports whether a resubmission (sum: its requestSum; msg: as
+// it came) is the request this job was recorded for. A job an older GW
+// recorded (v1) is matched by its own sum, computed for this comparison
+// only: the request re-encoded as that GW stored it (legacySum), so that a
+// rolling upgrade does not refuse a caller's idempotent resubmission.
+func (r *jobRecord) sameRequest(sum string, msg *nats.Msg) bool {
+	if r.V >= 2 {
+		return r.BodySum == sum
+	}
+	legacy, err := legacySum(msg)
+	return err == nil && r.BodySum == legacy
+}
+
+// legacySum is a v1 record's BodySum of the request msg carries: the SHA-256
+// of the request re-encoded with opts.async and the idempotency key cleared.
+func legacySum(msg *nats.Msg) (string, error) {
+	req, err := messages.DecodeRequest(msg.Header, msg.Data)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Opts.Async, req.Header.Opts.IdempotencyKey = false, ""
+	body, err := req.Encode()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:]), nil
+}
 
 // requestSum is what an idempotent resubmission must match: the request as
 // checked, but for what makes it async (opts.async, the key), with its
@@ -479,7 +523,7 @@ func (g *GW) runJob(id string, req checkedRequest, reply string) {
 // checkJob decodes and checks the request of a job of an earlier
 // incarnation, once, as handle checks a caller's.
 func (g *GW) checkJob(rec *jobRecord) (checkedRequest, messages.Status) {
-	msg := &nats.Msg{Subject: g.s.GWAPI(rec.API), Header: rec.Header, Data: rec.Body}
+	msg := &nats.Msg{Subject: g.s.GWAPI(rec.API), Header: rec.Header, Data: rec.request()}
 	return g.check(g.newReqInfoNoLog(rec.API, msg, time.Now()), msg)
 }
 
