@@ -13,6 +13,7 @@ import (
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/testlog"
 )
 
 // testRequestLog is GW gw1's request log on nc, on a stream as deployed
@@ -122,4 +123,51 @@ func TestAnsweredRecordIsSlim(t *testing.T) {
 	if rb.Current == nil || rb.Current.GWID != "gw2" || rb.Current.GWStarted != 7 || rb.Current.RequestID != "r2" {
 		t.Fatalf("peer's record read back as %#v", rb.Current)
 	}
+}
+
+// An entry read back after a conflict that is not filed under its subject
+// (its submission names another GW) is poison there as in a sweep: counted
+// and logged with the request, and read as no entry, although it names this
+// GW, its incarnation and the write's state and drive (a forged copy of the
+// GW's own write must not count as written). One filed right reads back.
+func TestMisfiledEntryReadBackIsPoison(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	g, lw := testRequestLog(t, nc)
+	var logs testlog.Buffer
+	g.log = zerolog.New(&logs)
+
+	filed := pingEntry(g, nc.NewInbox(), "r4")
+	w := core.WriteLog{ID: "r4", Subject: g.s.RequestLogEntry("gw1", "r4"), Op: "create", Entry: filed}
+	if ev, _ := writeAcked(t, lw, nc, w); ev == nil {
+		t.Fatal("create r4: no event")
+	}
+	if c, _ := g.rlog.readBack(w).(core.LogConflict); c.Current == nil || c.Current.RequestID != "r4" || c.Current.Submission.GWID != "gw1" ||
+		c.Current.ClientReply != filed.ClientReply {
+		t.Fatalf("an entry filed under its subject read back as %#v", c.Current)
+	}
+
+	misfiled := pingEntry(g, nc.NewInbox(), "r3")
+	misfiled.Submission.GWID = "gw2" // filed under gw1's subject
+	w = core.WriteLog{ID: "r3", Subject: g.s.RequestLogEntry("gw1", "r3"), Op: "create", Entry: misfiled}
+	ev, _ := writeAcked(t, lw, nc, w)
+	written, ok := ev.(core.LogWritten)
+	if !ok {
+		t.Fatalf("create r3: %#v", ev)
+	}
+	c, ok := g.rlog.readBack(w).(core.LogConflict)
+	if !ok || c.Current != nil || c.Seq != written.Seq {
+		t.Fatalf("a misfiled entry read back as %#v, want no entry at sequence %d", c, written.Seq)
+	}
+	if l := logs.Line("poison record skipped", `"request_id":"r3"`, `"stream":"request_log"`); l == "" {
+		t.Fatalf("the misfiled entry was not logged as poison with its request:\n%s", logs.String())
+	}
+}
+
+// pingEntry is GW gw1's (incarnation 1) open entry for ping request id.
+func pingEntry(g *GW, inbox, id string) messages.LogEntry {
+	return messages.LogEntry{V: messages.RecoveryVersion, RequestID: id, State: messages.LogOpen, GWID: "gw1", GWStarted: 1,
+		ClientReply: inbox + "." + id, Caller: inbox, API: subjects.APIPing, Content: messages.ContentJSON,
+		Submission: messages.RCSubmission{V: messages.RCVersion, RequestID: id, GWID: "gw1",
+			Header: messages.RequestHeader{API: subjects.APIPing}, ReplyTo: g.s.GWAnswer("gw1", id),
+			Content: messages.ContentJSON, Deadline: 1, ReceivedAt: 1}}
 }

@@ -39,6 +39,12 @@ type env struct {
 // startGW starts a GW with small durations; mod adjusts its config.
 func startGW(t *testing.T, mod func(*gw.Config)) *env {
 	t.Helper()
+	return startGWHooked(t, mod, nil)
+}
+
+// startGWHooked is startGW with hook called on the GW before it runs.
+func startGWHooked(t *testing.T, mod func(*gw.Config), hook func(*gw.GW)) *env {
+	t.Helper()
 	nc := startNATS(t)
 	s := subjects.Default()
 	reg := prometheus.NewRegistry()
@@ -50,6 +56,9 @@ func startGW(t *testing.T, mod func(*gw.Config)) *env {
 	g, err := gw.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hook != nil {
+		hook(g)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

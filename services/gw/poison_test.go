@@ -33,6 +33,18 @@ func TestRequestLogPoisonRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each sweep reads the log through a consumer of its own and deletes it
+	// once it has read every record: a copy of that delete is a sweep ended.
+	sweeps, err := e.nc.SubscribeSync("$JS.API.CONSUMER.DELETE." + e.s.RequestLogStream() + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepEnded := func() {
+		t.Helper()
+		if _, err := sweeps.NextMsg(wait); err != nil {
+			t.Fatalf("no sweep of the request log ended within %s: %v", wait, err)
+		}
+	}
 	js, err := jetstream.New(e.nc)
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +71,18 @@ func TestRequestLogPoisonRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	poison := func() float64 { return counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog) }
+	// A sweep counts what it skips before it ends: read after each end.
 	for deadline := time.Now().Add(wait); poison() < 2; {
 		if time.Now().After(deadline) {
 			t.Fatalf("poison records counted %v, want 2", poison())
 		}
-		time.Sleep(20 * time.Millisecond) // polling a counter, bounded
+		sweepEnded()
 	}
-	// Several more sweeps pass over them: still counted once each.
-	time.Sleep(5 * 100 * time.Millisecond)
+	// Several more sweeps pass over them (the first end may be the
+	// counting sweep's own): still counted once each.
+	for range 6 {
+		sweepEnded()
+	}
 	if n := poison(); n != 2 {
 		t.Fatalf("poison records counted %v after more sweeps, want 2", n)
 	}

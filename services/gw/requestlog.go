@@ -521,7 +521,7 @@ func (l *requestLog) decodeAck(m *nats.Msg) (uint64, error) {
 }
 
 // last reads the entry a subject, request requestID's, holds now (nil: none,
-// or one this GW cannot read). An `answered` record reads as the entry it
+// or one this GW cannot read or that is not filed under it). An `answered` record reads as the entry it
 // stands for (messages.ParseLogAnswered).
 func (l *requestLog) last(subject, requestID string) (*messages.LogEntry, uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), logTimeout)
@@ -544,6 +544,15 @@ func (l *requestLog) last(subject, requestID string) (*messages.LogEntry, uint64
 	e, err := messages.DecodeValid[messages.LogEntry](m.Data)
 	if err != nil {
 		// Not ours, whatever it is.
+		return nil, m.Sequence, nil
+	}
+	if err := l.checkFiled(subject, &e); err != nil {
+		// Not ours either, whatever it names (this GW files every entry it
+		// writes under its own subject): poison here as in a sweep, or a
+		// forged copy of this GW's own entry would count as its write.
+		// Counted and logged at each read, not remembered in poisoned (the
+		// sweeper's alone): a read-back reads once per conflict.
+		l.g.met.poison.Skip(l.g.log.With().Str("request_id", requestID).Logger(), PoisonStreamRequestLog, m.Sequence, safeLabel(subject), err)
 		return nil, m.Sequence, nil
 	}
 	return &e, m.Sequence, nil

@@ -2,7 +2,6 @@ package gw_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -83,66 +82,112 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 }
 
 // With a request log, the answer goes out only once the `answered` record
-// is acknowledged by the stream (README: exactly once). Seen from a
-// connection that gets a copy of everything on the log's subjects and on
-// inboxes: the acknowledgement of the `answered` record (it comes on the
-// record's reply subject) comes before the answer. (The record's own copy
-// may come after its acknowledgement: the stream stores on a goroutine of
-// its own.)
+// is acknowledged by the stream (README: exactly once). The acknowledgement
+// of each `answered` write is held here on its way to the GW: while it is
+// held, nothing the GW published has answered (checked after a round trip
+// of the GW's connection and then of the observer's, so whatever the GW
+// sent before is in), and once it is passed on the answer comes.
+//
+// Watching the acknowledgement and the answer from a third connection gives
+// no order between them (the stream and the GW are two publishers), and a
+// copy of everything on inboxes also holds the GW's own sweeps reading the
+// `answered` record (delivered to an inbox under the record's subject, with
+// a $JS.ACK reply): the old form of this test took such a copy for the
+// GW's write and failed 5 times in 900 runs beside two CPU burners.
 func TestAnsweredIsAcknowledgedBeforeTheAnswer(t *testing.T) {
+	const held = "held."
 	// Every request logged, however fast (the default).
-	e := startGW(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} })
+	e := startGWHooked(t, func(c *gw.Config) { c.RequestLog = &gw.Durability{} },
+		func(g *gw.GW) { g.HoldAnsweredAcks(held) })
 	e.fakeRC("rc1", "", e.echo("rc1"))
 	obs, err := nats.Connect(e.nc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer obs.Close()
-	seen := make(chan *nats.Msg, 1024)
-	for _, subj := range []string{e.s.RequestLogEntryPattern(), "_INBOX.>"} {
-		if _, err := obs.ChanSubscribe(subj, seen); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := obs.Flush(); err != nil {
+	acks := make(chan *nats.Msg, 64)
+	records := make(chan *nats.Msg, 64)
+	replies := make(chan *nats.Msg, 64)
+	if _, err := obs.ChanSubscribe(held+">", acks); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := obs.ChanSubscribe(e.s.RequestLogEntryPattern(), records); err != nil {
+		t.Fatal(err)
+	}
+	var ack *nats.Msg // held, until passed on
+	defer func() {
+		// A failed check leaves the GW its acknowledgement, so that it
+		// stops in time.
+		if ack != nil {
+			_ = obs.Publish(strings.TrimPrefix(ack.Subject, held), ack.Data)
+			_ = obs.Flush()
+		}
+	}()
 	for i := range 5 {
 		reply := obs.NewInbox()
+		sub, err := obs.ChanSubscribe(reply, replies)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := obs.Flush(); err != nil {
+			t.Fatal(err)
+		}
 		if err := obs.PublishRequest(e.s.GWAPI(subjects.APIPing), reply, []byte(`{"header":{"api":"ping"},"payload":{}}`)); err != nil {
 			t.Fatal(err)
 		}
-		acked := map[string]bool{} // acknowledgements (by subject) before the answer
-		replied := false
-		var answeredAck string // where the `answered` record's acknowledgement goes
-		for !replied || answeredAck == "" {
-			var m *nats.Msg
+		select {
+		case ack = <-acks:
+		case m := <-replies:
+			t.Fatalf("request %d answered before its answered record was acknowledged: %q", i, m.Data)
+		case <-time.After(wait):
+			t.Fatalf("request %d: no acknowledgement of an answered record", i)
+		}
+		// Whatever the GW published before now, the server has taken in
+		// once the GW's connection's round trip returns, and the observer
+		// holds once its own returns.
+		if err := e.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := obs.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-replies:
+			t.Fatalf("request %d answered while its answered record's acknowledgement was held: %q", i, m.Data)
+		default:
+		}
+		// The record held is the GW's `answered` write: conditional, and
+		// published by the GW before the acknowledgement came.
+		answered := false
+		for !answered {
 			select {
-			case m = <-seen:
-			case <-time.After(wait):
-				t.Fatalf("request %d: answered %v, answered record seen %v", i, replied, answeredAck != "")
-			}
-			switch {
-			case m.Subject == reply:
-				replied = true
-			case strings.HasPrefix(m.Subject, "_INBOX."):
-				var a struct {
-					Seq uint64 `json:"seq"`
+			case m := <-records:
+				if m.Header.Get(messages.HdrLogAnswered) == "" {
+					continue // the entry's create
 				}
-				if json.Unmarshal(m.Data, &a) == nil && a.Seq != 0 && !replied {
-					acked[m.Subject] = true
+				if m.Reply != ack.Subject || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
+					t.Fatalf("request %d: answered record without its condition or with another reply subject: %v %q (acknowledgement on %s)",
+						i, m.Header, m.Reply, ack.Subject)
 				}
-			default: // a record of the log
-				if m.Header.Get(messages.HdrLogAnswered) != "" {
-					if m.Reply == "" || m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
-						t.Fatalf("answered record without its condition or reply subject: %v %q", m.Header, m.Reply)
-					}
-					answeredAck = m.Reply
-				}
+				answered = true
+			default:
+				t.Fatalf("request %d: an acknowledgement on %s for no answered record the GW published", i, ack.Subject)
 			}
 		}
-		if !acked[answeredAck] {
-			t.Fatalf("request %d answered before its answered record was acknowledged (acknowledged before: %v)", i, acked)
+		if err := obs.Publish(strings.TrimPrefix(ack.Subject, held), ack.Data); err != nil {
+			t.Fatal(err)
+		}
+		ack = nil
+		select {
+		case m := <-replies:
+			if r, err := messages.DecodeResponse(m.Header, m.Data); err != nil || !r.Header.Status.IsOK() {
+				t.Fatalf("request %d: answer %q (%v)", i, m.Data, err)
+			}
+		case <-time.After(wait):
+			t.Fatalf("request %d: no answer once its answered record was acknowledged", i)
+		}
+		if err := sub.Unsubscribe(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
