@@ -28,10 +28,9 @@ type request struct {
 	waitUntil int64
 	createAt  int64 // phDefer: when its entry is written, unless answered first
 
-	logged  bool // its entry is in the log (subject, seq, entry)
+	logged  bool // its entry is in the log (subject, seq)
 	subject string
 	seq     uint64
-	entry   messages.LogEntry
 
 	op      *writeOp // the log write under way (at most one)
 	retry   *writeOp // a failed write to do again at retryAt
@@ -376,7 +375,7 @@ func (c *Core) write(r *request, op *writeOp) {
 func (c *Core) written(r *request, seq uint64) {
 	op := r.op
 	r.op = nil
-	r.seq, r.entry = seq, op.entry
+	r.seq = seq
 	switch op.kind {
 	case "create":
 		r.logged = true
@@ -443,7 +442,7 @@ func (c *Core) conflict(r *request, cur *messages.LogEntry, seq uint64) {
 		cur.GWStarted == c.cfg.Incarnation && cur.RequestID == r.ID {
 		// The create that "failed" had landed: the request is logged after
 		// all (an answer or a cancel that came meanwhile is held).
-		r.logged, r.seq, r.entry, r.phase = true, seq, *cur, phDrive
+		r.logged, r.seq, r.phase = true, seq, phDrive
 		c.advance(r)
 		return
 	}
