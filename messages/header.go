@@ -203,36 +203,28 @@ func (r Routing) Write(h nats.Header) {
 		kv[n], kv[n+1] = k, headerValue(v)
 		n += 2
 	}
-	// Numbers: formatted into digits, their values cut from it once it is
-	// a string (ends[i] is where the number of kv[numAt[i]] ends).
-	var buf [2 * 20]byte // the portion id and the attempt
-	digits := buf[:0]
-	var numAt, ends [2]int
-	nums := 0
-	num := func(k string, v []byte) {
-		if len(v) > len(digits) {
-			kv[n], numAt[nums], ends[nums] = k, n, len(v)
-			n += 2
-			nums++
-		}
-		digits = v
-	}
 	str(HdrRequestID, r.RequestID)
 	str(HdrAPI, r.API)
 	str(HdrAggID, r.AggID)
 	str(HdrRCID, r.RCID)
+	// The portion id and the attempt, formatted into one string: one
+	// allocation for both values.
+	var buf [2 * 20]byte
+	digits := r.PortionID.appendWire(buf[:0])
+	idEnd := len(digits)
+	if r.Attempt != 0 {
+		digits = strconv.AppendUint(digits, uint64(r.Attempt), 10)
+	}
+	nums := string(digits)
 	if r.PortionID == 0 {
 		h.Del(HdrPortionID)
+	} else {
+		kv[n], kv[n+1] = HdrPortionID, nums[:idEnd]
+		n += 2
 	}
-	num(HdrPortionID, r.PortionID.appendWire(digits))
 	if r.Attempt != 0 {
-		num(HdrAttempt, strconv.AppendUint(digits, uint64(r.Attempt), 10))
-	}
-	if nums > 0 {
-		all, from := string(digits), 0
-		for i := range nums {
-			kv[numAt[i]+1], from = all[from:ends[i]], ends[i]
-		}
+		kv[n], kv[n+1] = HdrAttempt, nums[idEnd:]
+		n += 2
 	}
 	str(HdrLogCorr, r.LogCorr)
 	str(HdrContentType, string(r.Content))
