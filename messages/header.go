@@ -261,6 +261,13 @@ func ReadRouting(h nats.Header) (Routing, error) {
 		LogCorr:   h.Get(HdrLogCorr),
 	}
 	var errs []error
+	// A text value with CR or LF is not one a header carries (Write would
+	// change it): refused, not passed on.
+	for _, k := range [...]string{HdrRequestID, HdrAPI, HdrAggID, HdrRCID, HdrLogCorr} {
+		if v := h.Get(k); strings.ContainsAny(v, "\r\n") {
+			errs = append(errs, &HeaderError{Key: k, Value: v, Err: ErrBadHeader, Detail: "CR or LF in a header value"})
+		}
+	}
 	var err error
 	if r.PortionID, err = ReadPortionID(h); err != nil {
 		errs = append(errs, err)
