@@ -268,16 +268,23 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, withLog bool, log zerolog.Logger, measure func() (benchResult, error)) (benchResult, error) {
 	common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix}
 	// Connected as sg run connects its services: in process (inProcess),
-	// unless asked for services run apart (over TCP).
+	// unless asked for services run apart (over TCP); each on its own
+	// connection (partConns).
 	var opts []nats.Option
 	if !cfg.servicesTCP {
 		opts = append(opts, inProcess(srv))
 	}
-	nc, s, stop, err := connect(common, "sg-bench-services", log, opts...)
-	if err != nil {
-		return benchResult{}, err
+	parts := newPartConns("sg-bench", func(subjects.Role) Common { return common }, log, opts...)
+	defer parts.close()
+	conns := map[subjects.Role]*nats.Conn{}
+	for _, role := range []subjects.Role{subjects.RoleGW, subjects.RoleRC, subjects.RoleAgg, subjects.RoleDAP} {
+		nc, err := parts.conn(role)
+		if err != nil {
+			return benchResult{}, err
+		}
+		conns[role] = nc
 	}
-	defer stop()
+	s := parts.s
 	rcc, err := loadRCConfig(func(string) (string, bool) { return "", false })
 	if err != nil {
 		return benchResult{}, err
@@ -288,11 +295,11 @@ func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, wi
 	}
 	rcc.AggIDs = []string{aggc.ID}
 	reg := prometheus.NewRegistry()
-	r, err := newRC(rcc, nc, s, log, reg)
+	r, err := newRC(rcc, conns[subjects.RoleRC], s, log, reg)
 	if err != nil {
 		return benchResult{}, err
 	}
-	gwCfg := gw.Config{ID: "gw-bench", NC: nc, Subjects: s, Log: log, Registry: reg}
+	gwCfg := gw.Config{ID: "gw-bench", NC: conns[subjects.RoleGW], Subjects: s, Log: log, Registry: reg}
 	if withLog {
 		gwCfg.RequestLog = &gw.Durability{Replicas: 1, MaxAge: time.Hour}
 	}
@@ -314,10 +321,10 @@ func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, wi
 			}
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, nc, s, log, reg) })
+	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, conns[subjects.RoleAgg], s, log, reg) })
 	start("rc", r.Run)
 	start("dap fleet", func(ctx context.Context) error {
-		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: nc, Subjects: s, Log: log, RCID: rcc.ID, Seed: 1, Replicas: 1})
+		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: conns[subjects.RoleDAP], Subjects: s, Log: log, RCID: rcc.ID, Seed: 1, Replicas: 1})
 	})
 	start("gw", g.Run)
 	daps := len(demo.Regions) * 3

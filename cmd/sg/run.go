@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/auth"
@@ -119,45 +118,25 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
-	// connectAs connects a part of the system: without --auth every part
-	// shares one connection, as before; with it each connects as its role.
-	conns := map[string]*nats.Conn{}
-	var stops []func()
-	var s subjects.Subjects
-	connectAs := func(role subjects.Role) (*nats.Conn, error) {
-		name := string(role)
+	// Every part on its own connection (partConns), as its role when
+	// --auth is on.
+	parts := newPartConns("sg-run", func(role subjects.Role) Common {
 		common := Common{NATSURL: srv.ClientURL(), Prefix: subjects.DefaultPrefix, LogLevel: *logLevel}
-		if *authDir == "" {
-			name = "sg-run"
-		} else {
-			common.Creds = auth.SeedFile(*authDir, name)
+		if *authDir != "" {
+			common.Creds = auth.SeedFile(*authDir, string(role))
 		}
-		if nc := conns[name]; nc != nil {
-			return nc, nil
-		}
-		nc, subj, stop, err := connect(common, "sg-run-"+name, log.With().Str("conn", name).Logger(), inProcess(srv))
-		if err != nil {
-			return nil, err
-		}
-		s = subj
-		conns[name] = nc
-		stops = append(stops, stop)
-		return nc, nil
-	}
-	defer func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}()
-	nc, err := connectAs(subjects.RoleGW) // the GW's
+		return common
+	}, log, inProcess(srv))
+	defer parts.close()
+	nc, err := parts.conn(subjects.RoleGW) // the GW's
 	if err != nil {
 		return err
 	}
-	rcNC, err := connectAs(subjects.RoleRC)
+	rcNC, err := parts.conn(subjects.RoleRC)
 	if err != nil {
 		return err
 	}
-	aggNC, err := connectAs(subjects.RoleAgg)
+	aggNC, err := parts.conn(subjects.RoleAgg)
 	if err != nil {
 		return err
 	}
@@ -165,14 +144,15 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	if *liveMode {
 		dapRole = subjects.RoleDemo // the live demo runs its DAPs and its feed on one connection
 	}
-	dapNC, err := connectAs(dapRole)
+	dapNC, err := parts.conn(dapRole)
 	if err != nil {
 		return err
 	}
-	clientNC, err := connectAs(subjects.RoleClient)
+	clientNC, err := parts.conn(subjects.RoleClient)
 	if err != nil {
 		return err
 	}
+	s := parts.s
 	reg := prometheus.NewRegistry()
 	if err := serveMetrics(ctx, *metrics, reg, log); err != nil {
 		return err

@@ -181,6 +181,48 @@ func connect(c Common, name string, log zerolog.Logger, extra ...nats.Option) (n
 	return nc, s, stop, nil
 }
 
+// partConns connects the parts of a one-process sg (sg run, sg bench) to its
+// NATS server, each part on a connection of its own, as the services of a
+// deployment connect. On one shared connection, one nats.go flusher and read
+// loop and one server read and write loop carried every hop of every request:
+// with 50 callers that made about a quarter fewer requests/s (BENCHMARKS.md,
+// fourteenth session).
+type partConns struct {
+	name   string                     // connection names are <name>-<role>
+	common func(subjects.Role) Common // how a role connects (its credential)
+	log    zerolog.Logger
+	opts   []nats.Option
+	conns  map[subjects.Role]*nats.Conn
+	stops  []func()
+	s      subjects.Subjects
+}
+
+func newPartConns(name string, common func(subjects.Role) Common, log zerolog.Logger, opts ...nats.Option) *partConns {
+	return &partConns{name: name, common: common, log: log, opts: opts, conns: map[subjects.Role]*nats.Conn{}}
+}
+
+// conn returns role's connection, connecting it on first use.
+func (p *partConns) conn(role subjects.Role) (*nats.Conn, error) {
+	if nc := p.conns[role]; nc != nil {
+		return nc, nil
+	}
+	nc, s, stop, err := connect(p.common(role), p.name+"-"+string(role), p.log.With().Str("conn", string(role)).Logger(), p.opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.s = s
+	p.conns[role] = nc
+	p.stops = append(p.stops, stop)
+	return nc, nil
+}
+
+// close drains every connection, in the order they were made.
+func (p *partConns) close() {
+	for _, stop := range p.stops {
+		stop()
+	}
+}
+
 // serveMetrics serves reg on addr/metrics until ctx ends ("" = not at all).
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log zerolog.Logger) error {
 	if addr == "" {
