@@ -103,20 +103,30 @@ func (l *Limiter) Error(log *zerolog.Logger, kind string) *zerolog.Event {
 	return l.event(log, zerolog.ErrorLevel, kind)
 }
 
+// WarnAt is Warn at now, for a caller that has the time (a loop that
+// measures its own stalls on the clock it is given).
+func (l *Limiter) WarnAt(log *zerolog.Logger, kind string, now time.Time) *zerolog.Event {
+	return l.eventAt(log, zerolog.WarnLevel, kind, now)
+}
+
 // SuppressedField names the field of a line that follows lines of its kind
 // that were not written: how many.
 const SuppressedField = "lines_suppressed"
 
 func (l *Limiter) event(log *zerolog.Logger, level zerolog.Level, kind string) *zerolog.Event {
-	// A line the logger drops by its level does not use up the kind's lines.
-	if log.GetLevel() > level || zerolog.GlobalLevel() > level {
-		return nil
-	}
 	now := time.Now
 	if l != nil && l.now != nil {
 		now = l.now
 	}
-	ok, suppressed := l.Allow(kind, now())
+	return l.eventAt(log, level, kind, now())
+}
+
+func (l *Limiter) eventAt(log *zerolog.Logger, level zerolog.Level, kind string, now time.Time) *zerolog.Event {
+	// A line the logger drops by its level does not use up the kind's lines.
+	if log.GetLevel() > level || zerolog.GlobalLevel() > level {
+		return nil
+	}
+	ok, suppressed := l.Allow(kind, now)
 	if !ok {
 		return nil
 	}

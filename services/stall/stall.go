@@ -69,7 +69,7 @@ func (w *Watch) Wake(now time.Time) time.Duration {
 		if w.Limit == nil {
 			w.Limit = loglimit.Default()
 		}
-		w.Limit.Warn(w.Log, "loop_stall").Dur("stalled", late).Msg(w.Warn)
+		w.Limit.WarnAt(w.Log, "loop_stall", now).Dur("stalled", late).Msg(w.Warn)
 	}
 	return late
 }
