@@ -2,11 +2,15 @@ package loglimit
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 // TestAllowBurstThenPeriod: a kind writes burst lines in a period, none
@@ -93,5 +97,19 @@ func TestWarnWritesBurstAndTellsSuppressed(t *testing.T) {
 	l.Warn(&log, "q").Msg("written")
 	if !strings.Contains(buf.String(), "written") || strings.Contains(buf.String(), "lines_suppressed") {
 		t.Fatalf("line after lines dropped by level: %q, want written, nothing suppressed", buf.String())
+	}
+}
+
+// TestREADMENamesTheDefaults: README's paragraph on hostile input in the
+// logs states the defaults as they are.
+func TestREADMENamesTheDefaults(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("at most %d lines of one kind (one call\nsite; for poison records, one stream) in each %d s per service",
+		defaults.LogBurst, int(defaults.LogPeriod/time.Second))
+	if !strings.Contains(string(b), want) {
+		t.Fatalf("README does not say %q", want)
 	}
 }
