@@ -63,6 +63,6 @@ func (m *metrics) refusalSent() { m.refused.Inc() }
 // countMalformed counts one message that did not decode or validate, in
 // Stats and in sg_dap_malformed_messages_total.
 func (d *DAP) countMalformed() {
-	d.countMalformed()
+	d.stats.malformed.Add(1)
 	d.metrics.malformed.Inc()
 }
