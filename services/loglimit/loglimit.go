@@ -7,7 +7,8 @@
 //
 // Lines are limited per kind (one kind per call site, a constant: never a
 // string from the message, or the kinds themselves would grow without
-// bound): at most Burst lines of a kind in each Period, the rest not
+// bound): at most burst lines of a kind in each period (New; the
+// services take defaults.LogBurst, defaults.LogPeriod), the rest not
 // written. The first line written after some were not carries their number
 // (field lines_suppressed). Only lines are limited: the counters next to
 // them (sg_*_malformed_messages_total, sg_stream_poison_records_total, ...)
