@@ -11,12 +11,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/loglimit"
 )
 
 // Agg is one running aggregator. Create it with New, start it with Run.
 type Agg struct {
 	cfg Config
 	log zerolog.Logger
+	// lim limits the log lines that input from the network causes (a
+	// malformed or forged message): package loglimit.
+	lim *loglimit.Limiter
 
 	mu       sync.Mutex
 	requests map[string]*request
@@ -98,7 +102,7 @@ func New(cfg Config) (*Agg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agg %s: %w", cfg.ID, err)
 	}
-	a := &Agg{cfg: cfg, metrics: m, log: cfg.Log.With().Str("agg", cfg.ID).Logger(),
+	a := &Agg{cfg: cfg, metrics: m, log: cfg.Log.With().Str("agg", cfg.ID).Logger(), lim: loglimit.Default(),
 		ready: make(chan struct{}), requests: map[string]*request{}, finished: map[string]time.Time{}, streams: map[string]*stream{}}
 	a.dones = newDoneNotices(a)
 	return a, nil

@@ -185,9 +185,9 @@ func (a *Agg) windowLocked(r *request, p messages.PartialResult) {
 		return
 	}
 	bad := func(format string, args ...any) {
-		a.stats.malformed.Add(1)
+		a.countMalformed()
 		st := messages.Errorf(messages.CodeErr, messages.CodeErr, "DAP %s, portion %s: %s", p.DAPID, ref, fmt.Sprintf(format, args...))
-		a.log.Warn().Str("request_id", p.RequestID).Str("dap", p.DAPID).Msg(st.AI)
+		a.lim.Warn(&a.log, "bad_partial_window").Str("request_id", p.RequestID).Str("dap", p.DAPID).Msg(st.AI)
 		r.dropped++ // p itself
 		r.setFailed(st)
 	}

@@ -15,6 +15,10 @@ type metrics struct {
 	fnTime  prometheus.ObserverVec // by api
 	answers *prometheus.CounterVec // by code
 	refused prometheus.Counter     // refusals sent to RCs (refuse.go)
+	// malformed counts every message that did not decode or validate
+	// (Stats.Malformed): exact, where the lines about them are limited
+	// (package loglimit).
+	malformed prometheus.Counter
 	// startWaits: answer streams that reached their wait for the GW's start
 	// signal (start.go); startWaitsEnded: how each wait ended, by outcome
 	// (signal, cancel, stop, deadline).
@@ -62,8 +66,14 @@ func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	mal, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_agg_malformed_messages_total", Help: "Messages the Agg received that did not decode or validate (every one; the log lines about them are limited).",
+	}, []string{"agg"}))
+	if err != nil {
+		return nil, err
+	}
 	l := prometheus.Labels{"agg": aggID}
-	m := &metrics{fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l), refused: ref.WithLabelValues(aggID), startWaits: waits.With(l), startWaitsEnded: ended.MustCurryWith(l)}
+	m := &metrics{malformed: mal.WithLabelValues(aggID), fnTime: fn.MustCurryWith(l), answers: ans.MustCurryWith(l), refused: ref.WithLabelValues(aggID), startWaits: waits.With(l), startWaitsEnded: ended.MustCurryWith(l)}
 	for _, o := range []string{waitSignal, waitCancel, waitStop, waitDeadline} {
 		m.startWaitsEnded.WithLabelValues(o) // exported at 0 from the start
 	}
@@ -78,3 +88,10 @@ func (m *metrics) merged(api string, start time.Time) {
 func (m *metrics) answered(st messages.Status) { m.answers.WithLabelValues(st.RC.String()).Inc() }
 
 func (m *metrics) refusalSent() { m.refused.Inc() }
+
+// countMalformed counts one message that did not decode or validate, in
+// Stats and in sg_agg_malformed_messages_total.
+func (a *Agg) countMalformed() {
+	a.stats.malformed.Add(1)
+	a.metrics.malformed.Inc()
+}

@@ -27,8 +27,8 @@ const maxStreams = 4096
 func (a *Agg) onExpect(m *nats.Msg) {
 	e, err := messages.DecodeValid[messages.AggExpectation](m.Data)
 	if err != nil {
-		a.stats.malformed.Add(1)
-		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
+		a.countMalformed()
+		a.lim.Warn(&a.log, "malformed_expectation").Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
 		a.refuse(m.Header, "", messages.RefusalCodeRequest, err.Error()) // the error names the expectation
 		return
 	}
@@ -87,8 +87,8 @@ func (a *Agg) onExpect(m *nats.Msg) {
 func (a *Agg) onCancel(m *nats.Msg) {
 	id := m.Header.Get(messages.HdrRequestID)
 	if err := subjects.Validate("request id", id); err != nil {
-		a.stats.malformed.Add(1)
-		a.log.Warn().Err(err).Msg("malformed cancel")
+		a.countMalformed()
+		a.lim.Warn(&a.log, "malformed_cancel").Err(err).Msg("malformed cancel")
 		return
 	}
 	now := time.Now()
@@ -127,8 +127,8 @@ func (a *Agg) onPartial(m *nats.Msg) {
 	// data is this message's or its reassembled transfer's: the Agg's own.
 	p, err := messages.DecodeValidAliasing[messages.PartialResult](data)
 	if err != nil {
-		a.stats.malformed.Add(1)
-		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
+		a.countMalformed()
+		a.lim.Warn(&a.log, "malformed_partial").Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
 		// Refused only to the RC of an expectation that counts on it: never
 		// to an RC the partial's own headers name (review4: a partial
 		// carrying Sg-Rc-Id had the Agg vouch for what it did not check).
@@ -209,13 +209,13 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 	s := a.streams[key]
 	if s == nil {
 		if key == "" {
-			a.stats.malformed.Add(1)
-			a.log.Warn().Str("request_id", reqID).Msg("chunk without a transfer id")
+			a.countMalformed()
+			a.lim.Warn(&a.log, "chunk_without_transfer").Str("request_id", reqID).Msg("chunk without a transfer id")
 			return nil, false
 		}
 		if len(a.streams) >= maxStreams {
-			a.stats.malformed.Add(1)
-			a.log.Warn().Str("request_id", reqID).Int("transfers", len(a.streams)).Msg("too many chunked partials in transit: chunk dropped")
+			a.countMalformed()
+			a.lim.Warn(&a.log, "too_many_transfers").Str("request_id", reqID).Int("transfers", len(a.streams)).Msg("too many chunked partials in transit: chunk dropped")
 			return nil, false
 		}
 		s = &stream{r: messages.NewReassembler(min(a.cfg.MaxAnswerBytes, a.cfg.MaxRequestBytes) + envelopeSlack), requestID: reqID, since: time.Now()}
@@ -227,7 +227,8 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 	n := int64(len(m.Data))
 	if a.held+a.transit+n > a.cfg.MaxHeldBytes {
 		a.dropStreamLocked(key, s)
-		a.log.Warn().Str("request_id", reqID).Int64("held", a.held).Int64("in_transit", a.transit).Int64("limit", a.cfg.MaxHeldBytes).
+		// Any publisher can send chunks naming any request: within the limit.
+		a.lim.Warn(&a.log, "chunked_over_limit").Str("request_id", reqID).Int64("held", a.held).Int64("in_transit", a.transit).Int64("limit", a.cfg.MaxHeldBytes).
 			Msg("chunked partial over the Agg's limit: request refused")
 		if reqID != "" {
 			r := a.requests[reqID]
@@ -284,11 +285,11 @@ func (a *Agg) dropStreamLocked(key string, s *stream) {
 // (refuseTransferLocked).
 func (a *Agg) badTransferLocked(reqID string, err error) {
 	if !errors.Is(err, messages.ErrTooLarge) || reqID == "" {
-		a.stats.malformed.Add(1)
-		a.log.Warn().Err(err).Str("request_id", reqID).Msg("bad chunked partial")
+		a.countMalformed()
+		a.lim.Warn(&a.log, "bad_chunked_partial").Err(err).Str("request_id", reqID).Msg("bad chunked partial")
 		return
 	}
-	a.log.Warn().Err(err).Str("request_id", reqID).Msg("partial above MaxAnswerBytes")
+	a.lim.Warn(&a.log, "partial_too_large").Err(err).Str("request_id", reqID).Msg("partial above MaxAnswerBytes")
 	r := a.requests[reqID]
 	if r == nil {
 		r = newRequest(reqID, time.Now())

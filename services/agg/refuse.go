@@ -33,12 +33,13 @@ func (a *Agg) refuse(h nats.Header, rcID string, code messages.Code, reason stri
 		err = a.cfg.NC.Publish(a.cfg.Subjects.RCRefused(route.RCID), data)
 	}
 	if err != nil {
-		a.log.Warn().Err(err).Str("request_id", route.RequestID).Str("rc", route.RCID).Msg("refusal not sent")
+		a.lim.Warn(&a.log, "refusal_not_sent").Err(err).Str("request_id", route.RequestID).Str("rc", route.RCID).Msg("refusal not sent")
 		return
 	}
 	a.stats.refusals.Add(1)
 	a.metrics.refusalSent()
-	a.log.Warn().Str("request_id", route.RequestID).Str("rc", route.RCID).Stringer("code", code).Str("reason", f.Reason).Msg("message refused: the RC is told")
+	// One per malformed message: within the limit, as the line about it.
+	a.lim.Warn(&a.log, "refusal_sent").Str("request_id", route.RequestID).Str("rc", route.RCID).Stringer("code", code).Str("reason", f.Reason).Msg("message refused: the RC is told")
 }
 
 // partialRC is the RC to refuse a partial that did not decode to: that of

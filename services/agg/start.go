@@ -152,13 +152,13 @@ func (g *startGate) await(deadline int64) error {
 func (a *Agg) onStart(m *nats.Msg) {
 	id, stream := m.Header.Get(messages.HdrRequestID), m.Header.Get(messages.HdrStreamID)
 	if err := subjects.Validate("request id", id); err != nil {
-		a.stats.malformed.Add(1)
-		a.log.Warn().Err(err).Msg("malformed start signal")
+		a.countMalformed()
+		a.lim.Warn(&a.log, "malformed_start").Err(err).Msg("malformed start signal")
 		return
 	}
 	if err := subjects.Validate("stream id", stream); err != nil {
-		a.stats.malformed.Add(1)
-		a.log.Warn().Err(err).Str("request_id", id).Msg("malformed start signal")
+		a.countMalformed()
+		a.lim.Warn(&a.log, "malformed_start").Err(err).Str("request_id", id).Msg("malformed start signal")
 		return
 	}
 	a.mu.Lock()

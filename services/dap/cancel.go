@@ -76,8 +76,8 @@ func (d *DAP) onCancel(m *nats.Msg) {
 		portion, err = messages.ReadPortionID(m.Header)
 	}
 	if err != nil {
-		d.stats.malformed.Add(1)
-		d.log.Warn().Err(err).Msg("malformed cancel")
+		d.countMalformed()
+		d.lim.Warn(&d.log, "malformed_cancel").Err(err).Msg("malformed cancel")
 		return
 	}
 	key := cancelKey{request: id, portion: portion}

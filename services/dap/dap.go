@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/loglimit"
 )
 
 // DAP is one running data access process. Create it with New, start it with Run.
@@ -19,6 +20,10 @@ type DAP struct {
 	log     zerolog.Logger
 	queue   fifo
 	metrics *metrics // metrics.go
+	// lim limits the log lines that input from the network causes (a
+	// malformed or forged message, a flood of dispatches): package
+	// loglimit.
+	lim *loglimit.Limiter
 
 	mu        sync.Mutex
 	state     state
@@ -86,6 +91,7 @@ func New(cfg Config) (*DAP, error) {
 	}
 	d := &DAP{
 		metrics:    m,
+		lim:        loglimit.Default(),
 		cfg:        cfg,
 		log:        cfg.Log.With().Str("dap", cfg.ID).Logger(),
 		seen:       map[string]int64{},

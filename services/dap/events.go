@@ -70,7 +70,7 @@ func (d *DAP) registrationLocked() messages.DAPRegistration {
 func (d *DAP) onAnnounce(m *nats.Msg) {
 	a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data)
 	if err != nil {
-		d.log.Warn().Err(err).Str("subject", m.Subject).Msg("bad RC announcement")
+		d.lim.Warn(&d.log, "bad_rc_announcement").Err(err).Str("subject", m.Subject).Msg("bad RC announcement")
 		return
 	}
 	d.mu.Lock()

@@ -15,6 +15,10 @@ type metrics struct {
 	requests prometheus.Counter
 	time     prometheus.Observer
 	refused  prometheus.Counter // malformed dispatches refused to their RC
+	// malformed counts every message that did not decode or validate
+	// (Stats.Malformed): exact, where the lines about them are limited
+	// (package loglimit).
+	malformed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, dapID string) (*metrics, error) {
@@ -37,7 +41,14 @@ func newMetrics(reg prometheus.Registerer, dapID string) (*metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &metrics{requests: req.WithLabelValues(dapID), time: tm.WithLabelValues(dapID), refused: ref.WithLabelValues(dapID)}, nil
+	mal, err := promshare.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sg_dap_malformed_messages_total", Help: "Messages the DAP received that did not decode or validate (every one; the log lines about them are limited).",
+	}, []string{"dap"}))
+	if err != nil {
+		return nil, err
+	}
+	return &metrics{requests: req.WithLabelValues(dapID), time: tm.WithLabelValues(dapID), refused: ref.WithLabelValues(dapID),
+		malformed: mal.WithLabelValues(dapID)}, nil
 }
 
 // executing counts a portion that starts executing at start; executed
@@ -48,3 +59,10 @@ func (m *metrics) executing() { m.requests.Inc() }
 func (m *metrics) executed(start time.Time) { m.time.Observe(time.Since(start).Seconds()) }
 
 func (m *metrics) refusalSent() { m.refused.Inc() }
+
+// countMalformed counts one message that did not decode or validate, in
+// Stats and in sg_dap_malformed_messages_total.
+func (d *DAP) countMalformed() {
+	d.stats.malformed.Add(1)
+	d.metrics.malformed.Inc()
+}

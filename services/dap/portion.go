@@ -41,7 +41,9 @@ func (d *DAP) onPortion(m *nats.Msg) {
 // caller with the limit and when to come back.
 func (d *DAP) refuse(p *messages.PortionDispatch, waiting int) {
 	d.stats.refused.Add(1)
-	d.portionLog(p).Warn().Int("queued", waiting).Int("limit", d.cfg.MaxQueue).Msg("portion refused: queue full")
+	// A flood of dispatches (any publisher can send them) refuses each:
+	// counted (Stats.Refused), logged within the limit.
+	d.lim.Warn(d.portionLog(p), "queue_full").Int("queued", waiting).Int("limit", d.cfg.MaxQueue).Msg("portion refused: queue full")
 	st := messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr,
 		AI: fmt.Sprintf("DAP %s has %d portions waiting, its limit %s=%d (%s)", d.cfg.ID, waiting, limits.DAPQueue, d.cfg.MaxQueue, EnvMaxQueue)}
 	d.fail(p, st, 0)
@@ -249,14 +251,14 @@ func (d *DAP) fail(p *messages.PortionDispatch, st messages.Status, elapsed time
 // of the body decoded. An older RC's dispatch names no RC: it is answered as
 // before, when enough of the body decodes to know where to answer.
 func (d *DAP) rejectMalformed(m *nats.Msg, err error) {
-	d.stats.malformed.Add(1)
+	d.countMalformed()
 	if route, rerr := messages.RefusalRoute(m.Header); rerr == nil && route.PortionID != 0 {
 		d.refuseDispatch(route, errText(err), len(m.Data)) // the error names the portion dispatch
 		return
 	}
 	var p messages.PortionDispatch
 	_ = messages.Decode(m.Data, &p) // best effort: whatever fields decoded
-	d.portionLog(&p).Warn().Err(err).Int("bytes", len(m.Data)).Msg("malformed portion dispatch")
+	d.lim.Warn(d.portionLog(&p), "malformed_dispatch").Err(err).Int("bytes", len(m.Data)).Msg("malformed portion dispatch")
 	st := messages.Status{RC: messages.CodeBadRequest, AC: messages.CodeErr, AI: "DAP " + d.cfg.ID + ": " + errText(err)}
 	if subjects.Validate("Agg id", p.AggID) == nil {
 		if err := d.sendPartial(&p, st, nil); err != nil {
@@ -303,10 +305,10 @@ func (d *DAP) refuseDispatch(route messages.Routing, reason string, size int) {
 		err = d.cfg.NC.Publish(d.cfg.Subjects.RCRefused(route.RCID), data)
 	}
 	if err != nil {
-		l.Warn().Err(err).Str("reason", f.Reason).Msg("malformed portion dispatch: refusal not sent")
+		d.lim.Warn(&l, "refusal_not_sent").Err(err).Str("reason", f.Reason).Msg("malformed portion dispatch: refusal not sent")
 		return
 	}
 	d.stats.refusals.Add(1)
 	d.metrics.refusalSent()
-	l.Warn().Str("reason", f.Reason).Msg("malformed portion dispatch: refused to its RC")
+	d.lim.Warn(&l, "malformed_dispatch_refused").Str("reason", f.Reason).Msg("malformed portion dispatch: refused to its RC")
 }

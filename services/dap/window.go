@@ -45,8 +45,8 @@ type creditKey struct {
 func (d *DAP) onCredit(m *nats.Msg) {
 	c, err := messages.DecodeValid[messages.PartialCredit](m.Data)
 	if err != nil {
-		d.stats.malformed.Add(1)
-		d.log.Warn().Err(err).Msg("malformed partial credit")
+		d.countMalformed()
+		d.lim.Warn(&d.log, "malformed_credit").Err(err).Msg("malformed partial credit")
 		return
 	}
 	d.creditMu.Lock()

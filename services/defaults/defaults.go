@@ -53,6 +53,15 @@ const (
 	RCWakeFloor = 10 * time.Millisecond
 )
 
+// Log lines caused by input from the network (a malformed or forged
+// message, a poison record, a loop stall: package loglimit) are limited per
+// kind to LogBurst lines in each LogPeriod; the rest are not written (the
+// next one written says how many were not). Their counters count every one.
+const (
+	LogBurst  = 10
+	LogPeriod = 10 * time.Second
+)
+
 // AggDoneDelay is how long an Agg holds a done notice (the RC may forget the
 // request: it was answered) for others to the same RC, so that under load
 // one message carries many (messages.AggDone). The answer has gone out

@@ -41,7 +41,7 @@ func (g *GW) handle(api string, r micro.Request) {
 	// listen (an inbox), never onto an sg or system subject.
 	if err := g.checkReply(msg.Reply); err != nil {
 		g.met.refusedReply.Inc()
-		g.log.Warn().Err(err).Str("api", api).Str("client_request_id", safeLabel(msg.Header.Get(messages.HdrRequestID))).
+		g.lim.Warn(&g.log, "refused_reply_request").Err(err).Str("api", api).Str("client_request_id", safeLabel(msg.Header.Get(messages.HdrRequestID))).
 			Msg("dropping request: its reply subject is not a client inbox")
 		return
 	}
@@ -102,7 +102,7 @@ func (g *GW) handleCancel(r micro.Request) {
 	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
 	if err := g.checkReply(msg.Reply); err != nil {
 		g.met.refusedReply.Inc()
-		g.log.Warn().Err(err).Msg("dropping cancel: its reply subject is not a client inbox")
+		g.lim.Warn(&g.log, "refused_reply_cancel").Err(err).Msg("dropping cancel: its reply subject is not a client inbox")
 		return
 	}
 	if g.stopped() {

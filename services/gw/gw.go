@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
+	"github.com/sg-project/sg/services/loglimit"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -47,6 +48,10 @@ type GW struct {
 	loopDone chan struct{} // closed when the loop returned: nobody reads in any more
 
 	answers *answerStore // nil without Config.AnswerStore (answerstore.go)
+
+	// lim limits the log lines that input from the network causes (a
+	// malformed or forged message, a loop stall): package loglimit.
+	lim *loglimit.Limiter
 
 	// divertAck, a test hook: the reply subject a request log write's
 	// acknowledgement goes to instead of reply (a test that delays it
@@ -84,6 +89,7 @@ func New(cfg Config) (*GW, error) {
 		loopDone:  make(chan struct{}),
 		rcChanged: make(chan struct{}),
 		scopeWalk: messages.ScopeFromArgs,
+		lim:       loglimit.Default(),
 	}
 	reg := cfg.Registry
 	if reg == nil {

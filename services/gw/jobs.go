@@ -544,7 +544,7 @@ func (j *jobStore) onPosition(m *nats.Msg) {
 	rep, err := messages.DecodeValid[messages.PositionReport](m.Data)
 	if err != nil {
 		j.g.met.malformed.WithLabelValues("position_report").Inc()
-		j.g.log.Warn().Err(err).Msg("position report that does not decode: skipped")
+		j.g.lim.Warn(&j.g.log, "malformed_position_report").Err(err).Msg("position report that does not decode: skipped")
 		return
 	}
 	j.mu.Lock()
@@ -717,7 +717,7 @@ func (g *GW) handleJobPoll(r micro.Request) {
 	msg := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Header: nats.Header(r.Headers()), Data: r.Data()}
 	if err := g.checkReply(msg.Reply); err != nil {
 		g.met.refusedReply.Inc()
-		g.log.Warn().Err(err).Msg("dropping job poll: its reply subject is not a client inbox")
+		g.lim.Warn(&g.log, "refused_reply_job_poll").Err(err).Msg("dropping job poll: its reply subject is not a client inbox")
 		return
 	}
 	ri := g.newReqInfo(APIJob, msg, time.Now())

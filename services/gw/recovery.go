@@ -50,7 +50,7 @@ func (g *GW) beat(stopping bool) {
 func (g *GW) onGWHeartbeat(m *nats.Msg) {
 	h, err := messages.DecodeValid[messages.GWHeartbeat](m.Data)
 	if err != nil {
-		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed GW heartbeat")
+		g.lim.Warn(&g.log, "malformed_gw_heartbeat").Err(err).Str("subject", m.Subject).Msg("dropping malformed GW heartbeat")
 		return
 	}
 	g.heardPeer(h, time.Now())

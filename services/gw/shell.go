@@ -42,12 +42,12 @@ func now() int64 { return time.Now().UnixNano() }
 func (g *GW) onAnnounce(m *nats.Msg) {
 	a, err := messages.DecodeValid[messages.RCAnnouncement](m.Data)
 	if err != nil {
-		g.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropping malformed RC announcement")
+		g.lim.Warn(&g.log, "malformed_rc_announcement").Err(err).Str("subject", m.Subject).Msg("dropping malformed RC announcement")
 		return
 	}
 	asm, err := a.AssemblyFor(g.cfg.AssemblyKey)
 	if err != nil {
-		g.log.Warn().Err(err).Str("rc", a.RCID).Msg("dropping RC announcement: its assembly label is not a valid assembly name")
+		g.lim.Warn(&g.log, "invalid_rc_assembly").Err(err).Str("rc", a.RCID).Msg("dropping RC announcement: its assembly label is not a valid assembly name")
 		return
 	}
 	g.input(input{ev: core.RCAnnounced{At: now(), RC: core.RCInfo{ID: a.RCID, Assembly: asm, Addr: a.Addr,
@@ -208,7 +208,7 @@ func (sh *shell) wake(t time.Time) time.Duration {
 // newStallWatch measures the loop's lateness: counted in
 // sg_gw_loop_stalls_total, warned of.
 func (g *GW) newStallWatch() *stall.Watch {
-	return &stall.Watch{Period: g.cfg.AnnounceEvery, Stalls: g.met.stalls, Log: &g.log,
+	return &stall.Watch{Period: g.cfg.AnnounceEvery, Stalls: g.met.stalls, Log: &g.log, Limit: g.lim,
 		Warn: "gw loop stalled: not counted as silence of RCs and peer GWs"}
 }
 
@@ -393,11 +393,18 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 		g.log.Debug().Str("request_id", c.ID).Str("why", c.Why).Msg("not answering here")
 	case core.Malformed:
 		g.met.malformed.WithLabelValues(c.Kind).Inc()
-		msg := "answer message that does not read: skipped (not an answer held here)"
+		// Counted each. One that ends an answer comes once per request held
+		// and its caller sees the error: always logged. One skipped can come
+		// in a flood (any publisher, any request id): logged within the
+		// limit.
+		var ev *zerolog.Event
+		msg := "answer message that does not read: the answer ends with an error"
 		if c.Ends {
-			msg = "answer message that does not read: the answer ends with an error"
+			ev = g.log.Warn()
+		} else {
+			ev, msg = g.lim.Warn(&g.log, "malformed_"+c.Kind), "answer message that does not read: skipped (not an answer held here)"
 		}
-		g.log.Warn().Str("request_id", c.ID).Str("kind", c.Kind).Err(c.Err).Msg(msg)
+		ev.Str("request_id", c.ID).Str("kind", c.Kind).Err(c.Err).Msg(msg)
 	case core.Adopted:
 		g.met.adopted.Inc()
 		g.met.redrives.WithLabelValues("adopted").Inc()

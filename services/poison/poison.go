@@ -1,7 +1,8 @@
 // Package poison handles the poison records of JetStream streams: a stored
 // message that does not decode, or decodes to something invalid. Issue 8: such
 // a record is skipped, counted (sg_stream_poison_records_total{stream}) and
-// logged once with its stream sequence; it is never retried forever and never
+// logged once with its stream sequence (lines limited per stream: package
+// loglimit; the counter counts every record); it is never retried forever and never
 // fatal, so a service that replays a stream always comes up.
 //
 // Every service that reads a stream (the RC's DAP state replay, the DAPs'
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/services/loglimit"
 )
 
 // MetricName is the name of the counter of poison records, MetricHelp its help:
@@ -28,6 +30,7 @@ const (
 // concurrent use; the zero value is not usable, call NewCounter.
 type Counter struct {
 	vec *prometheus.CounterVec
+	lim *loglimit.Limiter // a stream full of poison must not flood the log
 }
 
 // NewCounter returns a counter registered on reg (nil: not exposed). Several
@@ -39,7 +42,7 @@ func NewCounter(reg prometheus.Registerer) (*Counter, error) {
 		Help: MetricHelp,
 	}, []string{"stream"})
 	if reg == nil {
-		return &Counter{vec: vec}, nil
+		return &Counter{vec: vec, lim: loglimit.Default()}, nil
 	}
 	err := reg.Register(vec)
 	var are prometheus.AlreadyRegisteredError
@@ -53,13 +56,14 @@ func NewCounter(reg prometheus.Registerer) (*Counter, error) {
 	case err != nil:
 		return nil, fmt.Errorf("poison: register %s: %w", MetricName, err)
 	}
-	return &Counter{vec: vec}, nil
+	return &Counter{vec: vec, lim: loglimit.Default()}, nil
 }
 
 // Skip records one poison record of stream: it counts it and logs it, with
-// its sequence, subject and the decode error, at warn level. The caller
+// its sequence, subject and the decode error, at warn level (at most
+// loglimit's burst per stream in each of its periods). The caller
 // skips the record (and acks or terminates it if its consumer acks).
 func (c *Counter) Skip(log zerolog.Logger, stream string, seq uint64, subject string, err error) {
 	c.vec.WithLabelValues(stream).Inc()
-	log.Warn().Err(err).Str("stream", stream).Uint64("seq", seq).Str("subject", subject).Msg("poison record skipped")
+	c.lim.Warn(&log, stream).Err(err).Str("stream", stream).Uint64("seq", seq).Str("subject", subject).Msg("poison record skipped")
 }

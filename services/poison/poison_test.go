@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/services/defaults"
 )
 
 func TestCounterSharedAndLogged(t *testing.T) {
@@ -62,4 +64,31 @@ func counts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestPoisonFloodLogsWithinTheLimit: a stream full of poison counts every
+// record but logs at most loglimit's burst per stream (in the test's time,
+// two periods at most); another stream's records are logged apart.
+func TestPoisonFloodLogsWithinTheLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := NewCounter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := zerolog.New(&logs)
+	const n = 5000
+	for i := range n {
+		c.Skip(log, "SG_LIVE", uint64(i+1), "sg.live.x", errors.New("malformed"))
+	}
+	c.Skip(log, "SG_DAP_STATE", 1, "sg.evt.dap.d1.register", errors.New("malformed"))
+	if got := counts(t, reg); got["SG_LIVE"] != n || got["SG_DAP_STATE"] != 1 {
+		t.Fatalf("counts %v, want SG_LIVE %d, SG_DAP_STATE 1", got, n)
+	}
+	if lines := strings.Count(logs.String(), `"stream":"SG_LIVE"`); lines == 0 || lines > 2*defaults.LogBurst {
+		t.Fatalf("%d lines about %d poison records, want 1 to %d", lines, n, 2*defaults.LogBurst)
+	}
+	if !strings.Contains(logs.String(), `"stream":"SG_DAP_STATE"`) {
+		t.Fatal("another stream's poison record not logged: streams are limited apart")
+	}
 }

@@ -29,7 +29,7 @@ func (r *RC) onAggHeartbeat(aggID string, data []byte, now time.Time) {
 	hb, err := messages.DecodeValid[messages.AggHeartbeat](data)
 	if err != nil || hb.AggID != aggID {
 		r.metrics.badMessages.Inc()
-		r.log.Warn().Err(err).Str("agg", aggID).Msg("bad Agg heartbeat")
+		r.lim.Warn(&r.log, "bad_agg_heartbeat").Err(err).Str("agg", aggID).Msg("bad Agg heartbeat")
 		return
 	}
 	rec := r.aggs[aggID]

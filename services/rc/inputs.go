@@ -91,7 +91,7 @@ func (r *RC) handle(in input) {
 		r.onRCAnnounce(a, now)
 	default:
 		r.metrics.badMessages.Inc()
-		r.log.Warn().Str("subject", in.subject).Msg("message on an unknown RC subject")
+		r.lim.Warn(&r.log, "unknown_subject").Str("subject", in.subject).Msg("message on an unknown RC subject")
 	}
 }
 
@@ -120,7 +120,7 @@ func (r *RC) bad(in input, err error) bool {
 		return false
 	}
 	r.metrics.badMessages.Inc()
-	r.log.Warn().Err(err).Str("subject", in.subject).Int("bytes", len(in.msg.Data)).Msg("bad message")
+	r.lim.Warn(&r.log, "bad_message").Err(err).Str("subject", in.subject).Int("bytes", len(in.msg.Data)).Msg("bad message")
 	return true
 }
 
@@ -204,7 +204,7 @@ func (r *RC) dapEvent(dapID, event string, data []byte, now time.Time) {
 
 func (r *RC) badDAP(dapID, event string, err error) {
 	r.metrics.badMessages.Inc()
-	r.log.Warn().Err(err).Str("dap", dapID).Str("event", event).Msg("bad or out-of-order DAP event")
+	r.lim.Warn(&r.log, "bad_dap_event").Err(err).Str("dap", dapID).Str("event", event).Msg("bad or out-of-order DAP event")
 }
 
 // checkHeartbeats drops DAPs silent for three heartbeat intervals; what they

@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/loglimit"
 	"github.com/sg-project/sg/services/rc/core"
 	"github.com/sg-project/sg/services/stall"
 )
@@ -46,6 +47,9 @@ type RC struct {
 	relayed map[string]*relayInfo      // peers' requests this RC relays as secondary
 	peers   map[string]*peerRC         // other RCs, from their announcements
 	stall   stall.Watch                // the loop's lateness, not counted as silence (stall.go)
+	// lim limits the log lines that input from the network causes (a bad
+	// or forged message, a loop stall): package loglimit.
+	lim *loglimit.Limiter
 	// wantWake: the period the wake ticker (and stall.Period) is to have (stall.go).
 	wantWake time.Duration
 	armed    int64 // the deadline the loop's timer is set for (unix ns); 0: none pending
@@ -162,12 +166,13 @@ func New(cfg Config) (*RC, error) {
 		peers:   map[string]*peerRC{},
 		ready:   make(chan struct{}),
 		warmCh:  make(chan struct{}),
+		lim:     loglimit.Default(),
 	}
 	r.metrics, err = newMetrics(cfg.Registry, cfg.ID)
 	if err != nil {
 		return nil, err
 	}
-	r.stall = stall.Watch{Period: cfg.AnnounceEvery, Stalls: r.metrics.stalls, Log: &r.log,
+	r.stall = stall.Watch{Period: cfg.AnnounceEvery, Stalls: r.metrics.stalls, Log: &r.log, Limit: r.lim,
 		Warn: "rc loop stalled: not counted as silence of DAPs, Aggs and peer RCs"}
 	r.wantWake = cfg.AnnounceEvery
 	return r, nil

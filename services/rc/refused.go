@@ -56,5 +56,7 @@ func (r *RC) noteRefusal(c core.RefusalNoted) {
 		return
 	}
 	r.metrics.refusals.WithLabelValues("dropped").Inc()
-	r.reqLog(c.Request).Warn().Str("by", c.By).Str("why", c.Why).Msg("refusal dropped: forged or stale")
+	// Anyone can publish refusals naming any request: counted each, logged
+	// within the limit.
+	r.lim.Warn(r.reqLog(c.Request), "refusal_dropped").Str("by", c.By).Str("why", c.Why).Msg("refusal dropped: forged or stale")
 }

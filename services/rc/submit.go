@@ -17,13 +17,13 @@ func (r *RC) submit(sub messages.RCSubmission, caller string, now time.Time) {
 	if len(caller) > maxCallerLen || !utf8.ValidString(caller) {
 		r.metrics.badMessages.Inc()
 		log := r.requestLogger(&sub, "")
-		log.Warn().Int("bytes", len(caller)).Msg("submission with a bad Sg-Caller")
+		r.lim.Warn(&log, "bad_caller").Int("bytes", len(caller)).Msg("submission with a bad Sg-Caller")
 		r.answer(sub, messages.Errorf(messages.CodeBadRequest, messages.CodeErr, "%s header: want valid UTF-8 of at most %d bytes", messages.HdrCaller, maxCallerLen), nil)
 		return
 	}
 	if _, dup := r.pending[sub.RequestID]; dup {
 		log := r.requestLogger(&sub, caller)
-		log.Warn().Msg("duplicate submission ignored")
+		r.lim.Warn(&log, "duplicate_submission").Msg("duplicate submission ignored")
 		return
 	}
 	r.metrics.requests.WithLabelValues(sub.Header.API).Inc()

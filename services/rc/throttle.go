@@ -26,14 +26,16 @@ func (r *RC) throttled(c messages.PortionCompletion, h nats.Header, now time.Tim
 	key, delay, ok, err := messages.ReadThrottle(h, throttleMax)
 	if err != nil {
 		r.metrics.badMessages.Inc()
-		log.Warn().Err(err).Str("dap", c.DAPID).Msg("THROTTLED completion with bad headers: pausing the DAP alone, for the default pause")
+		r.lim.Warn(log, "bad_throttle_headers").Err(err).Str("dap", c.DAPID).Msg("THROTTLED completion with bad headers: pausing the DAP alone, for the default pause")
 		key, ok = "", false
 	}
 	if !ok || delay <= 0 {
 		delay = throttleDefault
 	}
 	until := now.Add(delay)
-	log.Warn().Str("dap", c.DAPID).Uint64("portion", uint64(c.PortionID)).Str("endpoint", key).Time("until", until).
+	// Any publisher can send THROTTLED completions, and a real throttle
+	// storm answers many portions alike: logged within the limit.
+	r.lim.Warn(log, "portion_throttled").Str("dap", c.DAPID).Uint64("portion", uint64(c.PortionID)).Str("endpoint", key).Time("until", until).
 		Msg("portion throttled: pausing dispatch to the DAPs of the endpoint; the portion is requeued")
 	if p := r.pending[c.RequestID]; p != nil && p.via != nil {
 		delete(p.via, c.PortionID)

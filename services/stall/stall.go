@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sg-project/sg/services/loglimit"
 )
 
 // Watch measures the lateness of one loop's wakes. Its zero value with a
@@ -37,6 +38,10 @@ type Watch struct {
 	Stalls prometheus.Counter // counts stalls (a quarter period late or more); nil: not counted
 	Log    *zerolog.Logger    // warns of stalls of a whole period or more; nil: not warned
 	Warn   string             // the warning's message: what the stall is not counted as
+	// Limit limits the warnings (a starved process can stall at every wake,
+	// down to the RC's 10 ms): nil takes loglimit's defaults. Stalls counts
+	// every stall.
+	Limit *loglimit.Limiter
 
 	awake time.Time // the last wake
 }
@@ -61,7 +66,10 @@ func (w *Watch) Wake(now time.Time) time.Duration {
 		w.Stalls.Inc()
 	}
 	if w.Log != nil && late >= w.Period {
-		w.Log.Warn().Dur("stalled", late).Msg(w.Warn)
+		if w.Limit == nil {
+			w.Limit = loglimit.Default()
+		}
+		w.Limit.WarnAt(w.Log, "loop_stall", now).Dur("stalled", late).Msg(w.Warn)
 	}
 	return late
 }

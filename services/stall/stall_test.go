@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
+
+	"github.com/sg-project/sg/services/loglimit"
 )
 
 // TestWake pins the rule: any lateness past the period is returned (to be
@@ -77,5 +79,39 @@ func TestCredit(t *testing.T) {
 		if got := CreditNanos(n+int64(c.last), int64(c.late), n); got != n+int64(c.want) {
 			t.Errorf("CreditNanos(now%+v, %v): now%+v, want now%+v", c.last, c.late, time.Duration(got-n), c.want)
 		}
+	}
+}
+
+// TestStarvedLoopWarnsWithinTheLimit: a loop stalled at every wake (a
+// starved process; the RC wakes down to every 10 ms) counts every stall but
+// warns at most loglimit's burst in each of its periods, judged on the
+// wakes' own times; the first warning of the next period says how many
+// were not written.
+func TestStarvedLoopWarnsWithinTheLimit(t *testing.T) {
+	const period = 10 * time.Millisecond
+	var logged bytes.Buffer
+	log := zerolog.New(&logged)
+	stalls := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_stalls_total"})
+	w := Watch{Period: period, Stalls: stalls, Log: &log, Warn: "loop stalled", Limit: loglimit.New(3, time.Second)}
+	at := time.Unix(1_000_000, 0)
+	w.Wake(at)
+	for range 50 { // 50 wakes, each a period late: 1 s in all
+		at = at.Add(2 * period)
+		w.Wake(at)
+	}
+	var m dto.Metric
+	if err := stalls.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetCounter().GetValue(); n != 50 {
+		t.Fatalf("stalls counted %v, want 50", n)
+	}
+	if n := strings.Count(logged.String(), "loop stalled"); n != 3 {
+		t.Fatalf("%d warnings for 50 stalls in one period of the limit, want its burst, 3:\n%s", n, logged.String())
+	}
+	logged.Reset()
+	w.Wake(at.Add(2 * period)) // the limit's next period
+	if got := logged.String(); !strings.Contains(got, `"lines_suppressed":47`) {
+		t.Fatalf("first warning of the next period %q, want lines_suppressed 47", got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/dap/parquetdb"
+	"github.com/sg-project/sg/services/loglimit"
 	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/services/streams"
 	"github.com/sg-project/sg/subjects"
@@ -99,6 +100,9 @@ type Group struct {
 	ready chan struct{}
 	// poisoned counts the stream messages rejected for good (Malformed too).
 	poisoned *poison.Counter
+	// lim limits the lines about late rows: any publisher on the live
+	// stream can send them (package loglimit; Stats.LateRows counts all).
+	lim *loglimit.Limiter
 
 	rolls chan rollReq
 
@@ -155,7 +159,7 @@ func NewGroup(cfg GroupConfig) (*Group, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Group{cfg: cfg, key: cfg.Labels.Key(), ready: make(chan struct{}), rolls: make(chan rollReq)}
+	g := &Group{cfg: cfg, key: cfg.Labels.Key(), ready: make(chan struct{}), rolls: make(chan rollReq), lim: loglimit.Default()}
 	if cfg.IDPrefix == "" {
 		vals := strings.Split(g.key, ",")
 		for i, v := range vals {

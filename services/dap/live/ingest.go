@@ -130,7 +130,7 @@ func (g *Group) applyRows(seq uint64, def engine.TableDef, rows messages.Table) 
 	}
 	if late > 0 {
 		g.stats.LateRows.Add(uint64(late))
-		g.log.Warn().Uint64("seq", seq).Str("table", def.Name).Int("rows", late).
+		g.lim.Warn(&g.log, "late_rows").Uint64("seq", seq).Str("table", def.Name).Int("rows", late).
 			Str("hdb_end", ts(hdbEnd)).Msg("late rows rejected: their day is closed")
 	}
 	if len(toIDB) > 0 {
