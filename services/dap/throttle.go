@@ -114,7 +114,7 @@ func (d *DAP) throttled(p *messages.PortionDispatch, err error, elapsed time.Dur
 		log.Error().Err(err).Msg("throttled completion not sent")
 		return true
 	}
-	h := routingHeaders(p, messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr, AI: c.Message})
+	h := p.ReplyHeader(messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr, AI: c.Message})
 	messages.SetThrottle(h, key, delay)
 	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, h)
 	return true
