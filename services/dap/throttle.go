@@ -88,8 +88,13 @@ func (s RemoteSource) Schema(table string) ([]messages.ColumnSpec, bool) {
 // otherwise): a completion to the RC with rc RATE_LIMITED, the pause and the
 // endpoint key; no partial result goes to the Agg, since the request goes on.
 func (d *DAP) throttled(p *messages.PortionDispatch, err error, elapsed time.Duration) bool {
+	if err == nil {
+		return false
+	}
+	// rl lives on the heap (errors.As takes its address): declared past the
+	// nil check, so that a portion without an error does not pay for it.
 	var rl *ratelimit.Error
-	if err == nil || !errors.As(err, &rl) {
+	if !errors.As(err, &rl) {
 		return false
 	}
 	key, delay := rl.Endpoint, rl.Delay
