@@ -36,11 +36,11 @@ func (m *PortionDispatch) ReplyRouting() Routing {
 }
 
 // ReplyHeader is the headers a DAP sends its partial results (each chunk
-// of one too) and completions about the dispatch with: ReplyRouting and st.
+// of one too) and completions about the dispatch with: ReplyRouting and st,
+// their values in one allocation.
 func (m *PortionDispatch) ReplyHeader(st Status) nats.Header {
 	h := make(nats.Header, 7)
-	m.ReplyRouting().Write(h)
-	st.Write(h)
+	m.ReplyRouting().write(h, &st)
 	return h
 }
 
