@@ -192,8 +192,18 @@ type Routing struct {
 // a partial's and a completion's for every portion): the numbers are
 // formatted into one string; a caller that makes h with a constant size hint
 // lets a header that does not outlive the publish stay on its stack.
-func (r Routing) Write(h nats.Header) {
-	var kv [16]string // key, value pairs: one per field
+//
+// Kept out of line, as it was when it held write's body: inlined, it would
+// push a small header builder (AggExpectation.Header) past the inlining
+// budget, and that header's map off the RC's stack (TestRoutingHeadersAllocs).
+//
+//go:noinline
+func (r Routing) Write(h nats.Header) { r.write(h, nil) }
+
+// write is Write, and when st is not nil st.Write too, its values in the
+// same allocation as r's (a DAP's every partial and completion carry both).
+func (r Routing) write(h nats.Header, st *Status) {
+	var kv [22]string // key, value pairs: one per field of r and of a Status
 	n := 0
 	str := func(k, v string) {
 		if v == "" {
@@ -228,6 +238,12 @@ func (r Routing) Write(h nats.Header) {
 	}
 	str(HdrLogCorr, r.LogCorr)
 	str(HdrContentType, string(r.Content))
+	if st != nil { // as Status.Write: rc and ac always, ai when not empty
+		kv[n], kv[n+1] = HdrRC, strconv.FormatUint(uint64(st.RC), 10)
+		kv[n+2], kv[n+3] = HdrAC, strconv.FormatUint(uint64(st.AC), 10)
+		n += 4
+		str(HdrAI, st.AI)
+	}
 	if n == 0 {
 		return
 	}

@@ -156,12 +156,6 @@ func (m *PortionDispatch) Ref() PortionRef {
 	return PortionRef{PortionID: m.PortionID, Attempt: m.Attempt}
 }
 
-// Routing returns the header form of the dispatch's routing fields.
-func (m *PortionDispatch) Routing() Routing {
-	return Routing{RequestID: m.RequestID, API: m.API, AggID: m.AggID, PortionID: m.PortionID,
-		Attempt: m.Attempt, LogCorr: m.LogCorr, Content: ContentMsgpack}
-}
-
 // Validate checks the dispatch.
 func (m *PortionDispatch) Validate() error {
 	const typ = "portion dispatch"

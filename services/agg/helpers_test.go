@@ -101,6 +101,13 @@ func (e *env) partial(p messages.PartialResult) {
 	}
 }
 
+// dapHeader is the headers a DAP sends partial result p with
+// (messages.PortionDispatch.ReplyHeader).
+func dapHeader(p messages.PartialResult) nats.Header {
+	d := messages.PortionDispatch{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}
+	return d.ReplyHeader(p.Status)
+}
+
 // partialOn sends p on nc as a DAP does (env.partial), for a test or
 // benchmark that sends on a connection of its own.
 func partialOn(nc *nats.Conn, p messages.PartialResult) error {
@@ -108,9 +115,7 @@ func partialOn(nc *nats.Conn, p messages.PartialResult) error {
 	if err != nil {
 		return err
 	}
-	h := nats.Header{}
-	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
-	p.Status.Write(h)
+	h := dapHeader(p)
 	if int64(len(b))+4096 > nc.MaxPayload() {
 		_, err = messages.SendChunked(nc, subj.AggPartial("agg1"), h, b, 0)
 		return err

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
@@ -97,9 +96,7 @@ func TestAggLimitsCountChunksInTransit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := nats.Header{}
-	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt}.Write(h)
-	p.Status.Write(h)
+	h := dapHeader(p)
 	chunks, err := messages.SplitChunksBody(subj.AggPartial("agg1"), h, messages.Body{b}, 2048)
 	if err != nil {
 		t.Fatal(err)

@@ -105,15 +105,21 @@ func dispatch(portion messages.PortionID, args any) messages.PortionDispatch {
 	}
 }
 
+// send sends p to DAP dapID as the RC does: its body, and the headers the
+// RC sends a dispatch with (messages.PortionDispatch.Header).
 func send(t *testing.T, nc *nats.Conn, dapID string, p messages.PortionDispatch) {
 	t.Helper()
 	data, err := messages.Encode(&p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := nats.Header{}
-	p.Routing().Write(h)
-	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPPortion(dapID), Header: h, Data: data}); err != nil {
+	sendBody(t, nc, dapID, p, data)
+}
+
+// sendBody is send with data, not p's encoding, as the body.
+func sendBody(t *testing.T, nc *nats.Conn, dapID string, p messages.PortionDispatch, data []byte) {
+	t.Helper()
+	if err := nc.PublishMsg(&nats.Msg{Subject: subjects.Default().DAPPortion(dapID), Header: p.Header(), Data: data}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -246,7 +246,7 @@ func (d *DAP) fail(p *messages.PortionDispatch, st messages.Status, elapsed time
 
 // rejectMalformed counts and logs a dispatch that does not decode or validate, and
 // answers it with BAD_REQUEST. A current RC names itself, the request, the portion
-// and its attempt in the headers (dispatchHeader): the DAP refuses the dispatch to
+// and its attempt in the headers (messages.PortionDispatch.Header): the DAP refuses the dispatch to
 // that RC (messages.Refusal), which answers the caller at once, whether or not any
 // of the body decoded. An older RC's dispatch names no RC: it is answered as
 // before, when enough of the body decodes to know where to answer.

@@ -269,10 +269,26 @@ func TestMalformedDispatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Decodes, but fails validation (no API): answered BAD_REQUEST where it can be.
+	// Decodes, but fails validation (no API), from a current RC (its headers
+	// name it): refused to that RC.
+	refusals := subscribe(t, nc, subjects.Default().RCRefused("rc1"))
 	bad := dispatch(1, true)
 	bad.API = ""
 	send(t, nc, d.ID(), bad)
+	if f := nextAs[messages.Refusal](t, refusals); f.RequestID != bad.RequestID || f.PortionID != bad.PortionID || f.Attempt != bad.Attempt ||
+		f.Code != messages.CodeBadRequest {
+		t.Fatalf("refusal %+v", f)
+	}
+	// From an older RC (no Sg-Rc-Id): answered BAD_REQUEST where the body says.
+	data, err := messages.Encode(&bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := bad.Header()
+	h.Del(messages.HdrRCID)
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: data}); err != nil {
+		t.Fatal(err)
+	}
 	c := nextAs[messages.PortionCompletion](t, completions)
 	if c.Outcome != messages.OutcomeError || c.Code != messages.CodeBadRequest || c.Ref() != bad.Ref() {
 		t.Fatalf("completion %+v", c)
@@ -286,7 +302,7 @@ func TestMalformedDispatches(t *testing.T) {
 	if c := nextAs[messages.PortionCompletion](t, completions); c.Outcome != messages.OutcomeOK || c.Rows != 3 {
 		t.Fatalf("completion %+v", c)
 	}
-	if s := d.Stats(); s.Malformed != 5 || s.Executed != 1 {
+	if s := d.Stats(); s.Malformed != 6 || s.Executed != 1 || s.RefusalsSent != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -323,6 +339,23 @@ func TestMalformedDispatchRefusedToItsRC(t *testing.T) {
 	}
 	if s := d.Stats(); s.Malformed != 4 || s.RefusalsSent != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// A dispatch with the headers the RC sends (messages' one home for them)
+// and a body corrupted on its way: the DAP reads back the RC, the portion and
+// its attempt, and refuses the dispatch to that RC.
+func TestMalformedDispatchRefusedByTheRCsHeaders(t *testing.T) {
+	nc := startNATS(t, 0)
+	d := started(t, testConfig(nc, EngineSource{Store: demoStore(t)}))
+	refusals := subscribe(t, nc, subjects.Default().RCRefused("rc1"))
+	p := dispatch(7, true)
+	p.Attempt, p.LogCorr = 3, "corr-1"
+	sendBody(t, nc, d.ID(), p, []byte{0xc1, 0x00})
+	f := nextAs[messages.Refusal](t, refusals)
+	if f.RequestID != p.RequestID || f.Service != subjects.ServiceDAP || f.ServiceID != d.ID() || f.PortionID != p.PortionID || f.Attempt != p.Attempt ||
+		f.Code != messages.RefusalCodeRequest {
+		t.Fatalf("refusal %+v, dispatch %s of %s", f, p.Ref(), p.RequestID)
 	}
 }
 

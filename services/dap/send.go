@@ -35,8 +35,8 @@ func (d *DAP) envelope(p *messages.PortionDispatch, st messages.Status, window u
 // when above the max payload. data may be reused once it returns.
 func (d *DAP) publishPartial(p *messages.PortionDispatch, st messages.Status, data []byte) error {
 	subject := d.cfg.Subjects.AggPartial(p.AggID)
-	h := routingHeaders(p, st)
-	if int64(len(data)+headerSize(h)) > d.cfg.NC.MaxPayload() {
+	h := p.ReplyHeader(st)
+	if int64(len(data)+messages.HeaderSize(h)) > d.cfg.NC.MaxPayload() {
 		if _, err := messages.SendChunked(d.cfg.NC, subject, h, data, 0); err != nil {
 			return fmt.Errorf("send partial result of %d bytes in chunks: %w", len(data), err)
 		}
@@ -61,31 +61,5 @@ func (d *DAP) complete(p *messages.PortionDispatch, c messages.PortionCompletion
 	if c.Code != messages.CodeOK {
 		st.AC = messages.CodeErr
 	}
-	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, routingHeaders(p, st))
-}
-
-// routingHeaders are the headers of everything the DAP sends about dispatch
-// p, partial results and completions alike: the ids that name it (the
-// attempt, written only past the first, lets an Agg that cannot decode a
-// partial tell whether its request counted on it: agg/refuse.go), the
-// caller's log correlation (the RC logs with it) and the status. The Agg and
-// the RC read the rest from the body, which they decode anyway; the other
-// routing headers (api, Agg, content type) would be read by nobody and cost
-// allocations to write and to parse on every message.
-func routingHeaders(p *messages.PortionDispatch, st messages.Status) nats.Header {
-	h := make(nats.Header, 6)
-	messages.Routing{RequestID: p.RequestID, PortionID: p.PortionID, Attempt: p.Attempt, LogCorr: p.LogCorr}.Write(h)
-	st.Write(h)
-	return h
-}
-
-// headerSize is the size of h on the wire, which counts against max payload.
-func headerSize(h nats.Header) int {
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
+	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, p.ReplyHeader(st))
 }

@@ -88,8 +88,13 @@ func (s RemoteSource) Schema(table string) ([]messages.ColumnSpec, bool) {
 // otherwise): a completion to the RC with rc RATE_LIMITED, the pause and the
 // endpoint key; no partial result goes to the Agg, since the request goes on.
 func (d *DAP) throttled(p *messages.PortionDispatch, err error, elapsed time.Duration) bool {
+	if err == nil {
+		return false
+	}
+	// rl lives on the heap (errors.As takes its address): declared past the
+	// nil check, so that a portion without an error does not pay for it.
 	var rl *ratelimit.Error
-	if err == nil || !errors.As(err, &rl) {
+	if !errors.As(err, &rl) {
 		return false
 	}
 	key, delay := rl.Endpoint, rl.Delay
@@ -114,7 +119,7 @@ func (d *DAP) throttled(p *messages.PortionDispatch, err error, elapsed time.Dur
 		log.Error().Err(err).Msg("throttled completion not sent")
 		return true
 	}
-	h := routingHeaders(p, messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr, AI: c.Message})
+	h := p.ReplyHeader(messages.Status{RC: messages.CodeRateLimited, AC: messages.CodeErr, AI: c.Message})
 	messages.SetThrottle(h, key, delay)
 	_ = d.publish(d.cfg.Subjects.RCCompletion(p.RCID), &c, h)
 	return true

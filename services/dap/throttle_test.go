@@ -110,3 +110,13 @@ func TestThrottleDemo(t *testing.T) {
 		t.Fatalf("%s not 1 in %v", ratelimit.MetricPauses, mfs)
 	}
 }
+
+// A portion that ran without an error costs no allocation to check for a
+// throttle (the check ran on every portion and allocated on each).
+func TestThrottleCheckAllocatesNothingWithoutAnError(t *testing.T) {
+	var d DAP
+	p := dispatch(1, true)
+	if n := testing.AllocsPerRun(100, func() { d.throttled(&p, nil, 0) }); n != 0 {
+		t.Fatalf("%.0f allocations per portion without an error", n)
+	}
+}

@@ -90,7 +90,7 @@ func (r *RC) dispatch(c core.Dispatch) {
 		r.sendPeerPortion(c, m)
 		return
 	}
-	h := dispatchHeader(&m)
+	h := m.Header()
 	subject := r.cfg.Subjects.DAPPortion(c.DAP)
 	r.metrics.dispatches.Inc()
 	if e := r.reqDebug(m.RequestID); e != nil { // the range would be boxed for nothing
@@ -124,7 +124,7 @@ func (r *RC) expect(requestID, agg string, refs, supersede []messages.PortionRef
 		AnswerID: p.sub.AnswerID,
 	}
 	m.SetArguments(p.sub.Arguments()) // and the version that carries them
-	r.publish(r.cfg.Subjects.AggExpect(agg), expectHeader(requestID, r.cfg.ID, m.LogCorr), &m)
+	r.publish(r.cfg.Subjects.AggExpect(agg), m.Header(), &m)
 	return p
 }
 

@@ -3,8 +3,6 @@ package rc
 import (
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/rc/core"
 )
@@ -194,25 +192,4 @@ func truncateText(s string) string {
 		return s[:limit]
 	}
 	return s
-}
-
-// dispatchHeader builds the headers of a dispatch: the ids that name it (for
-// whoever watches the subject, and for a DAP that cannot decode the body to
-// refuse it to this RC: request, portion, attempt and Sg-Rc-Id) and the
-// caller's log correlation. The DAP reads everything else from the body,
-// which it decodes anyway; the other routing headers (api, Agg, content
-// type) would be read by nobody and cost an allocation each to write and to
-// parse on every dispatch.
-func dispatchHeader(m *messages.PortionDispatch) nats.Header {
-	h := make(nats.Header, 5)
-	messages.Routing{RequestID: m.RequestID, PortionID: m.PortionID, Attempt: m.Attempt, RCID: m.RCID, LogCorr: m.LogCorr}.Write(h)
-	return h
-}
-
-// expectHeader builds the headers of an expectation: the request and this
-// RC, so that an Agg that cannot decode the body refuses it to this RC.
-func expectHeader(requestID, rcID, logCorr string) nats.Header {
-	h := make(nats.Header, 3)
-	messages.Routing{RequestID: requestID, RCID: rcID, LogCorr: logCorr}.Write(h)
-	return h
 }

@@ -2,6 +2,7 @@ package rc
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -139,24 +140,40 @@ func TestRCDispatchesAndTellsTheAgg(t *testing.T) {
 	}
 	f.submit("q1", 5*time.Second, "reply.q1")
 
-	pd, err := messages.DecodeValid[messages.PortionDispatch](next(t, portions).Data)
+	dm := next(t, portions)
+	pd, err := messages.DecodeValid[messages.PortionDispatch](dm.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pd.RequestID != "q1" || pd.RCID != "rc-1" || pd.AggID != "agg-1" || pd.Labels["region"] != "eu" {
 		t.Fatalf("dispatch %+v", pd)
 	}
+	// Its headers are messages' for a dispatch (what the DAP's tests send),
+	// and name where a DAP that cannot decode the body refuses it.
+	if !reflect.DeepEqual(dm.Header, pd.Header()) {
+		t.Fatalf("dispatch headers %v, want %v", dm.Header, pd.Header())
+	}
+	if r, err := messages.RefusalRoute(dm.Header); err != nil || r.RequestID != "q1" || r.RCID != "rc-1" || r.PortionID != pd.PortionID || r.Attempt != pd.Attempt {
+		t.Fatalf("dispatch's refusal route %+v %v", r, err)
+	}
 	f.publish(f.s.RCCompletion("rc-1"), &messages.PortionCompletion{
 		V: messages.PortionVersion, RequestID: "q1", PortionID: pd.PortionID, Attempt: pd.Attempt,
 		DAPID: "d1", Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
 	})
-	ex, err := messages.DecodeValid[messages.AggExpectation](next(t, expects).Data)
+	em := next(t, expects)
+	ex, err := messages.DecodeValid[messages.AggExpectation](em.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ex.Sealed || len(ex.Expect) != 1 || ex.Expect[0].PortionID != pd.PortionID || ex.ReplyTo != "reply.q1" || ex.RCID != "rc-1" ||
 		ex.AnswerID != "q1-caller" || !ex.Stream || !ex.StreamStart {
 		t.Fatalf("expectation %+v", ex)
+	}
+	if !reflect.DeepEqual(em.Header, ex.Header()) {
+		t.Fatalf("expectation headers %v, want %v", em.Header, ex.Header())
+	}
+	if r, err := messages.RefusalRoute(em.Header); err != nil || r.RequestID != "q1" || r.RCID != "rc-1" {
+		t.Fatalf("expectation's refusal route %+v %v", r, err)
 	}
 }
 
