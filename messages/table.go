@@ -611,22 +611,39 @@ func (t *Table) Slice(lo, hi int) Table {
 // table from the network calls it first.
 func (t *Table) Validate() error { return t.validate(true) }
 
+// smallTableColumns: up to this many columns, validate finds a repeated
+// name by comparing names pairwise, not with a map.
+const smallTableColumns = 16
+
 // validate is Validate, the codes checked against their dictionaries only
 // with codes: DecodeMsgpack checked them as it read each column (decodeColumn),
 // and a second pass over a large answer's codes, long out of cache, cost
 // the Agg 2-3% of its CPU.
 func (t *Table) validate(codes bool) error {
-	seen := make(map[string]bool, len(t.Columns))
+	// Names compared pairwise while there are few (a map for each table
+	// decoded was two of a small answer's allocations).
+	var seen map[string]bool
+	if len(t.Columns) > smallTableColumns {
+		seen = make(map[string]bool, len(t.Columns))
+	}
 	n := -1
 	for i := range t.Columns {
 		c := &t.Columns[i]
 		if !c.Type.Valid() {
 			return fmt.Errorf("%w: column %q has unknown type %d", ErrMalformedTable, c.Name, c.Type)
 		}
-		if seen[c.Name] {
+		dup := seen[c.Name]
+		if seen == nil {
+			for k := range i {
+				dup = dup || t.Columns[k].Name == c.Name
+			}
+		}
+		if dup {
 			return fmt.Errorf("%w: duplicate column %q", ErrMalformedTable, c.Name)
 		}
-		seen[c.Name] = true
+		if seen != nil {
+			seen[c.Name] = true
+		}
 		used := 0
 		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools), len(c.Codes)} {
 			if l > 0 {
@@ -1415,7 +1432,9 @@ func (t *Table) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if err != nil {
 		return fmt.Errorf("%w: columns: %v", ErrMalformedTable, err)
 	}
-	var cols []Column
+	// Sized once for the usual table; a claimed count above that grows as
+	// columns actually arrive, as before.
+	cols := make([]Column, 0, min(ncols, 64))
 	for i := 0; i < ncols; i++ {
 		c, err := decodeColumn(dec)
 		if err != nil {
