@@ -277,7 +277,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	}
 	parts, errs := decodePartials(j.partials, j.decoded)
 	for i, p := range j.partials {
-		if errs[i] != nil {
+		if errs != nil && errs[i] != nil {
 			return nil, nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
 		}
 	}
@@ -309,19 +309,37 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 // decodePartials decodes ps, those in decoded (by index; nil entries, or
 // nil: none) as they came (early.go). Large partials are decoded side by
 // side, on as many cores as there are: the answer waits for the slowest,
-// not for the sum.
+// not for the sum. errs is nil when every decode succeeded.
 func decodePartials(ps []messages.PartialResult, decoded []*decoding) ([]merge.Partial, []error) {
 	parts := make([]merge.Partial, len(ps))
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var errs []error // made at the first error, or before the first decode beside the others
+	setErr := func(i int, err error) {
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, len(ps))
+			}
+			errs[i] = err
+		}
+	}
+	// The semaphore and the wait only when a partial is large: a small
+	// request's one partial costs less than either.
+	var wg *sync.WaitGroup
+	var sem chan struct{}
 	for i, p := range ps {
 		if i < len(decoded) && decoded[i] != nil {
 			continue // decoding since it came (early.go)
 		}
 		if len(p.Payload) < parallelDecodeBytes {
-			parts[i], errs[i] = merge.DecodePartial(p.Payload)
+			var err error
+			parts[i], err = merge.DecodePartial(p.Payload)
+			setErr(i, err)
 			continue
+		}
+		if wg == nil {
+			wg, sem = &sync.WaitGroup{}, make(chan struct{}, runtime.GOMAXPROCS(0))
+			if errs == nil {
+				errs = make([]error, len(ps)) // written beside: made before
+			}
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
@@ -329,10 +347,14 @@ func decodePartials(ps []messages.PartialResult, decoded []*decoding) ([]merge.P
 			parts[i], errs[i] = merge.DecodePartial(p.Payload)
 		})
 	}
-	wg.Wait()
+	if wg != nil {
+		wg.Wait()
+	}
 	for i, d := range decoded {
 		if d != nil {
-			parts[i], errs[i] = d.wait()
+			var err error
+			parts[i], err = d.wait()
+			setErr(i, err)
 		}
 	}
 	return parts, errs
