@@ -710,7 +710,9 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		var dict []string
 		var b []byte
 		if c.Dict != nil {
-			dict, b = recode(c.Dict, c.Codes)
+			s := recodeScratches.Get().(*recodeScratch)
+			defer s.put() // once dict and b are written
+			dict, b = recode(c.Dict, c.Codes, s)
 		} else {
 			dict, b = dictEncode(c.Strings)
 		}
@@ -1291,21 +1293,24 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 // recode is dictEncode of a coded column, without hashing a value: the
 // values its codes use, in first-seen order, and their codes. dict's values
 // are distinct (DecodeCoded's, or a DictBuilder's), so the result is
-// dictEncode's of the same values.
-func recode(dict []string, codes []uint32) (used []string, b []byte) {
-	u := usedCodes{dict: dict}
-	if len(dict) > 4*len(codes)+1024 {
+// dictEncode's of the same values. Both are in s's storage, valid until s
+// is used again or given back (recodeScratch.put).
+func recode(dict []string, codes []uint32, s *recodeScratch) (used []string, b []byte) {
+	u := usedCodes{dict: dict, used: s.used[:0]}
+	dense := len(dict) <= 4*len(codes)+1024
+	if dense {
+		u.remap = slices.Grow(s.remap[:0], len(dict))[:len(dict)]
+		clear(u.remap)
+	} else {
 		// A slice of a large dictionary (a DAP store's, of many distinct
 		// symbols): a table by code would cost more than the rows.
 		u.sparse = make(map[uint32]uint32)
-	} else {
-		u.remap = make([]uint32, len(dict))
 	}
-	if u.remap != nil && codeWidth(len(dict)) == 1 {
+	if dense && codeWidth(len(dict)) == 1 {
 		// At most 256 values used: one byte a code, known before the first
 		// (the usual symbol column: a loop without a width to check, and a
 		// value's first use the only call).
-		b = make([]byte, len(codes))
+		b = slices.Grow(s.b[:0], len(codes))[:len(codes)]
 		remap := u.remap
 		for i, code := range codes {
 			k := remap[code]
@@ -1314,10 +1319,11 @@ func recode(dict []string, codes []uint32) (used []string, b []byte) {
 			}
 			b[i] = byte(k - 1)
 		}
+		s.keep(u.remap, u.used, b)
 		return u.used, b
 	}
 	width := 1
-	b = make([]byte, 0, len(codes))
+	b = slices.Grow(s.b[:0], len(codes))
 	for i, code := range codes {
 		k := u.code(code)
 		if w := codeWidth(len(u.used)); w != width {
@@ -1326,7 +1332,38 @@ func recode(dict []string, codes []uint32) (used []string, b []byte) {
 		}
 		b = appendCode(b, width, k)
 	}
+	s.keep(u.remap, u.used, b)
 	return u.used, b
+}
+
+// recodeScratch is recode's storage, reused from one symbol column's
+// encoding to the next (recodeScratches): a small answer's four symbol
+// columns took three slices each, answer after answer. One encodeColumn
+// owns it from get to put, and has written what recode gave it by then.
+type recodeScratch struct {
+	remap []uint32
+	used  []string
+	b     []byte
+}
+
+// maxRecodeScratch bounds the values of a slice a recodeScratch keeps when
+// it is given back: a large column's are left to the GC.
+const maxRecodeScratch = 64 << 10
+
+var recodeScratches = sync.Pool{New: func() any { return new(recodeScratch) }}
+
+// keep holds recode's slices for the next use of s.
+func (s *recodeScratch) keep(remap []uint32, used []string, b []byte) {
+	s.remap, s.used, s.b = remap, used, b
+}
+
+// put gives s back, its strings let go.
+func (s *recodeScratch) put() {
+	clear(s.used)
+	if cap(s.remap) > maxRecodeScratch || cap(s.used) > maxRecodeScratch || cap(s.b) > 4*maxRecodeScratch {
+		return
+	}
+	recodeScratches.Put(s)
 }
 
 // usedCodes numbers a dictionary's values in the order first used (recode).
