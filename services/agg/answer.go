@@ -306,7 +306,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 		return m, rp, messages.StatusOK
 	}
 	for i := range parts {
-		if err := m.Add(parts[i]); err != nil {
+		if err := m.AddShared(&parts[i]); err != nil {
 			return nil, nil, mergeStatus(fmt.Errorf("partial %d: %w", i, err))
 		}
 	}
