@@ -226,8 +226,9 @@ func DecodeValid[T any, P interface {
 
 // DecodeValidAliasing is DecodeValid for a receiver that owns data and never
 // changes it (a NATS message's, a reassembled transfer's): the RawMsgpack
-// fields (a partial result's table) share data instead of copying it, which
-// for a large partial is a copy of it less.
+// and msgpack.RawMessage fields (a partial result's table, an expectation's
+// arguments) share data instead of copying it, which for a large partial is
+// a copy of it less.
 func DecodeValidAliasing[T any, P interface {
 	*T
 	Validator

@@ -1498,7 +1498,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 	if err != nil || n != 4 {
 		return bad("expected [name, type, rows, payload] (%d, %v)", n, err)
 	}
-	if c.Name, err = dec.DecodeString(); err != nil {
+	if c.Name, err = decodeStringRecent(dec); err != nil {
 		return bad("name: %v", err)
 	}
 	typ, err := dec.DecodeUint8()
@@ -1637,8 +1637,18 @@ func decodeStrings(dec *msgpack.Decoder, want int) ([]string, error) {
 		return nil, fmt.Errorf("%d strings, expected %d", n, want)
 	}
 	out := make([]string, 0, min(n, 1024))
+	// A small dictionary's values (a symbol column's) repeat from table to
+	// table: from recentStrings. A string column's rows, or a large
+	// dictionary's, would mostly miss it: as before.
+	recent := want < 0 && n <= maxRecentDict
 	for i := 0; i < n; i++ {
-		s, err := dec.DecodeString()
+		var s string
+		var err error
+		if recent {
+			s, err = decodeStringRecent(dec)
+		} else {
+			s, err = dec.DecodeString()
+		}
 		if err != nil {
 			return nil, err
 		}

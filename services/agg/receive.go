@@ -25,7 +25,9 @@ const envelopeSlack = 64 << 10
 const maxStreams = 4096
 
 func (a *Agg) onExpect(m *nats.Msg) {
-	e, err := messages.DecodeValid[messages.AggExpectation](m.Data)
+	// m.Data is the Agg's own (nats.go's copy for this message), never
+	// written: the arguments share it rather than being copied.
+	e, err := messages.DecodeValidAliasing[messages.AggExpectation](m.Data)
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
