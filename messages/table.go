@@ -1064,8 +1064,31 @@ func specSizeHint(name string, typ ColumnType, rows int) int {
 func EncodeTableMsgpack(t Table, workers, hint int) ([]byte, error) {
 	workers = max(1, min(workers, len(t.Columns), t.NumRows()/parallelEncodeRows))
 	if workers == 1 && hint < int(freeBuffers.min) {
-		return encodeSized(t, hint)
+		return encodeSmallTable(&t)
 	}
+	return encodeTableColumns(t, workers, hint)
+}
+
+// encodeSmallTable is encodeSized(t) for a small table, written by its own
+// encoder (Table.EncodeMsgpack, the same bytes) on a pooled encoder: neither
+// t nor the encoder's state goes to the heap through an interface (two of a
+// small answer's allocations).
+func encodeSmallTable(t *Table) ([]byte, error) {
+	e := encoders.Get().(*encoderState)
+	e.buf.Reset()
+	if err := t.EncodeMsgpack(e.enc); err != nil {
+		encoders.Put(e)
+		return nil, fmt.Errorf("messages: encode table: %w", err)
+	}
+	b := bytes.Clone(e.buf.Bytes())
+	if e.buf.Cap() <= maxPooledBuffer {
+		encoders.Put(e)
+	}
+	return b, nil
+}
+
+// encodeTableColumns is EncodeTableMsgpack's side by side writing.
+func encodeTableColumns(t Table, workers, hint int) ([]byte, error) {
 	sizes := make([]int, len(t.Columns))
 	for k := range t.Columns {
 		sizes[k] = t.Columns[k].sizeHint()

@@ -27,7 +27,7 @@ const maxStreams = 4096
 func (a *Agg) onExpect(m *nats.Msg) {
 	// m.Data is the Agg's own (nats.go's copy for this message), never
 	// written: the arguments share it rather than being copied.
-	e, err := messages.DecodeValidAliasing[messages.AggExpectation](m.Data)
+	e, err := messages.DecodeAggExpectation(m.Data)
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed expectation")
@@ -123,7 +123,7 @@ func (a *Agg) onPartial(m *nats.Msg) {
 		}
 	}
 	// data is this message's or its reassembled transfer's: the Agg's own.
-	p, err := messages.DecodeValidAliasing[messages.PartialResult](data)
+	p, err := messages.DecodePartialResult(data)
 	if err != nil {
 		a.stats.malformed.Add(1)
 		a.log.Warn().Err(err).Str("request_id", m.Header.Get(messages.HdrRequestID)).Msg("malformed partial result")
