@@ -226,8 +226,9 @@ func DecodeValid[T any, P interface {
 
 // DecodeValidAliasing is DecodeValid for a receiver that owns data and never
 // changes it (a NATS message's, a reassembled transfer's): the RawMsgpack
-// fields (a partial result's table) share data instead of copying it, which
-// for a large partial is a copy of it less.
+// and msgpack.RawMessage fields (a partial result's table, an expectation's
+// arguments) share data instead of copying it, which for a large partial is
+// a copy of it less.
 func DecodeValidAliasing[T any, P interface {
 	*T
 	Validator
@@ -245,6 +246,60 @@ func DecodeValidAliasing[T any, P interface {
 		return zero, err
 	}
 	return v, nil
+}
+
+// DecodeAggExpectation is DecodeValidAliasing[AggExpectation], and
+// DecodePartialResult DecodeValidAliasing[PartialResult], for the Agg's
+// path: the same decoding, errors and validation, with the hand decoder
+// called directly, not through an interface, so that the message is not
+// moved to the heap on its way (an allocation per message).
+func DecodeAggExpectation(data []byte) (AggExpectation, error) {
+	var v AggExpectation
+	if err := decodeWireAliasing(data, MessageLimits, "*messages.AggExpectation", v.decodeWire); err != nil {
+		return AggExpectation{}, err
+	}
+	if err := v.Validate(); err != nil {
+		return AggExpectation{}, err
+	}
+	return v, nil
+}
+
+// DecodePartialResult: see DecodeAggExpectation.
+func DecodePartialResult(data []byte) (PartialResult, error) {
+	var v PartialResult
+	if err := decodeWireAliasing(data, v.decodeLimits(), "*messages.PartialResult", v.decodeWire); err != nil {
+		return PartialResult{}, err
+	}
+	if err := v.Validate(); err != nil {
+		return PartialResult{}, err
+	}
+	return v, nil
+}
+
+// decodeWireAliasing is decodeLimited's hand-decoder path in alias mode for
+// a message of type typ (%T of a pointer to it) whose decodeWire is decode.
+func decodeWireAliasing(data []byte, lim Limits, typ string, decode func(*wireReader) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: decoder panic: %v", ErrMalformed, typ, r)
+		}
+	}()
+	if len(data) == 0 {
+		return fmt.Errorf("%w: %s: empty body", ErrMalformed, typ)
+	}
+	r := wireReaders.Get().(*wireReader)
+	*r = newWireReader(data, lim)
+	r.alias = true
+	err = decode(r)
+	if n := len(data) - r.pos; err == nil && n > 0 {
+		err = fmt.Errorf("%d trailing bytes", n)
+	}
+	*r = wireReader{}
+	wireReaders.Put(r)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrMalformed, typ, err)
+	}
+	return nil
 }
 
 // checkVersion checks the V field of an internal message: 0 means the sender

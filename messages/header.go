@@ -336,9 +336,21 @@ func (s Status) String() string {
 
 // Write sets rc, ac and ai in h (ai deleted when empty).
 func (s Status) Write(h nats.Header) {
-	SetCode(h, HdrRC, s.RC)
-	SetCode(h, HdrAC, s.AC)
-	SetString(h, HdrAI, s.AI)
+	// rc, ac (and ai) in one backing array, as Routing.Write does: a
+	// header value each was an allocation each on every answer and partial.
+	n := 2
+	if s.AI != "" {
+		n = 3
+	}
+	vals := make([]string, n)
+	vals[0], vals[1] = strconv.FormatUint(uint64(s.RC), 10), strconv.FormatUint(uint64(s.AC), 10)
+	h[HdrRC], h[HdrAC] = vals[0:1:1], vals[1:2:2]
+	if s.AI == "" {
+		h.Del(HdrAI)
+		return
+	}
+	vals[2] = headerValue(s.AI)
+	h[HdrAI] = vals[2:3:3]
 }
 
 // ReadStatus parses rc, ac and ai. A response without rc is an error: a

@@ -611,22 +611,39 @@ func (t *Table) Slice(lo, hi int) Table {
 // table from the network calls it first.
 func (t *Table) Validate() error { return t.validate(true) }
 
+// smallTableColumns: up to this many columns, validate finds a repeated
+// name by comparing names pairwise, not with a map.
+const smallTableColumns = 16
+
 // validate is Validate, the codes checked against their dictionaries only
 // with codes: DecodeMsgpack checked them as it read each column (decodeColumn),
 // and a second pass over a large answer's codes, long out of cache, cost
 // the Agg 2-3% of its CPU.
 func (t *Table) validate(codes bool) error {
-	seen := make(map[string]bool, len(t.Columns))
+	// Names compared pairwise while there are few (a map for each table
+	// decoded was two of a small answer's allocations).
+	var seen map[string]bool
+	if len(t.Columns) > smallTableColumns {
+		seen = make(map[string]bool, len(t.Columns))
+	}
 	n := -1
 	for i := range t.Columns {
 		c := &t.Columns[i]
 		if !c.Type.Valid() {
 			return fmt.Errorf("%w: column %q has unknown type %d", ErrMalformedTable, c.Name, c.Type)
 		}
-		if seen[c.Name] {
+		dup := seen[c.Name]
+		if seen == nil {
+			for k := range i {
+				dup = dup || t.Columns[k].Name == c.Name
+			}
+		}
+		if dup {
 			return fmt.Errorf("%w: duplicate column %q", ErrMalformedTable, c.Name)
 		}
-		seen[c.Name] = true
+		if seen != nil {
+			seen[c.Name] = true
+		}
 		used := 0
 		for _, l := range []int{len(c.Strings), len(c.Floats), len(c.Ints), len(c.Bools), len(c.Codes)} {
 			if l > 0 {
@@ -693,7 +710,9 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		var dict []string
 		var b []byte
 		if c.Dict != nil {
-			dict, b = recode(c.Dict, c.Codes)
+			s := recodeScratches.Get().(*recodeScratch)
+			defer s.put() // once dict and b are written
+			dict, b = recode(c.Dict, c.Codes, s)
 		} else {
 			dict, b = dictEncode(c.Strings)
 		}
@@ -1045,8 +1064,31 @@ func specSizeHint(name string, typ ColumnType, rows int) int {
 func EncodeTableMsgpack(t Table, workers, hint int) ([]byte, error) {
 	workers = max(1, min(workers, len(t.Columns), t.NumRows()/parallelEncodeRows))
 	if workers == 1 && hint < int(freeBuffers.min) {
-		return encodeSized(t, hint)
+		return encodeSmallTable(&t)
 	}
+	return encodeTableColumns(t, workers, hint)
+}
+
+// encodeSmallTable is encodeSized(t) for a small table, written by its own
+// encoder (Table.EncodeMsgpack, the same bytes) on a pooled encoder: neither
+// t nor the encoder's state goes to the heap through an interface (two of a
+// small answer's allocations).
+func encodeSmallTable(t *Table) ([]byte, error) {
+	e := encoders.Get().(*encoderState)
+	e.buf.Reset()
+	if err := t.EncodeMsgpack(e.enc); err != nil {
+		encoders.Put(e)
+		return nil, fmt.Errorf("messages: encode table: %w", err)
+	}
+	b := bytes.Clone(e.buf.Bytes())
+	if e.buf.Cap() <= maxPooledBuffer {
+		encoders.Put(e)
+	}
+	return b, nil
+}
+
+// encodeTableColumns is EncodeTableMsgpack's side by side writing.
+func encodeTableColumns(t Table, workers, hint int) ([]byte, error) {
 	sizes := make([]int, len(t.Columns))
 	for k := range t.Columns {
 		sizes[k] = t.Columns[k].sizeHint()
@@ -1274,21 +1316,24 @@ func dictEncode(vals []string) (dict []string, codes []byte) {
 // recode is dictEncode of a coded column, without hashing a value: the
 // values its codes use, in first-seen order, and their codes. dict's values
 // are distinct (DecodeCoded's, or a DictBuilder's), so the result is
-// dictEncode's of the same values.
-func recode(dict []string, codes []uint32) (used []string, b []byte) {
-	u := usedCodes{dict: dict}
-	if len(dict) > 4*len(codes)+1024 {
+// dictEncode's of the same values. Both are in s's storage, valid until s
+// is used again or given back (recodeScratch.put).
+func recode(dict []string, codes []uint32, s *recodeScratch) (used []string, b []byte) {
+	u := usedCodes{dict: dict, used: s.used[:0]}
+	dense := len(dict) <= 4*len(codes)+1024
+	if dense {
+		u.remap = slices.Grow(s.remap[:0], len(dict))[:len(dict)]
+		clear(u.remap)
+	} else {
 		// A slice of a large dictionary (a DAP store's, of many distinct
 		// symbols): a table by code would cost more than the rows.
 		u.sparse = make(map[uint32]uint32)
-	} else {
-		u.remap = make([]uint32, len(dict))
 	}
-	if u.remap != nil && codeWidth(len(dict)) == 1 {
+	if dense && codeWidth(len(dict)) == 1 {
 		// At most 256 values used: one byte a code, known before the first
 		// (the usual symbol column: a loop without a width to check, and a
 		// value's first use the only call).
-		b = make([]byte, len(codes))
+		b = slices.Grow(s.b[:0], len(codes))[:len(codes)]
 		remap := u.remap
 		for i, code := range codes {
 			k := remap[code]
@@ -1297,10 +1342,11 @@ func recode(dict []string, codes []uint32) (used []string, b []byte) {
 			}
 			b[i] = byte(k - 1)
 		}
+		s.keep(u.remap, u.used, b)
 		return u.used, b
 	}
 	width := 1
-	b = make([]byte, 0, len(codes))
+	b = slices.Grow(s.b[:0], len(codes))
 	for i, code := range codes {
 		k := u.code(code)
 		if w := codeWidth(len(u.used)); w != width {
@@ -1309,7 +1355,38 @@ func recode(dict []string, codes []uint32) (used []string, b []byte) {
 		}
 		b = appendCode(b, width, k)
 	}
+	s.keep(u.remap, u.used, b)
 	return u.used, b
+}
+
+// recodeScratch is recode's storage, reused from one symbol column's
+// encoding to the next (recodeScratches): a small answer's four symbol
+// columns took three slices each, answer after answer. One encodeColumn
+// owns it from get to put, and has written what recode gave it by then.
+type recodeScratch struct {
+	remap []uint32
+	used  []string
+	b     []byte
+}
+
+// maxRecodeScratch bounds the values of a slice a recodeScratch keeps when
+// it is given back: a large column's are left to the GC.
+const maxRecodeScratch = 64 << 10
+
+var recodeScratches = sync.Pool{New: func() any { return new(recodeScratch) }}
+
+// keep holds recode's slices for the next use of s.
+func (s *recodeScratch) keep(remap []uint32, used []string, b []byte) {
+	s.remap, s.used, s.b = remap, used, b
+}
+
+// put gives s back, its strings let go.
+func (s *recodeScratch) put() {
+	clear(s.used)
+	if cap(s.remap) > maxRecodeScratch || cap(s.used) > maxRecodeScratch || cap(s.b) > 4*maxRecodeScratch {
+		return
+	}
+	recodeScratches.Put(s)
 }
 
 // usedCodes numbers a dictionary's values in the order first used (recode).
@@ -1415,7 +1492,9 @@ func (t *Table) DecodeMsgpack(dec *msgpack.Decoder) error {
 	if err != nil {
 		return fmt.Errorf("%w: columns: %v", ErrMalformedTable, err)
 	}
-	var cols []Column
+	// Sized once for the usual table; a claimed count above that grows as
+	// columns actually arrive, as before.
+	cols := make([]Column, 0, min(ncols, 64))
 	for i := 0; i < ncols; i++ {
 		c, err := decodeColumn(dec)
 		if err != nil {
@@ -1442,7 +1521,7 @@ func decodeColumn(dec *msgpack.Decoder) (Column, error) {
 	if err != nil || n != 4 {
 		return bad("expected [name, type, rows, payload] (%d, %v)", n, err)
 	}
-	if c.Name, err = dec.DecodeString(); err != nil {
+	if c.Name, err = decodeStringRecent(dec); err != nil {
 		return bad("name: %v", err)
 	}
 	typ, err := dec.DecodeUint8()
@@ -1581,8 +1660,18 @@ func decodeStrings(dec *msgpack.Decoder, want int) ([]string, error) {
 		return nil, fmt.Errorf("%d strings, expected %d", n, want)
 	}
 	out := make([]string, 0, min(n, 1024))
+	// A small dictionary's values (a symbol column's) repeat from table to
+	// table: from recentStrings. A string column's rows, or a large
+	// dictionary's, would mostly miss it: as before.
+	recent := want < 0 && n <= maxRecentDict
 	for i := 0; i < n; i++ {
-		s, err := dec.DecodeString()
+		var s string
+		var err error
+		if recent {
+			s, err = decodeStringRecent(dec)
+		} else {
+			s, err = dec.DecodeString()
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -660,8 +660,10 @@ func (r *wireReader) bytes(p *[]byte) error {
 	return err
 }
 
+// rawMsgpack reads an embedded value (an API's arguments), sharing the
+// reader's bytes when it decodes for a receiver that owns them (alias).
 func (r *wireReader) rawMsgpack(p *msgpack.RawMessage) error {
-	b, err := r.raw()
+	b, err := r.rawShared()
 	*p = b
 	return err
 }

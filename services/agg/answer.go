@@ -24,12 +24,12 @@ func (a *Agg) answer(j job) {
 		defer j.fold.close() // answered without it (an error): its folds are let go
 	}
 	e := &j.exp
-	log := a.log.With().Str("request_id", e.RequestID).Str("api", e.API).Str("log_corr", e.LogCorr).Logger()
 	content := e.Content
 	if content == "" {
 		content = messages.ContentMsgpack
 	}
 	if streams(j) {
+		log := a.log.With().Str("request_id", e.RequestID).Str("api", e.API).Str("log_corr", e.LogCorr).Logger()
 		st, ok := a.answerStream(j, content, log) // stream.go
 		if ok {
 			return
@@ -37,15 +37,22 @@ func (a *Agg) answer(j job) {
 		// Nothing went out: the error is answered whole.
 		j.partials = nil
 		j.exp.Stream = false
-		a.answerWhole(j, content, log, st)
+		a.answerWhole(j, content, st)
 		return
 	}
-	a.answerWhole(j, content, log, messages.StatusOK)
+	a.answerWhole(j, content, messages.StatusOK)
+}
+
+// answerLog adds the request's fields to ev, a line about e's answer: on
+// the event, not through a logger built for each answer (zerolog's With
+// allocates its context every time; a small answer writes one line).
+func answerLog(ev *zerolog.Event, e *messages.AggExpectation) *zerolog.Event {
+	return ev.Str("request_id", e.RequestID).Str("api", e.API).Str("log_corr", e.LogCorr)
 }
 
 // answerWhole answers j in one message (in chunks above the max payload), or
 // with failed when it is not OK.
-func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, failed messages.Status) {
+func (a *Agg) answerWhole(j job, content messages.Content, failed messages.Status) {
 	e := &j.exp
 	start := time.Now()
 	st, payload := failed, []byte(nil)
@@ -59,13 +66,13 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 	a.metrics.merged(e.API, start)
 	data, st, err := a.encode(e, content, st, payload)
 	if err != nil {
-		log.Error().Err(err).Msg("answer not encoded")
+		answerLog(a.log.Error(), e).Err(err).Msg("answer not encoded")
 		return
 	}
 	if time.Now().UnixNano() >= e.Deadline {
 		// Seed: the RC answers TIMEOUT at the deadline; a late answer would be a second one.
 		a.stats.expired.Add(1)
-		log.Warn().Msg("answer ready after the deadline: not sent")
+		answerLog(a.log.Warn(), e).Msg("answer ready after the deadline: not sent")
 		a.tellTimedOut(e, "answer ready after the deadline", time.Now()) // timeout.go
 		return
 	}
@@ -89,16 +96,16 @@ func (a *Agg) answerWhole(j job, content messages.Content, log zerolog.Logger, f
 		// passes them on.
 		n, err := messages.SendChunkedBody(a.cfg.NC, e.ReplyTo, h, data, int(max)-messages.RelayRoom)
 		if err != nil {
-			log.Error().Err(err).Int("chunks_sent", n).Msg("answer not sent")
+			answerLog(a.log.Error(), e).Err(err).Int("chunks_sent", n).Msg("answer not sent")
 			return
 		}
 	} else if err := a.cfg.NC.PublishMsg(&nats.Msg{Subject: e.ReplyTo, Header: h, Data: data.Join()}); err != nil {
-		log.Error().Err(err).Msg("answer not sent")
+		answerLog(a.log.Error(), e).Err(err).Msg("answer not sent")
 		return
 	}
 	a.metrics.answered(st)
-	log.Info().Stringer("rc", st.RC).Int("bytes", size).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
-	a.tellDone(e, st, log)
+	answerLog(a.log.Info(), e).Stringer("rc", st.RC).Int("bytes", size).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
+	a.tellDone(e, st)
 }
 
 // encode wraps the answer in a response envelope; an answer above MaxAnswerBytes becomes
@@ -277,7 +284,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 	}
 	parts, errs := decodePartials(j.partials, j.decoded)
 	for i, p := range j.partials {
-		if errs[i] != nil {
+		if errs != nil && errs[i] != nil {
 			return nil, nil, messages.Errorf(messages.CodeErr, messages.CodeErr, "partial result of portion %s from DAP %s: %v", p.Ref(), p.DAPID, errs[i])
 		}
 	}
@@ -299,7 +306,7 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 		return m, rp, messages.StatusOK
 	}
 	for i := range parts {
-		if err := m.Add(parts[i]); err != nil {
+		if err := m.AddShared(&parts[i]); err != nil {
 			return nil, nil, mergeStatus(fmt.Errorf("partial %d: %w", i, err))
 		}
 	}
@@ -309,8 +316,37 @@ func merger(j job) (*merge.Merger, *runParts, messages.Status) {
 // decodePartials decodes ps, those in decoded (by index; nil entries, or
 // nil: none) as they came (early.go). Large partials are decoded side by
 // side, on as many cores as there are: the answer waits for the slowest,
-// not for the sum.
+// not for the sum. errs is nil when every decode succeeded.
 func decodePartials(ps []messages.PartialResult, decoded []*decoding) ([]merge.Partial, []error) {
+	for _, p := range ps {
+		if len(p.Payload) >= parallelDecodeBytes {
+			return decodePartialsBeside(ps, decoded)
+		}
+	}
+	// All small (a small request's one partial): decoded in turn, with no
+	// semaphore, wait group or error slice (made at the first error).
+	parts := make([]merge.Partial, len(ps))
+	var errs []error
+	for i, p := range ps {
+		var err error
+		if i < len(decoded) && decoded[i] != nil {
+			parts[i], err = decoded[i].wait() // decoding since it came (early.go)
+		} else {
+			parts[i], err = merge.DecodePartial(p.Payload)
+		}
+		if err != nil {
+			if errs == nil {
+				errs = make([]error, len(ps))
+			}
+			errs[i] = err
+		}
+	}
+	return parts, errs
+}
+
+// decodePartialsBeside is decodePartials when a partial is large: those
+// are decoded side by side, on as many cores as there are.
+func decodePartialsBeside(ps []messages.PartialResult, decoded []*decoding) ([]merge.Partial, []error) {
 	parts := make([]merge.Partial, len(ps))
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup

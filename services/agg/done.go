@@ -4,8 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sg-project/sg/messages"
 )
 
@@ -113,7 +111,7 @@ func (d *doneNotices) send(rcID string, held []heldDone, now time.Time) {
 }
 
 // tellDone tells the request's RC that its answer went out.
-func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status, _ zerolog.Logger) {
+func (a *Agg) tellDone(e *messages.AggExpectation, st messages.Status) {
 	if e.RCID == "" {
 		return
 	}

@@ -194,7 +194,7 @@ func (f *aggFold) finish(ps []messages.PartialResult) (m *merge.Merger, ok bool)
 	}
 	parts, errs := decodePartials(rest, nil)
 	for i := range parts {
-		if errs[i] != nil || m.Add(parts[i]) != nil {
+		if (errs != nil && errs[i] != nil) || m.Add(parts[i]) != nil {
 			return nil, false
 		}
 	}

@@ -387,7 +387,7 @@ func (a *Agg) endLiveEarly(lm *liveMerge, content messages.Content, log zerolog.
 		log.Warn().Msg("deadline passed before the answer's stream began: not answered")
 		a.tellTimedOut(e, "deadline passed before every window came", time.Now()) // timeout.go
 	default:
-		a.answerWhole(job{exp: *e}, content, log, st)
+		a.answerWhole(job{exp: *e}, content, st)
 	}
 }
 

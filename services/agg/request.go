@@ -16,14 +16,18 @@ type request struct {
 	id      string
 	created time.Time
 
-	exp     *messages.AggExpectation // Seq 1: API, Args, ReplyTo, ...; nil until it arrives
+	exp     *messages.AggExpectation // Seq 1: API, Args, ReplyTo, ...; nil until it arrives (then &head)
+	head    messages.AggExpectation  // exp's storage: one allocation less per request
 	nextSeq uint32
 	early   map[uint32]messages.AggExpectation // Seqs that came before their predecessor
 
 	expect     []messages.PortionRef // in the RC's order: the first failed one is answered
 	expected   map[messages.PortionRef]bool
-	superseded map[messages.PortionRef]bool
+	superseded map[messages.PortionRef]bool // nil until the first supersede (most requests have none)
 	sealed     bool
+	// expect0: expect's storage while the request has one portion (a
+	// small request's), so that it is not an allocation of its own.
+	expect0 [1]messages.PortionRef
 
 	partials map[messages.PortionRef]messages.PartialResult
 	// windows: the portions whose partials come in windows (live.go), from
@@ -60,8 +64,10 @@ type request struct {
 }
 
 func newRequest(id string, now time.Time) *request {
-	return &request{id: id, created: now, nextSeq: 1, expected: map[messages.PortionRef]bool{},
-		superseded: map[messages.PortionRef]bool{}, partials: map[messages.PortionRef]messages.PartialResult{}}
+	r := &request{id: id, created: now, nextSeq: 1, expected: map[messages.PortionRef]bool{},
+		partials: map[messages.PortionRef]messages.PartialResult{}}
+	r.expect = r.expect0[:0]
+	return r
 }
 
 // expectation applies e in Seq order: duplicates are ignored, early ones wait for their
@@ -93,9 +99,9 @@ func (r *request) expectation(e messages.AggExpectation) {
 func (r *request) apply(e messages.AggExpectation) {
 	r.nextSeq++
 	if r.exp == nil {
-		head := e
-		head.Expect, head.Supersede = nil, nil
-		r.exp = &head
+		r.head = e
+		r.head.Expect, r.head.Supersede = nil, nil
+		r.exp = &r.head
 	}
 	// Retry of a label set: the earlier attempts' partials no longer count, now or later.
 	for _, ref := range e.Supersede {
@@ -104,6 +110,9 @@ func (r *request) apply(e messages.AggExpectation) {
 			r.live.fail(messages.Errorf(messages.CodeErr, messages.CodeErr,
 				"portion %s was superseded after the answer's stream began: the answer is cut, ask again", ref))
 		}
+		if r.superseded == nil {
+			r.superseded = map[messages.PortionRef]bool{}
+		}
 		r.superseded[ref] = true
 		delete(r.expected, ref)
 		if r.fold != nil && r.fold.drop(ref) {
@@ -111,7 +120,9 @@ func (r *request) apply(e messages.AggExpectation) {
 		}
 		r.drop(ref)
 	}
-	r.expect = slices.DeleteFunc(r.expect, func(ref messages.PortionRef) bool { return r.superseded[ref] })
+	if len(e.Supersede) > 0 {
+		r.expect = slices.DeleteFunc(r.expect, func(ref messages.PortionRef) bool { return r.superseded[ref] })
+	}
 	for _, ref := range e.Expect {
 		if !r.superseded[ref] && !r.expected[ref] {
 			r.expected[ref] = true

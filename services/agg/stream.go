@@ -139,7 +139,7 @@ func (a *Agg) streamWindows(e *messages.AggExpectation, w *merge.Windows, conten
 	}
 	log.Info().Stringer("rc", st.RC).Int64("bytes", fs.bytes).Int("rows", fs.rows).Int("frames", fs.frames).
 		Int("partials", partials).Dur("elapsed", time.Since(start)).Msg("answered (stream)")
-	a.tellDone(e, st, log)
+	a.tellDone(e, st)
 	return st, true
 }
 

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
 )
@@ -134,7 +132,7 @@ func TestAggDoneFullBatchGoesAtOnce(t *testing.T) {
 	for i := range messages.MaxAggDoneBatch + 1 {
 		x := expectation(fmt.Sprintf("b%03d", i), subjects.APIPing, nil, ref(1, 1))
 		x.Deadline = far // not urgent
-		e.agg.tellDone(&x, messages.Status{RC: messages.CodeOK, AI: strings.Repeat("x", 1<<10)}, zerolog.Nop())
+		e.agg.tellDone(&x, messages.Status{RC: messages.CodeOK, AI: strings.Repeat("x", 1<<10)})
 	}
 	m, err := e.done.NextMsg(wait) // within wait, not the minute's delay
 	if err != nil {

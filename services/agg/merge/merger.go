@@ -15,6 +15,8 @@ type Merger struct {
 	first *Partial
 	rows  []*Partial // row queries: kept until Result, which merges them in one pass
 	agg   *aggMerger // aggregating queries: folded in as they arrive
+	// rows0 is rows' storage while there is one (a small request's).
+	rows0 [1]*Partial
 }
 
 // NewMerger returns a Merger for a request with the given arguments.
@@ -22,18 +24,26 @@ func NewMerger(args messages.GetDataArgs) *Merger { return &Merger{args: args} }
 
 // Add validates p and folds it in. Errors wrap ErrInvalidPartial or ErrSchemaMismatch;
 // a rejected partial leaves the Merger unchanged.
-func (m *Merger) Add(p Partial) error {
-	if err := m.check(&p); err != nil {
+func (m *Merger) Add(p Partial) error { return m.AddShared(&p) }
+
+// AddShared is Add of *p itself, not a copy: the caller neither writes nor
+// releases p until the Merger's Result is written (a copy was an
+// allocation per partial).
+func (m *Merger) AddShared(p *Partial) error {
+	if err := m.check(p); err != nil {
 		return err
 	}
 	if !p.Aggregated {
-		m.rows = append(m.rows, &p)
+		if m.rows == nil {
+			m.rows = m.rows0[:0]
+		}
+		m.rows = append(m.rows, p)
 		return nil
 	}
 	if m.agg == nil {
-		m.agg = newAggMerger(&p)
+		m.agg = newAggMerger(p)
 	}
-	m.agg.add(&p)
+	m.agg.add(p)
 	return nil
 }
 
@@ -116,6 +126,17 @@ func (m *Merger) Result() (messages.Table, error) {
 		return messages.Table{}, nil
 	case m.agg != nil:
 		return m.agg.result(&m.args)
+	case len(m.rows) == 1 && len(m.args.SortCols) == 0:
+		// One partial (a small request's one portion): the merge of one
+		// part in canonical order is its rows as they are, cut to the
+		// limit, so they are the answer, shared rather than gathered
+		// into a table of their own (a dozen allocations, a tenth of the
+		// Agg's CPU on a small request). Nothing writes a Result.
+		rows := &m.rows[0].Rows
+		if n := rows.NumRows(); m.args.Limit > 0 && n > m.args.Limit {
+			return rows.Slice(0, m.args.Limit), nil
+		}
+		return *rows, nil
 	}
 	return mergeRows(&m.args, m.first.Rows.Schema(), m.rows)
 }
