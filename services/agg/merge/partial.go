@@ -288,14 +288,16 @@ func (p Partial) forWire() Partial {
 }
 
 // decodePartialReflect is DecodePartial's decoding by the reflection
-// decoder, after its pre-scan.
-func decodePartialReflect(b []byte, p *Partial) error {
+// decoder, after its pre-scan. Its partial is its own (on the heap: the
+// decoder takes it as an interface), so that DecodePartial's stays off it.
+func decodePartialReflect(b []byte) (Partial, error) {
+	p := new(Partial)
 	// Symbol columns stay coded: the merge gathers their codes and the
 	// answer's encoder re-codes them, no string per row (messages.DecodeCoded).
 	if err := messages.DecodeCoded(b, p, messages.PayloadLimits); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidPartial, err)
+		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
 	}
-	return nil
+	return *p, nil
 }
 
 // DecodePartial decodes and validates bytes from the network; it never
@@ -309,8 +311,7 @@ func DecodePartial(b []byte) (p Partial, err error) {
 	if err := decodePartialWire(b, &p); err != nil {
 		// Not in the hand decoder's form (an aggregated partial, an older
 		// DAP's, a damaged one): the reflection decoder's value or error.
-		p = Partial{}
-		if err := decodePartialReflect(b, &p); err != nil {
+		if p, err = decodePartialReflect(b); err != nil {
 			return Partial{}, err
 		}
 	}

@@ -31,7 +31,7 @@ func reflectDecodePartial(b []byte) (p Partial, err error) {
 			p, err = Partial{}, fmt.Errorf("%w: decoder panic: %v", ErrInvalidPartial, r)
 		}
 	}()
-	if err := decodePartialReflect(b, &p); err != nil {
+	if p, err = decodePartialReflect(b); err != nil {
 		return Partial{}, err
 	}
 	if err := p.timesFromColumn(); err != nil {
