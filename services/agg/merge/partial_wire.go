@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 
@@ -279,18 +280,28 @@ func (r *wireIn) arrayLen() (int, bool) {
 	return int(n), true
 }
 
-// key reads a short key (a fixstr: every key of Partial's form).
-func (r *wireIn) key() (string, bool) {
+// key reads a short key (a fixstr: every key of Partial's and AggState's
+// form), shared with b.
+func (r *wireIn) key() ([]byte, bool) {
 	c, ok := r.code()
 	if !ok || c < 0xa0 || c > 0xbf {
-		return "", false
+		return nil, false
 	}
 	n := int(c & 0x1f)
 	if len(r.b)-r.pos < n {
-		return "", false
+		return nil, false
 	}
 	k := r.b[r.pos : r.pos+n]
 	r.pos += n
+	return k, true
+}
+
+// partialKey reads a key of Partial's form.
+func (r *wireIn) partialKey() (string, bool) {
+	k, ok := r.key()
+	if !ok {
+		return "", false
+	}
 	switch string(k) { // no allocation: the keys are constants
 	case "v":
 		return "v", true
@@ -422,10 +433,164 @@ func (r *wireIn) times(t *Times) bool {
 	return true
 }
 
+// str reads a string (a str: the reflection decoder reads a bin too).
+func (r *wireIn) str() (string, bool) {
+	c, ok := r.code()
+	var n uint64
+	switch {
+	case !ok:
+		return "", false
+	case c >= 0xa0 && c <= 0xbf:
+		n = uint64(c & 0x1f)
+	case c == 0xd9:
+		n, ok = r.be(1)
+	case c == 0xda:
+		n, ok = r.be(2)
+	case c == 0xdb:
+		n, ok = r.be(4)
+	default:
+		return "", false
+	}
+	if !ok || n > uint64(len(r.b)-r.pos) {
+		return "", false
+	}
+	s := string(r.b[r.pos : r.pos+int(n)])
+	r.pos += int(n)
+	return s, true
+}
+
+// int64s reads an array of integers as the reflection decoder reads an
+// []int64 (an empty array: empty, not nil). A nil is left to it.
+func (r *wireIn) int64s(p *[]int64) bool {
+	n, ok := r.arrayLen()
+	if !ok {
+		return false
+	}
+	out := make([]int64, n)
+	for i := range out {
+		if out[i], ok = r.int(); !ok {
+			return false
+		}
+	}
+	*p = out
+	return true
+}
+
+// float64s reads an array of float64 values (nil: a nil slice) as the
+// reflection decoder reads a []float64; other numbers are left to it.
+func (r *wireIn) float64s(p *[]float64) bool {
+	if r.pos < len(r.b) && r.b[r.pos] == 0xc0 {
+		r.pos++
+		*p = nil
+		return true
+	}
+	n, ok := r.arrayLen()
+	if !ok || n > (len(r.b)-r.pos)/9 {
+		return false
+	}
+	out := make([]float64, n)
+	for i := range out {
+		if r.b[r.pos] != 0xcb {
+			return false
+		}
+		out[i] = math.Float64frombits(binary.BigEndian.Uint64(r.b[r.pos+1:]))
+		r.pos += 9
+	}
+	*p = out
+	return true
+}
+
+// aggStates reads the aggregation states as the reflection decoder does
+// (messages.RegisterGrowingSlice: grown as they arrive, an empty one
+// refused, which is left to it).
+func (r *wireIn) aggStates(p *[]AggState) bool {
+	n, ok := r.arrayLen()
+	if !ok {
+		return false
+	}
+	out := make([]AggState, 0, min(n, 16))
+	for range n {
+		out = append(out, AggState{})
+		if !r.aggState(&out[len(out)-1]) {
+			return false
+		}
+	}
+	*p = out
+	return true
+}
+
+// aggState reads one state in the form encodeAggState writes.
+func (r *wireIn) aggState(s *AggState) bool {
+	n, ok := r.mapLen()
+	if !ok || n == 0 {
+		return false
+	}
+	var seen uint16
+	for range n {
+		k, ok := r.key()
+		if !ok || len(k) != 1 {
+			return false
+		}
+		var bit uint16
+		switch k[0] {
+		case 'm':
+			bit = 1
+			s.Name, ok = r.str()
+		case 'f':
+			bit = 2
+			var f string
+			f, ok = r.str()
+			s.Func = messages.AggFunc(f)
+		case 'y':
+			bit = 4
+			c, ok2 := r.code()
+			switch {
+			case ok2 && c <= 0x7f:
+				s.Type = messages.ColumnType(c)
+			case ok2 && c == 0xcc:
+				var v uint64
+				v, ok = r.be(1)
+				s.Type = messages.ColumnType(v)
+			default:
+				ok = false
+			}
+		case 'c':
+			bit = 8
+			ok = r.int64s(&s.Count)
+		case 'i':
+			bit = 16
+			ok = r.int64s(&s.IntSum)
+		case 's':
+			bit = 32
+			var m int
+			if m, ok = r.arrayLen(); ok {
+				s.FloatSum = make([][]float64, m)
+				for i := 0; i < m && ok; i++ {
+					ok = r.float64s(&s.FloatSum[i])
+				}
+			}
+		case 'x':
+			bit = 64
+			ok = r.pos < len(r.b) && r.b[r.pos] != 0xc0 && r.float64s(&s.Special)
+		case 'w':
+			bit = 128
+			ok = r.table(&s.Value)
+		case 'z':
+			bit = 256
+			ok = r.int64s(&s.Time)
+		default:
+			return false
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+	return true
+}
+
 // decodePartialWire decodes b as the reflection decoder would, or returns
-// errNotHand for any bytes not in the encoder's form (see above). It does
-// not decode aggregation states: a partial with them goes to the
-// reflection decoder.
+// errNotHand for any bytes not in the encoder's form (see above).
 func decodePartialWire(b []byte, p *Partial) error {
 	r := wireIn{b: b}
 	n, ok := r.mapLen()
@@ -434,7 +599,7 @@ func decodePartialWire(b []byte, p *Partial) error {
 	}
 	var seen uint8
 	for range n {
-		k, ok := r.key()
+		k, ok := r.partialKey()
 		if !ok {
 			return errNotHand
 		}
@@ -465,8 +630,9 @@ func decodePartialWire(b []byte, p *Partial) error {
 		case "k":
 			bit = 64
 			ok = r.table(&p.Keys)
-		default: // "a": aggregation states
-			return errNotHand
+		default: // "a"
+			bit = 128
+			ok = r.aggStates(&p.Aggs)
 		}
 		if !ok || seen&bit != 0 {
 			return errNotHand
