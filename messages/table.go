@@ -713,6 +713,12 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 			s := recodeScratches.Get().(*recodeScratch)
 			defer s.put() // once dict and b are written
 			dict, b = recode(c.Dict, c.Codes, s)
+			if b == nil {
+				// No rows, on a fresh scratch: an empty bin, as any other
+				// column of no rows (EncodeBytes writes nil for nil), not
+				// bytes that depend on the pool's state.
+				b = []byte{}
+			}
 		} else {
 			dict, b = dictEncode(c.Strings)
 		}

@@ -108,9 +108,13 @@ func TestAllocBudgetSmallRequestPath(t *testing.T) {
 // budget comes down to 58. Of those 46 about 11 are the DAP's, not the
 // Agg's: the DAP encodes its partial with merge.EncodePartial (package
 // services/agg/merge, innermost on the stack), mostly the reflection
-// encoder's omitempty checks.
+// encoder's omitempty checks. Session 14 (branch wip/partialcodec: the
+// partial's hand codec, services/agg/merge/partial_wire.go, for the DAP's
+// encode and the Agg's decode) measured agg 48 -> 37-38 without -race
+// (73-74 -> 63-64 with it), dap unchanged at 49 (59), 3 runs each: the
+// Agg's budget comes down to 48.
 var allocBudgetHop = map[string]float64{
-	"client": 40, "gw": 50, "rc": 40, "dap": 70, "agg": 58, "nats": 145,
+	"client": 40, "gw": 50, "rc": 40, "dap": 70, "agg": 48, "nats": 145,
 }
 
 // Allocations per small request, hop by hop, do not grow past their budgets.

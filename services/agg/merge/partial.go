@@ -262,14 +262,14 @@ func EncodePartial(p Partial) ([]byte, error) {
 	for i := range p.Aggs {
 		hint += 64 + 16*p.Groups + p.Aggs[i].Value.SizeHint()
 	}
-	return messages.EncodeSized(&p, hint)
+	return messages.EncodeSizedWith(hint, func(enc *msgpack.Encoder) error { return encodePartialWire(enc, &p) })
 }
 
 // EncodePartialTo writes EncodePartial's bytes to enc (a DAP's window,
 // written in place into its envelope: messages.AppendPartialResult).
 func EncodePartialTo(enc *msgpack.Encoder, p Partial) error {
 	p = p.forWire()
-	return enc.Encode(&p)
+	return encodePartialWire(enc, &p)
 }
 
 // forWire is p as sent: a row partial's times are left off when a timestamp
@@ -287,6 +287,19 @@ func (p Partial) forWire() Partial {
 	return p
 }
 
+// decodePartialReflect is DecodePartial's decoding by the reflection
+// decoder, after its pre-scan. Its partial is its own (on the heap: the
+// decoder takes it as an interface), so that DecodePartial's stays off it.
+func decodePartialReflect(b []byte) (Partial, error) {
+	p := new(Partial)
+	// Symbol columns stay coded: the merge gathers their codes and the
+	// answer's encoder re-codes them, no string per row (messages.DecodeCoded).
+	if err := messages.DecodeCoded(b, p, messages.PayloadLimits); err != nil {
+		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
+	}
+	return *p, nil
+}
+
 // DecodePartial decodes and validates bytes from the network; it never
 // panics. Its tables' symbol columns are coded (messages.Column.Coded).
 func DecodePartial(b []byte) (p Partial, err error) {
@@ -295,10 +308,12 @@ func DecodePartial(b []byte) (p Partial, err error) {
 			p, err = Partial{}, fmt.Errorf("%w: decoder panic: %v", ErrInvalidPartial, r)
 		}
 	}()
-	// Symbol columns stay coded: the merge gathers their codes and the
-	// answer's encoder re-codes them, no string per row (messages.DecodeCoded).
-	if err := messages.DecodeCoded(b, &p, messages.PayloadLimits); err != nil {
-		return Partial{}, fmt.Errorf("%w: %v", ErrInvalidPartial, err)
+	if err := decodePartialWire(b, &p); err != nil {
+		// Not in the hand decoder's form (an aggregated partial, an older
+		// DAP's, a damaged one): the reflection decoder's value or error.
+		if p, err = decodePartialReflect(b); err != nil {
+			return Partial{}, err
+		}
 	}
 	if err := p.timesFromColumn(); err != nil {
 		return Partial{}, err
