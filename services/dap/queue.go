@@ -90,12 +90,14 @@ func (d *DAP) dispatchLoop(ctx context.Context) {
 	defer wg.Wait()
 	for range d.cfg.Concurrency {
 		wg.Go(func() {
+			s := d.newSlot(ctx)
+			defer s.close()
 			for {
-				p, ok := d.nextPortion(ctx)
-				if !ok {
+				var ok bool
+				if s.p, ok = d.nextPortion(ctx); !ok {
 					return
 				}
-				d.runPortion(ctx, p)
+				d.runPortion(s)
 			}
 		})
 	}

@@ -46,6 +46,8 @@ func BenchmarkSmallPortion(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	s := d.newSlot(ctx)
+	defer s.close()
 
 	// The dispatches of b.N requests, as the RC sends them, built before the
 	// clock starts.
@@ -70,7 +72,8 @@ func BenchmarkSmallPortion(b *testing.B) {
 		if !ok {
 			b.Fatalf("dispatch %d not queued", i)
 		}
-		d.runPortion(ctx, p)
+		s.p = p
+		d.runPortion(s)
 	}
 	b.StopTimer()
 	if s := d.Stats(); s.Executed != uint64(b.N) {
