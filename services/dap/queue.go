@@ -44,7 +44,14 @@ func (q *fifo) pop() (messages.PortionDispatch, bool) {
 	}
 	p := q.items[0]
 	q.items[0] = messages.PortionDispatch{} // let the args be collected
-	q.items = q.items[1:]
+	if len(q.items) == 1 {
+		// Drained: the next push reuses the array from its start. Sliced
+		// past its head, the queue of a DAP that takes portions one at a
+		// time lost its capacity and grew it again every portion (issue 10).
+		q.items = q.items[:0]
+	} else {
+		q.items = q.items[1:]
+	}
 	if len(q.items) > 0 {
 		// Several slots wait on the one signal: pass it on for the rest.
 		select {
