@@ -1,7 +1,6 @@
 package dap
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -56,11 +55,12 @@ func (c *cancels) has(id cancelKey, now time.Time) bool {
 	return ok && now.Before(t)
 }
 
-// running is one portion executing now, with the function that stops it.
+// running is one portion executing now, with the function that stops it
+// (its slot's: slot.cancel).
 type running struct {
 	requestID string
 	portionID messages.PortionID
-	stop      context.CancelCauseFunc
+	stop      func(cause error)
 }
 
 // onCancel: the RC tells us to stop a request's portions (no body; the id in
@@ -113,18 +113,16 @@ func (d *DAP) isCancelledLocked(p *messages.PortionDispatch, now time.Time) bool
 	return d.cancelled.has(cancelKey{request: p.RequestID}, now) || d.cancelled.has(cancelKey{p.RequestID, p.PortionID}, now)
 }
 
-// track registers a running portion so that a cancel can stop it; untrack
-// unregisters it.
-func (d *DAP) track(p *messages.PortionDispatch, stop context.CancelCauseFunc) *running {
-	r := &running{requestID: p.RequestID, portionID: p.PortionID, stop: stop}
+// track registers a running portion (r, its slot's entry) so that a cancel
+// can stop it; untrack unregisters it.
+func (d *DAP) track(p *messages.PortionDispatch, r *running) {
 	d.mu.Lock()
 	d.running[r] = struct{}{}
 	cancelled := d.isCancelledLocked(p, time.Now())
 	d.mu.Unlock()
 	if cancelled {
-		stop(errCancelled) // the cancel came between the queue and here
+		r.stop(errCancelled) // the cancel came between the queue and here
 	}
-	return r
 }
 
 func (d *DAP) untrack(r *running) {

@@ -97,112 +97,100 @@ func (d *DAP) retry(p *messages.PortionDispatch, reason string) {
 	d.complete(p, messages.PortionCompletion{Outcome: messages.OutcomeRetry, Code: messages.CodeRetry, Message: reason})
 }
 
-// runPortion runs one dispatch that has a slot, until its deadline.
+// runPortion runs the dispatch in s.p, which has the slot s, until its deadline.
 //
 // Its logger (the portion's fields on the DAP's) is built only where it logs: a
 // portion that runs and succeeds logs at debug level at most, and building it
 // for every portion cost allocations on every small request.
-func (d *DAP) runPortion(ctx context.Context, p messages.PortionDispatch) {
+func (d *DAP) runPortion(s *slot) {
+	p := &s.p
 	// The versions may have changed while the portion waited for a slot. The source is
 	// taken in the same critical section as the check: a portion runs on the data of the
 	// versions it was dispatched with, even if Apply swaps them a moment later.
-	src, reason := d.admit(&p)
+	src, reason := d.admit(p)
 	if reason != "" {
-		d.retry(&p, reason)
+		d.retry(p, reason)
 		return
 	}
 	deadline := time.Unix(0, p.Deadline)
 	if !time.Now().Before(deadline) {
-		d.timedOut(&p, 0)
+		d.timedOut(p, 0)
 		return
 	}
-	if d.isCancelled(&p) {
-		d.answerCancelled(&p, 0)
+	if d.isCancelled(p) {
+		d.answerCancelled(p, 0)
 		return
 	}
 	d.setRunning(+1)
 	defer d.setRunning(-1)
-	// Stopped by the deadline, by shutdown (ctx) or by the RC's cancel (onCancel).
-	cancelCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	defer d.untrack(d.track(&p, stop))
-	execCtx, cancel := context.WithDeadline(cancelCtx, deadline)
-	defer cancel()
-
 	start := time.Now()
 	d.metrics.executing() // metrics.go
 	defer d.metrics.executed(start)
+	// Stopped by the deadline, by shutdown (Run's ctx) or by the RC's cancel
+	// (onCancel), through the slot (slot.go).
+	execCtx := s.begin(deadline, start)
+	defer s.end()
 	// The Source runs on the slot's own goroutine, whose stack has grown through the
 	// engine and the codecs already (handing it to another goroutine and back cost two
-	// goroutine switches per portion). If the deadline or a cancel comes first, a
-	// goroutine of context.AfterFunc answers the RC at once, so the RC need not wait for
-	// a Source that is slow to stop; the slot is given back only once it has returned.
-	answered := make(chan struct{})
-	watch := context.AfterFunc(execCtx, func() {
-		defer close(answered)
-		switch {
-		case ctx.Err() != nil: // shutdown: DAPLost tells the RC
-		case errors.Is(context.Cause(cancelCtx), errCancelled):
-			d.answerCancelled(&p, time.Since(start))
-		default:
-			d.timedOut(&p, time.Since(start))
-		}
-	})
-	r := d.execute(execCtx, src, &p)
-	if !watch() { // answered already
-		<-answered
+	// goroutine switches per portion). If the deadline or a cancel comes first, the
+	// slot answers the RC at once (slot.answerEarly), so the RC need not wait for a
+	// Source that is slow to stop; the slot is given back only once it has returned.
+	r := d.execute(execCtx, src, p)
+	if !s.claim() { // answered already, or being answered
+		<-s.answered
 		return
 	}
+	ctx := s.parent
 	elapsed := time.Since(start)
 	switch {
 	case ctx.Err() != nil:
 		return // shutdown: DAPLost tells the RC
-	case errors.Is(context.Cause(cancelCtx), errCancelled):
-		d.answerCancelled(&p, elapsed) // never a result for a cancelled request
+	case execCtx.cancelled():
+		d.answerCancelled(p, elapsed) // never a result for a cancelled request
 	case errors.Is(r.err, context.DeadlineExceeded) || (r.err == nil && !time.Now().Before(deadline)):
-		d.timedOut(&p, elapsed) // never a result after the deadline
+		d.timedOut(p, elapsed) // never a result after the deadline
 		return
-	case d.throttled(&p, r.err, elapsed): // throttle.go
+	case d.throttled(p, r.err, elapsed): // throttle.go
 		return
 	case r.err != nil:
 		d.stats.failed.Add(1)
 		st := statusOf(r.err)
-		d.portionLog(&p).Warn().Err(r.err).Stringer("rc", st.RC).Msg("portion failed")
-		d.fail(&p, st, elapsed)
+		d.portionLog(p).Warn().Err(r.err).Stringer("rc", st.RC).Msg("portion failed")
+		d.fail(p, st, elapsed)
 		return
 	}
 	bytes := int64(len(r.payload))
 	var err error
 	if r.part != nil {
-		var s sent
-		s, err = d.sendWindows(execCtx, &p, r.part) // window.go
+		var w sent
+		w, err = d.sendWindows(execCtx, p, r.part) // window.go
 		elapsed = time.Since(start)
 		switch {
 		case ctx.Err() != nil:
 			return // shutdown: DAPLost tells the RC
-		case errors.Is(context.Cause(cancelCtx), errCancelled):
-			d.answerCancelled(&p, elapsed)
+		case execCtx.cancelled():
+			d.answerCancelled(p, elapsed)
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			d.timedOut(&p, elapsed) // the error ends the windows sent so far
+			d.timedOut(p, elapsed) // the error ends the windows sent so far
 			return
 		}
-		r.rows, bytes = s.rows, s.bytes
+		r.rows, bytes = w.rows, w.bytes
 	} else {
-		err = d.sendPartial(&p, messages.StatusOK, r.payload)
+		err = d.sendPartial(p, messages.StatusOK, r.payload)
 	}
 	if err != nil {
 		d.stats.failed.Add(1)
-		d.portionLog(&p).Error().Err(err).Msg("partial result not sent")
-		d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: messages.CodeErr,
+		d.portionLog(p).Error().Err(err).Msg("partial result not sent")
+		d.complete(p, messages.PortionCompletion{Outcome: messages.OutcomeError, Code: messages.CodeErr,
 			Message: "DAP could not send the partial result: " + errText(err), ElapsedNS: int64(elapsed)})
 		return
 	}
 	d.stats.executed.Add(1)
 	if d.log.GetLevel() <= zerolog.DebugLevel && zerolog.GlobalLevel() <= zerolog.DebugLevel {
-		d.portionLog(&p).Debug().Int64("bytes", bytes).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
+		d.portionLog(p).Debug().Int64("bytes", bytes).Int64("rows", r.rows).Dur("elapsed", elapsed).Msg("portion done")
 	}
-	d.complete(&p, messages.PortionCompletion{Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
+	d.complete(p, messages.PortionCompletion{Outcome: messages.OutcomeOK, Code: messages.CodeOK, PartialSent: true,
 		Rows: r.rows, Bytes: bytes, ElapsedNS: int64(elapsed)})
 }
 

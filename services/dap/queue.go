@@ -44,7 +44,14 @@ func (q *fifo) pop() (messages.PortionDispatch, bool) {
 	}
 	p := q.items[0]
 	q.items[0] = messages.PortionDispatch{} // let the args be collected
-	q.items = q.items[1:]
+	if len(q.items) == 1 {
+		// Drained: the next push reuses the array from its start. Sliced
+		// past its head, the queue of a DAP that takes portions one at a
+		// time lost its capacity and grew it again every portion (issue 10).
+		q.items = q.items[:0]
+	} else {
+		q.items = q.items[1:]
+	}
 	if len(q.items) > 0 {
 		// Several slots wait on the one signal: pass it on for the rest.
 		select {
@@ -90,12 +97,14 @@ func (d *DAP) dispatchLoop(ctx context.Context) {
 	defer wg.Wait()
 	for range d.cfg.Concurrency {
 		wg.Go(func() {
+			s := d.newSlot(ctx)
+			defer s.close()
 			for {
-				p, ok := d.nextPortion(ctx)
-				if !ok {
+				var ok bool
+				if s.p, ok = d.nextPortion(ctx); !ok {
 					return
 				}
-				d.runPortion(ctx, p)
+				d.runPortion(s)
 			}
 		})
 	}
