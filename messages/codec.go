@@ -71,25 +71,36 @@ func encodeSized(v any, hint int) ([]byte, error) {
 	if we, ok := v.(wireEncoder); ok {
 		return encodeWire(we, hint), nil
 	}
+	b, err := encodeInto(hint, func(enc *msgpack.Encoder) error { return enc.Encode(v) })
+	if err != nil {
+		return nil, fmt.Errorf("messages: encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// encodeInto returns what encode writes, into a buffer of at least hint
+// bytes: a fresh one above maxPooledBuffer, else a pooled encoder's (its
+// bytes copied out, unless it grew past maxPooledBuffer: then they are
+// kept and the pool does not hold it).
+func encodeInto(hint int, encode func(enc *msgpack.Encoder) error) ([]byte, error) {
 	if hint > maxPooledBuffer {
 		buf := bytes.NewBuffer(make([]byte, 0, hint))
 		enc := msgpack.GetEncoder()
 		enc.Reset(buf)
-		err := enc.Encode(v)
+		err := encode(enc)
 		msgpack.PutEncoder(enc)
 		if err != nil {
-			return nil, fmt.Errorf("messages: encode %T: %w", v, err)
+			return nil, err
 		}
 		return buf.Bytes(), nil
 	}
 	e := encoders.Get().(*encoderState)
 	e.buf.Reset()
-	if err := e.enc.Encode(v); err != nil {
+	if err := encode(e.enc); err != nil {
 		encoders.Put(e)
-		return nil, fmt.Errorf("messages: encode %T: %w", v, err)
+		return nil, err
 	}
 	if e.buf.Cap() > maxPooledBuffer {
-		// A large message keeps its buffer (no copy); the pool does not hold it.
 		b := e.buf.Bytes()
 		e.buf = bytes.Buffer{}
 		e.enc.Reset(&e.buf)

@@ -1,7 +1,6 @@
 package messages
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -12,32 +11,10 @@ import (
 // which the reflection encoder cost about 6 allocations on its omitempty
 // checks. The bytes are encode's, in a buffer of at least hint bytes.
 func EncodeSizedWith(hint int, encode func(enc *msgpack.Encoder) error) ([]byte, error) {
-	if hint > maxPooledBuffer {
-		buf := bytes.NewBuffer(make([]byte, 0, hint))
-		enc := msgpack.GetEncoder()
-		enc.Reset(buf)
-		err := encode(enc)
-		msgpack.PutEncoder(enc)
-		if err != nil {
-			return nil, fmt.Errorf("messages: encode: %w", err)
-		}
-		return buf.Bytes(), nil
-	}
-	e := encoders.Get().(*encoderState)
-	e.buf.Reset()
-	if err := encode(e.enc); err != nil {
-		encoders.Put(e)
+	b, err := encodeInto(hint, encode)
+	if err != nil {
 		return nil, fmt.Errorf("messages: encode: %w", err)
 	}
-	if e.buf.Cap() > maxPooledBuffer {
-		b := e.buf.Bytes()
-		e.buf = bytes.Buffer{}
-		e.enc.Reset(&e.buf)
-		encoders.Put(e)
-		return b, nil
-	}
-	b := bytes.Clone(e.buf.Bytes())
-	encoders.Put(e)
 	return b, nil
 }
 
