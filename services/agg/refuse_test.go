@@ -1,6 +1,7 @@
 package agg
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,9 +75,10 @@ func TestMalformedMessagesRefusedToTheRC(t *testing.T) {
 	if f.RequestID != "req4" || f.Code != messages.CodeInternal || !strings.Contains(f.Reason, "chunked partial result of portion 2") {
 		t.Fatalf("refusal %+v", f)
 	}
-	if s := e.agg.Stats(); s.Malformed != 9 || s.RefusalsSent != 3 {
-		t.Fatalf("stats %+v", s)
-	}
+	// The refusal is published before it is counted: wait for the
+	// partial's callback to return (Agg.changed) rather than read at once.
+	waitChanged(t, e.agg, func() bool { s := e.agg.Stats(); return s.Malformed == 9 && s.RefusalsSent == 3 },
+		func() string { return fmt.Sprintf("stats %+v, want 9 malformed and 3 refusals sent", e.agg.Stats()) })
 }
 
 func nextRefusal(t *testing.T, sub *nats.Subscription) messages.Refusal {
