@@ -298,16 +298,7 @@ func decodeWireAliasing(data []byte, lim Limits, typ string, decode func(*wireRe
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %s: empty body", ErrMalformed, typ)
 	}
-	r := wireReaders.Get().(*wireReader)
-	*r = newWireReader(data, lim)
-	r.alias = true
-	err = decode(r)
-	if n := len(data) - r.pos; err == nil && n > 0 {
-		err = fmt.Errorf("%d trailing bytes", n)
-	}
-	*r = wireReader{}
-	wireReaders.Put(r)
-	if err != nil {
+	if err = decodeWireWith(data, lim, true, decode); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrMalformed, typ, err)
 	}
 	return nil

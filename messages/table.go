@@ -1080,15 +1080,9 @@ func EncodeTableMsgpack(t Table, workers, hint int) ([]byte, error) {
 // t nor the encoder's state goes to the heap through an interface (two of a
 // small answer's allocations).
 func encodeSmallTable(t *Table) ([]byte, error) {
-	e := encoders.Get().(*encoderState)
-	e.buf.Reset()
-	if err := t.EncodeMsgpack(e.enc); err != nil {
-		encoders.Put(e)
+	b, err := encodeInto(0, t.EncodeMsgpack)
+	if err != nil {
 		return nil, fmt.Errorf("messages: encode table: %w", err)
-	}
-	b := bytes.Clone(e.buf.Bytes())
-	if e.buf.Cap() <= maxPooledBuffer {
-		encoders.Put(e)
 	}
 	return b, nil
 }

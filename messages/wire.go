@@ -327,10 +327,16 @@ func decodeWireMessage(data []byte, v wireDecoder, lim Limits) error {
 // decodeWireMessageAlias is decodeWireMessage; with alias, a RawMsgpack
 // field shares data instead of copying it.
 func decodeWireMessageAlias(data []byte, v wireDecoder, lim Limits, alias bool) error {
+	return decodeWireWith(data, lim, alias, v.decodeWire)
+}
+
+// decodeWireWith runs decode on a pooled reader of data within lim (alias:
+// RawMsgpack fields share data); data must hold exactly one value.
+func decodeWireWith(data []byte, lim Limits, alias bool, decode func(*wireReader) error) error {
 	r := wireReaders.Get().(*wireReader)
 	*r = newWireReader(data, lim)
 	r.alias = alias
-	err := v.decodeWire(r)
+	err := decode(r)
 	if n := len(data) - r.pos; err == nil && n > 0 {
 		err = fmt.Errorf("%d trailing bytes", n)
 	}

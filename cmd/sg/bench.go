@@ -276,14 +276,12 @@ func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, wi
 	}
 	parts := newPartConns("sg-bench", func(subjects.Role) Common { return common }, log, opts...)
 	defer parts.close()
-	conns := map[subjects.Role]*nats.Conn{}
 	for _, role := range []subjects.Role{subjects.RoleGW, subjects.RoleRC, subjects.RoleAgg, subjects.RoleDAP} {
-		nc, err := parts.conn(role)
-		if err != nil {
+		if _, err := parts.conn(role); err != nil {
 			return benchResult{}, err
 		}
-		conns[role] = nc
 	}
+	conns := parts.conns // each role's, connected above
 	s := parts.s
 	rcc, err := loadRCConfig(func(string) (string, bool) { return "", false })
 	if err != nil {

@@ -104,7 +104,7 @@ func (s *slot) end() {
 // must call answerEarly.
 func (s *slot) stop(c *portionCtx, cause error) (early bool) {
 	err := context.Canceled
-	if cause == errDeadline {
+	if cause == context.DeadlineExceeded {
 		err = context.DeadlineExceeded
 	}
 	s.mu.Lock()
@@ -141,7 +141,7 @@ func (s *slot) expire() {
 	c := s.cur
 	s.mu.Unlock()
 	if c != nil && !time.Now().Before(c.deadline) {
-		s.stopEarly(c, errDeadline)
+		s.stopEarly(c, context.DeadlineExceeded) // cause and error alike
 	}
 }
 
@@ -173,9 +173,6 @@ func (s *slot) answerEarly(c *portionCtx) {
 		s.d.timedOut(&s.p, time.Since(start))
 	}
 }
-
-// errDeadline is the cause of a portion's context at its deadline.
-var errDeadline = context.DeadlineExceeded
 
 // portionCtx is the context a portion runs under (its Source, its windows):
 // done at its deadline, on the RC's cancel, on shutdown, or when the portion

@@ -397,12 +397,9 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 		// and its caller sees the error: always logged. One skipped can come
 		// in a flood (any publisher, any request id): logged within the
 		// limit.
-		var ev *zerolog.Event
-		msg := "answer message that does not read: the answer ends with an error"
-		if c.Ends {
-			ev = g.log.Warn()
-		} else {
-			ev, msg = g.lim.Warn(&g.log, "malformed_"+c.Kind), "answer message that does not read: skipped (not an answer held here)"
+		ev, msg := g.log.Warn(), "answer message that does not read: the answer ends with an error"
+		if !c.Ends {
+			ev, msg = g.lim.Warn(&g.log, c.Kind), "answer message that does not read: skipped (not an answer held here)"
 		}
 		ev.Str("request_id", c.ID).Str("kind", c.Kind).Err(c.Err).Msg(msg)
 	case core.Adopted:

@@ -86,6 +86,18 @@ func mergeRows(args *messages.GetDataArgs, schema []messages.ColumnSpec, parts [
 	if err != nil {
 		return messages.Table{}, err
 	}
+	if len(keys) == 0 && len(parts) == 1 {
+		// One part (a small request's one portion) in canonical order: its
+		// rows as they are, cut to the limit, are the answer, shared rather
+		// than gathered into a table of their own (a dozen allocations, a
+		// tenth of the Agg's CPU on a small request). Nothing writes a
+		// Result.
+		rows := &parts[0].Rows
+		if n := rows.NumRows(); args.Limit > 0 && n > args.Limit {
+			return rows.Slice(0, args.Limit), nil
+		}
+		return *rows, nil
+	}
 	out := messages.NewTable(schema)
 	if len(keys) == 0 {
 		// Each part is already in canonical order: a k-way merge, stopped at
