@@ -48,6 +48,10 @@ type benchConfig struct {
 	// loopback TCP, as services run apart do, not in process as sg run's do.
 	servicesTCP bool
 	profiles    phaseProfiles
+	// dialService connects to the server as the services connect (in
+	// process when sg bench started it, unless servicesTCP): the relay
+	// floor's hops (relayMBs). nil: over TCP to the URL, as callers do.
+	dialService func() (*nats.Conn, error)
 }
 
 // phaseProfiles, when dir is set (--phase-profiles), writes a CPU profile of
@@ -256,6 +260,13 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 		srv.Shutdown()
 		srv.WaitForShutdown()
 	}()
+	cfg.dialService = func() (*nats.Conn, error) {
+		opts := []nats.Option{nats.Name("sg-bench-relay")}
+		if !cfg.servicesTCP {
+			opts = append(opts, inProcess(srv))
+		}
+		return nats.Connect(srv.ClientURL(), opts...)
+	}
 	return runBenchSystem(ctx, srv, cfg, withLog, log, func() (benchResult, error) {
 		return benchAgainst(ctx, cfg, srv.ClientURL(), subjects.DefaultPrefix, log, stderr)
 	})
@@ -490,6 +501,15 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	if err != nil {
 		return benchResult{}, fmt.Errorf("large answer, streamed: %w", err)
 	}
+	fmt.Fprintf(stderr, "bench: the large answers' floor: their bytes relayed through three crossings with plain NATS, no work\n")
+	dialService := cfg.dialService
+	if dialService == nil {
+		dialService = dial
+	}
+	relayJSON, relayMsgpack, err := relayFloor(dialService, clientConns[0], largeJSON.answerBytes, largeMsgpack.answerBytes, cfg.large, cfg.profiles)
+	if err != nil {
+		return benchResult{}, fmt.Errorf("relay floor: %w", err)
+	}
 	us := func(d float64) float64 { return d * 1e6 }
 	res := benchResult{rows: []benchRow{
 		{"small getData p50, 1 client", "µs", us(p50["plain"]), us(p50["json"]), us(p50["msgpack"]), false},
@@ -497,7 +517,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		{"small getData, 1 client", "req/s", rps1["plain"], rps1["json"], rps1["msgpack"], true},
 		{fmt.Sprintf("small getData, %d clients", cfg.clients), "req/s", rpsN["plain"], rpsN["json"], rpsN["msgpack"], true},
 	}}
-	res.addLarge(cfg.ownSystem, pub, largeJSON, largeMsgpack, streamJSON, streamMsgpack)
+	res.addLarge(cfg.ownSystem, pub, largeJSON, largeMsgpack, streamJSON, streamMsgpack, relayJSON, relayMsgpack)
 	return res, nil
 }
 
@@ -505,14 +525,16 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 // this process (only then is its CPU this process's: against a running sg
 // the services' CPU is elsewhere, and the figure would count the callers
 // alone), and says how many answers ran.
-func (r *benchResult) addLarge(inProcess bool, pub, wholeJSON, wholeMsgpack, streamJSON, streamMsgpack measured) {
+func (r *benchResult) addLarge(inProcess bool, pub, wholeJSON, wholeMsgpack, streamJSON, streamMsgpack, relayJSON, relayMsgpack measured) {
 	r.rows = append(r.rows,
 		benchRow{"large answer (plain: publish)", "MB/s", pub.mbs, wholeJSON.mbs, wholeMsgpack.mbs, true},
-		benchRow{"large answer, streamed (plain: publish)", "MB/s", pub.mbs, streamJSON.mbs, streamMsgpack.mbs, true})
+		benchRow{"large answer, streamed (plain: publish)", "MB/s", pub.mbs, streamJSON.mbs, streamMsgpack.mbs, true},
+		benchRow{relayFloorRow, "MB/s", pub.mbs, relayJSON.mbs, relayMsgpack.mbs, true})
 	if inProcess && pub.cpuMs > 0 {
 		r.rows = append(r.rows,
 			benchRow{"large answer, CPU (plain: publish)", "core-ms/MB", pub.cpuMs, wholeJSON.cpuMs, wholeMsgpack.cpuMs, false},
-			benchRow{"large answer, streamed, CPU (plain: publish)", "core-ms/MB", pub.cpuMs, streamJSON.cpuMs, streamMsgpack.cpuMs, false})
+			benchRow{"large answer, streamed, CPU (plain: publish)", "core-ms/MB", pub.cpuMs, streamJSON.cpuMs, streamMsgpack.cpuMs, false},
+			benchRow{relayFloorRow + ", CPU", "core-ms/MB", pub.cpuMs, relayJSON.cpuMs, relayMsgpack.cpuMs, false})
 	} else if inProcess {
 		r.notes = append(r.notes, "CPU per MB: not reported, the process's CPU time cannot be read on this system.")
 	} else {
@@ -520,6 +542,10 @@ func (r *benchResult) addLarge(inProcess bool, pub, wholeJSON, wholeMsgpack, str
 	}
 	r.notes = append(r.notes, fmt.Sprintf("Large answers run: %d JSON, %d msgpack whole; %d JSON, %d msgpack streamed.",
 		wholeJSON.n, wholeMsgpack.n, streamJSON.n, streamMsgpack.n))
+	r.notes = append(r.notes, fmt.Sprintf("Floor: each whole answer's bytes (%.2f MB JSON, %.2f MB msgpack), relayed unchanged by plain NATS "+
+		"subscribers through the three crossings an answer makes (DAP -> Agg -> GW -> caller), one answer at a time; "+
+		"sg's large answers cannot pass it (%d and %d relayed).",
+		float64(wholeJSON.answerBytes)/1e6, float64(wholeMsgpack.answerBytes)/1e6, relayJSON.n, relayMsgpack.n))
 }
 
 // largeRuns says how many large answers a run asks for.
@@ -699,6 +725,8 @@ type measured struct {
 	mbs   float64
 	cpuMs float64
 	n     int
+	// answerBytes: the mean bytes per answer (timedMBs).
+	answerBytes int64
 }
 
 // cpuMark is the process's CPU time at a point.
@@ -737,7 +765,7 @@ func timedMBs(k, atLeast int, window time.Duration, read func() (int64, error)) 
 		total += b
 	}
 	mb := float64(total) / 1e6
-	return measured{mbs: mb / time.Since(start).Seconds(), cpuMs: cpu.msPer(mb), n: n}, nil
+	return measured{mbs: mb / time.Since(start).Seconds(), cpuMs: cpu.msPer(mb), n: n, answerBytes: total / int64(max(n, 1))}, nil
 }
 
 // timedMBs is timedMBs (benchLargeMin, benchLargeFor) under phase's profile.

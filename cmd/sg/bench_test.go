@@ -90,13 +90,17 @@ func TestTimedMBsCounts(t *testing.T) {
 // sg's.
 func TestBenchLargeRowsCPU(t *testing.T) {
 	pub := measured{mbs: 1000, cpuMs: 1, n: 100}
-	wj, wm, sj, sm := measured{300, 3.2, 9}, measured{200, 5, 65}, measured{400, 2.5, 20}, measured{150, 7, 58}
+	wj, wm := measured{mbs: 300, cpuMs: 3.2, n: 9, answerBytes: 17_800_000}, measured{mbs: 200, cpuMs: 5, n: 65, answerBytes: 2_470_000}
+	sj, sm := measured{mbs: 400, cpuMs: 2.5, n: 20}, measured{mbs: 150, cpuMs: 7, n: 58}
+	rj, rm := measured{mbs: 600, cpuMs: 2, n: 12}, measured{mbs: 500, cpuMs: 2.5, n: 80}
 	var own benchResult
-	own.addLarge(true, pub, wj, wm, sj, sm)
+	own.addLarge(true, pub, wj, wm, sj, sm, rj, rm)
 	var b strings.Builder
 	writeBenchTable(&b, own.rows)
 	for _, want := range []string{"| large answer, CPU (plain: publish) | core-ms/MB | 1.00 | 3.20 | 3.2x | 5.00 | 5.0x |",
-		"| large answer (plain: publish) | MB/s | 1000 | 300 | 30.0% | 200 | 20.0% |"} {
+		"| large answer (plain: publish) | MB/s | 1000 | 300 | 30.0% | 200 | 20.0% |",
+		"| " + relayFloorRow + " | MB/s | 1000 | 600 | 60.0% | 500 | 50.0% |",
+		"| " + relayFloorRow + ", CPU | core-ms/MB | 1.00 | 2.00 | 2.0x | 2.50 | 2.5x |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("own sg's table lacks %q:\n%s", want, b.String())
 		}
@@ -106,8 +110,13 @@ func TestBenchLargeRowsCPU(t *testing.T) {
 	}) {
 		t.Errorf("own sg's notes do not say what ran: %q", own.notes)
 	}
+	if !slices.ContainsFunc(own.notes, func(n string) bool {
+		return strings.Contains(n, "17.80 MB JSON, 2.47 MB msgpack") && strings.Contains(n, "12 and 80 relayed")
+	}) {
+		t.Errorf("own sg's notes do not say what the floor relayed: %q", own.notes)
+	}
 	var running benchResult
-	running.addLarge(false, pub, wj, wm, sj, sm)
+	running.addLarge(false, pub, wj, wm, sj, sm, rj, rm)
 	for _, r := range running.rows {
 		if r.unit == "core-ms/MB" {
 			t.Errorf("a running sg's table has a CPU row: %+v", r)
