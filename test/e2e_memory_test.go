@@ -160,6 +160,8 @@ func (d *procDeployment) stop() {
 // under GOMEMLIMIT=100MiB, and no service's peak resident set passes 100 MiB
 // (issue 10's proof: memory bounded by a window, not by the answer's size).
 // The answer is checked whole: every row, counted against the count sg gives.
+// The same rows are then read by a msgpack caller (the sg client's stream),
+// and the peaks cover both answers.
 //
 // What bounds it: each DAP sends its portion's rows in windows under the
 // Agg's credit (services/dap/window.go), and the Agg merges them as they come
@@ -272,6 +274,21 @@ func TestLargeAnswerMemoryPerService(t *testing.T) {
 		d.dump()
 		t.Fatalf("getData stream: %v after %d rows, %d bytes", err, rows, size)
 	}
+	// The same rows again for a msgpack caller (the sg client's stream of
+	// tables): the Agg's windows are encoded in the other form, and the
+	// peaks below are over both answers.
+	startMsgpack := time.Now()
+	var msgpackRows int64
+	hdr, err := cl.GetDataStream(ctx, client.GetDataQuery{Args: messages.GetDataArgs{Table: demo.Trade, StartTS: first, EndTS: last}},
+		func(t messages.Table) error {
+			msgpackRows += int64(t.NumRows())
+			return nil
+		})
+	elapsedMsgpack := time.Since(startMsgpack)
+	if err != nil || !hdr.Status.IsOK() {
+		d.dump()
+		t.Fatalf("getData stream, msgpack: %v %+v after %d rows", err, hdr.Status, msgpackRows)
+	}
 	over := false
 	for _, p := range d.procs {
 		peak, err := p.peakRSS()
@@ -292,6 +309,10 @@ func TestLargeAnswerMemoryPerService(t *testing.T) {
 	}
 	t.Logf("answer: %d rows, %.1f MB of JSON in %s (%.1f MB/s)", rows, float64(size)/1e6, elapsed.Round(time.Millisecond),
 		float64(size)/1e6/elapsed.Seconds())
+	if msgpackRows != want {
+		t.Fatalf("streamed %d rows to a msgpack caller, count says %d", msgpackRows, want)
+	}
+	t.Logf("answer: %d rows to a msgpack caller in %s", msgpackRows, elapsedMsgpack.Round(time.Millisecond))
 }
 
 // streamJSONRows asks for a getData answer as a stream of JSON frames, as
