@@ -124,7 +124,7 @@ func (a *Agg) encode(e *messages.AggExpectation, content messages.Content, st me
 		a.stats.tooLarge.Add(1)
 		st = messages.Errorf(messages.CodeTooLarge, messages.CodeErr,
 			"answer of %d bytes is above the Agg's limit of %d bytes for a whole answer: read it as a stream (request header %s: 1; getData, sql), "+
-				"which has no size limit, or narrow the request (columns, filter, limit)", size, a.cfg.MaxAnswerBytes, messages.HdrAcceptStream)
+				"which has no size limit, or page it (a limit and a narrower time range; fewer columns, a filter)", size, a.cfg.MaxAnswerBytes, messages.HdrAcceptStream)
 		data, err = resp(st, nil)
 	}
 	return data, st, err

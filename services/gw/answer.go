@@ -31,7 +31,7 @@ var errAnsweredInstead = errors.New("the caller was answered an error instead")
 func (g *GW) forward(ri *reqInfo, a answer) error {
 	if a.err != nil {
 		if errors.Is(a.err, messages.ErrTooLarge) {
-			return g.respondStatus(ri, messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "Answer is too large for the gateway: %v; read it as a stream (request header %s: 1; getData, sql), which has no size limit", a.err, messages.HdrAcceptStream))
+			return g.respondStatus(ri, messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "Answer is too large for the gateway: %v; read it as a stream (request header %s: 1; getData, sql), which has no size limit, or page it (a limit and a narrower time range)", a.err, messages.HdrAcceptStream))
 		}
 		return g.respondStatus(ri, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer could not be received whole: %v", a.err))
 	}
