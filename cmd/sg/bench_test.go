@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,50 @@ func TestPhaseProfilesWritesOnePerPhase(t *testing.T) {
 	err := realMain(context.Background(), []string{"bench", "--cpuprofile", filepath.Join(dir, "all.pprof"), "--phase-profiles", dir, "--out", ""}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
 		t.Fatalf("both profiles: got %v", err)
+	}
+}
+
+// sg bench, end to end at its smallest: it starts its own sg twice (request
+// log on, off), measures every row against plain NATS and writes the table,
+// each figure a positive number; a change that breaks a phase (the relay
+// floor, a caller, a pass) fails here, not in the next person's run.
+func TestBenchRunsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts sg twice")
+	}
+	out := filepath.Join(t.TempDir(), "B.md")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := []string{"--requests", "10", "--clients", "2", "--duration", "200ms", "--large", "1", "--publish-mib", "4",
+		"--large-last", "30m", "--out", out}
+	if err := cmdBench(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("sg bench: %v\n%s", err, stderr.String())
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []string{"small getData p50, 1 client", "small getData p99, 1 client", "small getData, 1 client", "small getData, 2 clients",
+		"large answer (plain: publish)", "large answer, streamed (plain: publish)", relayFloorRow + " |"}
+	passes := strings.Split(string(doc), "\n### sg, request log ")
+	if len(passes) != 3 || !strings.HasPrefix(passes[1], "on") || !strings.HasPrefix(passes[2], "off") {
+		t.Fatalf("want a pass with the request log on, then off:\n%s", doc)
+	}
+	for _, pass := range passes[1:] {
+		for _, row := range rows {
+			i := strings.Index(pass, "| "+row)
+			if i < 0 {
+				t.Fatalf("no row %q in:\n%s", row, pass)
+			}
+			cells := strings.Split(strings.SplitN(pass[i:], "\n", 2)[0], "|")
+			// | what | unit | plain | sg JSON | ratio | sg msgpack | ratio |
+			for _, k := range []int{3, 4, 6} {
+				v, err := strconv.ParseFloat(strings.TrimSpace(cells[k]), 64)
+				if err != nil || v <= 0 {
+					t.Errorf("row %q: cell %d is %q, want a positive figure", row, k, cells[k])
+				}
+			}
+		}
 	}
 }
