@@ -194,12 +194,20 @@ func SendChunkedBody(nc *nats.Conn, subject string, base nats.Header, body Body,
 // duplicates, up to a size limit. It is not safe for concurrent use. After
 // an error every later Add returns the same error: a broken transfer stays
 // broken.
+//
+// Chunks are gathered and checksummed as they come: the ones in index order
+// at once (most transfers: NATS keeps one sender's order), the others once
+// the chunks before them came. The last chunk then costs its own copy and
+// checksum, not the whole payload's.
 type Reassembler struct {
 	limit    int64
 	started  bool
 	first    chunkHeader // what the first chunk said of the transfer
 	header   nats.Header
-	parts    map[int][]byte // a map, not a slice: count comes from the network
+	parts    map[int][]byte // chunks after a gap; a map, not a slice: count comes from the network
+	next     int            // chunks 0..next-1 are in out and crc
+	out      []byte
+	crc      uint32
 	received int64
 	done     bool
 	payload  []byte
@@ -229,7 +237,7 @@ func (r *Reassembler) Missing() int {
 	if r.done {
 		return 0
 	}
-	return int(r.first.count) - len(r.parts)
+	return int(r.first.count) - r.next - len(r.parts)
 }
 
 // Header returns the headers of the first chunk received (routing, rc/ac/ai),
@@ -250,7 +258,7 @@ func (r *Reassembler) Payload() ([]byte, error) {
 
 func (r *Reassembler) fail(err error) (bool, error) {
 	r.err = err
-	r.parts = nil
+	r.parts, r.out = nil, nil
 	return false, err
 }
 
@@ -360,7 +368,7 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 		return r.fail(fmt.Errorf("%w: chunk of transfer %q (count %d, total %d) mixed into transfer %q (count %d, total %d)",
 			ErrChunk, c.stream, c.count, c.total, r.first.stream, r.first.count, r.first.total))
 	}
-	if _, dup := r.parts[int(c.index)]; dup {
+	if _, dup := r.parts[int(c.index)]; dup || int(c.index) < r.next {
 		return false, nil
 	}
 	if r.received+int64(len(data)) > r.first.total {
@@ -378,26 +386,53 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 		r.received, r.payload, r.done = int64(len(data)), data, true
 		return true, nil
 	}
-	if r.parts == nil {
-		r.parts = map[int][]byte{}
-	}
-	r.parts[int(c.index)] = data
 	r.received += int64(len(data))
-	if len(r.parts) < int(r.first.count) {
+	if int(c.index) != r.next {
+		if r.parts == nil {
+			r.parts = map[int][]byte{}
+		}
+		r.parts[int(c.index)] = data
+		return false, nil
+	}
+	r.gather(data)
+	for {
+		p, ok := r.parts[r.next]
+		if !ok {
+			break
+		}
+		delete(r.parts, r.next)
+		r.gather(p)
+	}
+	if r.next < int(r.first.count) {
 		return false, nil
 	}
 	if r.received != r.first.total {
 		return r.fail(fmt.Errorf("%w: all %d chunks arrived with %d bytes, announced %d", ErrChunk, r.first.count, r.received, r.first.total))
 	}
-	out := make([]byte, 0, r.first.total)
-	for i := range int(r.first.count) {
-		out = append(out, r.parts[i]...)
+	if got := strconv.FormatUint(uint64(r.crc), 16); r.first.sum != "" && got != r.first.sum {
+		return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, got))
 	}
-	if r.first.sum != "" && checksum(out) != r.first.sum {
-		return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, checksum(out)))
-	}
-	r.payload, r.parts, r.done = out, nil, true
+	r.payload, r.out, r.parts, r.done = r.out, nil, nil, true
 	return true, nil
+}
+
+// gatherAhead bounds the room the payload is given ahead of the bytes that
+// came, as a multiple of them: the total comes from the network, and a
+// small forged chunk must not reserve a whole limit's worth. A transfer of
+// a few chunks (most: a large answer is a few max payloads) gets its room
+// at its first chunk, a longer one grows to it.
+const gatherAhead = 4
+
+// gather appends chunk r.next, data, to the payload and its checksum.
+func (r *Reassembler) gather(data []byte) {
+	if need := len(r.out) + len(data); need > cap(r.out) {
+		out := make([]byte, len(r.out), min(r.first.total, int64(gatherAhead)*int64(need)))
+		copy(out, r.out)
+		r.out = out
+	}
+	r.out = append(r.out, data...)
+	r.crc = crc32.Update(r.crc, castagnoli, data)
+	r.next++
 }
 
 // ChunkRelay checks a transfer that is passed on chunk by chunk as it comes,
