@@ -89,9 +89,12 @@ func (b Body) Join() []byte {
 }
 
 // slice returns bytes lo..hi of the body: a piece's own memory when they lie
-// in one piece, else a copy.
-func (b Body) slice(lo, hi int) []byte {
+// in one piece, else a copy, into room when it holds them.
+func (b Body) slice(lo, hi int, room []byte) []byte {
 	var out []byte
+	if cap(room) >= hi-lo {
+		out = room[:0]
+	}
 	off := 0
 	for _, p := range b {
 		start := off
@@ -132,35 +135,56 @@ const RelayRoom = 1 << 10
 // body that fits in one message still gets chunk headers (count 1), so the
 // receiver checks size and checksum the same way.
 func SplitChunksBody(subject string, base nats.Header, body Body, maxMsgSize int) ([]*nats.Msg, error) {
-	stream := nuid.Next()
-	sum := body.checksum()
-	size := body.Len()
-	total := strconv.Itoa(size)
+	t, err := cutChunks(base, body, maxMsgSize)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*nats.Msg, 0, t.count)
+	for i := range t.count {
+		lo, hi := t.span(i)
+		msgs = append(msgs, &nats.Msg{Subject: subject, Header: t.header(i), Data: body.slice(lo, hi, nil)})
+	}
+	return msgs, nil
+}
+
+// chunkCut is how a body is cut into chunks (SplitChunksBody).
+type chunkCut struct {
+	base               nats.Header
+	stream, sum, total string
+	size, room, count  int
+}
+
+func cutChunks(base nats.Header, body Body, maxMsgSize int) (chunkCut, error) {
+	t := chunkCut{base: base, stream: nuid.Next(), sum: body.checksum(), size: body.Len()}
+	t.total = strconv.Itoa(t.size)
 	// Worst-case header: index and count at their widest (20 digits).
 	probe := cloneHeader(base)
 	const wide = "18446744073709551615"
-	probe.Set(HdrChunkStream, stream)
+	probe.Set(HdrChunkStream, t.stream)
 	probe.Set(HdrChunkIndex, wide)
 	probe.Set(HdrChunkCount, wide)
-	probe.Set(HdrChunkTotal, total)
-	probe.Set(HdrChunkSum, sum)
-	room := maxMsgSize - HeaderSize(probe)
-	if room < 1 {
-		return nil, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, HeaderSize(probe))
+	probe.Set(HdrChunkTotal, t.total)
+	probe.Set(HdrChunkSum, t.sum)
+	t.room = maxMsgSize - HeaderSize(probe)
+	if t.room < 1 {
+		return t, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, HeaderSize(probe))
 	}
-	count := max(1, (size+room-1)/room)
-	msgs := make([]*nats.Msg, 0, count)
-	for i := range count {
-		lo, hi := i*room, min((i+1)*room, size)
-		h := cloneHeader(base)
-		h.Set(HdrChunkStream, stream)
-		h.Set(HdrChunkIndex, strconv.Itoa(i))
-		h.Set(HdrChunkCount, strconv.Itoa(count))
-		h.Set(HdrChunkTotal, total)
-		h.Set(HdrChunkSum, sum)
-		msgs = append(msgs, &nats.Msg{Subject: subject, Header: h, Data: body.slice(lo, hi)})
-	}
-	return msgs, nil
+	t.count = max(1, (t.size+t.room-1)/t.room)
+	return t, nil
+}
+
+// span is chunk i's bytes of the body, lo..hi.
+func (t chunkCut) span(i int) (lo, hi int) { return i * t.room, min((i+1)*t.room, t.size) }
+
+// header is chunk i's headers: base's and the chunk's.
+func (t chunkCut) header(i int) nats.Header {
+	h := cloneHeader(t.base)
+	h.Set(HdrChunkStream, t.stream)
+	h.Set(HdrChunkIndex, strconv.Itoa(i))
+	h.Set(HdrChunkCount, strconv.Itoa(t.count))
+	h.Set(HdrChunkTotal, t.total)
+	h.Set(HdrChunkSum, t.sum)
+	return h
 }
 
 // SendChunked publishes payload on subject in chunks (SplitChunksBody), with
@@ -173,21 +197,31 @@ func SendChunked(nc *nats.Conn, subject string, base nats.Header, payload []byte
 	return SendChunkedBody(nc, subject, base, Body{payload}, maxMsgSize)
 }
 
-// SendChunkedBody is SendChunked for a body in pieces (SplitChunksBody).
+// SendChunkedBody is SendChunked for a body in pieces (SplitChunksBody),
+// sent a chunk at a time: a chunk that spans pieces (the first: the
+// envelope's head and its payload) is joined in a buffer of the large
+// answers' (freeBuffers), used again for the next and given back once they
+// are sent (NATS copies what it publishes), not in a new one for each.
 func SendChunkedBody(nc *nats.Conn, subject string, base nats.Header, body Body, maxMsgSize int) (int, error) {
 	if maxMsgSize <= 0 {
 		maxMsgSize = int(nc.MaxPayload())
 	}
-	msgs, err := SplitChunksBody(subject, base, body, maxMsgSize)
+	t, err := cutChunks(base, body, maxMsgSize)
 	if err != nil {
 		return 0, err
 	}
-	for i, m := range msgs {
-		if err := nc.PublishMsg(m); err != nil {
-			return i, fmt.Errorf("messages: publish chunk %d/%d to %s: %w", i, len(msgs), subject, err)
+	var joined []byte
+	defer func() { freeBuffers.put(joined) }()
+	for i := range t.count {
+		lo, hi := t.span(i)
+		if joined == nil && len(body) > 1 {
+			joined = freeBuffers.get(t.room)
+		}
+		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Header: t.header(i), Data: body.slice(lo, hi, joined)}); err != nil {
+			return i, fmt.Errorf("messages: publish chunk %d/%d to %s: %w", i, t.count, subject, err)
 		}
 	}
-	return len(msgs), nil
+	return t.count, nil
 }
 
 // Reassembler collects the chunks of one transfer, in any order, ignoring

@@ -576,3 +576,65 @@ func BenchmarkReassembleAnswer(b *testing.B) {
 		}
 	})
 }
+
+// SendChunkedBody joins a chunk that spans pieces in a buffer of
+// freeBuffers, given back once it is sent: published before it is given
+// back (poisoned at once then), the receiver gets the body's bytes.
+func TestSendChunkedBodyJoinsInAFreeBuffer(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	const subject = "sg.gw.gw-1.answer.req-2"
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	payload := randomPayload(1<<20, 11)
+	// An envelope's head, then its payload: chunk 0 and two more span pieces.
+	body := Body{payload[:100], payload[100 : 300<<10], payload[300<<10:]}
+	const max = 128 << 10
+	cut, err := cutChunks(nats.Header{}, body, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	send := func() {
+		t.Helper()
+		if n, err := SendChunkedBody(nc, subject, nats.Header{}, body, max); err != nil || n != cut.count {
+			t.Fatalf("%d chunks, %v", n, err)
+		}
+		if got, _, err := ReceiveChunked(ctx, sub, 0); err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("received %d bytes, %v", len(got), err)
+		}
+	}
+	free := make([]byte, cut.room)
+	ReleaseBuffer(free)
+	send()
+	// The last chunk that spanned pieces was joined in it.
+	lo, hi := cut.span(300 << 10 / cut.room)
+	if !bytes.Equal(free[:hi-lo], payload[lo:hi]) {
+		t.Error("the joins were not in the free buffer")
+	}
+
+	was := PoisonReleased(true)
+	t.Cleanup(func() { PoisonReleased(was) })
+	send()
+}
+
+// The Agg's send of a whole msgpack answer of the demo's trade table (2.47
+// MB: the envelope's head and its payload) in three chunks, to a subject
+// nobody reads.
+func BenchmarkSendChunkedAnswer(b *testing.B) {
+	nc := natstest.Connect(b, natstest.Start(b))
+	payload := randomPayload(2_470_000, 13)
+	body := Body{payload[:120], payload[120:]}
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := SendChunkedBody(nc, "sg.bench.answer", nats.Header{}, body, 1<<20-RelayRoom); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
