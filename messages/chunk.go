@@ -89,9 +89,12 @@ func (b Body) Join() []byte {
 }
 
 // slice returns bytes lo..hi of the body: a piece's own memory when they lie
-// in one piece, else a copy.
-func (b Body) slice(lo, hi int) []byte {
+// in one piece, else a copy, into room when it holds them.
+func (b Body) slice(lo, hi int, room []byte) []byte {
 	var out []byte
+	if cap(room) >= hi-lo {
+		out = room[:0]
+	}
 	off := 0
 	for _, p := range b {
 		start := off
@@ -132,35 +135,56 @@ const RelayRoom = 1 << 10
 // body that fits in one message still gets chunk headers (count 1), so the
 // receiver checks size and checksum the same way.
 func SplitChunksBody(subject string, base nats.Header, body Body, maxMsgSize int) ([]*nats.Msg, error) {
-	stream := nuid.Next()
-	sum := body.checksum()
-	size := body.Len()
-	total := strconv.Itoa(size)
+	t, err := cutChunks(base, body, maxMsgSize)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*nats.Msg, 0, t.count)
+	for i := range t.count {
+		lo, hi := t.span(i)
+		msgs = append(msgs, &nats.Msg{Subject: subject, Header: t.header(i), Data: body.slice(lo, hi, nil)})
+	}
+	return msgs, nil
+}
+
+// chunkCut is how a body is cut into chunks (SplitChunksBody).
+type chunkCut struct {
+	base               nats.Header
+	stream, sum, total string
+	size, room, count  int
+}
+
+func cutChunks(base nats.Header, body Body, maxMsgSize int) (chunkCut, error) {
+	t := chunkCut{base: base, stream: nuid.Next(), sum: body.checksum(), size: body.Len()}
+	t.total = strconv.Itoa(t.size)
 	// Worst-case header: index and count at their widest (20 digits).
 	probe := cloneHeader(base)
 	const wide = "18446744073709551615"
-	probe.Set(HdrChunkStream, stream)
+	probe.Set(HdrChunkStream, t.stream)
 	probe.Set(HdrChunkIndex, wide)
 	probe.Set(HdrChunkCount, wide)
-	probe.Set(HdrChunkTotal, total)
-	probe.Set(HdrChunkSum, sum)
-	room := maxMsgSize - HeaderSize(probe)
-	if room < 1 {
-		return nil, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, HeaderSize(probe))
+	probe.Set(HdrChunkTotal, t.total)
+	probe.Set(HdrChunkSum, t.sum)
+	t.room = maxMsgSize - HeaderSize(probe)
+	if t.room < 1 {
+		return t, fmt.Errorf("%w: max message size %d leaves no room for data after %d header bytes", ErrChunk, maxMsgSize, HeaderSize(probe))
 	}
-	count := max(1, (size+room-1)/room)
-	msgs := make([]*nats.Msg, 0, count)
-	for i := range count {
-		lo, hi := i*room, min((i+1)*room, size)
-		h := cloneHeader(base)
-		h.Set(HdrChunkStream, stream)
-		h.Set(HdrChunkIndex, strconv.Itoa(i))
-		h.Set(HdrChunkCount, strconv.Itoa(count))
-		h.Set(HdrChunkTotal, total)
-		h.Set(HdrChunkSum, sum)
-		msgs = append(msgs, &nats.Msg{Subject: subject, Header: h, Data: body.slice(lo, hi)})
-	}
-	return msgs, nil
+	t.count = max(1, (t.size+t.room-1)/t.room)
+	return t, nil
+}
+
+// span is chunk i's bytes of the body, lo..hi.
+func (t chunkCut) span(i int) (lo, hi int) { return i * t.room, min((i+1)*t.room, t.size) }
+
+// header is chunk i's headers: base's and the chunk's.
+func (t chunkCut) header(i int) nats.Header {
+	h := cloneHeader(t.base)
+	h.Set(HdrChunkStream, t.stream)
+	h.Set(HdrChunkIndex, strconv.Itoa(i))
+	h.Set(HdrChunkCount, strconv.Itoa(t.count))
+	h.Set(HdrChunkTotal, t.total)
+	h.Set(HdrChunkSum, t.sum)
+	return h
 }
 
 // SendChunked publishes payload on subject in chunks (SplitChunksBody), with
@@ -173,33 +197,51 @@ func SendChunked(nc *nats.Conn, subject string, base nats.Header, payload []byte
 	return SendChunkedBody(nc, subject, base, Body{payload}, maxMsgSize)
 }
 
-// SendChunkedBody is SendChunked for a body in pieces (SplitChunksBody).
+// SendChunkedBody is SendChunked for a body in pieces (SplitChunksBody),
+// sent a chunk at a time: a chunk that spans pieces (the first: the
+// envelope's head and its payload) is joined in a buffer of the large
+// answers' (freeBuffers), used again for the next and given back once they
+// are sent (NATS copies what it publishes), not in a new one for each.
 func SendChunkedBody(nc *nats.Conn, subject string, base nats.Header, body Body, maxMsgSize int) (int, error) {
 	if maxMsgSize <= 0 {
 		maxMsgSize = int(nc.MaxPayload())
 	}
-	msgs, err := SplitChunksBody(subject, base, body, maxMsgSize)
+	t, err := cutChunks(base, body, maxMsgSize)
 	if err != nil {
 		return 0, err
 	}
-	for i, m := range msgs {
-		if err := nc.PublishMsg(m); err != nil {
-			return i, fmt.Errorf("messages: publish chunk %d/%d to %s: %w", i, len(msgs), subject, err)
+	var joined []byte
+	defer func() { freeBuffers.put(joined) }()
+	for i := range t.count {
+		lo, hi := t.span(i)
+		if joined == nil && len(body) > 1 {
+			joined = freeBuffers.get(t.room)
+		}
+		if err := nc.PublishMsg(&nats.Msg{Subject: subject, Header: t.header(i), Data: body.slice(lo, hi, joined)}); err != nil {
+			return i, fmt.Errorf("messages: publish chunk %d/%d to %s: %w", i, t.count, subject, err)
 		}
 	}
-	return len(msgs), nil
+	return t.count, nil
 }
 
 // Reassembler collects the chunks of one transfer, in any order, ignoring
 // duplicates, up to a size limit. It is not safe for concurrent use. After
 // an error every later Add returns the same error: a broken transfer stays
 // broken.
+//
+// Chunks are gathered and checksummed as they come: the ones in index order
+// at once (most transfers: NATS keeps one sender's order), the others once
+// the chunks before them came. The last chunk then costs its own copy and
+// checksum, not the whole payload's.
 type Reassembler struct {
 	limit    int64
 	started  bool
 	first    chunkHeader // what the first chunk said of the transfer
 	header   nats.Header
-	parts    map[int][]byte // a map, not a slice: count comes from the network
+	parts    map[int][]byte // chunks after a gap; a map, not a slice: count comes from the network
+	next     int            // chunks 0..next-1 are in out and crc
+	out      []byte
+	crc      uint32
 	received int64
 	done     bool
 	payload  []byte
@@ -229,7 +271,7 @@ func (r *Reassembler) Missing() int {
 	if r.done {
 		return 0
 	}
-	return int(r.first.count) - len(r.parts)
+	return int(r.first.count) - r.next - len(r.parts)
 }
 
 // Header returns the headers of the first chunk received (routing, rc/ac/ai),
@@ -250,7 +292,7 @@ func (r *Reassembler) Payload() ([]byte, error) {
 
 func (r *Reassembler) fail(err error) (bool, error) {
 	r.err = err
-	r.parts = nil
+	r.parts, r.out = nil, nil
 	return false, err
 }
 
@@ -360,7 +402,7 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 		return r.fail(fmt.Errorf("%w: chunk of transfer %q (count %d, total %d) mixed into transfer %q (count %d, total %d)",
 			ErrChunk, c.stream, c.count, c.total, r.first.stream, r.first.count, r.first.total))
 	}
-	if _, dup := r.parts[int(c.index)]; dup {
+	if _, dup := r.parts[int(c.index)]; dup || int(c.index) < r.next {
 		return false, nil
 	}
 	if r.received+int64(len(data)) > r.first.total {
@@ -378,26 +420,53 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 		r.received, r.payload, r.done = int64(len(data)), data, true
 		return true, nil
 	}
-	if r.parts == nil {
-		r.parts = map[int][]byte{}
-	}
-	r.parts[int(c.index)] = data
 	r.received += int64(len(data))
-	if len(r.parts) < int(r.first.count) {
+	if int(c.index) != r.next {
+		if r.parts == nil {
+			r.parts = map[int][]byte{}
+		}
+		r.parts[int(c.index)] = data
+		return false, nil
+	}
+	r.gather(data)
+	for {
+		p, ok := r.parts[r.next]
+		if !ok {
+			break
+		}
+		delete(r.parts, r.next)
+		r.gather(p)
+	}
+	if r.next < int(r.first.count) {
 		return false, nil
 	}
 	if r.received != r.first.total {
 		return r.fail(fmt.Errorf("%w: all %d chunks arrived with %d bytes, announced %d", ErrChunk, r.first.count, r.received, r.first.total))
 	}
-	out := make([]byte, 0, r.first.total)
-	for i := range int(r.first.count) {
-		out = append(out, r.parts[i]...)
+	if got := strconv.FormatUint(uint64(r.crc), 16); r.first.sum != "" && got != r.first.sum {
+		return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, got))
 	}
-	if r.first.sum != "" && checksum(out) != r.first.sum {
-		return r.fail(fmt.Errorf("%w: checksum mismatch: announced %s, got %s", ErrChunk, r.first.sum, checksum(out)))
-	}
-	r.payload, r.parts, r.done = out, nil, true
+	r.payload, r.out, r.parts, r.done = r.out, nil, nil, true
 	return true, nil
+}
+
+// gatherAhead bounds the room the payload is given ahead of the bytes that
+// came, as a multiple of them: the total comes from the network, and a
+// small forged chunk must not reserve a whole limit's worth. A transfer of
+// a few chunks (most: a large answer is a few max payloads) gets its room
+// at its first chunk, a longer one grows to it.
+const gatherAhead = 4
+
+// gather appends chunk r.next, data, to the payload and its checksum.
+func (r *Reassembler) gather(data []byte) {
+	if need := len(r.out) + len(data); need > cap(r.out) {
+		out := make([]byte, len(r.out), min(r.first.total, int64(gatherAhead)*int64(need)))
+		copy(out, r.out)
+		r.out = out
+	}
+	r.out = append(r.out, data...)
+	r.crc = crc32.Update(r.crc, castagnoli, data)
+	r.next++
 }
 
 // ChunkRelay checks a transfer that is passed on chunk by chunk as it comes,

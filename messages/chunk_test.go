@@ -419,3 +419,222 @@ func TestChunkRelay(t *testing.T) {
 		}
 	}
 }
+
+// Chunks are gathered and checksummed as they come: in index order at once
+// (the last then costs its own bytes, not the whole payload's), after a gap
+// once the chunks before them came; either way a forged chunk fails the
+// transfer at its end.
+func TestReassemblerGathersAsChunksCome(t *testing.T) {
+	payload := randomPayload(50_000, 9)
+	msgs := split(t, payload, 1000)
+	t.Run("in order", func(t *testing.T) {
+		r := NewReassembler(0)
+		n := 0
+		for i, m := range msgs[:len(msgs)-1] {
+			if done, err := r.Add(m.Header, m.Data); done || err != nil {
+				t.Fatalf("chunk %d: %v %v", i, done, err)
+			}
+			n += len(m.Data)
+			if r.next != i+1 || len(r.parts) != 0 || !bytes.Equal(r.out, payload[:n]) {
+				t.Fatalf("after chunk %d: %d gathered (%d bytes), %d held", i, r.next, len(r.out), len(r.parts))
+			}
+		}
+		last := msgs[len(msgs)-1]
+		if done, err := r.Add(last.Header, last.Data); !done || err != nil {
+			t.Fatalf("last chunk: %v %v", done, err)
+		}
+		if got, err := r.Payload(); err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("reassembled %d bytes, %v", len(got), err)
+		}
+	})
+	t.Run("after a gap", func(t *testing.T) {
+		r := NewReassembler(0)
+		for i := len(msgs) - 1; i >= 1; i-- {
+			if done, err := r.Add(msgs[i].Header, msgs[i].Data); done || err != nil {
+				t.Fatalf("chunk %d: %v %v", i, done, err)
+			}
+		}
+		if r.next != 0 || len(r.parts) != len(msgs)-1 || r.Missing() != 1 {
+			t.Fatalf("%d gathered, %d held, %d missing", r.next, len(r.parts), r.Missing())
+		}
+		if done, err := r.Add(msgs[0].Header, msgs[0].Data); !done || err != nil {
+			t.Fatalf("chunk 0: %v %v", done, err)
+		}
+		if got, err := r.Payload(); err != nil || !bytes.Equal(got, payload) || len(r.parts) != 0 {
+			t.Fatalf("reassembled %d bytes, %v", len(got), err)
+		}
+	})
+	forged := func(i int) []*nats.Msg {
+		f := slices.Clone(msgs)
+		f[i] = &nats.Msg{Header: msgs[i].Header, Data: slices.Clone(msgs[i].Data)}
+		f[i].Data[len(f[i].Data)/2] ^= 0x01
+		return f
+	}
+	for name, order := range map[string][]int{
+		"forged chunk in order":       nil,
+		"forged chunk after a gap":    {0, 3, 2, 1},
+		"forged chunk come before 0":  {3, 2, 1, 0},
+		"forged chunk held then sent": {0, 2, 3, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := forged(2)
+			seq := slices.Collect(func(yield func(int) bool) {
+				for _, i := range order {
+					yield(i)
+				}
+				for i := len(order); i < len(f); i++ {
+					yield(i)
+				}
+			})
+			r := NewReassembler(0)
+			var err error
+			for k, i := range seq {
+				var done bool
+				if done, err = r.Add(f[i].Header, f[i].Data); err != nil {
+					if k != len(seq)-1 {
+						t.Fatalf("failed at chunk %d of %d: %v", k+1, len(seq), err)
+					}
+					break
+				}
+				if done {
+					t.Fatal("a forged transfer completed")
+				}
+			}
+			if !errors.Is(err, ErrChunk) || !strings.Contains(err.Error(), "checksum") {
+				t.Fatalf("forged chunk: %v", err)
+			}
+			if got, err := r.Payload(); got != nil || !errors.Is(err, ErrChunk) {
+				t.Errorf("payload after a forged chunk: %d bytes, %v", len(got), err)
+			}
+		})
+	}
+}
+
+// The room a transfer is given ahead of its bytes is bounded by the bytes
+// that came: a small chunk announcing a payload as large as the limit does
+// not reserve it.
+func TestReassemblerRoomFollowsTheBytes(t *testing.T) {
+	h := nats.Header{HdrChunkStream: {"s"}, HdrChunkIndex: {"0"}, HdrChunkCount: {"2"},
+		HdrChunkTotal: {strconv.FormatInt(DefaultChunkLimit, 10)}, HdrChunkSum: {"1"}}
+	r := NewReassembler(0)
+	if done, err := r.Add(h, []byte("0123456789")); done || err != nil {
+		t.Fatalf("%v %v", done, err)
+	}
+	if cap(r.out) > gatherAhead*10 {
+		t.Errorf("%d bytes of room for 10 bytes that came", cap(r.out))
+	}
+
+	// A transfer of a few chunks gets its room at its first: no copy as it grows.
+	room := len(split(t, randomPayload(10_000, 10), 1000)[0].Data)
+	msgs := split(t, randomPayload(gatherAhead*room, 10), 1000)
+	if len(msgs) != gatherAhead {
+		t.Fatalf("%d chunks", len(msgs))
+	}
+	r = NewReassembler(0)
+	r.Add(msgs[0].Header, msgs[0].Data)
+	first := &r.out[0]
+	for _, m := range msgs[1:] {
+		r.Add(m.Header, m.Data)
+	}
+	if got, err := r.Payload(); err != nil || &got[0] != first {
+		t.Errorf("payload moved as it was gathered: %v", err)
+	}
+}
+
+// A whole msgpack answer of the demo's trade table (2.47 MB) reassembled
+// from its three chunks: all of it (CPU), and the last chunk's Add alone,
+// the time from the last chunk in to the payload at the caller.
+func BenchmarkReassembleAnswer(b *testing.B) {
+	payload := randomPayload(2_470_000, 12)
+	msgs, err := SplitChunksBody("s", nats.Header{}, Body{payload}, 1<<20-RelayRoom)
+	if err != nil {
+		b.Fatal(err)
+	}
+	add := func(r *Reassembler, m *nats.Msg) {
+		if _, err := r.Add(m.Header, m.Data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		for b.Loop() {
+			r := NewReassembler(0)
+			for _, m := range msgs {
+				add(r, m)
+			}
+		}
+	})
+	b.Run("last chunk", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			r := NewReassembler(0)
+			for _, m := range msgs[:len(msgs)-1] {
+				add(r, m)
+			}
+			b.StartTimer()
+			add(r, msgs[len(msgs)-1])
+		}
+	})
+}
+
+// SendChunkedBody joins a chunk that spans pieces in a buffer of
+// freeBuffers, given back once it is sent: published before it is given
+// back (poisoned at once then), the receiver gets the body's bytes.
+func TestSendChunkedBodyJoinsInAFreeBuffer(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	const subject = "sg.gw.gw-1.answer.req-2"
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	payload := randomPayload(1<<20, 11)
+	// An envelope's head, then its payload: chunk 0 and two more span pieces.
+	body := Body{payload[:100], payload[100 : 300<<10], payload[300<<10:]}
+	const max = 128 << 10
+	cut, err := cutChunks(nats.Header{}, body, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	send := func() {
+		t.Helper()
+		if n, err := SendChunkedBody(nc, subject, nats.Header{}, body, max); err != nil || n != cut.count {
+			t.Fatalf("%d chunks, %v", n, err)
+		}
+		if got, _, err := ReceiveChunked(ctx, sub, 0); err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("received %d bytes, %v", len(got), err)
+		}
+	}
+	free := make([]byte, cut.room)
+	ReleaseBuffer(free)
+	send()
+	// The last chunk that spanned pieces was joined in it.
+	lo, hi := cut.span(300 << 10 / cut.room)
+	if !bytes.Equal(free[:hi-lo], payload[lo:hi]) {
+		t.Error("the joins were not in the free buffer")
+	}
+
+	was := PoisonReleased(true)
+	t.Cleanup(func() { PoisonReleased(was) })
+	send()
+}
+
+// The Agg's send of a whole msgpack answer of the demo's trade table (2.47
+// MB: the envelope's head and its payload) in three chunks, to a subject
+// nobody reads.
+func BenchmarkSendChunkedAnswer(b *testing.B) {
+	nc := natstest.Connect(b, natstest.Start(b))
+	payload := randomPayload(2_470_000, 13)
+	body := Body{payload[:120], payload[120:]}
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := SendChunkedBody(nc, "sg.bench.answer", nats.Header{}, body, 1<<20-RelayRoom); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
