@@ -260,6 +260,15 @@ func NewReassembler(limit int64) *Reassembler {
 // Limit returns the size limit.
 func (r *Reassembler) Limit() int64 { return r.limit }
 
+// Received returns the bytes of the chunks it holds (the payload's once
+// done; 0 after a failure, which lets them go).
+func (r *Reassembler) Received() int64 {
+	if r.err != nil {
+		return 0
+	}
+	return r.received
+}
+
 // Done reports whether every chunk has arrived and the payload checked out.
 func (r *Reassembler) Done() bool { return r.done }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -172,4 +173,52 @@ func fetchStoredAnswer(t *testing.T, nc *nats.Conn, bucket, key string) []byte {
 	}
 	t.Logf("fetched %d bytes, %d rows from %s/%s", len(data), len(table), bucket, key)
 	return data
+}
+
+// A GW holds the chunks of answers it reassembles (for callers that do not
+// reassemble chunks) up to MaxReassemblyBytes, all requests together: a
+// plain caller whose answer would take it past the bound gets RATE_LIMITED
+// naming the limit (Sg-Limit, Sg-Retry-After) and the ways that hold nothing
+// at the GW, never a cut document; a caller that takes chunks still gets the
+// whole answer, passed on as it comes.
+func TestGetDataPlainRequestReassemblyBounded(t *testing.T) {
+	sys := startSystem(t, systemOptions{gwMaxReassembly: 64 << 10})
+	sys.startDemo(demoFleetConfig(sys, 10000))
+	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sys.nc.Request(sys.s.GWAPI(subjects.APIGetData), body, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := messages.DecodeResponse(m.Header, m.Data)
+	if err != nil {
+		t.Fatalf("the answer is not a whole document: %v", err)
+	}
+	st := resp.Header.Status
+	if st.RC != messages.CodeRateLimited || len(resp.Payload) != 0 {
+		t.Fatalf("answer %+v with %d bytes, want RATE_LIMITED and no payload", st, len(resp.Payload))
+	}
+	if got := m.Header.Get(messages.HdrLimit); got != limits.GWReassemblyBytes {
+		t.Fatalf("Sg-Limit %q, want %q", got, limits.GWReassemblyBytes)
+	}
+	if ra, err := strconv.Atoi(m.Header.Get(messages.HdrRetryAfter)); err != nil || ra < 1 {
+		t.Fatalf("Sg-Retry-After %q, want whole seconds >= 1", m.Header.Get(messages.HdrRetryAfter))
+	}
+	for _, want := range []string{gw.EnvMaxReassemblyBytes, messages.HdrAcceptChunks, messages.HdrAcceptStream} {
+		if !strings.Contains(st.AI, want) {
+			t.Fatalf("the error does not name %s: %q", want, st.AI)
+		}
+	}
+	// Taking chunks, the same request is answered whole: the GW passes them on.
+	cl := sys.client
+	whole, err := cl.Do(context.Background(), subjects.APIGetData, messages.GetDataArgs{Table: demo.Trade}, messages.Opts{})
+	if err != nil || !whole.Header.Status.IsOK() || int64(len(whole.Payload)) <= sys.nc.MaxPayload() {
+		t.Fatalf("chunked answer: %v %+v, %d bytes", err, whole.Header.Status, len(whole.Payload))
+	}
 }

@@ -47,14 +47,16 @@ type systemOptions struct {
 	url           string        // NATS URL; "" starts an embedded server
 	gwTimeout     time.Duration // default request timeout
 	timeoutMargin time.Duration
-	log           *zerolog.Logger  // every service's logger; default testLogger
-	maxRetry      int              // RC; default 3
-	announceEvery time.Duration    // RC announcements (the GW's expectation too); default 20 ms
-	jobs          *gw.Jobs         // the GW's async job store; nil: none
-	answerStore   *gw.AnswerStore  // the GW's store of answers for callers that do not reassemble chunks; nil: none
-	requestLog    *gw.Durability   // the GW's request log; nil: none
-	rcMaxQueued   int              // the RC's queue limit; 0: its default
-	rcNow         func() time.Time // the RC's clock; default time.Now
+	log           *zerolog.Logger // every service's logger; default testLogger
+	maxRetry      int             // RC; default 3
+	announceEvery time.Duration   // RC announcements (the GW's expectation too); default 20 ms
+	jobs          *gw.Jobs        // the GW's async job store; nil: none
+	answerStore   *gw.AnswerStore // the GW's store of answers for callers that do not reassemble chunks; nil: none
+	requestLog    *gw.Durability  // the GW's request log; nil: none
+	rcMaxQueued   int             // the RC's queue limit; 0: its default
+	// gwMaxReassembly: the GW's MaxReassemblyBytes; 0: its default.
+	gwMaxReassembly int64
+	rcNow           func() time.Time // the RC's clock; default time.Now
 	// inProcess: the services' connection to the embedded server is in
 	// process, as sg run's (cmd/sg inProcess); sys.url still takes TCP.
 	inProcess bool
@@ -116,7 +118,8 @@ func startSystem(t testing.TB, o systemOptions) *system {
 	})
 
 	sys.gwCfg = gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
-		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs, AnswerStore: o.answerStore, RequestLog: o.requestLog}
+		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs, AnswerStore: o.answerStore, RequestLog: o.requestLog,
+		MaxReassemblyBytes: o.gwMaxReassembly}
 	g, err := gw.New(sys.gwCfg)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/services/retryafter"
 )
 
@@ -170,6 +171,9 @@ type GWConfig struct {
 	// MaxRequestBytes: SG_MAX_REQUEST_BYTES, default gw.DefaultMaxRequestBytes.
 	MaxRequestBytes int
 	AssemblyKey     string // SG_ASSEMBLY_KEY: the RC label that names its assembly
+	// MaxReassemblyBytes: SG_GW_MAX_REASSEMBLY_BYTES, default
+	// gw.DefaultMaxReassemblyBytes.
+	MaxReassemblyBytes int64
 }
 
 func loadGWConfig(look lookupFunc) (GWConfig, error) {
@@ -189,6 +193,9 @@ func loadGWConfig(look lookupFunc) (GWConfig, error) {
 		return c, err
 	}
 	if c.MaxRequestBytes, err = envInt(look, envMaxRequestBytes, gw.DefaultMaxRequestBytes, 1); err != nil {
+		return c, err
+	}
+	if c.MaxReassemblyBytes, err = limits.Int(look, gw.EnvMaxReassemblyBytes, gw.DefaultMaxReassemblyBytes); err != nil {
 		return c, err
 	}
 	c.Affinity = strings.ToLower(envString(look, envAffinity, defaultAffinity))

@@ -30,6 +30,9 @@ const (
 	// AggHeldBytes: partial results one Agg holds for all requests together
 	// (SG_AGG_MAX_BYTES).
 	AggHeldBytes = "agg_held_bytes"
+	// GWReassemblyBytes: the chunks of answers one GW holds while it
+	// reassembles them, all requests together (SG_GW_MAX_REASSEMBLY_BYTES).
+	GWReassemblyBytes = "gw_reassembly_bytes"
 )
 
 // RetryAfter is when a caller refused over a limit should come back, in whole seconds:

@@ -26,6 +26,11 @@ type Config struct {
 	MaxInFlight          int
 	MaxInFlightPerCaller int
 	MaxAnswerBytes       int64
+	// MaxReassemblyBytes bounds the chunks held for reassembly, all
+	// requests together: past it the answer whose chunk would pass it ends
+	// with ErrReassemblyFull (a chunked answer passed on as it comes holds
+	// nothing but what `answered` waits for, bounded apart).
+	MaxReassemblyBytes int64
 	// MaxPayload is the NATS max payload: a chunked answer whose chunks fit
 	// it with the caller's ids in their headers is passed on chunk by chunk
 	// as it comes (0: never, every chunked answer is reassembled first).
@@ -78,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAnswerBytes <= 0 {
 		c.MaxAnswerBytes = defaults.MaxAnswerBytes
+	}
+	if c.MaxReassemblyBytes <= 0 {
+		c.MaxReassemblyBytes = defaults.GWMaxReassemblyBytes
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = int(defaults.RetryMin / time.Second)

@@ -23,11 +23,14 @@ type Core struct {
 	relayTimers timerHeap
 	relaySeq    uint64 // the last relay's seq, which tells its timer from an earlier relay's of the same id
 	callers     map[string]int
-	timers      timerHeap
-	stopping    bool
-	aborted     bool
-	out         []Command
-	stats       Stats
+	// reassembling: the bytes of the chunks held in every request's
+	// reassemblers (request.streamBytes summed), under MaxReassemblyBytes.
+	reassembling int64
+	timers       timerHeap
+	stopping     bool
+	aborted      bool
+	out          []Command
+	stats        Stats
 }
 
 // Stats are counters and gauges for metrics.
@@ -39,6 +42,9 @@ type Stats struct {
 	Adopted    uint64
 	Redrives   uint64
 	LogRetries uint64
+	// ReassemblyFull: answers ended because their chunks would have taken
+	// the GW past MaxReassemblyBytes.
+	ReassemblyFull uint64
 }
 
 // New returns a core with no RCs and no requests.
@@ -124,6 +130,10 @@ func (c *Core) NextDeadline() (int64, bool) {
 // under way keeps a stopping GW for its grace (Stop), then ends with an
 // error frame (Abort): its caller is told, not left waiting for frames.
 func (c *Core) Idle() bool { return len(c.reqs) == 0 && len(c.relays) == 0 }
+
+// Reassembling returns the bytes of the chunks held for reassembly, all
+// requests together.
+func (c *Core) Reassembling() int64 { return c.reassembling }
 
 // Stats returns the counters.
 func (c *Core) Stats() Stats { return c.stats }

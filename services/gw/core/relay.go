@@ -245,7 +245,7 @@ func (c *Core) streamFrame(e AnswerChunk) {
 			c.emit(Dropped{ID: e.ID, Why: "stream frame before its first"})
 			return
 		}
-		r.streams = nil
+		c.dropStreams(r)
 		r.stream = &streamState{id: f.ID, next: 1, end: f.End}
 		r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
 		r.held = &answer{fwd: true, header: e.Header, data: e.Data}
@@ -294,7 +294,7 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 		switch s := r.stream; {
 		case r.held == nil && f.ID != "":
 			ends = true
-			r.streams = nil
+			c.dropStreams(r)
 			r.stream = &streamState{id: f.ID, end: true, broken: why, unread: true}
 			r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
 			r.held = &answer{status: messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer stream broken at its first frame: %s", why)}

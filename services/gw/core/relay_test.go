@@ -859,3 +859,91 @@ func TestUnreadableFrameEndsTheAnswerAtOnce(t *testing.T) {
 		t.Fatalf("not held: %s", describeAll(s.out))
 	}
 }
+
+// The chunks held for reassembly are bounded for all requests together
+// (MaxReassemblyBytes): the chunk that would pass the bound ends its answer
+// with ErrReassemblyFull at once, its bytes let go, while the answers within
+// the bound complete; every byte is let go when an answer completes or its
+// request ends (here, at its deadline), so the GW holds nothing after.
+func TestReassemblyBoundedAcrossRequests(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.c.cfg.MaxPayload = 8 << 10
+	s.c.cfg.MaxReassemblyBytes = 60_000
+	s.rc("rc-1", 1)
+	var answers [3][]AnswerChunk
+	var bodies [3][]byte
+	for i, id := range []string{"r1", "r2", "r3"} {
+		s.arrive(id, 5000*ms)
+		s.c.reqs[id].Chunks = false // a caller that does not reassemble: the GW does
+		s.step(LogWritten{At: s.now, ID: id, Seq: uint64(i + 1)})
+		answers[i], bodies[i] = chunkedAnswerOf(t, id, "k", 8<<10-messages.RelayRoom, 30_000)
+	}
+	held := func() int64 {
+		var sum int64
+		for _, r := range s.c.reqs {
+			sum += r.streamBytes
+		}
+		if sum != s.c.Reassembling() {
+			t.Fatalf("the requests hold %d bytes, the core counts %d", sum, s.c.Reassembling())
+		}
+		return sum
+	}
+	// r1 and r2 in part: within the bound.
+	for _, c := range answers[0][:len(answers[0])-1] {
+		s.step(c)
+	}
+	for _, c := range answers[1][:2] {
+		s.step(c)
+	}
+	before := held()
+	if before == 0 || before > 60_000 {
+		t.Fatalf("held %d bytes, want some within the bound", before)
+	}
+	// r3 until its chunk would pass the bound: r3 ends at once, its bytes
+	// let go, r1's and r2's kept.
+	ended := false
+	for _, c := range answers[2] {
+		s.step(c)
+		for _, cmd := range s.out {
+			if w, ok := cmd.(WriteLog); ok && w.Entry.RequestID == "r3" {
+				ended = true
+			}
+		}
+		if ended {
+			break
+		}
+	}
+	if !ended {
+		t.Fatal("r3's chunks passed the bound and its answer did not end")
+	}
+	if s.c.Reassembling() != before {
+		t.Fatalf("after r3 ended the core holds %d bytes, want r1's and r2's %d", s.c.Reassembling(), before)
+	}
+	s.step(LogWritten{At: s.now, ID: "r3", Seq: 4})
+	if an := only[Answer](s); !errors.Is(an.Err, ErrReassemblyFull) {
+		t.Fatalf("r3 answered %s, want ErrReassemblyFull", describe(an))
+	}
+	if s.c.Stats().ReassemblyFull != 1 {
+		t.Fatalf("ReassemblyFull %d, want 1", s.c.Stats().ReassemblyFull)
+	}
+	// r1 completes within the bound, whole; its bytes are let go.
+	s.step(answers[0][len(answers[0])-1])
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 5})
+	if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, bodies[0]) {
+		t.Fatalf("r1 answered %s, want its whole body", describe(an))
+	}
+	if got := held(); got >= before {
+		t.Fatalf("after r1 completed the core holds %d bytes, want less than %d", got, before)
+	}
+	// r2 never completes: its deadline lets its bytes go.
+	s.now += 5000*ms + margin
+	s.step(Tick{At: s.now})
+	for _, cmd := range s.out {
+		if w, ok := cmd.(WriteLog); ok {
+			s.step(LogWritten{At: s.now, ID: w.Entry.RequestID, Seq: 6})
+		}
+	}
+	if s.c.Reassembling() != 0 {
+		t.Fatalf("the core holds %d bytes after every request ended", s.c.Reassembling())
+	}
+}

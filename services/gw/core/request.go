@@ -1,6 +1,8 @@
 package core
 
 import (
+	"errors"
+
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
 )
@@ -46,9 +48,11 @@ type request struct {
 	fromDrive uint32
 	why       string // why the next submit is a re-drive ("" for a first drive)
 	streams   map[string]*messages.Reassembler
-	stream    *streamState // an answer stream whose frame 0 is held (relay.go)
-	chunks    *chunkState  // a chunked answer whose chunk 0 is held (relay.go)
-	gen       uint64       // current timer generation
+	// streamBytes: the chunks held in streams, counted in Core.reassembling.
+	streamBytes int64
+	stream      *streamState // an answer stream whose frame 0 is held (relay.go)
+	chunks      *chunkState  // a chunked answer whose chunk 0 is held (relay.go)
+	gen         uint64       // current timer generation
 }
 
 type writeOp struct {
@@ -114,6 +118,7 @@ func (c *Core) hold(r *request) {
 }
 
 func (c *Core) forget(r *request) {
+	c.dropStreams(r)
 	delete(c.reqs, r.ID)
 	if c.callers[r.Caller]--; c.callers[r.Caller] <= 0 {
 		delete(c.callers, r.Caller)
@@ -478,6 +483,17 @@ func (c *Core) failed(r *request) {
 // (a duplicate answer may overlap the first; more is abuse).
 const maxStreamsPerRequest = 4
 
+// ErrReassemblyFull: a chunked answer to reassemble would have taken the
+// chunks the GW holds past MaxReassemblyBytes; the caller is told to come
+// back (or to take chunks, or a stream, which the GW does not hold).
+var ErrReassemblyFull = errors.New("the GW holds too many answers being reassembled")
+
+// dropStreams lets go of r's reassemblers and their bytes.
+func (c *Core) dropStreams(r *request) {
+	c.reassembling -= r.streamBytes
+	r.streams, r.streamBytes = nil, 0
+}
+
 func (c *Core) answerChunk(e AnswerChunk) {
 	if messages.IsStreamFrame(e.Header) {
 		c.streamFrame(e) // relay.go
@@ -508,7 +524,18 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			ra = messages.NewReassembler(c.cfg.MaxAnswerBytes)
 			r.streams[stream] = ra
 		}
+		if c.reassembling+int64(len(e.Data)) > c.cfg.MaxReassemblyBytes {
+			c.stats.ReassemblyFull++
+			c.dropStreams(r)
+			r.held = &answer{fwd: true, header: e.Header, err: ErrReassemblyFull}
+			c.advance(r)
+			return
+		}
+		before := ra.Received()
 		done, err := ra.Add(e.Header, e.Data)
+		held := ra.Received() - before
+		r.streamBytes += held
+		c.reassembling += held
 		switch {
 		case err != nil:
 			a = &answer{fwd: true, header: ra.Header(), err: err}
@@ -519,7 +546,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			return
 		}
 	}
-	r.streams = nil
+	c.dropStreams(r)
 	r.held = a
 	// The drive answered: nothing to cancel.
 	c.advance(r)

@@ -1020,6 +1020,18 @@ func (s *sim) check() error {
 	if err := s.checkHeld(); err != nil {
 		return err
 	}
+	for _, g := range s.gws {
+		if g.c == nil {
+			continue
+		}
+		var held int64
+		for _, r := range g.c.reqs {
+			held += r.streamBytes
+		}
+		if held != g.c.Reassembling() || held > g.c.cfg.MaxReassemblyBytes {
+			return fmt.Errorf("%s: its requests hold %d bytes for reassembly, it counts %d (bound %d)", g.id, held, g.c.Reassembling(), g.c.cfg.MaxReassemblyBytes)
+		}
+	}
 	for _, rq := range s.purged {
 		if sl := s.log[rq.subject]; sl != nil && sl.seq != 0 && sl.entry.State == messages.LogOpen {
 			return fmt.Errorf("request %s answered and purged, but the log holds it open again", rq.id)
@@ -1058,6 +1070,9 @@ func (s *sim) final() error {
 	for _, g := range s.gws {
 		if g.c != nil && !g.c.Idle() {
 			return fmt.Errorf("%s still holds %d requests after the calm", g.id, g.c.Stats().InFlight)
+		}
+		if g.c != nil && g.c.Reassembling() != 0 {
+			return fmt.Errorf("%s still counts %d bytes of chunks held for reassembly after the calm", g.id, g.c.Reassembling())
 		}
 	}
 	return nil
