@@ -260,13 +260,17 @@ func NewReassembler(limit int64) *Reassembler {
 // Limit returns the size limit.
 func (r *Reassembler) Limit() int64 { return r.limit }
 
-// Received returns the bytes of the chunks it holds (the payload's once
-// done; 0 after a failure, which lets them go).
-func (r *Reassembler) Received() int64 {
-	if r.err != nil {
+// Held returns the bytes it holds: the payload's room and the chunks that
+// wait for the ones before them (the payload's once done; 0 after a
+// failure, which lets them go).
+func (r *Reassembler) Held() int64 {
+	switch {
+	case r.err != nil:
 		return 0
+	case r.done:
+		return int64(cap(r.payload))
 	}
-	return r.received
+	return int64(cap(r.out)) + r.received - int64(len(r.out))
 }
 
 // Done reports whether every chunk has arrived and the payload checked out.

@@ -638,3 +638,35 @@ func BenchmarkSendChunkedAnswer(b *testing.B) {
 		}
 	}
 }
+
+// Held counts what a transfer holds as it comes, in any order: never less
+// than the bytes that came, at most the payload's room plus the chunks
+// waiting for a gap; the payload's once done; nothing after a failure.
+func TestReassemblerHeld(t *testing.T) {
+	payload := randomPayload(50_000, 5)
+	msgs := split(t, payload, 1000)
+	order := rand.New(rand.NewPCG(6, 6)).Perm(len(msgs))
+	r := NewReassembler(0)
+	var came int64
+	for _, i := range order {
+		if _, err := r.Add(msgs[i].Header, msgs[i].Data); err != nil {
+			t.Fatal(err)
+		}
+		came += int64(len(msgs[i].Data))
+		if h := r.Held(); h < came || h > came+int64(gatherAhead)*came {
+			t.Fatalf("held %d after %d bytes came", h, came)
+		}
+	}
+	if got, _ := r.Payload(); r.Held() != int64(cap(got)) || r.Held() < int64(len(payload)) {
+		t.Fatalf("held %d when done, payload %d (cap %d)", r.Held(), len(got), cap(got))
+	}
+	bad := NewReassembler(0)
+	if _, err := bad.Add(msgs[1].Header, msgs[1].Data); err != nil || bad.Held() == 0 {
+		t.Fatalf("held %d after a chunk after a gap (%v)", bad.Held(), err)
+	}
+	h := cloneHeader(msgs[0].Header)
+	h.Set(HdrChunkTotal, "1")
+	if _, err := bad.Add(h, msgs[0].Data); err == nil || bad.Held() != 0 {
+		t.Fatalf("held %d after a failure (%v)", bad.Held(), err)
+	}
+}

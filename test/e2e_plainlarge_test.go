@@ -176,13 +176,13 @@ func fetchStoredAnswer(t *testing.T, nc *nats.Conn, bucket, key string) []byte {
 }
 
 // A GW holds the chunks of answers it reassembles (for callers that do not
-// reassemble chunks) up to MaxReassemblyBytes, all requests together: a
+// reassemble chunks) up to MaxHeldBytes, all requests together: a
 // plain caller whose answer would take it past the bound gets RATE_LIMITED
 // naming the limit (Sg-Limit, Sg-Retry-After) and the ways that hold nothing
 // at the GW, never a cut document; a caller that takes chunks still gets the
 // whole answer, passed on as it comes.
-func TestGetDataPlainRequestReassemblyBounded(t *testing.T) {
-	sys := startSystem(t, systemOptions{gwMaxReassembly: 64 << 10})
+func TestGetDataPlainRequestHeldBounded(t *testing.T) {
+	sys := startSystem(t, systemOptions{gwMaxHeld: 64 << 10})
 	sys.startDemo(demoFleetConfig(sys, 10000))
 	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
 	if err != nil {
@@ -204,13 +204,13 @@ func TestGetDataPlainRequestReassemblyBounded(t *testing.T) {
 	if st.RC != messages.CodeRateLimited || len(resp.Payload) != 0 {
 		t.Fatalf("answer %+v with %d bytes, want RATE_LIMITED and no payload", st, len(resp.Payload))
 	}
-	if got := m.Header.Get(messages.HdrLimit); got != limits.GWReassemblyBytes {
-		t.Fatalf("Sg-Limit %q, want %q", got, limits.GWReassemblyBytes)
+	if got := m.Header.Get(messages.HdrLimit); got != limits.GWHeldBytes {
+		t.Fatalf("Sg-Limit %q, want %q", got, limits.GWHeldBytes)
 	}
 	if ra, err := strconv.Atoi(m.Header.Get(messages.HdrRetryAfter)); err != nil || ra < 1 {
 		t.Fatalf("Sg-Retry-After %q, want whole seconds >= 1", m.Header.Get(messages.HdrRetryAfter))
 	}
-	for _, want := range []string{gw.EnvMaxReassemblyBytes, messages.HdrAcceptChunks, messages.HdrAcceptStream} {
+	for _, want := range []string{gw.EnvMaxHeldBytes, messages.HdrAcceptChunks, messages.HdrAcceptStream} {
 		if !strings.Contains(st.AI, want) {
 			t.Fatalf("the error does not name %s: %q", want, st.AI)
 		}

@@ -54,9 +54,9 @@ type systemOptions struct {
 	answerStore   *gw.AnswerStore // the GW's store of answers for callers that do not reassemble chunks; nil: none
 	requestLog    *gw.Durability  // the GW's request log; nil: none
 	rcMaxQueued   int             // the RC's queue limit; 0: its default
-	// gwMaxReassembly: the GW's MaxReassemblyBytes; 0: its default.
-	gwMaxReassembly int64
-	rcNow           func() time.Time // the RC's clock; default time.Now
+	// gwMaxHeld: the GW's MaxHeldBytes; 0: its default.
+	gwMaxHeld int64
+	rcNow     func() time.Time // the RC's clock; default time.Now
 	// inProcess: the services' connection to the embedded server is in
 	// process, as sg run's (cmd/sg inProcess); sys.url still takes TCP.
 	inProcess bool
@@ -119,7 +119,7 @@ func startSystem(t testing.TB, o systemOptions) *system {
 
 	sys.gwCfg = gw.Config{ID: "gw-1", NC: nc, Subjects: s, Log: log, Timeout: o.gwTimeout,
 		TimeoutMargin: o.timeoutMargin, AnnounceEvery: o.announceEvery, Registry: reg, Jobs: o.jobs, AnswerStore: o.answerStore, RequestLog: o.requestLog,
-		MaxReassemblyBytes: o.gwMaxReassembly}
+		MaxHeldBytes: o.gwMaxHeld}
 	g, err := gw.New(sys.gwCfg)
 	if err != nil {
 		t.Fatal(err)

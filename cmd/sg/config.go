@@ -171,9 +171,9 @@ type GWConfig struct {
 	// MaxRequestBytes: SG_MAX_REQUEST_BYTES, default gw.DefaultMaxRequestBytes.
 	MaxRequestBytes int
 	AssemblyKey     string // SG_ASSEMBLY_KEY: the RC label that names its assembly
-	// MaxReassemblyBytes: SG_GW_MAX_REASSEMBLY_BYTES, default
-	// gw.DefaultMaxReassemblyBytes.
-	MaxReassemblyBytes int64
+	// MaxHeldBytes: SG_GW_MAX_HELD_BYTES, default
+	// gw.DefaultMaxHeldBytes.
+	MaxHeldBytes int64
 }
 
 func loadGWConfig(look lookupFunc) (GWConfig, error) {
@@ -195,7 +195,7 @@ func loadGWConfig(look lookupFunc) (GWConfig, error) {
 	if c.MaxRequestBytes, err = envInt(look, envMaxRequestBytes, gw.DefaultMaxRequestBytes, 1); err != nil {
 		return c, err
 	}
-	if c.MaxReassemblyBytes, err = limits.Int(look, gw.EnvMaxReassemblyBytes, gw.DefaultMaxReassemblyBytes); err != nil {
+	if c.MaxHeldBytes, err = limits.Int(look, gw.EnvMaxHeldBytes, gw.DefaultMaxHeldBytes); err != nil {
 		return c, err
 	}
 	c.Affinity = strings.ToLower(envString(look, envAffinity, defaultAffinity))

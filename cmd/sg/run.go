@@ -160,7 +160,7 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 
 	g, err := gw.New(gw.Config{ID: gwc.ID, NC: nc, Subjects: s, Log: log, Timeout: gwc.Timeout,
 		TimeoutMargin: gwc.TimeoutMargin, Affinity: gwc.Affinity, MaxAnswerBytes: gwc.MaxAnswerBytes, MaxRequestBytes: gwc.MaxRequestBytes, Registry: reg,
-		MaxReassemblyBytes: gwc.MaxReassemblyBytes,
+		MaxHeldBytes: gwc.MaxHeldBytes,
 		// The request log on, as every deployment runs it (SG_JETSTREAM=off: none).
 		RequestLog: gwc.Durability.gw(),
 		Jobs:       jc.gw(gwc.Durability, clientNC),

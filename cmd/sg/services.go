@@ -484,7 +484,7 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	}
 	g, err := gw.New(gw.Config{ID: cfg.ID, NC: nc, Subjects: s, Log: log, Timeout: cfg.Timeout,
 		TimeoutMargin: cfg.TimeoutMargin, Affinity: cfg.Affinity, MaxAnswerBytes: cfg.MaxAnswerBytes, MaxRequestBytes: cfg.MaxRequestBytes, Registry: reg,
-		AssemblyKey: cfg.AssemblyKey, MaxReassemblyBytes: cfg.MaxReassemblyBytes,
+		AssemblyKey: cfg.AssemblyKey, MaxHeldBytes: cfg.MaxHeldBytes,
 		RequestLog: cfg.Durability.gw(), Jobs: jc.gw(cfg.Durability, jobsNC), AnswerStore: cfg.Durability.answerStore()})
 	if err != nil {
 		return err

@@ -34,17 +34,17 @@ func (g *GW) forward(ri *reqInfo, a answer) error {
 		if errors.Is(a.err, messages.ErrTooLarge) {
 			return g.respondStatus(ri, messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "Answer is too large for the gateway: %v; read it as a stream (request header %s: 1; getData, sql), which has no size limit, or page it (a limit and a narrower time range)", a.err, messages.HdrAcceptStream))
 		}
-		if errors.Is(a.err, core.ErrReassemblyFull) {
-			g.met.limited.WithLabelValues(limits.GWReassemblyBytes).Inc()
+		if errors.Is(a.err, core.ErrHeldFull) {
+			g.met.limited.WithLabelValues(limits.GWHeldBytes).Inc()
 			// Limited per kind: a burst of large answers must not flood the log.
-			g.lim.Warn(&ri.log, "reassembly_full").Int64("limit", g.cfg.MaxReassemblyBytes).Msg("answer not reassembled: the GW holds answers being reassembled up to its limit")
+			g.lim.Warn(&ri.log, "held_full").Int64("limit", g.cfg.MaxHeldBytes).Msg("answer not reassembled: the GW holds answers' bytes up to its limit")
 			h := nats.Header{}
-			messages.SetString(h, messages.HdrLimit, limits.GWReassemblyBytes)
+			messages.SetString(h, messages.HdrLimit, limits.GWHeldBytes)
 			messages.SetInt(h, messages.HdrRetryAfter, int64(g.cfg.retryAfterSeconds()))
 			return g.respondStatusWith(ri, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
-				"Answer not reassembled: gateway %s holds answers being reassembled up to its limit %s=%d bytes (%s); come back later, "+
+				"Answer not reassembled: gateway %s holds answers' bytes up to its limit %s=%d bytes (%s); come back later, "+
 					"or take the answer in chunks (request header %s: 1) or as a stream (%s: 1; getData, sql), which the gateway passes on as they come",
-				g.cfg.ID, limits.GWReassemblyBytes, g.cfg.MaxReassemblyBytes, EnvMaxReassemblyBytes, messages.HdrAcceptChunks, messages.HdrAcceptStream), h)
+				g.cfg.ID, limits.GWHeldBytes, g.cfg.MaxHeldBytes, EnvMaxHeldBytes, messages.HdrAcceptChunks, messages.HdrAcceptStream), h)
 		}
 		return g.respondStatus(ri, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer could not be received whole: %v", a.err))
 	}

@@ -37,11 +37,11 @@ const (
 	DefaultTimeoutMargin  = defaults.TimeoutMargin // SG_TIMEOUT_MARGIN
 	DefaultMaxAnswerBytes = defaults.MaxAnswerBytes
 	DefaultMaxInFlight    = defaults.GWMaxInFlight
-	// DefaultMaxReassemblyBytes: Config.MaxReassemblyBytes's default.
-	DefaultMaxReassemblyBytes = defaults.GWMaxReassemblyBytes
-	// EnvMaxReassemblyBytes names Config.MaxReassemblyBytes in the
+	// DefaultMaxHeldBytes: Config.MaxHeldBytes's default.
+	DefaultMaxHeldBytes = defaults.GWMaxHeldBytes
+	// EnvMaxHeldBytes names Config.MaxHeldBytes in the
 	// environment (README: Configuration).
-	EnvMaxReassemblyBytes = "SG_GW_MAX_REASSEMBLY_BYTES"
+	EnvMaxHeldBytes = "SG_GW_MAX_HELD_BYTES"
 	// DefaultMaxInFlightPerCaller: one caller (a client connection's inbox)
 	// may hold this many of the GW's requests open at once.
 	DefaultMaxInFlightPerCaller = 256
@@ -75,12 +75,12 @@ type Config struct {
 	AssemblyKey     string
 	MaxRequestBytes int   // largest request body accepted, else TOO_LARGE (default 256 KiB, SG_MAX_REQUEST_BYTES)
 	MaxAnswerBytes  int64 // largest answer forwarded (default 256 MiB)
-	// MaxReassemblyBytes bounds the chunks of answers this GW holds while
-	// it reassembles them, all requests together (answers above the max
-	// payload to callers that do not reassemble chunks); past it such an
-	// answer ends RATE_LIMITED (default the largest answer, 256 MiB,
-	// SG_GW_MAX_REASSEMBLY_BYTES).
-	MaxReassemblyBytes int64
+	// MaxHeldBytes bounds the answers' bytes this GW holds, all requests
+	// together: the chunks it reassembles (answers above the max payload to
+	// callers that take no chunks) and those waiting for `answered`; past
+	// it the answer ends (core.Config.MaxHeldBytes; default the largest
+	// answer, 256 MiB, SG_GW_MAX_HELD_BYTES).
+	MaxHeldBytes int64
 
 	// Registry receives the GW's metrics; nil: a private registry.
 	Registry *prometheus.Registry
@@ -175,8 +175,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
-	if c.MaxReassemblyBytes <= 0 {
-		c.MaxReassemblyBytes = DefaultMaxReassemblyBytes
+	if c.MaxHeldBytes <= 0 {
+		c.MaxHeldBytes = DefaultMaxHeldBytes
 	}
 	if c.StartupWait == 0 {
 		c.StartupWait = DefaultStartupWait

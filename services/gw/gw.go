@@ -263,7 +263,7 @@ func (g *GW) Run(ctx context.Context) error {
 	c := core.New(core.Config{Self: g.cfg.ID, Incarnation: g.startedAt, Start: start.UnixNano(),
 		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)), HoldUntilReady: g.cfg.StartupWait >= 0,
 		AnnounceEvery: int64(g.cfg.AnnounceEvery), DeadAfter: int64(g.cfg.DeadAfter), MaxInFlight: g.cfg.MaxInFlight,
-		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, MaxReassemblyBytes: g.cfg.MaxReassemblyBytes, MaxPayload: g.nc.MaxPayload(), RetryAfter: g.cfg.retryAfterSeconds(),
+		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, MaxHeldBytes: g.cfg.MaxHeldBytes, MaxPayload: g.nc.MaxPayload(), RetryAfter: g.cfg.retryAfterSeconds(),
 		Logged: g.rlog != nil, CreateAfter: g.createAfter(), LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
 
 	// The request log's workers and the sweeper run beside the loop and

@@ -87,7 +87,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 	}, []string{"op"})
 	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_requests_limited_total",
-		Help: "Requests refused or answered RATE_LIMITED over a limit, by limit (gw_in_flight, gw_in_flight_per_caller, gw_running_jobs, gw_reassembly_bytes).",
+		Help: "Requests refused or answered RATE_LIMITED over a limit, by limit (gw_in_flight, gw_in_flight_per_caller, gw_running_jobs, gw_held_bytes).",
 	}, []string{"limit"})
 	m.jobs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sg_gw_jobs_total",

@@ -26,11 +26,14 @@ type Config struct {
 	MaxInFlight          int
 	MaxInFlightPerCaller int
 	MaxAnswerBytes       int64
-	// MaxReassemblyBytes bounds the chunks held for reassembly, all
-	// requests together: past it the answer whose chunk would pass it ends
-	// with ErrReassemblyFull (a chunked answer passed on as it comes holds
-	// nothing but what `answered` waits for, bounded apart).
-	MaxReassemblyBytes int64
+	// MaxHeldBytes bounds the answers' bytes the core holds, all requests
+	// together: the chunks it reassembles (an answer above the max payload
+	// for a caller that takes no chunks), and the chunks and frames of
+	// answers passed on as they come that wait for `answered`. Past it the
+	// answer that would pass it ends: one reassembled with ErrHeldFull, one
+	// passed on broken (its caller gets the end message, never a cut
+	// answer).
+	MaxHeldBytes int64
 	// MaxPayload is the NATS max payload: a chunked answer whose chunks fit
 	// it with the caller's ids in their headers is passed on chunk by chunk
 	// as it comes (0: never, every chunked answer is reassembled first).
@@ -84,8 +87,8 @@ func (c Config) withDefaults() Config {
 	if c.MaxAnswerBytes <= 0 {
 		c.MaxAnswerBytes = defaults.MaxAnswerBytes
 	}
-	if c.MaxReassemblyBytes <= 0 {
-		c.MaxReassemblyBytes = defaults.GWMaxReassemblyBytes
+	if c.MaxHeldBytes <= 0 {
+		c.MaxHeldBytes = defaults.GWMaxHeldBytes
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = int(defaults.RetryMin / time.Second)

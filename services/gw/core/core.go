@@ -23,14 +23,14 @@ type Core struct {
 	relayTimers timerHeap
 	relaySeq    uint64 // the last relay's seq, which tells its timer from an earlier relay's of the same id
 	callers     map[string]int
-	// reassembling: the bytes of the chunks held in every request's
-	// reassemblers (request.streamBytes summed), under MaxReassemblyBytes.
-	reassembling int64
-	timers       timerHeap
-	stopping     bool
-	aborted      bool
-	out          []Command
-	stats        Stats
+	// heldBytes: the answers' bytes held for every request (request.
+	// streamBytes and waitBytes summed), under MaxHeldBytes.
+	heldBytes int64
+	timers    timerHeap
+	stopping  bool
+	aborted   bool
+	out       []Command
+	stats     Stats
 }
 
 // Stats are counters and gauges for metrics.
@@ -42,9 +42,9 @@ type Stats struct {
 	Adopted    uint64
 	Redrives   uint64
 	LogRetries uint64
-	// ReassemblyFull: answers ended because their chunks would have taken
-	// the GW past MaxReassemblyBytes.
-	ReassemblyFull uint64
+	// HeldFull: answers ended because their chunks or frames took the
+	// core past MaxHeldBytes.
+	HeldFull uint64
 }
 
 // New returns a core with no RCs and no requests.
@@ -131,9 +131,9 @@ func (c *Core) NextDeadline() (int64, bool) {
 // error frame (Abort): its caller is told, not left waiting for frames.
 func (c *Core) Idle() bool { return len(c.reqs) == 0 && len(c.relays) == 0 }
 
-// Reassembling returns the bytes of the chunks held for reassembly, all
-// requests together.
-func (c *Core) Reassembling() int64 { return c.reassembling }
+// HeldBytes returns the answers' bytes held (MaxHeldBytes), all requests
+// together.
+func (c *Core) HeldBytes() int64 { return c.heldBytes }
 
 // Stats returns the counters.
 func (c *Core) Stats() Stats { return c.stats }

@@ -146,6 +146,8 @@ func (c *Core) relayChunk(e AnswerChunk) bool {
 				s.broken = err.Error()
 			case pass && len(s.held) >= maxHeldChunks:
 				s.broken = "the request log's write held the answer past " + itoa(maxHeldChunks) + " chunks"
+			case pass && !c.holdWaiting(r, len(e.Data)):
+				s.broken = textHeldFull
 			case pass:
 				s.held = append(s.held, e)
 				s.end = last
@@ -159,6 +161,9 @@ func (c *Core) relayChunk(e AnswerChunk) bool {
 	cr := messages.NewChunkRelay(c.cfg.MaxAnswerBytes)
 	if pass, last, err := cr.Add(e.Header, e.Data); err != nil || !pass || last {
 		return false // reassembled: one chunk alone, or one that does not check out
+	}
+	if !c.holdWaiting(r, len(e.Data)) {
+		return false // reassembled, which ends it at the bound (ErrHeldFull)
 	}
 	r.chunks = &chunkState{cr: cr}
 	r.held = &answer{fwd: true, chunk: true, header: e.Header, data: e.Data}
@@ -246,6 +251,17 @@ func (c *Core) streamFrame(e AnswerChunk) {
 			return
 		}
 		c.dropStreams(r)
+		if !c.holdWaiting(r, len(e.Data)) {
+			// Not passed on: its caller gets the bound's error, and its
+			// Agg the signal it may wait for (finish), to send the rest,
+			// dropped here.
+			r.stream = &streamState{id: f.ID, end: true, broken: textHeldFull, unread: true}
+			r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
+			r.held = &answer{status: messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+				"Answer stream not passed on: %s (gw_held_bytes); come back later", textHeldFull)}
+			c.advance(r)
+			return
+		}
 		r.stream = &streamState{id: f.ID, next: 1, end: f.End}
 		r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
 		r.held = &answer{fwd: true, header: e.Header, data: e.Data}
@@ -263,6 +279,8 @@ func (c *Core) streamFrame(e AnswerChunk) {
 		s.broken = "frames were lost (frame " + itoa(f.Seq) + " came, " + itoa(s.next) + " expected)"
 	case len(s.held) >= MaxHeldFrames:
 		s.broken = "the request log's write held the stream past " + itoa(MaxHeldFrames) + " frames"
+	case !c.holdWaiting(r, len(e.Data)):
+		s.broken = textHeldFull
 	default:
 		s.next++
 		s.end = f.End

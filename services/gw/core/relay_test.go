@@ -861,14 +861,14 @@ func TestUnreadableFrameEndsTheAnswerAtOnce(t *testing.T) {
 }
 
 // The chunks held for reassembly are bounded for all requests together
-// (MaxReassemblyBytes): the chunk that would pass the bound ends its answer
-// with ErrReassemblyFull at once, its bytes let go, while the answers within
+// (MaxHeldBytes): the chunk that would pass the bound ends its answer
+// with ErrHeldFull at once, its bytes let go, while the answers within
 // the bound complete; every byte is let go when an answer completes or its
 // request ends (here, at its deadline), so the GW holds nothing after.
-func TestReassemblyBoundedAcrossRequests(t *testing.T) {
+func TestHeldBoundedAcrossRequests(t *testing.T) {
 	s := newStory(t, "gw-1", 1)
 	s.c.cfg.MaxPayload = 8 << 10
-	s.c.cfg.MaxReassemblyBytes = 60_000
+	s.c.cfg.MaxHeldBytes = 60_000
 	s.rc("rc-1", 1)
 	var answers [3][]AnswerChunk
 	var bodies [3][]byte
@@ -883,8 +883,8 @@ func TestReassemblyBoundedAcrossRequests(t *testing.T) {
 		for _, r := range s.c.reqs {
 			sum += r.streamBytes
 		}
-		if sum != s.c.Reassembling() {
-			t.Fatalf("the requests hold %d bytes, the core counts %d", sum, s.c.Reassembling())
+		if sum != s.c.HeldBytes() {
+			t.Fatalf("the requests hold %d bytes, the core counts %d", sum, s.c.HeldBytes())
 		}
 		return sum
 	}
@@ -916,15 +916,15 @@ func TestReassemblyBoundedAcrossRequests(t *testing.T) {
 	if !ended {
 		t.Fatal("r3's chunks passed the bound and its answer did not end")
 	}
-	if s.c.Reassembling() != before {
-		t.Fatalf("after r3 ended the core holds %d bytes, want r1's and r2's %d", s.c.Reassembling(), before)
+	if s.c.HeldBytes() != before {
+		t.Fatalf("after r3 ended the core holds %d bytes, want r1's and r2's %d", s.c.HeldBytes(), before)
 	}
 	s.step(LogWritten{At: s.now, ID: "r3", Seq: 4})
-	if an := only[Answer](s); !errors.Is(an.Err, ErrReassemblyFull) {
-		t.Fatalf("r3 answered %s, want ErrReassemblyFull", describe(an))
+	if an := only[Answer](s); !errors.Is(an.Err, ErrHeldFull) {
+		t.Fatalf("r3 answered %s, want ErrHeldFull", describe(an))
 	}
-	if s.c.Stats().ReassemblyFull != 1 {
-		t.Fatalf("ReassemblyFull %d, want 1", s.c.Stats().ReassemblyFull)
+	if s.c.Stats().HeldFull != 1 {
+		t.Fatalf("HeldFull %d, want 1", s.c.Stats().HeldFull)
 	}
 	// r1 completes within the bound, whole; its bytes are let go.
 	s.step(answers[0][len(answers[0])-1])
@@ -943,7 +943,54 @@ func TestReassemblyBoundedAcrossRequests(t *testing.T) {
 			s.step(LogWritten{At: s.now, ID: w.Entry.RequestID, Seq: 6})
 		}
 	}
-	if s.c.Reassembling() != 0 {
-		t.Fatalf("the core holds %d bytes after every request ended", s.c.Reassembling())
+	if s.c.HeldBytes() != 0 {
+		t.Fatalf("the core holds %d bytes after every request ended", s.c.HeldBytes())
+	}
+}
+
+// What waits for `answered` counts against MaxHeldBytes too: a frame held
+// past the bound breaks its stream (the caller gets frame 0, the held ones
+// and the GW's error frame, never a cut answer taken for whole), a frame 0
+// past it is answered RATE_LIMITED with the Agg's start signal, and every
+// byte is let go once the requests end.
+func TestHeldWhileAnsweredIsWrittenBounded(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.c.cfg.MaxHeldBytes = 8 // "A/0" and "A/1" (3 bytes each) fit, "A/2" does not
+	s.rc("rc-1", 1)
+	s.arriveStreaming("r1", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	s.step(frame("r1", "A", 0, false))
+	s.step(frame("r1", "A", 1, false))
+	s.step(frame("r1", "A", 2, false)) // past the bound
+	if s.c.HeldBytes() != 6 {
+		t.Fatalf("held %d bytes, want frames 0 and 1's 6", s.c.HeldBytes())
+	}
+	// r2's frame 0 finds no room.
+	s.arriveStreaming("r2", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r2", Seq: 3})
+	b0 := frame("r2", "B", 0, false)
+	b0.Header.Set(messages.HdrAggID, "agg-1")
+	s.step(b0)
+	s.step(LogWritten{At: s.now, ID: "r2", Seq: 4})
+	if an := only[Answer](s); an.Forward || an.Status.RC != messages.CodeRateLimited {
+		t.Fatalf("r2 answered %s, want RATE_LIMITED", describe(an))
+	}
+	if st := only[StartStream](s); st.StreamID != "B" {
+		t.Fatalf("r2's Agg got %+v, want the start signal of stream B", st)
+	}
+	if s.c.Stats().HeldFull != 2 {
+		t.Fatalf("HeldFull %d, want 2", s.c.Stats().HeldFull)
+	}
+	// r1 is answered: frame 0, frame 1, then the GW's end of the stream.
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if an := only[Answer](s); string(an.Data) != "A/0" {
+		t.Fatalf("r1 answered %s", describe(an))
+	}
+	got := relays(s)
+	if len(got) != 2 || got[0] != "A/1false" {
+		t.Fatalf("r1 relayed %v, want frame 1 then the GW's end", got)
+	}
+	if s.c.HeldBytes() != 0 {
+		t.Fatalf("held %d bytes after both answers went out", s.c.HeldBytes())
 	}
 }

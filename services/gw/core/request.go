@@ -48,11 +48,13 @@ type request struct {
 	fromDrive uint32
 	why       string // why the next submit is a re-drive ("" for a first drive)
 	streams   map[string]*messages.Reassembler
-	// streamBytes: the chunks held in streams, counted in Core.reassembling.
-	streamBytes int64
-	stream      *streamState // an answer stream whose frame 0 is held (relay.go)
-	chunks      *chunkState  // a chunked answer whose chunk 0 is held (relay.go)
-	gen         uint64       // current timer generation
+	// streamBytes: what streams hold; waitBytes: what waits for `answered`
+	// (frame or chunk 0 and those held in chunks or stream, or the answer
+	// reassembled). Both are counted in Core.heldBytes.
+	streamBytes, waitBytes int64
+	stream                 *streamState // an answer stream whose frame 0 is held (relay.go)
+	chunks                 *chunkState  // a chunked answer whose chunk 0 is held (relay.go)
+	gen                    uint64       // current timer generation
 }
 
 type writeOp struct {
@@ -119,6 +121,8 @@ func (c *Core) hold(r *request) {
 
 func (c *Core) forget(r *request) {
 	c.dropStreams(r)
+	c.heldBytes -= r.waitBytes // sent (startRelay) or dropped with r
+	r.waitBytes = 0
 	delete(c.reqs, r.ID)
 	if c.callers[r.Caller]--; c.callers[r.Caller] <= 0 {
 		delete(c.callers, r.Caller)
@@ -483,16 +487,36 @@ func (c *Core) failed(r *request) {
 // (a duplicate answer may overlap the first; more is abuse).
 const maxStreamsPerRequest = 4
 
-// ErrReassemblyFull: a chunked answer to reassemble would have taken the
-// chunks the GW holds past MaxReassemblyBytes; the caller is told to come
-// back (or to take chunks, or a stream, which the GW does not hold).
-var ErrReassemblyFull = errors.New("the GW holds too many answers being reassembled")
+// ErrHeldFull: a chunked answer to reassemble took the answers' bytes the
+// GW holds past MaxHeldBytes; the caller is told to come back (or to take
+// chunks, or a stream, which the GW passes on as they come).
+var ErrHeldFull = errors.New("the GW holds answers' bytes up to its limit")
 
 // dropStreams lets go of r's reassemblers and their bytes.
 func (c *Core) dropStreams(r *request) {
-	c.reassembling -= r.streamBytes
+	c.heldBytes -= r.streamBytes
 	r.streams, r.streamBytes = nil, 0
 }
+
+// holdWaiting counts n bytes of a chunk or frame held for r while
+// `answered` is written; false, counting nothing, when they would take the
+// core past MaxHeldBytes. Without a request log nothing waits: an answer
+// goes out as it comes.
+func (c *Core) holdWaiting(r *request, n int) bool {
+	if !c.cfg.Logged {
+		return true
+	}
+	if c.heldBytes+int64(n) > c.cfg.MaxHeldBytes {
+		c.stats.HeldFull++
+		return false
+	}
+	r.waitBytes += int64(n)
+	c.heldBytes += int64(n)
+	return true
+}
+
+// textHeldFull is why an answer passed on as it comes broke at the bound.
+const textHeldFull = "the gateway holds answers' bytes up to its limit (MaxHeldBytes) while the request log's write is under way"
 
 func (c *Core) answerChunk(e AnswerChunk) {
 	if messages.IsStreamFrame(e.Header) {
@@ -508,6 +532,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 		return
 	}
 	var a *answer
+	var kept int64 // the bytes of a reassembled payload
 	if e.Header.Get(messages.HdrChunkCount) == "" && e.Header.Get(messages.HdrChunkIndex) == "" {
 		a = &answer{fwd: true, header: e.Header, data: e.Data}
 	} else {
@@ -524,29 +549,36 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			ra = messages.NewReassembler(c.cfg.MaxAnswerBytes)
 			r.streams[stream] = ra
 		}
-		if c.reassembling+int64(len(e.Data)) > c.cfg.MaxReassemblyBytes {
-			c.stats.ReassemblyFull++
+		before := ra.Held()
+		done, err := ra.Add(e.Header, e.Data)
+		held := ra.Held() - before
+		r.streamBytes += held
+		c.heldBytes += held
+		if c.heldBytes > c.cfg.MaxHeldBytes {
+			// What this chunk took passes the bound: its answer ends, and
+			// lets go of every byte it held.
+			c.stats.HeldFull++
 			c.dropStreams(r)
-			r.held = &answer{fwd: true, header: e.Header, err: ErrReassemblyFull}
+			r.held = &answer{fwd: true, header: e.Header, err: ErrHeldFull}
 			c.advance(r)
 			return
 		}
-		before := ra.Received()
-		done, err := ra.Add(e.Header, e.Data)
-		held := ra.Received() - before
-		r.streamBytes += held
-		c.reassembling += held
 		switch {
 		case err != nil:
 			a = &answer{fwd: true, header: ra.Header(), err: err}
 		case done:
 			payload, err := ra.Payload()
 			a = &answer{fwd: true, header: ra.Header(), data: payload, err: err}
+			// The payload is the reassembler's room: it waits for
+			// `answered` counted, not let go with the streams below.
+			kept = ra.Held()
 		default:
 			return
 		}
 	}
 	c.dropStreams(r)
+	r.waitBytes += kept
+	c.heldBytes += kept
 	r.held = a
 	// The drive answered: nothing to cancel.
 	c.advance(r)
