@@ -252,26 +252,28 @@ func (w *Windows) orderFew(n int) {
 func (f *fewSlots) scan(refs []rowRef, stop int, next int64) []rowRef {
 	s0, s1, s2 := f.times[0], f.times[1], f.times[2]
 	i0, i1, i2 := f.at[0], f.at[1], f.at[2]
-	for len(refs) < stop {
+	out, j := refs[len(refs):stop], 0
+	for ; j < len(out); j++ {
 		t0, t1, t2 := s0[i0], s1[i1], s2[i2]
-		// The least slot b, the first at the least time m: 1 if t1 < t0
-		// (c1), 2 if t2 is below both (c2), else 0.
+		// The least slot b, the first at the least time m, as a flag a
+		// slot (d0, d1, d2): 1 if t1 < t0, 2 if t2 is below both, else 0.
 		c1, m := b2i(t1 < t0), min(t0, t1)
-		c2 := b2i(t2 < m)
+		d2 := b2i(t2 < m)
 		m = min(m, t2)
-		b := c1 ^ ((c1 ^ 2) & -c2)
-		i := i0 ^ ((i0 ^ i1) & -int(c1))
-		i ^= (i ^ i2) & -int(c2)
+		d1 := c1 &^ d2
+		d0 := 1 ^ (c1 | d2)
+		i := i0&-int(d0) | i1&-int(d1) | i2&-int(d2)
+		b := d1 + 2*d2
 		if m >= next || i == f.ends[b] || f.part[b] == noPart || b2i(t0 == m)+b2i(t1 == m)+b2i(t2 == m) > 1 {
 			break
 		}
-		refs = append(refs, rowRef{part: f.part[b], row: uint32(i)})
-		i0 += int(1 - (c1 | c2))
-		i1 += int(c1 &^ c2)
-		i2 += int(c2)
+		out[j] = rowRef{part: f.part[b], row: uint32(i)}
+		i0 += int(d0)
+		i1 += int(d1)
+		i2 += int(d2)
 	}
 	f.at = [fewCursors]int{i0, i1, i2}
-	return refs
+	return refs[:len(refs)+j]
 }
 
 // b2i is 1 for true, 0 for false (a flag set, no branch).
