@@ -494,12 +494,12 @@ const parallelOrderRows = 32 << 10
 // EncodeRuns is the msgpack form of the merged answer of sources held whole
 // (each a portion's windows, in order: the Agg's answer gathered whole):
 // Stream(sources) then EncodeRest's bytes. The k-way merge is the one step
-// of it on one goroutine (a large answer's rows one at a time through the
-// heap, the longest step of the Agg's answer), so for rows without sortCols
-// nor a limit, on workers >= 2, it is done in two halves side by side: the
-// rows before a time that splits them about in half, and those from it on.
-// Canonical order is by time first, so the halves follow one another and
-// need no merging. Errors are Stream's and EncodeRest's.
+// of it on one goroutine (a large answer's rows one at a time, the cursors
+// due compared for each), so for rows without sortCols nor a limit, on
+// workers >= 2, it is done in two halves side by side: the rows before a
+// time that splits them about in half, and those from it on. Canonical
+// order is by time first, so the halves follow one another and need no
+// merging. Errors are Stream's and EncodeRest's.
 func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byte, error) {
 	total := 0
 	for _, run := range sources {
