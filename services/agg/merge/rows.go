@@ -155,7 +155,9 @@ type cursor struct {
 // in pending, by time, until the top's time reaches theirs. Portions split by
 // time (a table's tiers) then cost no comparison until their rows are due,
 // and the heap is as deep as the portions that overlap in time (a large
-// answer's 9 portions: 3 regions at a time), not as all of them.
+// answer's 9 portions: 3 regions at a time), not as all of them. A heap of
+// so few cursors has its rows found by Windows.orderFew, the heap put in
+// order again only when the cursors change.
 type rowHeap struct {
 	cursors []cursor
 	heap    []heapNode // heap-ordered

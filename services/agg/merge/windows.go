@@ -119,6 +119,9 @@ func (w *Windows) order(n int) {
 	}
 	w.refs = slices.Grow(w.refs, min(n, left))
 	for len(w.refs) < n && w.h.Len() > 0 {
+		if w.orderFew(n); len(w.refs) == n || w.h.Len() == 0 {
+			break
+		}
 		c := w.h.top()
 		if c.part < 0 {
 			c.part = len(w.parts)
@@ -152,6 +155,133 @@ func (w *Windows) order(n int) {
 			w.h.fix0()
 		}
 	}
+}
+
+// fewCursors: a heap of at most this many cursors has its least row found
+// by orderFew. A large answer's heap holds the sources whose rows are due (3
+// regions): their rows interleave at random, and a sift's comparisons then
+// mispredict on most rows.
+const fewCursors = 3
+
+// noPart is a slot's part before its window is in the window being
+// gathered (cursor.part < 0).
+const noPart = math.MaxUint32
+
+// noTimes is the times of a slot of fewSlots without a cursor: never least,
+// as the first slot at the least time is taken and the slots with cursors
+// come first.
+var noTimes = []int64{math.MaxInt64}
+
+// fewSlots are the cursors of a heap of at most fewCursors, each a slot:
+// its window's times, its row, its window's last row and its part.
+type fewSlots struct {
+	times [fewCursors][]int64
+	at    [fewCursors]int
+	ends  [fewCursors]int
+	part  [fewCursors]uint32
+}
+
+// orderFew is order's step for a heap of at most fewCursors cursors, held
+// in fewSlots, not in the heap: most rows are found by scan, the rest, one
+// at a time, by a comparison of the slots' rows (compareRows: equal times
+// decided by values, as the heap decides them). It returns, the heap in
+// order again, at n rows, at a cursor's window's last row (order ends the
+// window: a next one is fetched, or the cursor leaves) and when a pending
+// cursor is due.
+func (w *Windows) orderFew(n int) {
+	h := w.h
+	k := len(h.heap)
+	if k == 0 || k > fewCursors {
+		return
+	}
+	var (
+		f   = fewSlots{times: [fewCursors][]int64{noTimes, noTimes, noTimes}}
+		cur [fewCursors]*cursor
+	)
+	for j, nd := range h.heap {
+		c := &h.cursors[nd.c]
+		cur[j], f.times[j], f.at[j], f.part[j] = c, c.p.Times, c.i, noPart
+		if c.part >= 0 {
+			f.part[j] = uint32(c.part)
+		}
+	}
+	for j := range f.ends {
+		f.ends[j] = len(f.times[j]) - 1
+	}
+	refs, next := w.refs, h.next
+	for stop := min(n, cap(refs)); len(refs) < stop; { // within the room order made: no growth
+		if refs = f.scan(refs, stop, next); len(refs) == stop {
+			break
+		}
+		// The row scan stopped at.
+		b := 0
+		for j := 1; j < k; j++ {
+			x, y := f.times[j][f.at[j]], f.times[b][f.at[b]]
+			if x < y || x == y && compareValues(&cur[j].p.Rows, f.at[j], &cur[b].p.Rows, f.at[b]) < 0 {
+				b = j
+			}
+		}
+		if i := f.at[b]; f.times[b][i] >= next || i == f.ends[b] {
+			break
+		}
+		if f.part[b] == noPart {
+			cur[b].part = len(w.parts)
+			f.part[b] = uint32(len(w.parts))
+			w.parts = append(w.parts, cur[b].p)
+		}
+		refs = append(refs, rowRef{part: f.part[b], row: uint32(f.at[b])})
+		f.at[b]++
+	}
+	w.refs = refs
+	for j := range k {
+		cur[j].i, h.heap[j].t = f.at[j], f.times[j][f.at[j]]
+	}
+	for j := 1; j < k; j++ {
+		h.up(j)
+	}
+	if h.next <= h.heap[0].t {
+		h.admit()
+	}
+}
+
+// scan appends to refs, up to stop rows, the least of the slots' rows while
+// it is one slot's alone at its time, before next, not its window's last,
+// and its window has a part: the least found by masks, without a branch on
+// which slot holds it (the CPU cannot predict it), in a loop without calls,
+// its state in registers.
+func (f *fewSlots) scan(refs []rowRef, stop int, next int64) []rowRef {
+	s0, s1, s2 := f.times[0], f.times[1], f.times[2]
+	i0, i1, i2 := f.at[0], f.at[1], f.at[2]
+	out, j := refs[len(refs):stop], 0
+	for ; j < len(out); j++ {
+		t0, t1, t2 := s0[i0], s1[i1], s2[i2]
+		// The least slot b, the first at the least time m, as a flag a
+		// slot (d0, d1, d2): 1 if t1 < t0, 2 if t2 is below both, else 0.
+		c1, m := b2i(t1 < t0), min(t0, t1)
+		d2 := b2i(t2 < m)
+		m = min(m, t2)
+		d1 := c1 &^ d2
+		d0 := 1 ^ (c1 | d2)
+		i := i0&-int(d0) | i1&-int(d1) | i2&-int(d2)
+		b := d1 + 2*d2
+		if m >= next || i == f.ends[b] || f.part[b] == noPart || b2i(t0 == m)+b2i(t1 == m)+b2i(t2 == m) > 1 {
+			break
+		}
+		out[j] = rowRef{part: f.part[b], row: uint32(i)}
+		i0 += int(d0)
+		i1 += int(d1)
+		i2 += int(d2)
+	}
+	f.at = [fewCursors]int{i0, i1, i2}
+	return refs[:len(refs)+j]
+}
+
+// b2i is 1 for true, 0 for false (a flag set, no branch).
+func b2i(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // reusable reports whether t has the schema of w's windows, so that its
@@ -364,12 +494,12 @@ const parallelOrderRows = 32 << 10
 // EncodeRuns is the msgpack form of the merged answer of sources held whole
 // (each a portion's windows, in order: the Agg's answer gathered whole):
 // Stream(sources) then EncodeRest's bytes. The k-way merge is the one step
-// of it on one goroutine (a large answer's rows one at a time through the
-// heap, the longest step of the Agg's answer), so for rows without sortCols
-// nor a limit, on workers >= 2, it is done in two halves side by side: the
-// rows before a time that splits them about in half, and those from it on.
-// Canonical order is by time first, so the halves follow one another and
-// need no merging. Errors are Stream's and EncodeRest's.
+// of it on one goroutine (a large answer's rows one at a time, the cursors
+// due compared for each), so for rows without sortCols nor a limit, on
+// workers >= 2, it is done in two halves side by side: the rows before a
+// time that splits them about in half, and those from it on. Canonical
+// order is by time first, so the halves follow one another and need no
+// merging. Errors are Stream's and EncodeRest's.
 func (m *Merger) EncodeRuns(sources [][]Partial, rows, size, workers int) ([]byte, error) {
 	total := 0
 	for _, run := range sources {
