@@ -185,3 +185,38 @@ func BenchmarkVarints(b *testing.B) {
 		})
 	}
 }
+
+// TestWriteVarintsBytes: writeVarintsTo writes binary.AppendVarint's bytes
+// for values of every length, both signs and the extremes, as values and
+// as deltas (blocks of 4096 and a last one shorter).
+func TestWriteVarintsBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	vals := []int64{0, 1, -1, 63, -64, 64, math.MaxInt64, math.MinInt64, 1<<55 - 1, -1 << 55, 1 << 55, -1<<55 - 1, 0}
+	for range 10_000 {
+		v := int64(rng.Uint64() >> rng.IntN(64))
+		if rng.IntN(2) == 0 {
+			v = -v
+		}
+		vals = append(vals, v)
+	}
+	for _, delta := range []bool{false, true} {
+		var want []byte
+		prev := int64(0)
+		for _, v := range vals {
+			d := v
+			if delta {
+				d, prev = v-prev, v
+			}
+			want = binary.AppendVarint(want, d)
+		}
+		var buf bytes.Buffer
+		writeVarintsTo(&buf, vals, delta)
+		var got []byte
+		if err := msgpack.Unmarshal(buf.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("delta %t: %d bytes, binary.AppendVarint's %d, differing", delta, len(got), len(want))
+		}
+	}
+}

@@ -95,3 +95,67 @@ func TestEarlyDecodesStayWithinABoundOnHeldBytes(t *testing.T) {
 		t.Fatalf("%d rows, want %d", tb.NumRows(), rows*windows)
 	}
 }
+
+// A large partial in one piece of a row query gathered whole is decoded as
+// it comes, not with the answer (after the slowest DAP's last window), and
+// the answer is the same; an aggregating request's is left to its fold.
+func TestLargeWholePartialDecodedAsItComes(t *testing.T) {
+	e := newEnv(t, nil)
+	schema := []messages.ColumnSpec{{Name: "time", Type: messages.TypeTimestamp}, {Name: "a", Type: messages.TypeInt}}
+	const rows = 20_000
+	tb := messages.NewTable(schema)
+	for i := range rows {
+		if err := tb.AppendRow(int64(i), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := merge.RowsPartial(&messages.GetDataArgs{Table: "t"}, tb, tb.Columns[0].Ints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := merge.EncodePartial(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole) < earlyDecodeBytes {
+		t.Fatalf("a partial of %d bytes, want at least %d to be decoded early", len(whole), earlyDecodeBytes)
+	}
+	synced := func(id string) { // as in TestEarlyDecodesStayWithinABoundOnHeldBytes
+		e.expect(expectation(id, subjects.APIPing, nil, ref(1, 1)))
+		e.partial(okPartial(id, ref(1, 1), "dap1", []byte{0xc3}))
+		if resp, _ := e.answer(); resp.Header.RequestID != id {
+			t.Fatalf("answer %+v, want %s's", resp.Header, id)
+		}
+	}
+	decoding := func(id string, r messages.PortionRef) bool {
+		e.agg.mu.Lock()
+		defer e.agg.mu.Unlock()
+		req := e.agg.requests[id]
+		return req != nil && req.decodedWhole[r] != nil
+	}
+
+	r1, r2 := ref(100, 1), ref(101, 1)
+	e.expect(expectation("w1", subjects.APIGetData, messages.GetDataArgs{Table: "t"}, r1, r2))
+	synced("z1")
+	e.partial(okPartial("w1", r1, "dap0", whole))
+	synced("z2")
+	if !decoding("w1", r1) {
+		t.Fatal("the large partial in one piece of a row query is not being decoded as it came")
+	}
+	e.partial(okPartial("w1", r2, "dap1", whole))
+	resp, _ := e.answer()
+	if resp.Header.RequestID != "w1" || !resp.Header.Status.IsOK() {
+		t.Fatalf("answer %+v, want w1 answered", resp.Header)
+	}
+	if got := decodeTable(t, resp.Payload); got.NumRows() != 2*rows {
+		t.Fatalf("%d rows, want %d", got.NumRows(), 2*rows)
+	}
+
+	e.expect(expectation("g1", subjects.APIGetData, messages.GetDataArgs{Table: "t", Agg: []messages.AggSpec{{Name: "n", Func: "count"}}}, r1, r2))
+	synced("z3")
+	e.partial(okPartial("g1", r1, "dap0", whole))
+	synced("z4")
+	if decoding("g1", r1) {
+		t.Fatal("an aggregating request's partial decoded early: its fold decodes it")
+	}
+}

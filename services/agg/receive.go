@@ -174,6 +174,7 @@ func (a *Agg) onPartial(m *nats.Msg) {
 		r.add(p, a.cfg.MaxRequestBytes)
 	}
 	a.held += r.bytes - before
+	a.decodeWholeEarlyLocked(r, &p) // early.go
 	a.stats.discarded.Add(r.takeDropped())
 	after.answer, after.inline = a.answerSmallLocked(r, now)
 	if !after.inline && r.expected[p.Ref()] {

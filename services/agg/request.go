@@ -30,6 +30,10 @@ type request struct {
 	expect0 [1]messages.PortionRef
 
 	partials map[messages.PortionRef]messages.PartialResult
+	// decodedWhole: the decodings of large partials in one piece begun as
+	// they came (early.go), by ref: that of the OK partial partials holds
+	// under the ref (an error partial that replaced it has none to use).
+	decodedWhole map[messages.PortionRef]*decoding
 	// windows: the portions whose partials come in windows (live.go), from
 	// their first window on; an error partial of one goes to partials instead.
 	windows map[messages.PortionRef]*portionWindows
@@ -210,6 +214,7 @@ func (r *request) dropAll() {
 	}
 	r.dropped += len(r.partials)
 	clear(r.partials)
+	clear(r.decodedWhole)
 	for _, w := range r.windows {
 		r.dropped += len(w.queue)
 		w.queue, w.decoded, w.bytes = nil, nil, 0
@@ -303,6 +308,10 @@ func (r *request) job() job {
 	}
 	for _, ref := range r.expect {
 		if p, ok := r.partials[ref]; ok {
+			if d := r.decodedWhole[ref]; d != nil && p.Status.IsOK() {
+				j.decoded = append(j.decoded, make([]*decoding, len(j.partials)-len(j.decoded))...)
+				j.decoded = append(j.decoded, d)
+			}
 			j.partials = append(j.partials, p)
 		} else if w := r.windows[ref]; w != nil {
 			if len(w.decoded) > 0 {
