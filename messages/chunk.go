@@ -270,8 +270,13 @@ func (r *Reassembler) Held() int64 {
 	case r.done:
 		return int64(cap(r.payload))
 	}
-	return int64(cap(r.out)) + r.received - int64(len(r.out))
+	return int64(cap(r.out)) + r.received - int64(len(r.out)) + partCost*int64(len(r.parts))
 }
+
+// partCost is what a chunk waiting for the ones before it is counted at
+// beyond its bytes (its entry in the map): a forged transfer of a great many
+// tiny chunks out of order is bounded by its entries, not by its bytes.
+const partCost = 64
 
 // Done reports whether every chunk has arrived and the payload checked out.
 func (r *Reassembler) Done() bool { return r.done }
@@ -420,6 +425,11 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 	}
 	if r.received+int64(len(data)) > r.first.total {
 		return r.fail(fmt.Errorf("%w: chunks add up to more than the announced %d bytes", ErrChunk, r.first.total))
+	}
+	if len(data) == 0 && r.first.count > 1 {
+		// Every sender cuts chunks of bytes; empty ones would cost an entry
+		// each and count for nothing.
+		return r.fail(fmt.Errorf("%w: empty chunk %d of %d", ErrChunk, c.index, r.first.count))
 	}
 	if r.first.count == 1 {
 		// A payload in one message (most answers): kept as it is, with

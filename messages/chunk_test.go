@@ -670,3 +670,21 @@ func TestReassemblerHeld(t *testing.T) {
 		t.Fatalf("held %d after a failure (%v)", bad.Held(), err)
 	}
 }
+
+// An empty chunk of a transfer of several is refused (a sender cuts bytes;
+// empty ones would each cost an entry and count for nothing), and a chunk
+// waiting for a gap counts its entry in Held, not its bytes alone.
+func TestReassemblerEmptyChunksAndEntries(t *testing.T) {
+	msgs := split(t, randomPayload(5000, 7), 1000)
+	r := NewReassembler(0)
+	if _, err := r.Add(msgs[1].Header, nil); !errors.Is(err, ErrChunk) {
+		t.Fatalf("empty chunk: %v, want ErrChunk", err)
+	}
+	r = NewReassembler(0)
+	if _, err := r.Add(msgs[2].Header, msgs[2].Data); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.Held(), int64(len(msgs[2].Data))+partCost; got != want {
+		t.Fatalf("held %d for one chunk after a gap, want its bytes and its entry, %d", got, want)
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
-	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -175,12 +174,14 @@ func fetchStoredAnswer(t *testing.T, nc *nats.Conn, bucket, key string) []byte {
 	return data
 }
 
-// A GW holds the chunks of answers it reassembles (for callers that do not
-// reassemble chunks) up to MaxHeldBytes, all requests together: a
-// plain caller whose answer would take it past the bound gets RATE_LIMITED
-// naming the limit (Sg-Limit, Sg-Retry-After) and the ways that hold nothing
-// at the GW, never a cut document; a caller that takes chunks still gets the
-// whole answer, passed on as it comes.
+// A GW holds what it reassembles of answers (for callers that take no
+// chunks) within MaxHeldBytes, all requests together: a plain caller whose
+// answer alone passes a bound set below it gets TOO_LARGE naming the
+// gateway's limit and a stream, never a cut document nor a Retry-After that
+// could not help; a caller that takes chunks still gets the whole answer,
+// passed on as it comes. (Answers past the bound held by others end
+// RATE_LIMITED: services/gw TestHeldFullAnswers, core
+// TestHeldBoundedAcrossRequests.)
 func TestGetDataPlainRequestHeldBounded(t *testing.T) {
 	sys := startSystem(t, systemOptions{gwMaxHeld: 64 << 10})
 	sys.startDemo(demoFleetConfig(sys, 10000))
@@ -201,23 +202,16 @@ func TestGetDataPlainRequestHeldBounded(t *testing.T) {
 		t.Fatalf("the answer is not a whole document: %v", err)
 	}
 	st := resp.Header.Status
-	if st.RC != messages.CodeRateLimited || len(resp.Payload) != 0 {
-		t.Fatalf("answer %+v with %d bytes, want RATE_LIMITED and no payload", st, len(resp.Payload))
+	if st.RC != messages.CodeTooLarge || len(resp.Payload) != 0 || m.Header.Get(messages.HdrRetryAfter) != "" {
+		t.Fatalf("answer %+v with %d bytes, Retry-After %q: want TOO_LARGE, no payload, no Retry-After", st, len(resp.Payload), m.Header.Get(messages.HdrRetryAfter))
 	}
-	if got := m.Header.Get(messages.HdrLimit); got != limits.GWHeldBytes {
-		t.Fatalf("Sg-Limit %q, want %q", got, limits.GWHeldBytes)
-	}
-	if ra, err := strconv.Atoi(m.Header.Get(messages.HdrRetryAfter)); err != nil || ra < 1 {
-		t.Fatalf("Sg-Retry-After %q, want whole seconds >= 1", m.Header.Get(messages.HdrRetryAfter))
-	}
-	for _, want := range []string{gw.EnvMaxHeldBytes, messages.HdrAcceptChunks, messages.HdrAcceptStream} {
+	for _, want := range []string{gw.LimitHeldBytes, messages.HdrAcceptStream} {
 		if !strings.Contains(st.AI, want) {
 			t.Fatalf("the error does not name %s: %q", want, st.AI)
 		}
 	}
 	// Taking chunks, the same request is answered whole: the GW passes them on.
-	cl := sys.client
-	whole, err := cl.Do(context.Background(), subjects.APIGetData, messages.GetDataArgs{Table: demo.Trade}, messages.Opts{})
+	whole, err := sys.client.Do(context.Background(), subjects.APIGetData, messages.GetDataArgs{Table: demo.Trade}, messages.Opts{})
 	if err != nil || !whole.Header.Status.IsOK() || int64(len(whole.Payload)) <= sys.nc.MaxPayload() {
 		t.Fatalf("chunked answer: %v %+v, %d bytes", err, whole.Header.Status, len(whole.Payload))
 	}

@@ -46,8 +46,9 @@ func relayFloor(dial func() (*nats.Conn, error), sink *nats.Conn, jsonBytes, msg
 // max payload (less 1 KiB), passed on unchanged by a subscriber on conns[1]
 // and one on conns[2], and taken whole off sink: the three crossings of an
 // answer's bytes (DAP -> Agg -> GW -> caller), each hop pipelined, with no
-// work done on the bytes. sg's answer makes the same crossings and its
-// messages are no larger, so no sg answer of that size comes faster.
+// work done on the bytes: a reference for sg's answer, which makes the same
+// crossings in messages no larger, though not a strict bound (its first
+// crossing comes from several DAPs at once, in partials of other sizes).
 func relayMBs(conns [3]*nats.Conn, sink *nats.Conn, size int64, k int, prof phaseProfiles, phase string) (measured, error) {
 	if size <= 0 {
 		return measured{}, errors.New("no answer size")
@@ -113,6 +114,9 @@ func relayMBs(conns [3]*nats.Conn, sink *nats.Conn, size int64, k int, prof phas
 		select {
 		case <-done:
 		case <-time.After(relayAnswerWait):
+			if e := failed.Load(); e != nil {
+				return 0, fmt.Errorf("a relay could not pass an answer of %d bytes on: %w", size, *e)
+			}
 			return 0, fmt.Errorf("an answer of %d bytes not relayed within %s", size, relayAnswerWait)
 		}
 		if e := failed.Load(); e != nil {

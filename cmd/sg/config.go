@@ -171,8 +171,8 @@ type GWConfig struct {
 	// MaxRequestBytes: SG_MAX_REQUEST_BYTES, default gw.DefaultMaxRequestBytes.
 	MaxRequestBytes int
 	AssemblyKey     string // SG_ASSEMBLY_KEY: the RC label that names its assembly
-	// MaxHeldBytes: SG_GW_MAX_HELD_BYTES, default
-	// gw.DefaultMaxHeldBytes.
+	// MaxHeldBytes: SG_GW_MAX_HELD_BYTES; 0 (unset): twice the largest
+	// answer (gw.Config).
 	MaxHeldBytes int64
 }
 
@@ -195,7 +195,7 @@ func loadGWConfig(look lookupFunc) (GWConfig, error) {
 	if c.MaxRequestBytes, err = envInt(look, envMaxRequestBytes, gw.DefaultMaxRequestBytes, 1); err != nil {
 		return c, err
 	}
-	if c.MaxHeldBytes, err = limits.Int(look, gw.EnvMaxHeldBytes, gw.DefaultMaxHeldBytes); err != nil {
+	if c.MaxHeldBytes, err = limits.Int(look, gw.EnvMaxHeldBytes, 0); err != nil {
 		return c, err
 	}
 	c.Affinity = strings.ToLower(envString(look, envAffinity, defaultAffinity))

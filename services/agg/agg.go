@@ -59,7 +59,7 @@ type stream struct {
 	r         *messages.Reassembler
 	requestID string
 	since     time.Time
-	bytes     int64 // chunk bytes buffered so far (a.transit's share)
+	bytes     int64 // what r holds (a.transit's share): its payload's room and chunks after a gap
 }
 
 type counters struct {

@@ -240,9 +240,13 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 		}
 		return nil, false
 	}
-	s.bytes += n
-	a.transit += n
+	// What the reassembler holds, not the chunk's bytes: it reserves the
+	// payload's room ahead of them (messages.Reassembler.Held).
+	before := s.r.Held()
 	done, err := s.r.Add(m.Header, m.Data)
+	held := s.r.Held() - before
+	s.bytes += held
+	a.transit += held
 	if err == nil && !done {
 		return nil, false
 	}

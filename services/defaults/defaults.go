@@ -33,11 +33,12 @@ const (
 	MaxAnswerBytes  = 256 << 20 // largest answer the GW forwards and the Agg composes; a chunked transfer's (messages.DefaultChunkLimit)
 	AnnounceEvery   = time.Second
 	GWMaxInFlight   = 4096 // requests one GW holds open at once
-	// GWMaxHeldBytes (SG_GW_MAX_HELD_BYTES): the answers' bytes one GW
-	// holds, all requests together (chunks it reassembles for callers that
-	// take none, and chunks and frames waiting for `answered`): one largest
-	// answer fits.
-	GWMaxHeldBytes = MaxAnswerBytes
+	// GWHeldAnswers: SG_GW_MAX_HELD_BYTES, the answers' bytes one GW holds
+	// for all requests together (chunks it reassembles for callers that take
+	// none, and chunks and frames waiting for `answered`), defaults to this
+	// many of its largest answers: one largest answer fits whole, with the
+	// room a reassembler keeps ahead of chunks that come out of order.
+	GWHeldAnswers = 2
 	// An RC silent for DeadAnnouncements announcement periods, and at least
 	// DeadAfterLeast, is dead to a GW: its requests are driven again.
 	DeadAnnouncements    = 10
@@ -158,7 +159,7 @@ var Table = []Setting{
 	{"SG_ASSEMBLY_NAME", "KXI_ASSEMBLY_NAME", `""`, `RC, DAP: the assembly, "" = global`},
 	{"SG_RC_LABELS", "", "none", "RC: its labels, k=v,..., the assembly key's among them"},
 	{"SG_MAX_REQUEST_BYTES", "", "262144 (256 KiB)", "GW: largest request accepted, else TOO_LARGE"},
-	{"SG_GW_MAX_HELD_BYTES", "", "the largest answer (256 MiB)", "GW: answers' bytes held (reassembled, or waiting for answered), all requests together"},
+	{"SG_GW_MAX_HELD_BYTES", "", "2 largest answers (512 MiB)", "GW: answers' bytes held (reassembled, or waiting for answered), all requests together"},
 	{"SG_HTTP_CHUNK_IDLE", "", "`30s`", "HTTP API: longest wait for an answer's next message or its caller"},
 	{"SG_HTTP_MAX_BACKLOG_BYTES", "", "64 MiB", "HTTP API: held for slow callers, per answer"},
 	{"SG_HTTP_MAX_BACKLOG_TOTAL", "", "256 MiB", "HTTP API: held for slow callers, all answers"},

@@ -131,7 +131,7 @@ func TestTableMatchesConstants(t *testing.T) {
 		"SG_NATS_SYNC_INTERVAL":       dur(NATSSyncInterval),
 		"SG_DAP_MAX_QUEUE":            fmt.Sprint(DAPMaxQueue),
 		"SG_AGG_MAX_REQUEST_BYTES":    fmt.Sprintf("the largest answer (%s)", mib(MaxAnswerBytes)),
-		"SG_GW_MAX_HELD_BYTES":        fmt.Sprintf("the largest answer (%s)", mib(GWMaxHeldBytes)),
+		"SG_GW_MAX_HELD_BYTES":        fmt.Sprintf("%d largest answers (%s)", GWHeldAnswers, mib(GWHeldAnswers*MaxAnswerBytes)),
 		"SG_AGG_MAX_BYTES":            fmt.Sprintf("%d GiB", AggMaxHeldBytes>>30),
 		"SG_JOB_RETENTION":            dur(JobRetention),
 		"SG_GW_MAX_JOBS":              fmt.Sprint(GWMaxJobs),

@@ -129,6 +129,9 @@ const (
 	// LimitInFlightPerCaller: Config.MaxInFlightPerCaller, requests open at
 	// this GW for one caller.
 	LimitInFlightPerCaller = core.LimitInFlightPerCaller
+	// LimitHeldBytes: Config.MaxHeldBytes, answers' bytes this GW holds for
+	// all requests together (SG_GW_MAX_HELD_BYTES).
+	LimitHeldBytes = core.LimitHeldBytes
 )
 
 // retryAfterSeconds is the Sg-Retry-After of a refusal over an in-flight

@@ -37,8 +37,6 @@ const (
 	DefaultTimeoutMargin  = defaults.TimeoutMargin // SG_TIMEOUT_MARGIN
 	DefaultMaxAnswerBytes = defaults.MaxAnswerBytes
 	DefaultMaxInFlight    = defaults.GWMaxInFlight
-	// DefaultMaxHeldBytes: Config.MaxHeldBytes's default.
-	DefaultMaxHeldBytes = defaults.GWMaxHeldBytes
 	// EnvMaxHeldBytes names Config.MaxHeldBytes in the
 	// environment (README: Configuration).
 	EnvMaxHeldBytes = "SG_GW_MAX_HELD_BYTES"
@@ -176,7 +174,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.MaxHeldBytes <= 0 {
-		c.MaxHeldBytes = DefaultMaxHeldBytes
+		c.MaxHeldBytes = defaults.GWHeldAnswers * c.MaxAnswerBytes
 	}
 	if c.StartupWait == 0 {
 		c.StartupWait = DefaultStartupWait

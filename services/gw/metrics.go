@@ -19,6 +19,7 @@ type metrics struct {
 	sendFailed prometheus.Counter
 
 	limited      *prometheus.CounterVec // refusals over a limit, by limit
+	heldFull     prometheus.Counter     // answers ended at SG_GW_MAX_HELD_BYTES (core Stats.HeldFull)
 	refusedReply prometheus.Counter     // requests dropped: reply subject not a client inbox
 	malformed    *prometheus.CounterVec // messages on the GW's internal subjects that do not decode, by kind
 	poison       *poison.Counter        // stream records skipped, by stream
@@ -113,6 +114,10 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Name: "sg_gw_malformed_messages_total",
 		Help: "Messages on the GW's internal subjects skipped because they do not decode or are invalid, by kind (position_report; stream_frame: an answer stream's frame, whose answer then ends with an error).",
 	}, []string{"kind"})
+	m.heldFull = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sg_gw_answers_held_full_total",
+		Help: "Answers ended because what the GW holds of answers, all requests together, would pass SG_GW_MAX_HELD_BYTES (reassembled for callers that take no chunks, or waiting for the request log's answered write).",
+	})
 	m.refusedReply = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sg_gw_requests_refused_reply_total",
 		Help: "Requests dropped unanswered because their reply subject is not a client inbox (an sg or $ subject, or not under an allowed prefix).",
@@ -131,7 +136,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		Help: "RCs the GW has heard from within three announcement periods.",
 	}, func() float64 { return float64(rcs()) })
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.inFlight, m.dropped, m.busy, m.sendFailed, rcGauge, m.byRC, m.redrives, m.adopted, m.logErrors,
-		m.limited, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.streamStarts, m.malformed, m.stalls, kxPending, kxRCs} {
+		m.limited, m.heldFull, m.refusedReply, m.jobs, m.jobsRunning, m.answerStore, m.streamStarts, m.malformed, m.stalls, kxPending, kxRCs} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package gw
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -177,4 +178,55 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// An answer the core ended at the held bound (ErrHeldFull) reaches its
+// caller RATE_LIMITED naming the limit (Sg-Limit, Sg-Retry-After) and the
+// ways the GW passes on as they come: chunks and a stream for a caller that
+// takes none, a stream for one that takes chunks. One whose chunks alone
+// pass the bound is TOO_LARGE, with no Retry-After.
+func TestHeldFullAnswers(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	g := newTestGW(t, nc)
+	for _, tc := range []struct {
+		name         string
+		chunks       bool
+		err          error
+		rc           messages.Code
+		limit, names string
+	}{
+		{"takes no chunks", false, core.ErrHeldFull, messages.CodeRateLimited, LimitHeldBytes, messages.HdrAcceptChunks},
+		{"takes chunks", true, core.ErrHeldFull, messages.CodeRateLimited, LimitHeldBytes, messages.HdrAcceptStream},
+		{"alone above it", false, fmt.Errorf("%w: alone", messages.ErrTooLarge), messages.CodeTooLarge, "", messages.HdrAcceptStream},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inbox := nc.NewInbox()
+			sub, err := nc.SubscribeSync(inbox)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ri := &reqInfo{api: subjects.APIGetData, id: "r1", clientID: "c1", reply: inbox, content: messages.ContentJSON,
+				chunks: tc.chunks, received: time.Now(), log: zerolog.New(zerolog.NewTestWriter(t))}
+			if err := g.forward(ri, answer{err: tc.err}); err != nil {
+				t.Fatal(err)
+			}
+			m, err := sub.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := messages.ReadStatus(m.Header)
+			if err != nil || st.RC != tc.rc || !strings.Contains(st.AI, tc.names) {
+				t.Fatalf("status %+v (%v), want %s naming %s", st, err, tc.rc, tc.names)
+			}
+			if got := m.Header.Get(messages.HdrLimit); got != tc.limit {
+				t.Fatalf("Sg-Limit %q, want %q", got, tc.limit)
+			}
+			if ra := m.Header.Get(messages.HdrRetryAfter); (ra != "") != (tc.limit != "") {
+				t.Fatalf("Sg-Retry-After %q with Sg-Limit %q", ra, tc.limit)
+			}
+			if tc.chunks && strings.Contains(st.AI, messages.HdrAcceptChunks) {
+				t.Fatalf("a caller that takes chunks is told to take chunks: %q", st.AI)
+			}
+		})
+	}
 }

@@ -72,6 +72,7 @@ type shell struct {
 	busy     int       // log jobs taken and not finished
 	sends    []logSend // log writes waiting for room under maxLogWrites
 	later    []core.Event
+	heldFull uint64       // the core's Stats().HeldFull counted in the metric so far
 	batch    int          // later[batch:] are the follow-ups of the commands being carried out
 	handlers bool         // waiting for the endpoint handlers to return
 	stall    *stall.Watch // the loop's lateness, not counted as silence (wake)
@@ -99,6 +100,10 @@ func (sh *shell) step(ev core.Event) {
 	g.rcMu.Lock()
 	g.inFlight = c.Stats().InFlight
 	g.rcMu.Unlock()
+	if n := c.Stats().HeldFull; n > sh.heldFull {
+		g.met.heldFull.Add(float64(n - sh.heldFull))
+		sh.heldFull = n
+	}
 	if at, ok := c.NextDeadline(); ok && at != sh.armed {
 		// Re-armed only when the deadline changed: most events (an answer
 		// chunk, an acknowledgement) leave the earliest one as it was.

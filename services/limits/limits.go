@@ -30,10 +30,6 @@ const (
 	// AggHeldBytes: partial results one Agg holds for all requests together
 	// (SG_AGG_MAX_BYTES).
 	AggHeldBytes = "agg_held_bytes"
-	// GWHeldBytes: the answers' bytes one GW holds (chunks it reassembles,
-	// and chunks and frames waiting for `answered`), all requests together
-	// (SG_GW_MAX_HELD_BYTES).
-	GWHeldBytes = "gw_held_bytes"
 )
 
 // RetryAfter is when a caller refused over a limit should come back, in whole seconds:

@@ -88,7 +88,7 @@ func (c Config) withDefaults() Config {
 		c.MaxAnswerBytes = defaults.MaxAnswerBytes
 	}
 	if c.MaxHeldBytes <= 0 {
-		c.MaxHeldBytes = defaults.GWMaxHeldBytes
+		c.MaxHeldBytes = defaults.GWHeldAnswers * c.MaxAnswerBytes
 	}
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = int(defaults.RetryMin / time.Second)

@@ -163,7 +163,9 @@ func (c *Core) relayChunk(e AnswerChunk) bool {
 		return false // reassembled: one chunk alone, or one that does not check out
 	}
 	if !c.holdWaiting(r, len(e.Data)) {
-		return false // reassembled, which ends it at the bound (ErrHeldFull)
+		r.held = &answer{fwd: true, header: e.Header, err: ErrHeldFull}
+		c.advance(r)
+		return true
 	}
 	r.chunks = &chunkState{cr: cr}
 	r.held = &answer{fwd: true, chunk: true, header: e.Header, data: e.Data}
@@ -257,8 +259,8 @@ func (c *Core) streamFrame(e AnswerChunk) {
 			// dropped here.
 			r.stream = &streamState{id: f.ID, end: true, broken: textHeldFull, unread: true}
 			r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
-			r.held = &answer{status: messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
-				"Answer stream not passed on: %s (gw_held_bytes); come back later", textHeldFull)}
+			r.held = &answer{limit: LimitHeldBytes, status: messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+				"Answer stream not passed on: %s (%s); come back later", textHeldFull, LimitHeldBytes)}
 			c.advance(r)
 			return
 		}

@@ -972,8 +972,8 @@ func TestHeldWhileAnsweredIsWrittenBounded(t *testing.T) {
 	b0.Header.Set(messages.HdrAggID, "agg-1")
 	s.step(b0)
 	s.step(LogWritten{At: s.now, ID: "r2", Seq: 4})
-	if an := only[Answer](s); an.Forward || an.Status.RC != messages.CodeRateLimited {
-		t.Fatalf("r2 answered %s, want RATE_LIMITED", describe(an))
+	if an := only[Answer](s); an.Forward || an.Status.RC != messages.CodeRateLimited || an.Limit != LimitHeldBytes || an.RetryAfter < 1 {
+		t.Fatalf("r2 answered %s (limit %q, retry after %d), want RATE_LIMITED over %s", describe(an), an.Limit, an.RetryAfter, LimitHeldBytes)
 	}
 	if st := only[StartStream](s); st.StreamID != "B" {
 		t.Fatalf("r2's Agg got %+v, want the start signal of stream B", st)
@@ -992,5 +992,37 @@ func TestHeldWhileAnsweredIsWrittenBounded(t *testing.T) {
 	}
 	if s.c.HeldBytes() != 0 {
 		t.Fatalf("held %d bytes after both answers went out", s.c.HeldBytes())
+	}
+}
+
+// A chunk 0 of an answer passed on as it comes that finds no room ends its
+// answer at once (ErrHeldFull, counted once); an answer whose chunks alone
+// pass the bound is too large, not to come back with.
+func TestHeldChunk0AndAlone(t *testing.T) {
+	s, chunks, _ := chunkStory(t, true, "k")
+	s.c.cfg.MaxHeldBytes = int64(len(chunks[0].Data)) - 1
+	s.step(chunks[0])
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if an := only[Answer](s); !errors.Is(an.Err, ErrHeldFull) || errors.Is(an.Err, messages.ErrTooLarge) {
+		t.Fatalf("answer %s, want ErrHeldFull", describe(an))
+	}
+	if s.c.Stats().HeldFull != 1 || s.c.HeldBytes() != 0 {
+		t.Fatalf("HeldFull %d, held %d bytes: want 1 and 0", s.c.Stats().HeldFull, s.c.HeldBytes())
+	}
+
+	s, chunks, _ = chunkStory(t, false, "k") // reassembled here
+	s.c.cfg.MaxHeldBytes = int64(len(chunks[0].Data)) + 1
+	for _, c := range chunks {
+		s.step(c)
+		if len(s.out) > 0 {
+			break
+		}
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if an := only[Answer](s); !errors.Is(an.Err, messages.ErrTooLarge) {
+		t.Fatalf("answer %s, want too large", describe(an))
+	}
+	if s.c.HeldBytes() != 0 {
+		t.Fatalf("held %d bytes after the answer", s.c.HeldBytes())
 	}
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
@@ -338,6 +339,9 @@ func (c *Core) finish(r *request) {
 		cmd.Relayed = r.chunks != nil || r.stream != nil && !(r.stream.end && len(r.stream.held) == 0)
 	} else {
 		cmd.Status = a.status
+		if cmd.Limit = a.limit; a.limit != "" {
+			cmd.RetryAfter = c.cfg.RetryAfter
+		}
 	}
 	c.emit(cmd)
 	if a.fwd {
@@ -556,10 +560,16 @@ func (c *Core) answerChunk(e AnswerChunk) {
 		c.heldBytes += held
 		if c.heldBytes > c.cfg.MaxHeldBytes {
 			// What this chunk took passes the bound: its answer ends, and
-			// lets go of every byte it held.
+			// lets go of every byte it held. One that passes it alone could
+			// never come: too large, not to come back with.
 			c.stats.HeldFull++
+			err := ErrHeldFull
+			if r.streamBytes > c.cfg.MaxHeldBytes {
+				err = fmt.Errorf("%w: the answer's chunks alone take %d bytes, above the gateway's limit of %d for answers it holds (%s)",
+					messages.ErrTooLarge, r.streamBytes, c.cfg.MaxHeldBytes, LimitHeldBytes)
+			}
 			c.dropStreams(r)
-			r.held = &answer{fwd: true, header: e.Header, err: ErrHeldFull}
+			r.held = &answer{fwd: true, header: e.Header, err: err}
 			c.advance(r)
 			return
 		}

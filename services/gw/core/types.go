@@ -29,6 +29,9 @@ const (
 	// LimitInFlightPerCaller: Config.MaxInFlightPerCaller, requests open at
 	// this GW for one caller.
 	LimitInFlightPerCaller = "gw_in_flight_per_caller"
+	// LimitHeldBytes: Config.MaxHeldBytes, answers' bytes this GW holds
+	// for all requests together.
+	LimitHeldBytes = "gw_held_bytes"
 )
 
 // Request is an accepted-to-be request as the shell decoded and checked it.
@@ -96,4 +99,5 @@ type answer struct {
 	data   []byte
 	err    error // arrived but cannot be forwarded (too large, broken)
 	status messages.Status
+	limit  string // a status answer over this limit (Answer.Limit, with RetryAfter)
 }
