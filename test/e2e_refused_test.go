@@ -11,6 +11,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // refusedTimeout is the caller's timeout in the refusal tests: the refusal
@@ -105,7 +106,7 @@ func TestMalformedExpectationEndsTheRequest(t *testing.T) {
 	if st.RC != messages.CodeBadRequest || !strings.Contains(st.AI, "refused by Agg agg-1") || !strings.Contains(st.AI, "expectation") {
 		t.Fatalf("status %+v, want BAD_REQUEST naming Agg agg-1 and the expectation", st)
 	}
-	if n := depCounter(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 1 {
+	if n := promtest.Sum(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 1 {
 		t.Fatalf("RC counted %v refusals accepted, want 1", n)
 	}
 }
@@ -172,10 +173,10 @@ func TestForgedRefusalsAreDropped(t *testing.T) {
 	if a.err != nil || !a.resp.Header.Status.IsOK() {
 		t.Fatalf("answer %v %+v, want OK", a.err, a.resp.Header.Status)
 	}
-	if n := depCounter(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != float64(len(forged)) {
+	if n := promtest.Sum(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != float64(len(forged)) {
 		t.Fatalf("RC counted %v refusals dropped, want %d", n, len(forged))
 	}
-	if n := depCounter(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 0 {
+	if n := promtest.Sum(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 0 {
 		t.Fatalf("RC accepted %v forged refusals", n)
 	}
 }

@@ -646,42 +646,6 @@ func depTablesEqual(t *testing.T, got, want messages.Table) bool {
 	return bytes.Equal(g, w)
 }
 
-// counter reads a counter (summed over its series) from a registry.
-func depCounter(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == k && lp.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue metric
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				total += c.GetValue()
-			}
-			if g := m.GetGauge(); g != nil {
-				total += g.GetValue()
-			}
-		}
-	}
-	return total
-}
-
 func (d *deployment) proc(name string) *process {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // relayedRefusal is a multi-RC deployment (twoRCs) with a GW, every us DAP
@@ -83,10 +84,10 @@ func TestMultiRCRelayedRefusalEndsTheRequest(t *testing.T) {
 		t.Fatalf("status %+v, want BAD_REQUEST naming DAP %s and the dispatch", st, dapID)
 	}
 	rc1, rc2 := d.proc("rc-1").reg, d.proc("rc-2").reg
-	if n := depCounter(t, rc2, "sg_rc_refusals_received_total", map[string]string{"outcome": "forwarded"}); n != 1 {
+	if n := promtest.Sum(t, rc2, "sg_rc_refusals_received_total", map[string]string{"outcome": "forwarded"}); n != 1 {
 		t.Errorf("rc-2 forwarded %v refusals, want 1", n)
 	}
-	if n := depCounter(t, rc1, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 1 {
+	if n := promtest.Sum(t, rc1, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 1 {
 		t.Errorf("rc-1 accepted %v refusals, want 1", n)
 	}
 
@@ -183,11 +184,11 @@ func TestMultiRCForgedRelayedRefusalsAreDropped(t *testing.T) {
 	}
 	for rc, fs := range forged {
 		reg := d.proc(rc).reg
-		if n := depCounter(t, reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != float64(len(fs)) {
+		if n := promtest.Sum(t, reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != float64(len(fs)) {
 			t.Errorf("%s dropped %v refusals, want %d", rc, n, len(fs))
 		}
 		for _, outcome := range []string{"accepted", "forwarded"} {
-			if n := depCounter(t, reg, "sg_rc_refusals_received_total", map[string]string{"outcome": outcome}); n != 0 {
+			if n := promtest.Sum(t, reg, "sg_rc_refusals_received_total", map[string]string{"outcome": outcome}); n != 0 {
 				t.Errorf("%s: %v forged refusals %s", rc, n, outcome)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // twoRCs: rc-1 is global and owns the eu DAPs (no assembly) and the asia
@@ -54,7 +55,7 @@ func TestMultiRCScopeAndAffinity(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args, "us")) {
 		t.Fatalf("assembly a2: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("gw-hard").reg, "sg_gw_submissions_total", map[string]string{"rc": "rc-2"}); n != 1 {
+	if n := promtest.Sum(t, d.proc("gw-hard").reg, "sg_gw_submissions_total", map[string]string{"rc": "rc-2"}); n != 1 {
 		t.Fatalf("submissions to rc-2: %v, want 1", n)
 	}
 	// scope.tier without scope.assembly names nothing.
@@ -81,7 +82,7 @@ func TestMultiRCScopeAndAffinity(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args, "asia")) {
 		t.Fatalf("soft affinity, assembly a3: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("gw-soft").reg, "sg_gw_submissions_total", map[string]string{"rc": "rc-1"}); n != 1 {
+	if n := promtest.Sum(t, d.proc("gw-soft").reg, "sg_gw_submissions_total", map[string]string{"rc": "rc-1"}); n != 1 {
 		t.Fatalf("submissions to the global rc-1: %v, want 1", n)
 	}
 	for _, id := range []string{"hard-a3", "hard-a2", "tier-alone", "a2-rdb", "soft-a3"} {
@@ -136,16 +137,16 @@ func TestMultiRCRequestSpansPrimaryAndSecondary(t *testing.T) {
 			seen++
 		}
 	}
-	if n := depCounter(t, rc1, "sg_rc_peer_messages_total", map[string]string{"kind": "portion_sent"}); n != us {
+	if n := promtest.Sum(t, rc1, "sg_rc_peer_messages_total", map[string]string{"kind": "portion_sent"}); n != us {
 		t.Errorf("rc-1 sent %v portions to its secondary, want %v", n, us)
 	}
-	if n := depCounter(t, rc2, "sg_rc_peer_messages_total", map[string]string{"kind": "portion_relayed"}); n != us {
+	if n := promtest.Sum(t, rc2, "sg_rc_peer_messages_total", map[string]string{"kind": "portion_relayed"}); n != us {
 		t.Errorf("rc-2 relayed %v portions, want %v", n, us)
 	}
-	if n := depCounter(t, rc2, "sg_rc_peer_messages_total", map[string]string{"kind": "completion_forwarded"}); n != us {
+	if n := promtest.Sum(t, rc2, "sg_rc_peer_messages_total", map[string]string{"kind": "completion_forwarded"}); n != us {
 		t.Errorf("rc-2 forwarded %v completions, want %v", n, us)
 	}
-	if n := depCounter(t, rc2, "sg_rc_dispatches_total", nil); n != us {
+	if n := promtest.Sum(t, rc2, "sg_rc_dispatches_total", nil); n != us {
 		t.Errorf("rc-2 dispatched %v portions to its DAPs, want %v", n, us)
 	}
 	if n := ans.count("span"); n != 1 {
@@ -230,10 +231,10 @@ func TestMultiRCSecondaryRestartRetriesItsPortions(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
 		t.Fatalf("after the secondary restarted: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("rc-1").reg, "sg_rc_retries_total", nil); n < 1 {
+	if n := promtest.Sum(t, d.proc("rc-1").reg, "sg_rc_retries_total", nil); n < 1 {
 		t.Errorf("primary retries %v, want at least 1", n)
 	}
-	if n := depCounter(t, d.proc("gw-1").reg, "sg_gw_redrives_total", nil); n != 0 {
+	if n := promtest.Sum(t, d.proc("gw-1").reg, "sg_gw_redrives_total", nil); n != 0 {
 		t.Errorf("the GW re-drove %v times; the primary was alive and should have recovered alone", n)
 	}
 	quiet(t, d, ans, "sec")

@@ -9,6 +9,7 @@ import (
 	"github.com/sg-project/sg/services/agg"
 	"github.com/sg-project/sg/services/dap/demo"
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // oneRC: a durable global RC owning every DAP, an Agg, and the fleet.
@@ -50,7 +51,7 @@ func TestRestartRCMidRequestIsAnsweredOnceAndRight(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
 		t.Fatalf("after the RC restart: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("gw-1").reg, "sg_gw_redrives_total", map[string]string{"reason": "rc gone"}); n != 1 {
+	if n := promtest.Sum(t, d.proc("gw-1").reg, "sg_gw_redrives_total", map[string]string{"reason": "rc gone"}); n != 1 {
 		t.Errorf("re-drives: %v, want 1", n)
 	}
 	// A new RC, never seen before, has the fleet too.
@@ -117,7 +118,7 @@ func TestRestartGWMidRequestIsAnsweredOnceAndRight(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
 		t.Fatalf("after the GW restart: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("gw-1").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
+	if n := promtest.Sum(t, d.proc("gw-1").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
 		t.Errorf("adopted %v, want 1", n)
 	}
 	quiet(t, d, ans, "g1")
@@ -147,7 +148,7 @@ func TestRestartGWPeerAdoptsTheDeadGWsRequests(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
 		t.Fatalf("after gw-1 died: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("gw-2").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
+	if n := promtest.Sum(t, d.proc("gw-2").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
 		t.Errorf("gw-2 adopted %v, want 1", n)
 	}
 	quiet(t, d, ans, "p1")
@@ -200,7 +201,7 @@ func TestRestartDAPSilentIsDroppedAndItsWorkRetried(t *testing.T) {
 	if !st.IsOK() || !depTablesEqual(t, tbl, d.want(args)) {
 		t.Fatalf("after the DAP was lost: %+v, %d rows", st, tbl.NumRows())
 	}
-	if n := depCounter(t, d.proc("gw-1").reg, "sg_gw_redrives_total", nil); n != 0 {
+	if n := promtest.Sum(t, d.proc("gw-1").reg, "sg_gw_redrives_total", nil); n != 0 {
 		t.Errorf("GW re-drives %v: the RC alone should have recovered", n)
 	}
 	quiet(t, d, ans, "dap1")
@@ -303,7 +304,7 @@ func TestRestartGWPeerAdoptionEndsTheOldDrivesWait(t *testing.T) {
 			break
 		}
 	}
-	if n := depCounter(t, d.proc("gw-2").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
+	if n := promtest.Sum(t, d.proc("gw-2").reg, "sg_gw_requests_adopted_total", nil); n != 1 {
 		t.Errorf("gw-2 adopted %v, want 1", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/promtest"
 	"github.com/sg-project/sg/test/testlog"
 )
 
@@ -48,7 +49,7 @@ func TestMalformedPartialFloodLogsWithinTheLimit(t *testing.T) {
 	}
 	// (a) Every message counted, every refusal sent.
 	for name, want := range map[string]float64{"sg_agg_malformed_messages_total": floodN, "sg_agg_refusals_sent_total": floodN} {
-		if n := counterValue(t, reg, name); n != want {
+		if n := promtest.Sum(t, reg, name, nil); n != want {
 			t.Fatalf("%s %v, want %v", name, n, want)
 		}
 	}
@@ -66,22 +67,4 @@ func TestMalformedPartialFloodLogsWithinTheLimit(t *testing.T) {
 			t.Fatalf("line without its request id: %s", line)
 		}
 	}
-}
-
-// counterValue is the sum of the counters named name.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/promtest"
 	"github.com/sg-project/sg/test/testlog"
 )
 
@@ -42,7 +43,7 @@ func TestMalformedDispatchFloodLogsWithinTheLimit(t *testing.T) {
 		t.Fatalf("completion after the flood %+v, want OK, 3 rows", c)
 	}
 	for name, want := range map[string]float64{"sg_dap_malformed_messages_total": n, "sg_dap_refusals_sent_total": n} {
-		if got := gathered(t, reg, name); got != want {
+		if got := promtest.Sum(t, reg, name, nil); got != want {
 			t.Fatalf("%s %v, want %v", name, got, want)
 		}
 	}
@@ -53,22 +54,4 @@ func TestMalformedDispatchFloodLogsWithinTheLimit(t *testing.T) {
 	if line := logs.Line(msg); !strings.Contains(line, `"request_id":"req1"`) {
 		t.Fatalf("line without its request id: %s", line)
 	}
-}
-
-// gathered is the sum of the counters named name.
-func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

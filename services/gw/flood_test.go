@@ -12,6 +12,7 @@ import (
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 	"github.com/sg-project/sg/test/testlog"
 )
 
@@ -75,7 +76,7 @@ func TestUnreadableFrameFloodLogsWithinTheLimit(t *testing.T) {
 		t.Fatalf("ended with %v %+v, want the GW's error naming the unreadable frame", err, st)
 	}
 	// (a) Every message counted.
-	if n := counterL(t, e, "sg_gw_malformed_messages_total", "kind", "stream_frame"); n != floodN+1 {
+	if n := promtest.Sum(t, e.reg, "sg_gw_malformed_messages_total", map[string]string{"kind": "stream_frame"}); n != floodN+1 {
 		t.Fatalf("unreadable frames counted %v, want %d", n, floodN+1)
 	}
 	// (b) The lines bounded: a burst per period, two periods at most in

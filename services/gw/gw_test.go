@@ -17,6 +17,7 @@ import (
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -385,23 +386,6 @@ func TestGWTimeout(t *testing.T) {
 	e.reply(s, messages.StatusOK, "late")
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 func TestDuplicateAnswers(t *testing.T) {
 	e := startGW(t, nil)
 	e.fakeRC("dup", "", func(s messages.RCSubmission) {
@@ -448,7 +432,7 @@ func TestDuplicateAnswers(t *testing.T) {
 	if got := next(); got != "first-t2" {
 		t.Fatalf("after req-2 got %q: duplicate forwarded?", got)
 	}
-	if n := counter(t, e.reg, "sg_gw_answers_dropped_total"); n != 1 {
+	if n := promtest.Sum(t, e.reg, "sg_gw_answers_dropped_total", nil); n != 1 {
 		t.Fatalf("dropped answers %v, want 1", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sg-project/sg/services/gw/client"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // A job whose request fails (no RC: NO_RESOURCES) is failed, and its poll
@@ -42,7 +43,7 @@ func TestJobFailsAndHostilePolls(t *testing.T) {
 	if err != nil || resp.Header.Status.RC != messages.CodeNoResources {
 		t.Fatalf("failed job: %v %+v", err, resp.Header.Status)
 	}
-	if a, f := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"), counterL(t, e, "sg_gw_jobs_total", "event", "failed"); a != 1 || f != 1 {
+	if a, f := promtest.Sum(t, e.reg, "sg_gw_jobs_total", map[string]string{"event": "accepted"}), promtest.Sum(t, e.reg, "sg_gw_jobs_total", map[string]string{"event": "failed"}); a != 1 || f != 1 {
 		t.Fatalf("sg_gw_jobs_total accepted %v failed %v, want 1 and 1", a, f)
 	}
 	for _, tc := range []struct {
@@ -66,7 +67,7 @@ func TestJobFailsAndHostilePolls(t *testing.T) {
 		}
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		got := counterL(t, e, "sg_gw_malformed_messages_total", "kind", "position_report")
+		got := promtest.Sum(t, e.reg, "sg_gw_malformed_messages_total", map[string]string{"kind": "position_report"})
 		if got == 3 {
 			break
 		}
@@ -117,7 +118,7 @@ func TestConcurrentIdempotentSubmissions(t *testing.T) {
 			t.Fatalf("job %q, want %q for every submission", id, first)
 		}
 	}
-	if a := counterL(t, e, "sg_gw_jobs_total", "event", "accepted"); a != 1 {
+	if a := promtest.Sum(t, e.reg, "sg_gw_jobs_total", map[string]string{"event": "accepted"}); a != 1 {
 		t.Fatalf("%v jobs accepted, want 1", a)
 	}
 }

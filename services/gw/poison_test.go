@@ -16,6 +16,7 @@ import (
 	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 	"github.com/sg-project/sg/test/testlog"
 )
 
@@ -70,7 +71,9 @@ func TestRequestLogPoisonRecords(t *testing.T) {
 	if _, err := js.Publish(ctx, e.s.RequestLogEntry("gw-dead", "r2"), data); err != nil {
 		t.Fatal(err)
 	}
-	poison := func() float64 { return counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog) }
+	poison := func() float64 {
+		return promtest.Sum(t, e.reg, gw.PoisonMetric, map[string]string{"stream": gw.PoisonStreamRequestLog})
+	}
 	// A sweep counts what it skips before it ends: read after each end.
 	for deadline := time.Now().Add(wait); poison() < 2; {
 		if time.Now().After(deadline) {
@@ -86,7 +89,7 @@ func TestRequestLogPoisonRecords(t *testing.T) {
 	if n := poison(); n != 2 {
 		t.Fatalf("poison records counted %v after more sweeps, want 2", n)
 	}
-	if n := counter(t, e.reg, "sg_gw_requests_adopted_total"); n != 0 {
+	if n := promtest.Sum(t, e.reg, "sg_gw_requests_adopted_total", nil); n != 0 {
 		t.Fatalf("adopted %v", n)
 	}
 	if m, err := spy.NextMsg(50 * time.Millisecond); err == nil {
@@ -96,28 +99,6 @@ func TestRequestLogPoisonRecords(t *testing.T) {
 	if r := e.raw(subjects.APIPing, nil, []byte(`{"header":{"api":"ping"},"payload":{}}`)); r.Header.Status.RC != messages.CodeNoResources {
 		t.Fatalf("after poison: %v", r.Header.Status)
 	}
-}
-
-// counterL reads a counter with one label from e's registry.
-func counterL(t *testing.T, e *env, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // Another service of the same process may register the poison counter
@@ -191,7 +172,7 @@ func TestUnreadableStreamFrameEndsTheAnswerAtOnce(t *testing.T) {
 		if end := m.Header.Get(messages.HdrStreamEnd) == "1"; end == firstBad {
 			t.Fatalf("request %d: stream end %t with its first frame unreadable %t", i, end, firstBad)
 		}
-		if n := counterL(t, e, "sg_gw_malformed_messages_total", "kind", "stream_frame"); n != float64(i+1) {
+		if n := promtest.Sum(t, e.reg, "sg_gw_malformed_messages_total", map[string]string{"kind": "stream_frame"}); n != float64(i+1) {
 			t.Fatalf("request %d: unreadable frames counted %v, want %d", i, n, i+1)
 		}
 		if id := m.Header.Get(messages.HdrTraceID); id == "" || logs.Line(`"request_id":"`+id+`"`, "does not read") == "" {
@@ -261,7 +242,7 @@ func TestRequestLogMisfiledEntriesArePoison(t *testing.T) {
 			adopted = true
 		}
 	}
-	if n := counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog); n != 2 {
+	if n := promtest.Sum(t, e.reg, gw.PoisonMetric, map[string]string{"stream": gw.PoisonStreamRequestLog}); n != 2 {
 		t.Fatalf("poison records counted %v, want the 2 misfiled entries", n)
 	}
 	for i, caller := range misfiled {

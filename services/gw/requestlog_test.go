@@ -12,6 +12,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // An answered request's entry expires by a per-message TTL on its
@@ -73,10 +74,10 @@ func TestAnsweredEntriesCloseWithATTL(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if p := counterL(t, e, gw.PoisonMetric, "stream", gw.PoisonStreamRequestLog); p != 0 {
+	if p := promtest.Sum(t, e.reg, gw.PoisonMetric, map[string]string{"stream": gw.PoisonStreamRequestLog}); p != 0 {
 		t.Fatalf("closed entries counted as poison: %v", p)
 	}
-	if f := counterL(t, e, "sg_gw_request_log_errors_total", "op", "purge"); f != 0 {
+	if f := promtest.Sum(t, e.reg, "sg_gw_request_log_errors_total", map[string]string{"op": "purge"}); f != 0 {
 		t.Fatalf("purge errors: %v", f)
 	}
 }

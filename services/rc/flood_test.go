@@ -11,6 +11,7 @@ import (
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/subjects"
+	"github.com/sg-project/sg/test/promtest"
 	"github.com/sg-project/sg/test/testlog"
 )
 
@@ -49,10 +50,10 @@ func TestFloodOfBadCompletionsAndForgedRefusalsLogsWithinTheLimit(t *testing.T) 
 		t.Fatalf("dispatch after the flood: %v %+v, want q1's", err, pd)
 	}
 	// (a) Every message counted.
-	if n := counterSum(t, reg, "sg_rc_bad_messages_total", "", ""); n != floodN {
+	if n := promtest.Sum(t, reg, "sg_rc_bad_messages_total", nil); n != floodN {
 		t.Fatalf("bad messages counted %v, want %d", n, floodN)
 	}
-	if n := counterSum(t, reg, "sg_rc_refusals_received_total", "outcome", "dropped"); n != floodN {
+	if n := promtest.Sum(t, reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != floodN {
 		t.Fatalf("dropped refusals counted %v, want %d", n, floodN)
 	}
 	// (b) The lines bounded: a burst per kind per period, two periods at
@@ -65,32 +66,4 @@ func TestFloodOfBadCompletionsAndForgedRefusalsLogsWithinTheLimit(t *testing.T) 
 	if line := logs.Line("refusal dropped"); !strings.Contains(line, `"request_id":"forged"`) {
 		t.Fatalf("line about a dropped refusal without its request id: %s", line)
 	}
-}
-
-// counterSum sums the counters named name (those with label = value when
-// label is set).
-func counterSum(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if label != "" {
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == label && lp.GetValue() != value {
-						continue next
-					}
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }

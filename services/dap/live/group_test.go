@@ -13,6 +13,7 @@ import (
 	"github.com/sg-project/sg/services/poison"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 var tickDef = engine.TableDef{Name: "tick", Labels: []string{"region"}, Columns: []messages.ColumnSpec{
@@ -77,10 +78,10 @@ func TestGroupRejectsBadUpdates(t *testing.T) {
 	if st.Malformed.Load() != 4 || st.LateRows.Load() != 1 || st.Rows.Load() != 1 || st.Messages.Load() != 2 {
 		t.Fatalf("malformed %d, late %d, rows %d, messages %d", st.Malformed.Load(), st.LateRows.Load(), st.Rows.Load(), st.Messages.Load())
 	}
-	if v := counterValue(t, reg, poison.MetricName); v != 4 {
+	if v := promtest.Sum(t, reg, poison.MetricName, nil); v != 4 {
 		t.Fatalf("%s %v, want 4", poison.MetricName, v)
 	}
-	if v := counterValue(t, reg, "sg_live_late_rows_total"); v != 1 {
+	if v := promtest.Sum(t, reg, "sg_live_late_rows_total", nil); v != 1 {
 		t.Fatalf("sg_live_late_rows_total %v", v)
 	}
 	if s := g.DAP(messages.TierRDB).State(); !s.Available || s.Purview.Start != start.UnixNano() {
@@ -159,7 +160,7 @@ func TestGroupReplaysPastPoison(t *testing.T) {
 			}
 		}
 	})
-	if v := counterValue(t, reg1, poison.MetricName); v != 2 {
+	if v := promtest.Sum(t, reg1, poison.MetricName, nil); v != 2 {
 		t.Fatalf("live: %s %v, want 2", poison.MetricName, v)
 	}
 	reg2 := prometheus.NewRegistry()
@@ -167,23 +168,7 @@ func TestGroupReplaysPastPoison(t *testing.T) {
 	if st := g.Stats(); st.Rows.Load() != 1 || st.Malformed.Load() != 2 {
 		t.Fatalf("replay: rows %d, malformed %d; want 1 and 2", st.Rows.Load(), st.Malformed.Load())
 	}
-	if v := counterValue(t, reg2, poison.MetricName); v != 2 {
+	if v := promtest.Sum(t, reg2, poison.MetricName, nil); v != 2 {
 		t.Fatalf("replay: %s %v, want 2", poison.MetricName, v)
 	}
-}
-
-// counterValue reads the one counter of a metric family.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
