@@ -2,7 +2,6 @@ package gw
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -33,23 +32,6 @@ func (g *GW) forward(ri *reqInfo, a answer) error {
 	if a.err != nil {
 		if errors.Is(a.err, messages.ErrTooLarge) {
 			return g.respondStatus(ri, messages.Errorf(messages.CodeTooLarge, messages.CodeErr, "Answer is too large for the gateway: %v; read it as a stream (request header %s: 1; getData, sql), which has no size limit, or page it (a limit and a narrower time range)", a.err, messages.HdrAcceptStream))
-		}
-		if errors.Is(a.err, core.ErrHeldFull) {
-			g.met.limited.WithLabelValues(LimitHeldBytes).Inc()
-			// Limited per kind: a burst of large answers must not flood the log.
-			g.lim.Warn(&ri.log, "held_full").Int64("limit", g.cfg.MaxHeldBytes).Msg("answer not passed on: the GW holds answers' bytes up to its limit")
-			h := nats.Header{}
-			messages.SetString(h, messages.HdrLimit, LimitHeldBytes)
-			messages.SetInt(h, messages.HdrRetryAfter, int64(g.cfg.retryAfterSeconds()))
-			ways := fmt.Sprintf("or take the answer in chunks (request header %s: 1) or as a stream (%s: 1; getData, sql), which the gateway passes on as they come",
-				messages.HdrAcceptChunks, messages.HdrAcceptStream)
-			if ri.chunks {
-				// It takes chunks: its chunks waited for the request log.
-				ways = fmt.Sprintf("or read it as a stream (request header %s: 1; getData, sql)", messages.HdrAcceptStream)
-			}
-			return g.respondStatusWith(ri, messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
-				"Answer not passed on: gateway %s holds answers' bytes up to its limit %s=%d bytes (%s); come back later, %s",
-				g.cfg.ID, LimitHeldBytes, g.cfg.MaxHeldBytes, EnvMaxHeldBytes, ways), h)
 		}
 		return g.respondStatus(ri, messages.Errorf(messages.CodeErr, messages.CodeErr, "Answer could not be received whole: %v", a.err))
 	}

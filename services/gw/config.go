@@ -76,8 +76,8 @@ type Config struct {
 	// MaxHeldBytes bounds the answers' bytes this GW holds, all requests
 	// together: the chunks it reassembles (answers above the max payload to
 	// callers that take no chunks) and those waiting for `answered`; past
-	// it the answer ends (core.Config.MaxHeldBytes; default the largest
-	// answer, 256 MiB, SG_GW_MAX_HELD_BYTES).
+	// it the answer ends (core.Config.MaxHeldBytes; default twice the
+	// largest answer, 512 MiB, SG_GW_MAX_HELD_BYTES).
 	MaxHeldBytes int64
 
 	// Registry receives the GW's metrics; nil: a private registry.

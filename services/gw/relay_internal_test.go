@@ -180,11 +180,10 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// An answer the core ended at the held bound (ErrHeldFull) reaches its
-// caller RATE_LIMITED naming the limit (Sg-Limit, Sg-Retry-After) and the
-// ways the GW passes on as they come: chunks and a stream for a caller that
-// takes none, a stream for one that takes chunks. One whose chunks alone
-// pass the bound is TOO_LARGE, with no Retry-After.
+// An answer whose chunks alone pass the GW's held bound (core) reaches its
+// caller TOO_LARGE naming a stream, with no Retry-After: coming back would
+// not help. (One ended because others hold the room is the core's
+// RATE_LIMITED limit answer: core TestHeldBoundedAcrossRequests.)
 func TestHeldFullAnswers(t *testing.T) {
 	nc := natstest.Connect(t, natstest.Start(t))
 	g := newTestGW(t, nc)
@@ -195,8 +194,6 @@ func TestHeldFullAnswers(t *testing.T) {
 		rc           messages.Code
 		limit, names string
 	}{
-		{"takes no chunks", false, core.ErrHeldFull, messages.CodeRateLimited, LimitHeldBytes, messages.HdrAcceptChunks},
-		{"takes chunks", true, core.ErrHeldFull, messages.CodeRateLimited, LimitHeldBytes, messages.HdrAcceptStream},
 		{"alone above it", false, fmt.Errorf("%w: alone", messages.ErrTooLarge), messages.CodeTooLarge, "", messages.HdrAcceptStream},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

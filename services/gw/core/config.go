@@ -30,7 +30,7 @@ type Config struct {
 	// together: the chunks it reassembles (an answer above the max payload
 	// for a caller that takes no chunks), and the chunks and frames of
 	// answers passed on as they come that wait for `answered`. Past it the
-	// answer that would pass it ends: one reassembled with ErrHeldFull, one
+	// answer that would pass it ends: one reassembled RATE_LIMITED, one
 	// passed on broken (its caller gets the end message, never a cut
 	// answer).
 	MaxHeldBytes int64

@@ -131,10 +131,6 @@ func (c *Core) NextDeadline() (int64, bool) {
 // error frame (Abort): its caller is told, not left waiting for frames.
 func (c *Core) Idle() bool { return len(c.reqs) == 0 && len(c.relays) == 0 }
 
-// HeldBytes returns the answers' bytes held (MaxHeldBytes), all requests
-// together.
-func (c *Core) HeldBytes() int64 { return c.heldBytes }
-
 // Stats returns the counters.
 func (c *Core) Stats() Stats { return c.stats }
 

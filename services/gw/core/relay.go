@@ -163,7 +163,7 @@ func (c *Core) relayChunk(e AnswerChunk) bool {
 		return false // reassembled: one chunk alone, or one that does not check out
 	}
 	if !c.holdWaiting(r, len(e.Data)) {
-		r.held = &answer{fwd: true, header: e.Header, err: ErrHeldFull}
+		r.held = c.heldFull(r)
 		c.advance(r)
 		return true
 	}
@@ -259,8 +259,7 @@ func (c *Core) streamFrame(e AnswerChunk) {
 			// dropped here.
 			r.stream = &streamState{id: f.ID, end: true, broken: textHeldFull, unread: true}
 			r.stream.agg, r.stream.drive = streamStart(r, e.Header, f.ID)
-			r.held = &answer{limit: LimitHeldBytes, status: messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
-				"Answer stream not passed on: %s (%s); come back later", textHeldFull, LimitHeldBytes)}
+			r.held = c.heldFull(r)
 			c.advance(r)
 			return
 		}

@@ -862,7 +862,7 @@ func TestUnreadableFrameEndsTheAnswerAtOnce(t *testing.T) {
 
 // The chunks held for reassembly are bounded for all requests together
 // (MaxHeldBytes): the chunk that would pass the bound ends its answer
-// with ErrHeldFull at once, its bytes let go, while the answers within
+// RATE_LIMITED at once, its bytes let go, while the answers within
 // the bound complete; every byte is let go when an answer completes or its
 // request ends (here, at its deadline), so the GW holds nothing after.
 func TestHeldBoundedAcrossRequests(t *testing.T) {
@@ -883,8 +883,8 @@ func TestHeldBoundedAcrossRequests(t *testing.T) {
 		for _, r := range s.c.reqs {
 			sum += r.streamBytes
 		}
-		if sum != s.c.HeldBytes() {
-			t.Fatalf("the requests hold %d bytes, the core counts %d", sum, s.c.HeldBytes())
+		if sum != s.c.heldBytes {
+			t.Fatalf("the requests hold %d bytes, the core counts %d", sum, s.c.heldBytes)
 		}
 		return sum
 	}
@@ -916,12 +916,12 @@ func TestHeldBoundedAcrossRequests(t *testing.T) {
 	if !ended {
 		t.Fatal("r3's chunks passed the bound and its answer did not end")
 	}
-	if s.c.HeldBytes() != before {
-		t.Fatalf("after r3 ended the core holds %d bytes, want r1's and r2's %d", s.c.HeldBytes(), before)
+	if s.c.heldBytes != before {
+		t.Fatalf("after r3 ended the core holds %d bytes, want r1's and r2's %d", s.c.heldBytes, before)
 	}
 	s.step(LogWritten{At: s.now, ID: "r3", Seq: 4})
-	if an := only[Answer](s); !errors.Is(an.Err, ErrHeldFull) {
-		t.Fatalf("r3 answered %s, want ErrHeldFull", describe(an))
+	if an := only[Answer](s); !heldFullAnswer(an, messages.HdrAcceptChunks) {
+		t.Fatalf("r3 answered %s, want RATE_LIMITED over %s naming chunks", describe(an), LimitHeldBytes)
 	}
 	if s.c.Stats().HeldFull != 1 {
 		t.Fatalf("HeldFull %d, want 1", s.c.Stats().HeldFull)
@@ -943,8 +943,8 @@ func TestHeldBoundedAcrossRequests(t *testing.T) {
 			s.step(LogWritten{At: s.now, ID: w.Entry.RequestID, Seq: 6})
 		}
 	}
-	if s.c.HeldBytes() != 0 {
-		t.Fatalf("the core holds %d bytes after every request ended", s.c.HeldBytes())
+	if s.c.heldBytes != 0 {
+		t.Fatalf("the core holds %d bytes after every request ended", s.c.heldBytes)
 	}
 }
 
@@ -962,8 +962,8 @@ func TestHeldWhileAnsweredIsWrittenBounded(t *testing.T) {
 	s.step(frame("r1", "A", 0, false))
 	s.step(frame("r1", "A", 1, false))
 	s.step(frame("r1", "A", 2, false)) // past the bound
-	if s.c.HeldBytes() != 6 {
-		t.Fatalf("held %d bytes, want frames 0 and 1's 6", s.c.HeldBytes())
+	if s.c.heldBytes != 6 {
+		t.Fatalf("held %d bytes, want frames 0 and 1's 6", s.c.heldBytes)
 	}
 	// r2's frame 0 finds no room.
 	s.arriveStreaming("r2", 5000*ms)
@@ -990,24 +990,24 @@ func TestHeldWhileAnsweredIsWrittenBounded(t *testing.T) {
 	if len(got) != 2 || got[0] != "A/1false" {
 		t.Fatalf("r1 relayed %v, want frame 1 then the GW's end", got)
 	}
-	if s.c.HeldBytes() != 0 {
-		t.Fatalf("held %d bytes after both answers went out", s.c.HeldBytes())
+	if s.c.heldBytes != 0 {
+		t.Fatalf("held %d bytes after both answers went out", s.c.heldBytes)
 	}
 }
 
 // A chunk 0 of an answer passed on as it comes that finds no room ends its
-// answer at once (ErrHeldFull, counted once); an answer whose chunks alone
+// answer at once (RATE_LIMITED, counted once); an answer whose chunks alone
 // pass the bound is too large, not to come back with.
 func TestHeldChunk0AndAlone(t *testing.T) {
 	s, chunks, _ := chunkStory(t, true, "k")
 	s.c.cfg.MaxHeldBytes = int64(len(chunks[0].Data)) - 1
 	s.step(chunks[0])
 	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
-	if an := only[Answer](s); !errors.Is(an.Err, ErrHeldFull) || errors.Is(an.Err, messages.ErrTooLarge) {
-		t.Fatalf("answer %s, want ErrHeldFull", describe(an))
+	if an := only[Answer](s); !heldFullAnswer(an, messages.HdrAcceptStream) || strings.Contains(an.Status.AI, messages.HdrAcceptChunks) {
+		t.Fatalf("answer %s, want RATE_LIMITED over %s naming a stream, not chunks", describe(an), LimitHeldBytes)
 	}
-	if s.c.Stats().HeldFull != 1 || s.c.HeldBytes() != 0 {
-		t.Fatalf("HeldFull %d, held %d bytes: want 1 and 0", s.c.Stats().HeldFull, s.c.HeldBytes())
+	if s.c.Stats().HeldFull != 1 || s.c.heldBytes != 0 {
+		t.Fatalf("HeldFull %d, held %d bytes: want 1 and 0", s.c.Stats().HeldFull, s.c.heldBytes)
 	}
 
 	s, chunks, _ = chunkStory(t, false, "k") // reassembled here
@@ -1022,7 +1022,14 @@ func TestHeldChunk0AndAlone(t *testing.T) {
 	if an := only[Answer](s); !errors.Is(an.Err, messages.ErrTooLarge) {
 		t.Fatalf("answer %s, want too large", describe(an))
 	}
-	if s.c.HeldBytes() != 0 {
-		t.Fatalf("held %d bytes after the answer", s.c.HeldBytes())
+	if s.c.heldBytes != 0 {
+		t.Fatalf("held %d bytes after the answer", s.c.heldBytes)
 	}
+}
+
+// heldFullAnswer: an is the core's answer at the held bound, RATE_LIMITED
+// over LimitHeldBytes with a Retry-After, its text naming way.
+func heldFullAnswer(an Answer, way string) bool {
+	return !an.Forward && an.Status.RC == messages.CodeRateLimited && an.Limit == LimitHeldBytes && an.RetryAfter >= 1 &&
+		strings.Contains(an.Status.AI, way)
 }

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/sg-project/sg/messages"
@@ -491,10 +490,23 @@ func (c *Core) failed(r *request) {
 // (a duplicate answer may overlap the first; more is abuse).
 const maxStreamsPerRequest = 4
 
-// ErrHeldFull: a chunked answer to reassemble took the answers' bytes the
-// GW holds past MaxHeldBytes; the caller is told to come back (or to take
-// chunks, or a stream, which the GW passes on as they come).
-var ErrHeldFull = errors.New("the GW holds answers' bytes up to its limit")
+// heldFull is the answer to r when what the core holds of answers reached
+// MaxHeldBytes: RATE_LIMITED over LimitHeldBytes (the shell adds Sg-Limit
+// and Sg-Retry-After), naming the ways the GW passes on as they come that r
+// does not take yet.
+func (c *Core) heldFull(r *request) *answer {
+	ways := ", or take the answer in chunks (request header " + messages.HdrAcceptChunks + ": 1) or as a stream (" +
+		messages.HdrAcceptStream + ": 1; getData, sql), which the gateway passes on as they come"
+	switch {
+	case r.Sub.Stream:
+		ways = ""
+	case r.Chunks:
+		ways = ", or read it as a stream (request header " + messages.HdrAcceptStream + ": 1; getData, sql)"
+	}
+	return &answer{limit: LimitHeldBytes, status: messages.Errorf(messages.CodeRateLimited, messages.CodeErr,
+		"Answer not passed on: gateway %s holds answers' bytes up to its limit %s=%d bytes; come back later%s",
+		c.cfg.Self, LimitHeldBytes, c.cfg.MaxHeldBytes, ways)}
+}
 
 // dropStreams lets go of r's reassemblers and their bytes.
 func (c *Core) dropStreams(r *request) {
@@ -520,7 +532,7 @@ func (c *Core) holdWaiting(r *request, n int) bool {
 }
 
 // textHeldFull is why an answer passed on as it comes broke at the bound.
-const textHeldFull = "the gateway holds answers' bytes up to its limit (MaxHeldBytes) while the request log's write is under way"
+const textHeldFull = "the gateway holds answers' bytes up to its limit (" + LimitHeldBytes + ") while the request log's write is under way"
 
 func (c *Core) answerChunk(e AnswerChunk) {
 	if messages.IsStreamFrame(e.Header) {
@@ -563,13 +575,12 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			// lets go of every byte it held. One that passes it alone could
 			// never come: too large, not to come back with.
 			c.stats.HeldFull++
-			err := ErrHeldFull
+			r.held = c.heldFull(r)
 			if r.streamBytes > c.cfg.MaxHeldBytes {
-				err = fmt.Errorf("%w: the answer's chunks alone take %d bytes, above the gateway's limit of %d for answers it holds (%s)",
-					messages.ErrTooLarge, r.streamBytes, c.cfg.MaxHeldBytes, LimitHeldBytes)
+				r.held = &answer{fwd: true, header: e.Header, err: fmt.Errorf("%w: the answer's chunks alone take %d bytes, above the gateway's limit of %d for answers it holds (%s)",
+					messages.ErrTooLarge, r.streamBytes, c.cfg.MaxHeldBytes, LimitHeldBytes)}
 			}
 			c.dropStreams(r)
-			r.held = &answer{fwd: true, header: e.Header, err: err}
 			c.advance(r)
 			return
 		}

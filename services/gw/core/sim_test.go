@@ -1028,8 +1028,8 @@ func (s *sim) check() error {
 		for _, r := range g.c.reqs {
 			held += r.streamBytes + r.waitBytes
 		}
-		if held != g.c.HeldBytes() || held > g.c.cfg.MaxHeldBytes {
-			return fmt.Errorf("%s: its requests hold %d bytes of answers, it counts %d (bound %d)", g.id, held, g.c.HeldBytes(), g.c.cfg.MaxHeldBytes)
+		if held != g.c.heldBytes || held > g.c.cfg.MaxHeldBytes {
+			return fmt.Errorf("%s: its requests hold %d bytes of answers, it counts %d (bound %d)", g.id, held, g.c.heldBytes, g.c.cfg.MaxHeldBytes)
 		}
 	}
 	for _, rq := range s.purged {
@@ -1071,8 +1071,8 @@ func (s *sim) final() error {
 		if g.c != nil && !g.c.Idle() {
 			return fmt.Errorf("%s still holds %d requests after the calm", g.id, g.c.Stats().InFlight)
 		}
-		if g.c != nil && g.c.HeldBytes() != 0 {
-			return fmt.Errorf("%s still counts %d bytes of answers held after the calm", g.id, g.c.HeldBytes())
+		if g.c != nil && g.c.heldBytes != 0 {
+			return fmt.Errorf("%s still counts %d bytes of answers held after the calm", g.id, g.c.heldBytes)
 		}
 	}
 	return nil
