@@ -218,36 +218,22 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 	}
 	// Bytes in transit count against the Agg-wide bound like partials held:
 	// over it the transfer is dropped and its request refused, as a whole
-	// partial would be.
-	n := int64(len(m.Data))
-	if a.held+a.transit+n > a.cfg.MaxHeldBytes {
-		a.dropStreamLocked(key, s)
-		// Any publisher can send chunks naming any request: within the limit.
-		a.lim.Warn(&a.log, "chunked_over_limit").Str("request_id", reqID).Int64("held", a.held).Int64("in_transit", a.transit).Int64("limit", a.cfg.MaxHeldBytes).
-			Msg("chunked partial over the Agg's limit: request refused")
-		if reqID != "" {
-			r := a.requests[reqID]
-			if r == nil {
-				r = newRequest(reqID, time.Now())
-				a.requests[reqID] = r
-			}
-			before := r.bytes
-			r.dropped++
-			r.refuse(a.retryAfterLocked())
-			a.held += r.bytes - before
-			a.stats.discarded.Add(r.takeDropped())
-			a.answerIfReadyLocked(r, time.Now())
-		}
+	// partial would be. Checked with the chunk's bytes before it is taken,
+	// and with what the reassembler holds after (it reserves the payload's
+	// room ahead of the bytes: messages.Reassembler.Held).
+	if a.held+a.transit+int64(len(m.Data)) > a.cfg.MaxHeldBytes {
+		a.chunkedOverLimitLocked(key, s, reqID)
 		return nil, false
 	}
-	// What the reassembler holds, not the chunk's bytes: it reserves the
-	// payload's room ahead of them (messages.Reassembler.Held).
 	before := s.r.Held()
 	done, err := s.r.Add(m.Header, m.Data)
 	held := s.r.Held() - before
 	s.bytes += held
 	a.transit += held
 	if err == nil && !done {
+		if a.held+a.transit > a.cfg.MaxHeldBytes {
+			a.chunkedOverLimitLocked(key, s, reqID)
+		}
 		return nil, false
 	}
 	a.dropStreamLocked(key, s)
@@ -263,6 +249,29 @@ func (a *Agg) chunk(m *nats.Msg) ([]byte, bool) {
 		return nil, false
 	}
 	return payload, true
+}
+
+// chunkedOverLimitLocked drops transfer key, which took the Agg past its
+// bound, and refuses its request.
+func (a *Agg) chunkedOverLimitLocked(key string, s *stream, reqID string) {
+	a.dropStreamLocked(key, s)
+	// Any publisher can send chunks naming any request: within the limit.
+	a.lim.Warn(&a.log, "chunked_over_limit").Str("request_id", reqID).Int64("held", a.held).Int64("in_transit", a.transit).Int64("limit", a.cfg.MaxHeldBytes).
+		Msg("chunked partial over the Agg's limit: request refused")
+	if reqID == "" {
+		return
+	}
+	r := a.requests[reqID]
+	if r == nil {
+		r = newRequest(reqID, time.Now())
+		a.requests[reqID] = r
+	}
+	before := r.bytes
+	r.dropped++
+	r.refuse(a.retryAfterLocked())
+	a.held += r.bytes - before
+	a.stats.discarded.Add(r.takeDropped())
+	a.answerIfReadyLocked(r, time.Now())
 }
 
 // retryAfterLocked is when a caller refused over the Agg-wide bound should
