@@ -216,8 +216,7 @@ func (w *Windows) orderFew(n int) {
 		// The row scan stopped at.
 		b := 0
 		for j := 1; j < k; j++ {
-			x, y := f.times[j][f.at[j]], f.times[b][f.at[b]]
-			if x < y || x == y && compareValues(&cur[j].p.Rows, f.at[j], &cur[b].p.Rows, f.at[b]) < 0 {
+			if compareRows(&cur[j].p.Rows, f.times[j], f.at[j], &cur[b].p.Rows, f.times[b], f.at[b]) < 0 {
 				b = j
 			}
 		}
