@@ -72,7 +72,6 @@ type shell struct {
 	busy     int       // log jobs taken and not finished
 	sends    []logSend // log writes waiting for room under maxLogWrites
 	later    []core.Event
-	heldFull uint64       // the core's Stats().HeldFull counted in the metric so far
 	batch    int          // later[batch:] are the follow-ups of the commands being carried out
 	handlers bool         // waiting for the endpoint handlers to return
 	stall    *stall.Watch // the loop's lateness, not counted as silence (wake)
@@ -100,10 +99,6 @@ func (sh *shell) step(ev core.Event) {
 	g.rcMu.Lock()
 	g.inFlight = c.Stats().InFlight
 	g.rcMu.Unlock()
-	if n := c.Stats().HeldFull; n > sh.heldFull {
-		g.met.heldFull.Add(float64(n - sh.heldFull))
-		sh.heldFull = n
-	}
 	if at, ok := c.NextDeadline(); ok && at != sh.armed {
 		// Re-armed only when the deadline changed: most events (an answer
 		// chunk, an acknowledgement) leave the earliest one as it was.
@@ -393,6 +388,11 @@ func (g *GW) carryOut(cmd core.Command, sends *[]logSend, later *[]core.Event) {
 		g.respondStatus(ri, c.Status)
 	case core.Released:
 		g.infoReq(c.Info).log.Info().Msg("left unanswered at shutdown; the request log keeps it for adoption")
+	case core.HeldFull:
+		g.met.heldFull.Inc()
+		// Limited per kind: a burst of large answers must not flood the log.
+		g.lim.Warn(&g.log, "held_full").Str("request_id", c.ID).Int64("limit", g.cfg.MaxHeldBytes).
+			Msg("answer ended: the GW holds answers' bytes up to its limit")
 	case core.Dropped:
 		g.met.dropped.Inc()
 		g.log.Debug().Str("request_id", c.ID).Str("why", c.Why).Msg("not answering here")

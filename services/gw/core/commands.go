@@ -108,6 +108,10 @@ type Dropped struct {
 	Why string
 }
 
+// HeldFull: request ID's answer ended because what the core holds of
+// answers would pass MaxHeldBytes (for metrics and logs).
+type HeldFull struct{ ID string }
+
 // Malformed: a message on request ID's answer subject that does not read
 // (Kind "stream_frame": a frame whose stream headers do not; Err says why),
 // for metrics and logs. Ends: the request's answer ends with an error for it
@@ -139,5 +143,6 @@ func (StartStream) isCommand()  {}
 func (AnswerCancel) isCommand() {}
 func (Released) isCommand()     {}
 func (Dropped) isCommand()      {}
+func (HeldFull) isCommand()     {}
 func (Malformed) isCommand()    {}
 func (Adopted) isCommand()      {}

@@ -1002,6 +1002,9 @@ func TestHeldChunk0AndAlone(t *testing.T) {
 	s, chunks, _ := chunkStory(t, true, "k")
 	s.c.cfg.MaxHeldBytes = int64(len(chunks[0].Data)) - 1
 	s.step(chunks[0])
+	if h := only[HeldFull](s); h.ID != "r1" { // the shell counts and logs it
+		t.Fatalf("held full %+v, want r1", h)
+	}
 	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
 	if an := only[Answer](s); !heldFullAnswer(an, messages.HdrAcceptStream) || strings.Contains(an.Status.AI, messages.HdrAcceptChunks) {
 		t.Fatalf("answer %s, want RATE_LIMITED over %s naming a stream, not chunks", describe(an), LimitHeldBytes)

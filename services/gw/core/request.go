@@ -524,6 +524,7 @@ func (c *Core) holdWaiting(r *request, n int) bool {
 	}
 	if c.heldBytes+int64(n) > c.cfg.MaxHeldBytes {
 		c.stats.HeldFull++
+		c.emit(HeldFull{ID: r.ID})
 		return false
 	}
 	r.waitBytes += int64(n)
@@ -575,6 +576,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			// lets go of every byte it held. One that passes it alone could
 			// never come: too large, not to come back with.
 			c.stats.HeldFull++
+			c.emit(HeldFull{ID: r.ID})
 			r.held = c.heldFull(r)
 			if r.streamBytes > c.cfg.MaxHeldBytes {
 				r.held = &answer{fwd: true, header: e.Header, err: fmt.Errorf("%w: the answer's chunks alone take %d bytes, above the gateway's limit of %d for answers it holds (%s)",

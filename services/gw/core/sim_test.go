@@ -832,7 +832,7 @@ func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
 		if !strings.HasSuffix(c.Reply, ".cancel") {
 			return fmt.Errorf("cancel answered on %q", c.Reply)
 		}
-	case Released, Dropped, Malformed:
+	case Released, Dropped, Malformed, HeldFull:
 	case Adopted:
 		s.totals.Adopted++
 	default:
