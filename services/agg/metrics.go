@@ -1,7 +1,7 @@
 package agg
 
 import (
-	"sync/atomic"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,11 +16,10 @@ import (
 type metrics struct {
 	fnTime prometheus.ObserverVec // by api
 	// fnTimeOf: fnTime's observer of each API the Agg merges
-	// (mergedAPIs), looked up on its first answer and kept: a label lookup
-	// (hashing, a slice of values) on every answer cost an allocation and a
-	// few percent of a small answer's CPU. A fixed set: any other API is
-	// looked up as before.
-	fnTimeOf [len(mergedAPIs)]atomic.Pointer[prometheus.Observer]
+	// (mergedAPIs), looked up once (newMetrics): a label lookup (hashing, a
+	// slice of values) on every answer cost an allocation and a few percent
+	// of a small answer's CPU. Any other API is looked up each time.
+	fnTimeOf [len(mergedAPIs)]prometheus.Observer
 	answers  *prometheus.CounterVec // by code
 	refused  prometheus.Counter     // refusals sent to RCs (refuse.go)
 	// malformed counts every message that did not decode or validate
@@ -85,6 +84,9 @@ func newMetrics(reg prometheus.Registerer, aggID string) (*metrics, error) {
 	for _, o := range []string{waitSignal, waitCancel, waitStop, waitDeadline} {
 		m.startWaitsEnded.WithLabelValues(o) // exported at 0 from the start
 	}
+	for i, api := range mergedAPIs {
+		m.fnTimeOf[i] = m.fnTime.WithLabelValues(api)
+	}
 	return m, nil
 }
 
@@ -98,16 +100,8 @@ var mergedAPIs = [...]string{subjects.APIGetData, subjects.APISQL, subjects.APIP
 
 // fnTimeObserver is fnTime's observer of api.
 func (m *metrics) fnTimeObserver(api string) prometheus.Observer {
-	for i, known := range mergedAPIs {
-		if api != known {
-			continue
-		}
-		if o := m.fnTimeOf[i].Load(); o != nil {
-			return *o
-		}
-		o := m.fnTime.WithLabelValues(api)
-		m.fnTimeOf[i].Store(&o)
-		return o
+	if i := slices.Index(mergedAPIs[:], api); i >= 0 {
+		return m.fnTimeOf[i]
 	}
 	return m.fnTime.WithLabelValues(api)
 }
