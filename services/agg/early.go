@@ -113,3 +113,9 @@ func (r *request) rowsGatheredWhole() bool {
 	args, err := r.args.of(r.exp)
 	return err == nil && !args.Aggregating()
 }
+
+// padDecodings extends d with none (nil: decoded when the answer is made)
+// to n, so that the next decoding appended is the n'th partial's.
+func padDecodings(d []*decoding, n int) []*decoding {
+	return append(d, make([]*decoding, n-len(d))...)
+}

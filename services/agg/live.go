@@ -231,7 +231,7 @@ func (a *Agg) windowLocked(r *request, p messages.PartialResult) {
 	w.queue = append(w.queue, p)
 	if r.live == nil && r.exp != nil && !r.streamsLive() && len(p.Payload) >= earlyDecodeBytes {
 		// Gathered whole: decoded now, while the other windows come.
-		w.decoded = append(w.decoded, make([]*decoding, len(w.queue)-1-len(w.decoded))...)
+		w.decoded = padDecodings(w.decoded, len(w.queue)-1)
 		w.decoded = append(w.decoded, a.decodeEarlyLocked(p.Payload, a.held+n))
 	}
 	w.next++

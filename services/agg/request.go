@@ -309,13 +309,13 @@ func (r *request) job() job {
 	for _, ref := range r.expect {
 		if p, ok := r.partials[ref]; ok {
 			if d := r.decodedWhole[ref]; d != nil && p.Status.IsOK() {
-				j.decoded = append(j.decoded, make([]*decoding, len(j.partials)-len(j.decoded))...)
+				j.decoded = padDecodings(j.decoded, len(j.partials))
 				j.decoded = append(j.decoded, d)
 			}
 			j.partials = append(j.partials, p)
 		} else if w := r.windows[ref]; w != nil {
 			if len(w.decoded) > 0 {
-				j.decoded = append(j.decoded, make([]*decoding, len(j.partials)-len(j.decoded))...)
+				j.decoded = padDecodings(j.decoded, len(j.partials))
 				j.decoded = append(j.decoded, w.decoded...)
 			}
 			j.partials = append(j.partials, w.queue...)
