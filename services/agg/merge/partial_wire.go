@@ -296,33 +296,6 @@ func (r *wireIn) key() ([]byte, bool) {
 	return k, true
 }
 
-// partialKey reads a key of Partial's form.
-func (r *wireIn) partialKey() (string, bool) {
-	k, ok := r.key()
-	if !ok {
-		return "", false
-	}
-	switch string(k) { // no allocation: the keys are constants
-	case "v":
-		return "v", true
-	case "r":
-		return "r", true
-	case "t":
-		return "t", true
-	case "tc":
-		return "tc", true
-	case "g":
-		return "g", true
-	case "n":
-		return "n", true
-	case "k":
-		return "k", true
-	case "a":
-		return "a", true
-	}
-	return "", false
-}
-
 // int reads an integer that fits an int64 (a uint64 above it, which the
 // reflection decoder wraps, is left to it).
 func (r *wireIn) int() (int64, bool) {
@@ -599,12 +572,12 @@ func decodePartialWire(b []byte, p *Partial) error {
 	}
 	var seen uint8
 	for range n {
-		k, ok := r.partialKey()
+		k, ok := r.key()
 		if !ok {
 			return errNotHand
 		}
 		var bit uint8
-		switch k {
+		switch string(k) { // no allocation: the keys are constants
 		case "v":
 			bit = 1
 			v, ok2 := r.int()
@@ -630,9 +603,11 @@ func decodePartialWire(b []byte, p *Partial) error {
 		case "k":
 			bit = 64
 			ok = r.table(&p.Keys)
-		default: // "a"
+		case "a":
 			bit = 128
 			ok = r.aggStates(&p.Aggs)
+		default:
+			return errNotHand
 		}
 		if !ok || seen&bit != 0 {
 			return errNotHand
