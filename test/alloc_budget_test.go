@@ -85,44 +85,14 @@ func TestAllocBudgetSmallRequestPath(t *testing.T) {
 // a memory profile of every allocation (runtime.MemProfileRate = 1): each
 // allocation counts against the innermost sg service on its stack (the Go
 // client is the caller's; NATS is the embedded server and the nats.go
-// connections' own goroutines). The services log nothing (smallRequests):
-// a log line is not what the path allocates. .ci/run holds the budgets
-// without -race too: under it they are half as much again. Measured without
-// -race, services logging at info level then (issue 10, with the hand
-// codecs): client 43, gw 47,
-// rc 70, dap 85, agg 94, nats 145; the budgets leave a quarter above that.
-// Session 3 (branch wip/small: loggers built where they log, headers nobody
-// read dropped from submissions, dispatches and completions) took, measured
-// with -race, gw 64 -> 54-62, rc 70 -> 57-63, dap 90 -> 76-79, nats 157 ->
-// 135-143 (run to run): the budgets of those hops come down, keeping room
-// for that spread. Session 6 measured rc 34 (44 with -race): its budget comes
-// down to 50; dap 72 (82), five more than before its Source ran on the
-// slot's goroutine (context.AfterFunc), two goroutine switches fewer.
-// Session 7 measured (with -race): client 30 (32), gw 38 (46), rc 30 (38),
-// dap 54 (64), agg 105 (145), nats 114 (120): the budgets of all but the
-// Agg come down, keeping a quarter or more above that. Session 14
-// (wip/routinghome) measured dap 64 -> 59 with -race: a portion no longer
-// allocates for the throttle check, and a partial's and a completion's
-// status headers share their routing headers' allocation.
-// Session 14 (branch wip/aggpath: one partial's rows answered as they are,
-// not merged; table names and small dictionaries from recentStrings;
-// symbols re-coded in pooled scratch; the expectation and partial decoded off the heap; no
-// closure, logger, label lookup or wait group per small answer) measured
-// agg 46 (78 with -race), from 96 (with -race 145) on main before it: its
-// budget comes down to 58. Of those 46 about 11 are the DAP's, not the
-// Agg's: the DAP encodes its partial with merge.EncodePartial (package
-// services/agg/merge, innermost on the stack), mostly the reflection
-// encoder's omitempty checks. Session 14 (branch wip/partialcodec: the
-// partial's hand codec, services/agg/merge/partial_wire.go, for the DAP's
-// encode and the Agg's decode) measured agg 48 -> 37-38 without -race
-// (73-74 -> 63-64 with it), dap unchanged at 49 (59), 3 runs each: the
-// Agg's budget comes down to 48.
-// Session 14 (branch wip/dapportion: a portion's deadline timer, cancel
-// entry, early-answer channel and shutdown watch are its slot's, reused; one
-// context of the DAP's own per portion instead of WithCancelCause,
-// WithDeadline and AfterFunc; a drained queue keeps its array) measured
-// dap 31 (41 with -race), from 49 on main before it, 3 runs each: its
-// budget comes down to 39.
+// connections' own goroutines; about 11 of the Agg's are the DAP's encode
+// of its partial, whose codec lives in services/agg/merge). The services
+// log nothing (smallRequests): a log line is not what the path allocates.
+// .ci/run holds the budgets without -race; under it each is half as much
+// again. Measured without -race on 2026-11-25: client 28-29, gw 37, rc 30,
+// dap 31, agg 38-40, nats 119; each budget keeps about a quarter above its
+// hop (nats more: the server's own, which sg does not choose). How each
+// came down, session by session: git log of this file and BENCHMARKS.md.
 var allocBudgetHop = map[string]float64{
 	"client": 40, "gw": 50, "rc": 40, "dap": 39, "agg": 48, "nats": 145,
 }
