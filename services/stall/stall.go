@@ -39,8 +39,8 @@ type Watch struct {
 	Log    *zerolog.Logger    // warns of stalls of a whole period or more; nil: not warned
 	Warn   string             // the warning's message: what the stall is not counted as
 	// Limit limits the warnings (a starved process can stall at every wake,
-	// down to the RC's 10 ms): nil takes loglimit's defaults. Stalls counts
-	// every stall.
+	// down to the RC's 10 ms): the GW and the RC pass theirs; nil limits
+	// nothing, as a nil *loglimit.Limiter. Stalls counts every stall.
 	Limit *loglimit.Limiter
 
 	awake time.Time // the last wake
@@ -66,9 +66,6 @@ func (w *Watch) Wake(now time.Time) time.Duration {
 		w.Stalls.Inc()
 	}
 	if w.Log != nil && late >= w.Period {
-		if w.Limit == nil {
-			w.Limit = loglimit.Default()
-		}
 		w.Limit.WarnAt(w.Log, "loop_stall", now).Dur("stalled", late).Msg(w.Warn)
 	}
 	return late
