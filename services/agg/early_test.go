@@ -142,13 +142,49 @@ func TestLargeWholePartialDecodedAsItComes(t *testing.T) {
 	if !decoding("w1", r1) {
 		t.Fatal("the large partial in one piece of a row query is not being decoded as it came")
 	}
+	// The answer must be made from that decoding, not from a second decode
+	// of the bytes: once it is done, its result is swapped for a partial of
+	// marked rows, which only an answer that uses it can contain.
+	const marked = 7
+	mark := messages.NewTable(schema)
+	for i := range marked {
+		if err := mark.AppendRow(int64(rows+i), int64(-1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mp, err := merge.RowsPartial(&messages.GetDataArgs{Table: "t"}, mark, mark.Columns[0].Ints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := merge.EncodePartial(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	markPart, err := merge.DecodePartial(mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.agg.mu.Lock()
+	d := e.agg.requests["w1"].decodedWhole[r1]
+	e.agg.mu.Unlock()
+	if _, err := d.wait(); err != nil {
+		t.Fatalf("early decoding: %v", err)
+	}
+	e.agg.mu.Lock()
+	d.part = markPart
+	e.agg.mu.Unlock()
 	e.partial(okPartial("w1", r2, "dap1", whole))
 	resp, _ := e.answer()
 	if resp.Header.RequestID != "w1" || !resp.Header.Status.IsOK() {
 		t.Fatalf("answer %+v, want w1 answered", resp.Header)
 	}
-	if got := decodeTable(t, resp.Payload); got.NumRows() != 2*rows {
-		t.Fatalf("%d rows, want %d", got.NumRows(), 2*rows)
+	got := decodeTable(t, resp.Payload)
+	if got.NumRows() != rows+marked {
+		t.Fatalf("%d rows, want %d: the early decoding's %d and the other partial's %d (an answer that decoded the bytes again has %d)",
+			got.NumRows(), rows+marked, marked, rows, 2*rows)
+	}
+	if n := got.NumRows(); got.Columns[1].Ints[n-1] != -1 {
+		t.Fatalf("last row's a = %d, want a marked row's -1", got.Columns[1].Ints[n-1])
 	}
 
 	e.expect(expectation("g1", subjects.APIGetData, messages.GetDataArgs{Table: "t", Agg: []messages.AggSpec{{Name: "n", Func: "count"}}}, r1, r2))
