@@ -1024,12 +1024,8 @@ func (s *sim) check() error {
 		if g.c == nil {
 			continue
 		}
-		var held int64
-		for _, r := range g.c.reqs {
-			held += r.streamBytes + r.waitBytes
-		}
-		if held != g.c.heldBytes || held > g.c.cfg.MaxHeldBytes {
-			return fmt.Errorf("%s: its requests hold %d bytes of answers, it counts %d (bound %d)", g.id, held, g.c.heldBytes, g.c.cfg.MaxHeldBytes)
+		if err := heldOf(g.c); err != nil {
+			return fmt.Errorf("%s: %w", g.id, err)
 		}
 	}
 	for _, rq := range s.purged {
