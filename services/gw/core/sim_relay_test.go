@@ -132,7 +132,46 @@ func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, a
 		out[i] = AnswerChunk{Header: m.Header, Data: m.Data}
 	}
 	s.totals.AggTransfers++
-	s.sendParts(s.spoil(out, true), reply, at, alive)
+	// An Agg that began sending a chunked answer sends it through (its RC
+	// going does not stop it; a cancel does): the GW may have driven the
+	// request again meanwhile, and the first answer of any drive is its.
+	out = s.spoil(out, true)
+	sent := &[2]int{0, len(out)}
+	if rq.sent == nil {
+		rq.sent = map[string]*[2]int{}
+	}
+	rq.sent[msgs[0].Header.Get(messages.HdrChunkStream)] = sent
+	began := false
+	goesOn := func() bool {
+		if began {
+			began = !s.cancels[drive]
+		} else {
+			began = alive()
+		}
+		if began {
+			sent[0]++
+		}
+		return began
+	}
+	s.sendParts(out, reply, at, goesOn)
+}
+
+// redriven notes the chunked transfers of rq's drives under way (sent in
+// part) when its GW drives it again, and why it does; false: none is.
+func (rq *simReq) redriven(why string) bool {
+	under := false
+	for id, n := range rq.sent {
+		if n[0] > 0 && n[0] < n[1] {
+			under = true
+			if rq.inFlight == nil {
+				rq.inFlight = map[string]string{}
+			}
+			if rq.inFlight[id] == "" {
+				rq.inFlight[id] = why
+			}
+		}
+	}
+	return under
 }
 
 // simAgg is the Agg id in the sim's frames.
@@ -419,6 +458,12 @@ func (s *sim) firstMessage(g *simGW, inc int64, rq *simReq, a Answer, fail Relay
 		}
 		for _, b := range rq.bodies {
 			if bytes.Equal(a.Data, b) {
+				for id, why := range rq.inFlight {
+					if bytes.Equal(s.bodies[id], b) {
+						s.totals.EarlierDriveAnswers[why]++
+						break
+					}
+				}
 				return nil // a chunked answer reassembled
 			}
 		}
