@@ -47,7 +47,9 @@ type request struct {
 	fromRC    string
 	fromDrive uint32
 	why       string // why the next submit is a re-drive ("" for a first drive)
-	streams   map[string]*messages.Reassembler
+	// streams: the chunked transfers gathered here, by chunk stream id, of
+	// any of its drives: a re-drive keeps an earlier drive's (advanceDrive).
+	streams map[string]*messages.Reassembler
 	// streamBytes: what streams hold; waitBytes: what waits for `answered`
 	// (frame or chunk 0 and those held in chunks or stream, or the answer
 	// reassembled). Both are counted in Core.heldBytes.
@@ -279,6 +281,13 @@ func (c *Core) advanceDrive(r *request) {
 		r.rcID, r.rcStarted = rc.ID, rc.StartedAt
 	}
 	if r.driveUsed {
+		// The earlier drive's transfers gathered in part (streams) stay, and
+		// their bytes with them: the first answer of any of its drives is
+		// the request's (doc.go), and an Agg in the middle of sending one
+		// goes on when the RC goes, so it is the likeliest to answer first.
+		// Let go here, its later chunks would begin a transfer that can
+		// never complete. They go when a drive answers or the request ends.
+		// An adopter's drive (adopt) keeps what came meanwhile alike.
 		r.why = "rc gone"
 		r.drive++
 		r.driveUsed = false

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -338,6 +339,129 @@ func TestRedriveWritesTheDriveFirst(t *testing.T) {
 	if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" || sub.Why != "rc gone" {
 		t.Fatalf("re-drive %s", describe(sub))
 	}
+}
+
+// A re-drive leaves the earlier drive's chunked transfer under way as it is
+// (advanceDrive): the first answer of any of a request's drives is its
+// answer, and an Agg in the middle of sending one goes on when its RC goes.
+// Its bytes stay counted until a drive answers: the earlier drive's
+// transfer completes the answer, or the new drive's answer lets it go (and
+// its later chunks are dropped). An adoption from this GW's earlier
+// incarnation, whose drive answers here, keeps it alike.
+func TestRedriveKeepsTheEarlierDrivesTransfer(t *testing.T) {
+	story := func(t *testing.T) (*story, []AnswerChunk, []byte, int64) {
+		s := newStory(t, "gw-1", 1)
+		s.c.cfg.MaxPayload = 8 << 10
+		s.rc("rc-1", 1)
+		s.arrive("r1", 5000*ms)
+		s.c.reqs["r1"].Chunks = false // reassembled here
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+		old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+		for _, c := range old[:2] {
+			s.step(c)
+		}
+		held := heldNow(t, s.c)
+		if held == 0 {
+			t.Fatal("drive 0's first chunks hold nothing")
+		}
+		s.now += ms
+		s.rc("rc-1", 2) // restarted: drive 1
+		only[WriteLog](s)
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+		if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" {
+			t.Fatalf("re-drive %s", describe(sub))
+		}
+		if got := heldNow(t, s.c); got != held {
+			t.Fatalf("after the re-drive the core holds %d bytes, want drive 0's %d", got, held)
+		}
+		return s, old[2:], body, held
+	}
+	t.Run("the earlier drive answers", func(t *testing.T) {
+		s, rest, body, _ := story(t)
+		for _, c := range rest {
+			s.step(c)
+		}
+		only[WriteLog](s)
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+		if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, body) {
+			t.Fatalf("answered %s, want drive 0's whole body", describe(an))
+		}
+		if got := heldNow(t, s.c); got != 0 {
+			t.Fatalf("the core holds %d bytes after the answer", got)
+		}
+	})
+	t.Run("the new drive answers", func(t *testing.T) {
+		s, rest, _, _ := story(t)
+		s.step(answerFor("r1", "r1~1"))
+		only[WriteLog](s)
+		if got := heldNow(t, s.c); got != 0 {
+			t.Fatalf("drive 1 answered whole and the core holds %d bytes", got)
+		}
+		for _, c := range rest {
+			s.step(c)
+			only[Dropped](s)
+		}
+		s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+		if an := only[Answer](s); string(an.Data) != "r1~1" {
+			t.Fatalf("answered %s, want drive 1's", describe(an))
+		}
+		if got := heldNow(t, s.c); got != 0 {
+			t.Fatalf("the core holds %d bytes after the answer", got)
+		}
+	})
+}
+
+// An adoption by this GW's next incarnation keeps what came of the earlier
+// drive's transfer while the adopt write was under way (its chunks come
+// here), and that transfer may still answer.
+func TestAdoptionKeepsTheEarlierDrivesTransfer(t *testing.T) {
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	owner.arrive("r1", 5000*ms)
+	entry := only[WriteLog](owner).Entry
+
+	s := newStory(t, "gw-1", 2) // its next incarnation
+	s.c.cfg.MaxPayload = 8 << 10
+	s.rc("rc-1", 1)
+	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
+	only[WriteLog](s)
+	old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	for _, c := range old[:2] { // drive 0's, while the adopt write is under way
+		s.step(c)
+	}
+	held := heldNow(t, s.c)
+	if held == 0 {
+		t.Fatal("drive 0's first chunks hold nothing")
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	none[CancelDrive](s)
+	if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" || sub.Why != "adopted" {
+		t.Fatalf("adopter drives %s", describe(sub))
+	}
+	if got := heldNow(t, s.c); got != held {
+		t.Fatalf("after the adoption the core holds %d bytes, want drive 0's %d", got, held)
+	}
+	for _, c := range old[2:] {
+		s.step(c)
+	}
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, body) {
+		t.Fatalf("answered %s, want drive 0's whole body", describe(an))
+	}
+	if got := heldNow(t, s.c); got != 0 {
+		t.Fatalf("the core holds %d bytes after the answer", got)
+	}
+}
+
+// heldNow is what c counts of answers' bytes held, checked against what its
+// requests' reassemblers hold (heldOf).
+func heldNow(t *testing.T, c *Core) int64 {
+	t.Helper()
+	if err := heldOf(c); err != nil {
+		t.Fatal(err)
+	}
+	return c.heldBytes
 }
 
 // With CreateAfter, a request answered (or cancelled) before its entry is

@@ -132,7 +132,46 @@ func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, a
 		out[i] = AnswerChunk{Header: m.Header, Data: m.Data}
 	}
 	s.totals.AggTransfers++
-	s.sendParts(s.spoil(out, true), reply, at, alive)
+	// An Agg that began sending a chunked answer sends it through (its RC
+	// going does not stop it; a cancel does): the GW may have driven the
+	// request again meanwhile, and the first answer of any drive is its.
+	out = s.spoil(out, true)
+	sent := &[2]int{0, len(out)}
+	if rq.sent == nil {
+		rq.sent = map[string]*[2]int{}
+	}
+	rq.sent[msgs[0].Header.Get(messages.HdrChunkStream)] = sent
+	began := false
+	goesOn := func() bool {
+		if began {
+			began = !s.cancels[drive]
+		} else {
+			began = alive()
+		}
+		if began {
+			sent[0]++
+		}
+		return began
+	}
+	s.sendParts(out, reply, at, goesOn)
+}
+
+// redriven notes the chunked transfers of rq's drives under way (sent in
+// part) when its GW drives it again, and why it does; false: none is.
+func (rq *simReq) redriven(why string) bool {
+	under := false
+	for id, n := range rq.sent {
+		if n[0] > 0 && n[0] < n[1] {
+			under = true
+			if rq.inFlight == nil {
+				rq.inFlight = map[string]string{}
+			}
+			if rq.inFlight[id] == "" {
+				rq.inFlight[id] = why
+			}
+		}
+	}
+	return under
 }
 
 // simAgg is the Agg id in the sim's frames.
@@ -419,6 +458,12 @@ func (s *sim) firstMessage(g *simGW, inc int64, rq *simReq, a Answer, fail Relay
 		}
 		for _, b := range rq.bodies {
 			if bytes.Equal(a.Data, b) {
+				for id, why := range rq.inFlight {
+					if bytes.Equal(s.bodies[id], b) {
+						s.totals.EarlierDriveAnswers[why]++
+						break
+					}
+				}
 				return nil // a chunked answer reassembled
 			}
 		}
@@ -594,6 +639,55 @@ func (s *sim) checkHeld() error {
 				return fmt.Errorf("%s still relays %s %s after its deadline", g.id, id, time.Duration(s.now-rl.deadline))
 			}
 		}
+	}
+	return nil
+}
+
+// heldOf checks what c counts of answers' bytes held against what its
+// requests hold: their reassemblers' bytes (every transfer gathered, an
+// earlier drive's too: advanceDrive), and what waits for `answered`
+// (chunk 0 or frame 0 and those held after it, or a payload reassembled
+// here; a whole answer in one message is not counted). Counters that only
+// agree with each other would pass a transfer let go without its bytes, or
+// bytes counted for a transfer let go.
+func heldOf(c *Core) error {
+	var sum int64
+	for _, id := range slices.Sorted(maps.Keys(c.reqs)) {
+		r := c.reqs[id]
+		var streams int64
+		for _, ra := range r.streams {
+			streams += ra.Held()
+		}
+		if streams != r.streamBytes {
+			return fmt.Errorf("request %s: its %d transfers hold %d bytes, counted %d", id, len(r.streams), streams, r.streamBytes)
+		}
+		var wait int64
+		var s []AnswerChunk
+		switch a := r.held; {
+		case a == nil || !a.fwd:
+		case r.chunks != nil:
+			wait, s = int64(len(a.data)), r.chunks.held
+		case r.stream != nil:
+			wait, s = int64(len(a.data)), r.stream.held
+		case r.waitBytes != 0:
+			// Reassembled here: the payload's room. (A whole answer, not
+			// counted, looks the same from here: a count missing for a
+			// reassembled payload is not caught.)
+			wait = int64(cap(a.data))
+		}
+		for _, e := range s {
+			wait += int64(len(e.Data))
+		}
+		if !c.cfg.Logged {
+			wait = 0 // nothing waits for a write: holdWaiting counts nothing
+		}
+		if wait != r.waitBytes {
+			return fmt.Errorf("request %s: %d bytes wait for `answered`, counted %d", id, wait, r.waitBytes)
+		}
+		sum += streams + wait
+	}
+	if sum != c.heldBytes || sum > c.cfg.MaxHeldBytes {
+		return fmt.Errorf("its requests hold %d bytes of answers, it counts %d (bound %d)", sum, c.heldBytes, c.cfg.MaxHeldBytes)
 	}
 	return nil
 }
