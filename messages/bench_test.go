@@ -1,13 +1,17 @@
 package messages
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sg-project/sg/services/cputime"
 )
 
 // BenchmarkHop encodes and decodes each message of a small request's path, one
@@ -176,11 +180,13 @@ func BenchmarkTable(b *testing.B) {
 	b.Run("Encode", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
+		cpu0, _ := cputime.Process()
 		for b.Loop() {
 			if _, err := EncodeSized(t, len(data)); err != nil {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, cpu0)
 	})
 	b.Run("JSON", func(b *testing.B) {
 		js, err := t.MarshalJSON()
@@ -216,11 +222,34 @@ func BenchmarkTable(b *testing.B) {
 	b.Run("EncodeCoded", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
+		cpu0, _ := cputime.Process()
 		for b.Loop() {
 			if _, err := EncodeSized(coded, len(data)); err != nil {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, cpu0)
+	})
+	// The Agg's answer of several parts: its symbol columns' codes
+	// first-seen (the merge's gather; an encoded table's are), written as
+	// they are (Column.FirstSeen).
+	firstSeen := Table{Columns: slices.Clone(coded.Columns)}
+	for k := range firstSeen.Columns {
+		firstSeen.Columns[k].FirstSeen = firstSeen.Columns[k].Coded()
+	}
+	b.Run("EncodeFirstSeen", func(b *testing.B) {
+		if again, err := EncodeSized(firstSeen, len(data)); err != nil || !bytes.Equal(again, data) {
+			b.Fatalf("first-seen codes encode differently (%v)", err)
+		}
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		cpu0, _ := cputime.Process()
+		for b.Loop() {
+			if _, err := EncodeSized(firstSeen, len(data)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, cpu0)
 	})
 	b.Run("JSONCoded", func(b *testing.B) {
 		js, err := coded.MarshalJSON()
@@ -255,6 +284,14 @@ func BenchmarkTable(b *testing.B) {
 			}
 		}
 	})
+}
+
+// reportCPU reports the process's CPU time (all threads) per op since cpu0:
+// what other work on the machine blurs less than elapsed time.
+func reportCPU(b *testing.B, cpu0 time.Duration) {
+	if cpu1, ok := cputime.Process(); ok && cpu1 > cpu0 {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
 }
 
 // BenchmarkGWArgsJSON is the GW's work on a JSON caller's getData arguments

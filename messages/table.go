@@ -117,6 +117,16 @@ type Column struct {
 	Bools   []bool
 	Codes   []uint32
 	Dict    []string
+
+	// FirstSeen, on a coded column, says that Codes number Dict's values in
+	// the order the rows first use them, and use every one (a DictBuilder
+	// started empty and fed the rows in order: the merge's gather): the
+	// msgpack form's own numbering, so the encoder writes the codes as they
+	// are instead of numbering them again (recode). It is a claim the
+	// encoder checks as it writes (writeFirstSeen), numbering the codes
+	// again where it is false: the bytes never depend on it. Column's
+	// methods that change the codes drop it.
+	FirstSeen bool
 }
 
 // Table is a list of columns of equal length.
@@ -153,7 +163,7 @@ func (c *Column) Uncode() {
 	for i, code := range c.Codes {
 		s[i] = c.Dict[code]
 	}
-	c.Strings, c.Codes, c.Dict = s, nil, nil
+	c.Strings, c.Codes, c.Dict, c.FirstSeen = s, nil, nil, false
 }
 
 // Len is the number of values in the column.
@@ -238,7 +248,7 @@ func (c *Column) AppendFrom(src *Column, i int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
 		if c.Dict != nil && src.Dict != nil && sameDict(c.Dict, src.Dict) {
-			c.Codes = append(c.Codes, src.Codes[i])
+			c.Codes, c.FirstSeen = append(c.Codes, src.Codes[i]), false
 			return
 		}
 		c.Uncode()
@@ -276,7 +286,7 @@ func (c *Column) SetFrom(i int, src *Column, j int) {
 	switch c.Type {
 	case TypeSymbol, TypeString:
 		if c.Dict != nil && src.Dict != nil && sameDict(c.Dict, src.Dict) {
-			c.Codes[i] = src.Codes[j]
+			c.Codes[i], c.FirstSeen = src.Codes[j], false
 			return
 		}
 		c.Uncode()
@@ -306,6 +316,7 @@ func (c *Column) AppendColumn(src *Column) {
 
 // appendSymbols is AppendColumn where c or src is coded.
 func (c *Column) appendSymbols(src *Column) {
+	c.FirstSeen = false
 	switch {
 	case c.Len() == 0 && src.Dict != nil:
 		c.Strings = nil
@@ -584,7 +595,7 @@ func (t *Table) Truncate() {
 	for k := range t.Columns {
 		c := &t.Columns[k]
 		c.Strings, c.Floats, c.Ints, c.Bools = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0]
-		c.Codes, c.Dict = c.Codes[:0], nil // uncoded: a coded column's dictionary may be shared
+		c.Codes, c.Dict, c.FirstSeen = c.Codes[:0], nil, false // uncoded: a coded column's dictionary may be shared
 	}
 }
 
@@ -712,7 +723,13 @@ func encodeColumn(enc *msgpack.Encoder, c *Column) error {
 		if c.Dict != nil {
 			s := recodeScratches.Get().(*recodeScratch)
 			defer s.put() // once dict and b are written
-			dict, b = recode(c.Dict, c.Codes, s)
+			ok := false
+			if c.FirstSeen {
+				dict, b, ok = writeFirstSeen(c.Dict, c.Codes, s)
+			}
+			if !ok {
+				dict, b = recode(c.Dict, c.Codes, s)
+			}
 			if b == nil {
 				// No rows, on a fresh scratch: an empty bin, as any other
 				// column of no rows (EncodeBytes writes nil for nil), not
@@ -1369,6 +1386,59 @@ func recode(dict []string, codes []uint32, s *recodeScratch) (used []string, b [
 	}
 	s.keep(u.remap, u.used, b)
 	return u.used, b
+}
+
+// writeFirstSeen is recode of codes that claim to be numbered already as
+// recode numbers them (Column.FirstSeen): they are written as they are, in
+// the width of dict's values, each checked on the way to be at most the
+// number of values used before it (a value's first use must be that number).
+// Codes that pass are recode's own (its numbering is then the identity), and
+// so are the bytes; ok is false where they do not, or where fewer values are
+// used than dict holds and their width is not dict's, for recode to write.
+// Like recode's, the results are in s's storage.
+func writeFirstSeen(dict []string, codes []uint32, s *recodeScratch) (used []string, b []byte, ok bool) {
+	width := codeWidth(len(dict))
+	b = slices.Grow(s.b[:0], width*len(codes))[:width*len(codes)]
+	s.b = b // kept for recode too, where the claim is false
+	// next: the values used so far, the code of a value used for the first time.
+	next := uint32(0)
+	switch width {
+	case 1:
+		b := b[:len(codes)]
+		for i, code := range codes {
+			if code >= next {
+				if code != next {
+					return nil, nil, false
+				}
+				next++
+			}
+			b[i] = byte(code)
+		}
+	case 2:
+		for i, code := range codes {
+			if code >= next {
+				if code != next {
+					return nil, nil, false
+				}
+				next++
+			}
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(code))
+		}
+	default:
+		for i, code := range codes {
+			if code >= next {
+				if code != next {
+					return nil, nil, false
+				}
+				next++
+			}
+			binary.LittleEndian.PutUint32(b[4*i:], code)
+		}
+	}
+	if int(next) > len(dict) || codeWidth(int(next)) != width {
+		return nil, nil, false
+	}
+	return dict[:next], b, true
 }
 
 // recodeScratch is recode's storage, reused from one symbol column's

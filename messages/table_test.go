@@ -720,3 +720,145 @@ func TestFloatColumnBytes(t *testing.T) {
 		}
 	}
 }
+
+// firstSeenColumn is a coded column of rows rows over a dictionary of n
+// values whose codes are first-seen (Column.FirstSeen): every value used,
+// each first used in code order, then at random.
+func firstSeenColumn(rng *rand.Rand, n, rows int) Column {
+	c := Column{Name: "sym", Type: TypeSymbol, Dict: make([]string, n), Codes: make([]uint32, 0, rows), FirstSeen: true}
+	for i := range c.Dict {
+		c.Dict[i] = "v" + strconv.Itoa(i)
+	}
+	next := uint32(0)
+	for i := range rows {
+		if int(next) < n && (next == 0 || rng.IntN(3) == 0 || rows-i <= n-int(next)) {
+			c.Codes = append(c.Codes, next)
+			next++
+			continue
+		}
+		c.Codes = append(c.Codes, uint32(rng.IntN(int(next))))
+	}
+	return c
+}
+
+// TestFirstSeenEncodesAsRecode: a coded column that says its codes are
+// first-seen (Column.FirstSeen) is written as it is, and one whose claim is
+// false is numbered again (recode): either way the bytes are those of the
+// column without the claim, and of its strings (dictEncode), for
+// dictionaries of every code width and the widths' edges, all values used
+// or not, no rows, and claims false in every way the codes can make them.
+func TestFirstSeenEncodesAsRecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	type sample struct {
+		name string
+		c    Column
+		true bool // the claim holds: written as it is
+	}
+	var samples []sample
+	for _, n := range []int{0, 1, 2, 255, 256, 257, 65536, 65537, 70000} {
+		rows := n + rng.IntN(n+10)
+		if n == 0 {
+			rows = 0
+		}
+		c := firstSeenColumn(rng, n, rows)
+		samples = append(samples, sample{fmt.Sprintf("%d values", n), c, true})
+		if n < 2 {
+			continue
+		}
+		// Fewer values used than the dictionary holds: in the width of
+		// the values used, the claim holds for them; in another, recode.
+		used := n - 1 - rng.IntN(min(n-1, 40))
+		cut := Column{Name: c.Name, Type: c.Type, Dict: c.Dict, FirstSeen: true}
+		for _, code := range c.Codes {
+			if int(code) < used {
+				cut.Codes = append(cut.Codes, code)
+			}
+		}
+		samples = append(samples, sample{fmt.Sprintf("%d of %d values used", used, n), cut, codeWidth(used) == codeWidth(n)})
+		// A value first used before one coded below it: swap two codes'
+		// first uses, or start with a code other than 0.
+		swapped := c
+		swapped.Codes = slices.Clone(c.Codes)
+		a := uint32(rng.IntN(n - 1))
+		b := a + 1
+		for i, code := range swapped.Codes {
+			switch code {
+			case a:
+				swapped.Codes[i] = b
+			case b:
+				swapped.Codes[i] = a
+			}
+		}
+		samples = append(samples, sample{fmt.Sprintf("%d values, %d and %d swapped", n, a, b), swapped, false})
+		late := c
+		late.Codes = slices.Clone(c.Codes)
+		late.Codes[0] = uint32(n - 1)
+		samples = append(samples, sample{fmt.Sprintf("%d values, %d first", n, n-1), late, false})
+	}
+	// Codes in order beyond their dictionary of 200 values, in its width
+	// and beyond it: recode panics on them, as before the claim; the claim
+	// alone must not pass them.
+	for _, codes := range []int{201, 250, 300} {
+		over := make([]uint32, codes)
+		for i := range over {
+			over[i] = uint32(i)
+		}
+		if _, _, ok := writeFirstSeen(make([]string, 200), over, new(recodeScratch)); ok {
+			t.Errorf("codes 0 to %d pass as first-seen over 200 values", codes-1)
+		}
+	}
+	for _, s := range samples {
+		if _, _, ok := writeFirstSeen(s.c.Dict, s.c.Codes, new(recodeScratch)); ok != s.true {
+			t.Errorf("%s: written as they are %v, want %v", s.name, ok, s.true)
+		}
+		claimed := Table{Columns: []Column{s.c}}
+		got, err := Encode(&claimed)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		unclaimed := Table{Columns: []Column{s.c}}
+		unclaimed.Columns[0].FirstSeen = false
+		want, err := Encode(&unclaimed)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes with the claim, %d without", s.name, len(got), len(want))
+		}
+		plain := Table{Columns: []Column{s.c}}
+		plain.Columns[0].Uncode()
+		if strs, err := Encode(&plain); err != nil || !bytes.Equal(got, strs) {
+			t.Fatalf("%s: %d bytes, %d as strings (%v)", s.name, len(got), len(strs), err)
+		}
+		if s.c.Len() > parallelEncodeRows {
+			if side, err := EncodeTableMsgpack(claimed, 2, 0); err != nil || !bytes.Equal(side, want) {
+				t.Fatalf("%s: %d bytes side by side (%v), want %d", s.name, len(side), err, len(want))
+			}
+		}
+	}
+}
+
+// TestFirstSeenDropped: Column's methods that change a coded column's codes
+// drop its claim to be first-seen, which they would not keep in general.
+func TestFirstSeenDropped(t *testing.T) {
+	mk := func() *Column {
+		return &Column{Name: "s", Type: TypeSymbol, Dict: []string{"a", "b"}, Codes: []uint32{0, 1}, FirstSeen: true}
+	}
+	for name, change := range map[string]func(c *Column){
+		"AppendFrom":   func(c *Column) { c.AppendFrom(&Column{Type: TypeSymbol, Dict: c.Dict, Codes: []uint32{1}}, 0) },
+		"SetFrom":      func(c *Column) { c.SetFrom(0, &Column{Type: TypeSymbol, Dict: c.Dict, Codes: []uint32{1}}, 0) },
+		"AppendColumn": func(c *Column) { c.AppendColumn(&Column{Type: TypeSymbol, Dict: []string{"c"}, Codes: []uint32{0}}) },
+		"Uncode":       func(c *Column) { c.Uncode() },
+	} {
+		c := mk()
+		change(c)
+		if c.FirstSeen {
+			t.Errorf("%s kept the claim: %+v", name, c)
+		}
+	}
+	tb := Table{Columns: []Column{*mk()}}
+	tb.Truncate()
+	if tb.Columns[0].FirstSeen {
+		t.Errorf("Truncate kept the claim")
+	}
+}

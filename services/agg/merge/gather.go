@@ -26,11 +26,11 @@ func gather(t *messages.Table, parts []*Partial, refs []rowRef) {
 func gatherColumn(c *messages.Column, parts []*Partial, refs []rowRef, k int) {
 	n := len(refs)
 	c.Strings, c.Floats, c.Ints, c.Bools, c.Codes = c.Strings[:0], c.Floats[:0], c.Ints[:0], c.Bools[:0], c.Codes[:0]
-	c.Dict = nil
+	c.Dict, c.FirstSeen = nil, false
 	switch c.Type {
 	case messages.TypeSymbol, messages.TypeString:
 		if allCoded(parts, k) {
-			c.Codes, c.Dict = gatherCodes(c.Codes, parts, k, refs)
+			c.Codes, c.Dict, c.FirstSeen = gatherCodes(c.Codes, parts, k, refs)
 			break
 		}
 		c.Strings = slices.Grow(c.Strings, n)[:n]
@@ -70,30 +70,33 @@ func allCoded(parts []*Partial, k int) bool {
 
 // gatherCodes is gather for a symbol column k coded in every part: each
 // part's code is mapped to the output dictionary's the first time a row uses
-// it.
-func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) ([]uint32, []string) {
+// it. firstSeen is messages.Column.FirstSeen of the result.
+func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) (codes []uint32, dict []string, firstSeen bool) {
 	if len(parts) == 1 {
 		// One part (a small request's one DAP): its codes and dictionary as
 		// they are, the dictionary shared (capped: appending copies it). The
-		// encoder writes only the values the rows use (recode), so the bytes
-		// are those of a dictionary built here.
+		// encoder writes only the values the rows use, in the order first
+		// used (recode), so the bytes are those of a dictionary built here.
 		c := &parts[0].Rows.Columns[k]
 		out = messages.Room(out, len(refs))
 		for i, r := range refs {
 			out[i] = c.Codes[r.row]
 		}
-		return out, c.Dict[:len(c.Dict):len(c.Dict)]
+		return out, c.Dict[:len(c.Dict):len(c.Dict)], false
 	}
+	// The dictionary is built from nothing as the rows first use its values:
+	// the codes are first-seen (messages.Column.FirstSeen), as the encoder
+	// numbers them, and it writes them as they are.
 	d := messages.NewDictBuilder(nil)
-	codes := make([][]uint32, len(parts))
+	src := make([][]uint32, len(parts))
 	remap := make([][]uint32, len(parts)) // output code + 1; 0: not used yet
 	for p, part := range parts {
 		c := &part.Rows.Columns[k]
-		codes[p], remap[p] = c.Codes, make([]uint32, len(c.Dict))
+		src[p], remap[p] = c.Codes, make([]uint32, len(c.Dict))
 	}
 	out = messages.Room(out, len(refs))
 	for i, r := range refs {
-		code := codes[r.part][r.row]
+		code := src[r.part][r.row]
 		m := remap[r.part][code]
 		if m == 0 {
 			m = d.Code(parts[r.part].Rows.Columns[k].Dict[code]) + 1
@@ -101,5 +104,5 @@ func gatherCodes(out []uint32, parts []*Partial, k int, refs []rowRef) ([]uint32
 		}
 		out[i] = m - 1
 	}
-	return out, d.Dict()
+	return out, d.Dict(), true
 }
