@@ -311,7 +311,7 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 		}
 	} else if r := c.reqs[e.ID]; r != nil && r.Sub.Stream {
 		switch s := r.stream; {
-		case r.held == nil && f.ID != "" && c.otherDrive(r, e.Header):
+		case r.held == nil && f.ID != "" && r.otherDrive(e.Header):
 			// An earlier drive's stream cannot go on whole either, but the
 			// current drive may still answer: dropped (its later frames
 			// are, as frames before a first), not answered.

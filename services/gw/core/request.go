@@ -578,7 +578,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 		return
 	}
 	if whole {
-		if end && c.otherDrive(r, transferHeader(r.streams[stream], e.Header)) {
+		if end && r.otherDrive(transferHeader(r.streams[stream], e.Header)) {
 			c.dropBroken(r, stream, "its Agg ended it")
 			return
 		}
@@ -601,7 +601,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 		held := ra.Held() - before
 		r.streamBytes += held
 		c.heldBytes += held
-		if c.heldBytes > c.cfg.MaxHeldBytes && c.otherDrive(r, transferHeader(ra, e.Header)) {
+		if c.heldBytes > c.cfg.MaxHeldBytes && r.otherDrive(transferHeader(ra, e.Header)) {
 			c.dropBroken(r, stream, "its bytes would take the gateway past its limit "+LimitHeldBytes)
 			return
 		}
@@ -621,7 +621,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			return
 		}
 		switch {
-		case err != nil && c.otherDrive(r, transferHeader(ra, e.Header)):
+		case err != nil && r.otherDrive(transferHeader(ra, e.Header)):
 			c.dropBroken(r, stream, err.Error())
 			return
 		case err != nil:
@@ -649,7 +649,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 // drive, still answering after a re-drive or an adoption. Such a transfer
 // that breaks is dropped, not answered (dropBroken). A transfer whose drive
 // cannot be told is taken for the current drive's.
-func (c *Core) otherDrive(r *request, h nats.Header) bool {
+func (r *request) otherDrive(h nats.Header) bool {
 	n, ok := driveOf(r.ID, h.Get(messages.HdrRequestID))
 	return ok && n != r.drive
 }
