@@ -572,7 +572,7 @@ func (c *Core) answerChunk(e AnswerChunk) {
 	var kept int64 // the bytes of a reassembled payload
 	stream := e.Header.Get(messages.HdrChunkStream)
 	whole := e.Header.Get(messages.HdrChunkCount) == "" && e.Header.Get(messages.HdrChunkIndex) == ""
-	end := whole && messages.IsChunkEnd(e.Header)
+	end := whole && stream != "" && messages.IsChunkEnd(e.Header) // a whole answer names no stream
 	if (!whole || end) && slices.Contains(r.dropped, stream) {
 		c.emit(Dropped{ID: e.ID, Why: "chunk of an earlier drive's transfer that broke"})
 		return
