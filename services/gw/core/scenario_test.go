@@ -352,33 +352,7 @@ func TestRedriveWritesTheDriveFirst(t *testing.T) {
 // its later chunks are dropped). An adoption from this GW's earlier
 // incarnation, whose drive answers here, keeps it alike.
 func TestRedriveKeepsTheEarlierDrivesTransfer(t *testing.T) {
-	story := func(t *testing.T) (*story, []AnswerChunk, []byte, int64) {
-		s := newStory(t, "gw-1", 1)
-		s.c.cfg.MaxPayload = 8 << 10
-		s.rc("rc-1", 1)
-		s.arrive("r1", 5000*ms)
-		s.c.reqs["r1"].Chunks = false // reassembled here
-		s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
-		old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
-		for _, c := range old[:2] {
-			s.step(c)
-		}
-		held := heldNow(t, s.c)
-		if held == 0 {
-			t.Fatal("drive 0's first chunks hold nothing")
-		}
-		s.now += ms
-		s.rc("rc-1", 2) // restarted: drive 1
-		only[WriteLog](s)
-		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
-		if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" {
-			t.Fatalf("re-drive %s", describe(sub))
-		}
-		if got := heldNow(t, s.c); got != held {
-			t.Fatalf("after the re-drive the core holds %d bytes, want drive 0's %d", got, held)
-		}
-		return s, old[2:], body, held
-	}
+	story := redrivenWithTransfer
 	t.Run("the earlier drive answers", func(t *testing.T) {
 		s, rest, body, _ := story(t)
 		for _, c := range rest {
@@ -418,17 +392,7 @@ func TestRedriveKeepsTheEarlierDrivesTransfer(t *testing.T) {
 // drive's transfer while the adopt write was under way (its chunks come
 // here), and that transfer may still answer.
 func TestAdoptionKeepsTheEarlierDrivesTransfer(t *testing.T) {
-	owner := newStory(t, "gw-1", 1)
-	owner.rc("rc-1", 1)
-	owner.arrive("r1", 5000*ms)
-	entry := only[WriteLog](owner).Entry
-
-	s := newStory(t, "gw-1", 2) // its next incarnation
-	s.c.cfg.MaxPayload = 8 << 10
-	s.rc("rc-1", 1)
-	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
-	only[WriteLog](s)
-	old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	s, old, body := adoptingOwnRequest(t)
 	for _, c := range old[:2] { // drive 0's, while the adopt write is under way
 		s.step(c)
 	}
@@ -455,6 +419,25 @@ func TestAdoptionKeepsTheEarlierDrivesTransfer(t *testing.T) {
 	if got := heldNow(t, s.c); got != 0 {
 		t.Fatalf("the core holds %d bytes after the answer", got)
 	}
+}
+
+// adoptingOwnRequest: GW gw-1's next incarnation adopts request r1 from
+// its earlier one (drive 0, which still answers to it), the adopt write
+// under way; drive 0's chunked answer, and its body.
+func adoptingOwnRequest(t *testing.T) (*story, []AnswerChunk, []byte) {
+	t.Helper()
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	owner.arrive("r1", 5000*ms)
+	entry := only[WriteLog](owner).Entry
+
+	s := newStory(t, "gw-1", 2) // its next incarnation
+	s.c.cfg.MaxPayload = 8 << 10
+	s.rc("rc-1", 1)
+	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
+	only[WriteLog](s)
+	old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	return s, old, body
 }
 
 // heldNow is what c counts of answers' bytes held, checked against what its
@@ -590,14 +573,20 @@ func TestTimersOfAnsweredRequestsAreDropped(t *testing.T) {
 	if s.c.Stats().InFlight != 1 || most > 2*1+64+1 {
 		t.Fatalf("after %d requests answered behind one running: %d held, timers held up to %d", n, s.c.Stats().InFlight, most)
 	}
-	giveUp := begun + 5000*ms + margin
+	s.timesOut(begun + 5000*ms + margin)
+}
+
+// timesOut: the core's next deadline is giveUp, a request's deadline plus
+// margin, where a Tick has it write that request's timeout's `answered`.
+func (s *story) timesOut(giveUp int64) {
+	s.t.Helper()
 	if at, ok := s.c.NextDeadline(); !ok || at != giveUp {
-		t.Fatalf("NextDeadline %d %t, want r0's %d", at-begun, ok, giveUp-begun)
+		s.t.Fatalf("NextDeadline +%d %t, want the request's deadline plus margin +%d", at-t0, ok, giveUp-t0)
 	}
 	s.now = giveUp
 	s.step(Tick{At: s.now})
 	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
-		t.Fatalf("at its deadline r0 wrote %s, want its timeout's `answered`", describe(w))
+		s.t.Fatalf("at its deadline the core wrote %s, want its timeout's `answered`", describe(w))
 	}
 }
 
@@ -765,15 +754,7 @@ func TestEarlierDrivesBrokenTransferIsDropped(t *testing.T) {
 		})
 		t.Run(b.name+": no drive answers", func(t *testing.T) {
 			s := broken(t)
-			giveUp := t0 + 5000*ms + margin
-			if at, ok := s.c.NextDeadline(); !ok || at != giveUp {
-				t.Fatalf("NextDeadline +%d %t, want the request's deadline plus margin +%d", at-t0, ok, giveUp-t0)
-			}
-			s.now = giveUp
-			s.step(Tick{At: s.now})
-			if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
-				t.Fatalf("at its deadline the core wrote %s", describe(w))
-			}
+			s.timesOut(t0 + 5000*ms + margin)
 			s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
 			if an := only[Answer](s); an.Forward || an.Status.RC != messages.CodeTimeout || an.Status.AI != TextTimeout {
 				t.Fatalf("answered %s, want the GW's timeout", describe(an))
@@ -825,17 +806,7 @@ func TestCurrentDrivesBrokenTransferAnswers(t *testing.T) {
 // drops drive 0's transfer that breaks, while the adopt write is under way
 // and after: its own drive 1 answers.
 func TestAdoptionDropsTheEarlierDrivesBrokenTransfer(t *testing.T) {
-	owner := newStory(t, "gw-1", 1)
-	owner.rc("rc-1", 1)
-	owner.arrive("r1", 5000*ms)
-	entry := only[WriteLog](owner).Entry
-
-	s := newStory(t, "gw-1", 2)
-	s.c.cfg.MaxPayload = 8 << 10
-	s.rc("rc-1", 1)
-	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
-	only[WriteLog](s)
-	old, _ := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	s, old, _ := adoptingOwnRequest(t)
 	s.step(old[0])
 	s.step(chunkEnd("r1", "r1", old[0].Header.Get(messages.HdrChunkStream)))
 	none[WriteLog](s)
