@@ -100,9 +100,10 @@ type AnswerCancel struct {
 type Released struct{ Info Info }
 
 // Dropped: an answer message the core will not forward (a duplicate, late,
-// or for a request this GW does not hold), a request it let go because
-// another GW took it over, or an adoption it ignored (the request's answer is
-// being relayed here).
+// for a request this GW does not hold, or of an earlier drive's transfer
+// that broke: let go with its bytes, the current drive may still answer), a
+// request it let go because another GW took it over, or an adoption it
+// ignored (the request's answer is being relayed here).
 type Dropped struct {
 	ID  string
 	Why string

@@ -8,7 +8,8 @@
 // the request log, submitted, driven again under a new drive id when its RC
 // restarts, drains or dies, and answered once: with the first answer that
 // arrives for any of its drives, with TIMEOUT at deadline + TimeoutMargin,
-// or with CANCELLED when its caller cancels it. With a request log, the
+// or with CANCELLED when its caller cancels it. An earlier drive's transfer
+// that breaks before it decided the answer is dropped, not answered. With a request log, the
 // `answered` state is written with a condition before the answer is sent,
 // and a GW that adopts an orphaned request takes it over with one
 // conditional write: of the GWs that might answer, exactly one wins.
@@ -105,6 +106,18 @@
 //     that dies sooner leaves it unanswered, as one that died before its
 //     create landed always did. A GW that stops writes its deferred entries
 //     at once, for a peer to adopt what it leaves open.
+//   - A re-drive (or an adoption) keeps an earlier drive's chunked answer
+//     under way: it may still complete first, and then answers. If it
+//     breaks instead (a chunk forged or of the wrong size, a checksum, its
+//     Agg's chunk end, its bytes past MaxHeldBytes), or an earlier drive's answer
+//     stream's first frame does not read, it is dropped with its bytes
+//     (Dropped), not answered: the current drive may still answer whole,
+//     and a request no drive answers is answered TIMEOUT at its deadline +
+//     TimeoutMargin. A break of the current drive's is its answer. A drive
+//     is told by its answer's Sg-Request-Id; one that names none of the
+//     request's drives counts as the current drive's. An answer passed on
+//     as it comes is decided by its first message, whatever its drive: a
+//     break after that ends it with an error end.
 //   - Per-caller and per-GW limits count requests held, adopted ones too;
 //     adoption is never refused.
 //   - A cancel matches the requests of that caller (the cancel's reply

@@ -155,8 +155,8 @@ func (c *Core) relayChunk(e AnswerChunk) bool {
 		}
 		return true
 	}
-	if r.held != nil || len(r.streams) > 0 || !c.relayable(r, e) {
-		return false
+	if r.held != nil || len(r.streams) > 0 || slices.Contains(r.dropped, stream) || !c.relayable(r, e) {
+		return false // request.go: an earlier drive's broken transfer's chunk is dropped there
 	}
 	cr := messages.NewChunkRelay(c.cfg.MaxAnswerBytes)
 	if pass, last, err := cr.Add(e.Header, e.Data); err != nil || !pass || last {
@@ -311,6 +311,11 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 		}
 	} else if r := c.reqs[e.ID]; r != nil && r.Sub.Stream {
 		switch s := r.stream; {
+		case r.held == nil && f.ID != "" && r.otherDrive(e.Header):
+			// An earlier drive's stream cannot go on whole either, but the
+			// current drive may still answer: dropped (its later frames
+			// are, as frames before a first), not answered.
+			defer c.emit(Dropped{ID: e.ID, Why: "an earlier drive's answer stream broke at its first frame (" + why + "); the current drive may still answer"})
 		case r.held == nil && f.ID != "":
 			ends = true
 			c.dropStreams(r)
@@ -330,8 +335,26 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 // (messages.DriveID): a frame 0 that names another request's drive
 // addresses no StartStream.
 func ownDrive(id, drive string) bool {
+	_, ok := driveOf(id, drive)
+	return ok
+}
+
+// driveOf is the number of drive, one of request id's drives
+// (messages.DriveID); false when it is none of them.
+func driveOf(id, drive string) (uint32, bool) {
 	rest, ok := strings.CutPrefix(drive, id)
-	return ok && (rest == "" || strings.HasPrefix(rest, messages.DriveSep))
+	if !ok {
+		return 0, false
+	}
+	if rest == "" {
+		return 0, true
+	}
+	num, ok := strings.CutPrefix(rest, messages.DriveSep)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 32)
+	return uint32(n), err == nil
 }
 
 // startRelay follows a request's Answer (frame 0): the frames held meanwhile

@@ -2,6 +2,9 @@ package core
 
 import (
 	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/subjects"
@@ -48,8 +51,14 @@ type request struct {
 	fromDrive uint32
 	why       string // why the next submit is a re-drive ("" for a first drive)
 	// streams: the chunked transfers gathered here, by chunk stream id, of
-	// any of its drives: a re-drive keeps an earlier drive's (advanceDrive).
+	// any of its drives: a re-drive keeps an earlier drive's (advanceDrive)
+	// until it answers, or breaks (dropBroken).
 	streams map[string]*messages.Reassembler
+	// dropped: the chunk stream ids of earlier drives' transfers that broke
+	// and were let go (dropBroken), the latest maxStreamsPerRequest: their
+	// later chunks are dropped, not gathered into a transfer that cannot
+	// complete.
+	dropped []string
 	// streamBytes: what streams hold; waitBytes: what waits for `answered`
 	// (frame or chunk 0 and those held in chunks or stream, or the answer
 	// reassembled). Both are counted in Core.heldBytes.
@@ -286,8 +295,10 @@ func (c *Core) advanceDrive(r *request) {
 		// the request's (doc.go), and an Agg in the middle of sending one
 		// goes on when the RC goes, so it is the likeliest to answer first.
 		// Let go here, its later chunks would begin a transfer that can
-		// never complete. They go when a drive answers or the request ends.
-		// An adopter's drive (adopt) keeps what came meanwhile alike.
+		// never complete. They go when a drive answers or the request ends,
+		// or when one breaks: an earlier drive's break is not the answer
+		// (dropBroken). An adopter's drive (adopt) keeps what came
+		// meanwhile alike.
 		r.why = "rc gone"
 		r.drive++
 		r.driveUsed = false
@@ -559,13 +570,23 @@ func (c *Core) answerChunk(e AnswerChunk) {
 	}
 	var a *answer
 	var kept int64 // the bytes of a reassembled payload
-	if e.Header.Get(messages.HdrChunkCount) == "" && e.Header.Get(messages.HdrChunkIndex) == "" {
+	stream := e.Header.Get(messages.HdrChunkStream)
+	whole := e.Header.Get(messages.HdrChunkCount) == "" && e.Header.Get(messages.HdrChunkIndex) == ""
+	end := whole && stream != "" && messages.IsChunkEnd(e.Header) // a whole answer names no stream
+	if (!whole || end) && slices.Contains(r.dropped, stream) {
+		c.emit(Dropped{ID: e.ID, Why: "chunk of an earlier drive's transfer that broke"})
+		return
+	}
+	if whole {
+		if end && r.otherDrive(transferHeader(r.streams[stream], e.Header)) {
+			c.dropBroken(r, stream, "its Agg ended it")
+			return
+		}
 		a = &answer{fwd: true, header: e.Header, data: e.Data}
 	} else {
 		if r.streams == nil {
 			r.streams = map[string]*messages.Reassembler{}
 		}
-		stream := e.Header.Get(messages.HdrChunkStream)
 		ra := r.streams[stream]
 		if ra == nil {
 			if len(r.streams) >= maxStreamsPerRequest {
@@ -580,6 +601,10 @@ func (c *Core) answerChunk(e AnswerChunk) {
 		held := ra.Held() - before
 		r.streamBytes += held
 		c.heldBytes += held
+		if c.heldBytes > c.cfg.MaxHeldBytes && r.otherDrive(transferHeader(ra, e.Header)) {
+			c.dropBroken(r, stream, "its bytes would take the gateway past its limit "+LimitHeldBytes)
+			return
+		}
 		if c.heldBytes > c.cfg.MaxHeldBytes {
 			// What this chunk took passes the bound: its answer ends, and
 			// lets go of every byte it held. One that passes it alone could
@@ -596,6 +621,9 @@ func (c *Core) answerChunk(e AnswerChunk) {
 			return
 		}
 		switch {
+		case err != nil && r.otherDrive(transferHeader(ra, e.Header)):
+			c.dropBroken(r, stream, err.Error())
+			return
 		case err != nil:
 			a = &answer{fwd: true, header: ra.Header(), err: err}
 		case done:
@@ -614,6 +642,44 @@ func (c *Core) answerChunk(e AnswerChunk) {
 	r.held = a
 	// The drive answered: nothing to cancel.
 	c.advance(r)
+}
+
+// otherDrive reports whether h, the headers a transfer began with, name a
+// drive of r other than its current one (their Sg-Request-Id): an earlier
+// drive, still answering after a re-drive or an adoption. Such a transfer
+// that breaks is dropped, not answered (dropBroken). A transfer whose drive
+// cannot be told is taken for the current drive's.
+func (r *request) otherDrive(h nats.Header) bool {
+	n, ok := driveOf(r.ID, h.Get(messages.HdrRequestID))
+	return ok && n != r.drive
+}
+
+// transferHeader is the headers transfer ra began with, or h, those of the
+// message at hand, when it has none (its first message broke it).
+func transferHeader(ra *messages.Reassembler, h nats.Header) nats.Header {
+	if ra != nil && ra.Header() != nil {
+		return ra.Header()
+	}
+	return h
+}
+
+// dropBroken lets go of chunked transfer stream of a drive of r other than
+// its current one, which broke (why) and so can never answer: its bytes,
+// and its later chunks (r.dropped). It is not the request's answer while
+// the current drive may still answer whole; a request no drive answers
+// ends at its deadline (advanceDrive).
+func (c *Core) dropBroken(r *request, stream, why string) {
+	if ra := r.streams[stream]; ra != nil {
+		held := ra.Held()
+		r.streamBytes -= held
+		c.heldBytes -= held
+		delete(r.streams, stream)
+	}
+	if len(r.dropped) >= maxStreamsPerRequest {
+		r.dropped = r.dropped[1:]
+	}
+	r.dropped = append(r.dropped, stream)
+	c.emit(Dropped{ID: r.ID, Why: "an earlier drive's transfer broke (" + why + "); the current drive may still answer"})
 }
 
 // --- adoption ---

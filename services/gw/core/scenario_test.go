@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -349,33 +352,7 @@ func TestRedriveWritesTheDriveFirst(t *testing.T) {
 // its later chunks are dropped). An adoption from this GW's earlier
 // incarnation, whose drive answers here, keeps it alike.
 func TestRedriveKeepsTheEarlierDrivesTransfer(t *testing.T) {
-	story := func(t *testing.T) (*story, []AnswerChunk, []byte, int64) {
-		s := newStory(t, "gw-1", 1)
-		s.c.cfg.MaxPayload = 8 << 10
-		s.rc("rc-1", 1)
-		s.arrive("r1", 5000*ms)
-		s.c.reqs["r1"].Chunks = false // reassembled here
-		s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
-		old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
-		for _, c := range old[:2] {
-			s.step(c)
-		}
-		held := heldNow(t, s.c)
-		if held == 0 {
-			t.Fatal("drive 0's first chunks hold nothing")
-		}
-		s.now += ms
-		s.rc("rc-1", 2) // restarted: drive 1
-		only[WriteLog](s)
-		s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
-		if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" {
-			t.Fatalf("re-drive %s", describe(sub))
-		}
-		if got := heldNow(t, s.c); got != held {
-			t.Fatalf("after the re-drive the core holds %d bytes, want drive 0's %d", got, held)
-		}
-		return s, old[2:], body, held
-	}
+	story := redrivenWithTransfer
 	t.Run("the earlier drive answers", func(t *testing.T) {
 		s, rest, body, _ := story(t)
 		for _, c := range rest {
@@ -415,17 +392,7 @@ func TestRedriveKeepsTheEarlierDrivesTransfer(t *testing.T) {
 // drive's transfer while the adopt write was under way (its chunks come
 // here), and that transfer may still answer.
 func TestAdoptionKeepsTheEarlierDrivesTransfer(t *testing.T) {
-	owner := newStory(t, "gw-1", 1)
-	owner.rc("rc-1", 1)
-	owner.arrive("r1", 5000*ms)
-	entry := only[WriteLog](owner).Entry
-
-	s := newStory(t, "gw-1", 2) // its next incarnation
-	s.c.cfg.MaxPayload = 8 << 10
-	s.rc("rc-1", 1)
-	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
-	only[WriteLog](s)
-	old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	s, old, body := adoptingOwnRequest(t)
 	for _, c := range old[:2] { // drive 0's, while the adopt write is under way
 		s.step(c)
 	}
@@ -452,6 +419,25 @@ func TestAdoptionKeepsTheEarlierDrivesTransfer(t *testing.T) {
 	if got := heldNow(t, s.c); got != 0 {
 		t.Fatalf("the core holds %d bytes after the answer", got)
 	}
+}
+
+// adoptingOwnRequest: GW gw-1's next incarnation adopts request r1 from
+// its earlier one (drive 0, which still answers to it), the adopt write
+// under way; drive 0's chunked answer, and its body.
+func adoptingOwnRequest(t *testing.T) (*story, []AnswerChunk, []byte) {
+	t.Helper()
+	owner := newStory(t, "gw-1", 1)
+	owner.rc("rc-1", 1)
+	owner.arrive("r1", 5000*ms)
+	entry := only[WriteLog](owner).Entry
+
+	s := newStory(t, "gw-1", 2) // its next incarnation
+	s.c.cfg.MaxPayload = 8 << 10
+	s.rc("rc-1", 1)
+	s.step(Adopt{At: s.now, Subject: subjects.Default().RequestLogEntry("gw-1", "r1"), Seq: 1, Entry: entry})
+	only[WriteLog](s)
+	old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	return s, old, body
 }
 
 // heldNow is what c counts of answers' bytes held, checked against what its
@@ -587,14 +573,20 @@ func TestTimersOfAnsweredRequestsAreDropped(t *testing.T) {
 	if s.c.Stats().InFlight != 1 || most > 2*1+64+1 {
 		t.Fatalf("after %d requests answered behind one running: %d held, timers held up to %d", n, s.c.Stats().InFlight, most)
 	}
-	giveUp := begun + 5000*ms + margin
+	s.timesOut(begun + 5000*ms + margin)
+}
+
+// timesOut: the core's next deadline is giveUp, a request's deadline plus
+// margin, where a Tick has it write that request's timeout's `answered`.
+func (s *story) timesOut(giveUp int64) {
+	s.t.Helper()
 	if at, ok := s.c.NextDeadline(); !ok || at != giveUp {
-		t.Fatalf("NextDeadline %d %t, want r0's %d", at-begun, ok, giveUp-begun)
+		s.t.Fatalf("NextDeadline +%d %t, want the request's deadline plus margin +%d", at-t0, ok, giveUp-t0)
 	}
 	s.now = giveUp
 	s.step(Tick{At: s.now})
 	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
-		t.Fatalf("at its deadline r0 wrote %s, want its timeout's `answered`", describe(w))
+		s.t.Fatalf("at its deadline the core wrote %s, want its timeout's `answered`", describe(w))
 	}
 }
 
@@ -635,5 +627,250 @@ func TestAdopterCancelsTheAdoptedDrive(t *testing.T) {
 		if sub := only[Submit](peer); sub.Sub.RequestID != "r1~1" || sub.RCID != "rc-2" {
 			t.Fatalf("adopter drives %s on %s, want r1~1 on rc-2", sub.Sub.RequestID, sub.RCID)
 		}
+	}
+}
+
+// redrivenWithTransfer: request r1 (its caller takes whole answers) driven
+// again after its RC restarted, with drive 0's chunked answer in flight (two
+// chunks of it came); the rest of that answer, its body, and what the core
+// holds of it.
+func redrivenWithTransfer(t *testing.T) (*story, []AnswerChunk, []byte, int64) {
+	t.Helper()
+	s := newStory(t, "gw-1", 1)
+	s.c.cfg.MaxPayload = 8 << 10
+	s.rc("rc-1", 1)
+	s.arrive("r1", 5000*ms)
+	s.c.reqs["r1"].Chunks = false // reassembled here
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	old, body := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 30_000)
+	for _, c := range old[:2] {
+		s.step(c)
+	}
+	held := heldNow(t, s.c)
+	if held == 0 {
+		t.Fatal("drive 0's first chunks hold nothing")
+	}
+	s.now += ms
+	s.rc("rc-1", 2) // restarted: drive 1
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" {
+		t.Fatalf("re-drive %s", describe(sub))
+	}
+	return s, old[2:], body, held
+}
+
+// chunkEnd is the message that ends chunked transfer stream of drive (its
+// Sg-Request-Id) broken: messages.IsChunkEnd.
+func chunkEnd(id, drive, stream string) AnswerChunk {
+	h := nats.Header{}
+	messages.Routing{RequestID: drive, API: subjects.APIGetData}.Write(h)
+	h.Set(messages.HdrChunkStream, stream)
+	messages.Status{RC: messages.CodeErr, AC: messages.CodeErr, AI: "the Agg failed"}.Write(h)
+	return AnswerChunk{ID: id, Header: h}
+}
+
+// An earlier drive's transfer that breaks after a re-drive (a chunk of
+// another transfer's shape, a checksum that fails at its last chunk, its
+// Agg's chunk end, its bytes past the GW's bound) is dropped with its bytes,
+// not answered: the current drive may still answer whole. Its later chunks
+// are dropped too. The request is answered the current drive's answer,
+// once; or, no drive answering, the timeout at its deadline plus
+// TimeoutMargin.
+func TestEarlierDrivesBrokenTransferIsDropped(t *testing.T) {
+	breaks := []struct {
+		name string
+		// brk: what drive 0's Agg sends after the re-drive, the message
+		// that breaks its transfer first.
+		brk func(s *story, rest []AnswerChunk) []AnswerChunk
+	}{
+		{"another transfer's shape", func(s *story, rest []AnswerChunk) []AnswerChunk {
+			h := maps.Clone(rest[0].Header)
+			h.Set(messages.HdrChunkTotal, "12345")
+			return append([]AnswerChunk{{ID: "r1", Header: h, Data: rest[0].Data}}, rest...)
+		}},
+		{"checksum", func(s *story, rest []AnswerChunk) []AnswerChunk {
+			out := slices.Clone(rest)
+			d := bytes.Clone(out[0].Data)
+			d[0] ^= 0x20
+			out[0].Data = d
+			return append(out, out[len(out)-1]) // the checksum fails at the last chunk; then a repeat of it
+		}},
+		{"chunk end", func(s *story, rest []AnswerChunk) []AnswerChunk {
+			return append([]AnswerChunk{chunkEnd("r1", "r1", rest[0].Header.Get(messages.HdrChunkStream))}, rest...)
+		}},
+		{"past the bound", func(s *story, rest []AnswerChunk) []AnswerChunk {
+			// What it holds now is the bound: the room its last chunks
+			// need passes it (a Reassembler's room grows with the bytes).
+			s.c.cfg.MaxHeldBytes = heldNow(s.t, s.c)
+			return rest
+		}},
+	}
+	for _, b := range breaks {
+		broken := func(t *testing.T) *story {
+			s, rest, _, _ := redrivenWithTransfer(t)
+			broke := false
+			for i, c := range b.brk(s, rest) {
+				s.step(c)
+				none[WriteLog](s)
+				none[Answer](s)
+				none[HeldFull](s)
+				if !broke {
+					for _, cmd := range s.out {
+						if d, ok := cmd.(Dropped); ok {
+							if !strings.Contains(d.Why, "earlier drive") {
+								t.Fatalf("message %d: dropped %q", i, d.Why)
+							}
+							broke = true
+						}
+					}
+					continue
+				}
+				only[Dropped](s) // a later message of the broken transfer
+			}
+			if !broke {
+				t.Fatal("drive 0's transfer never broke")
+			}
+			if got := heldNow(t, s.c); got != 0 {
+				t.Fatalf("drive 0's transfer broke and the core holds %d bytes", got)
+			}
+			return s
+		}
+		t.Run(b.name+": the current drive answers", func(t *testing.T) {
+			s := broken(t)
+			s.step(answerFor("r1", "r1~1"))
+			if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+				t.Fatalf("drive 1 answered and the core wrote %s", describe(w))
+			}
+			s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+			if an := only[Answer](s); an.Err != nil || string(an.Data) != "r1~1" {
+				t.Fatalf("answered %s, want drive 1's answer", describe(an))
+			}
+			s.step(answerFor("r1", "r1~1"))
+			none[Answer](s)
+			if !s.c.Idle() || heldNow(t, s.c) != 0 {
+				t.Fatal("still holding the request or its bytes")
+			}
+		})
+		t.Run(b.name+": no drive answers", func(t *testing.T) {
+			s := broken(t)
+			s.timesOut(t0 + 5000*ms + margin)
+			s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+			if an := only[Answer](s); an.Forward || an.Status.RC != messages.CodeTimeout || an.Status.AI != TextTimeout {
+				t.Fatalf("answered %s, want the GW's timeout", describe(an))
+			}
+			if !s.c.Idle() || heldNow(t, s.c) != 0 {
+				t.Fatal("still holding the request or its bytes")
+			}
+		})
+	}
+}
+
+// The current drive's transfer that breaks answers, as before a re-drive:
+// no later drive is there to answer instead. Drive 0's transfer still in
+// flight goes with the answer.
+func TestCurrentDrivesBrokenTransferAnswers(t *testing.T) {
+	s, _, _, _ := redrivenWithTransfer(t)
+	cur, _ := chunkedAnswerOf(t, "r1", "k", 8<<10-messages.RelayRoom, 20_000)
+	for _, c := range cur {
+		c.Header.Set(messages.HdrRequestID, "r1~1")
+	}
+	s.step(cur[0])
+	none[WriteLog](s)
+	s.step(chunkEnd("r1", "r1~1", cur[0].Header.Get(messages.HdrChunkStream)))
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+		t.Fatalf("drive 1's transfer broke and the core wrote %s", describe(w))
+	}
+	if got := heldNow(t, s.c); got != 0 {
+		t.Fatalf("answered and the core holds %d bytes of transfers", got)
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); !an.Forward || !messages.IsChunkEnd(an.Header) {
+		t.Fatalf("answered %s, want drive 1's chunk end", describe(an))
+	}
+
+	// A break the reassembler finds: answered its error.
+	s, _, _, _ = redrivenWithTransfer(t)
+	h := maps.Clone(cur[1].Header)
+	h.Set(messages.HdrChunkTotal, "12345")
+	s.step(cur[0])
+	s.step(AnswerChunk{ID: "r1", Header: h, Data: cur[1].Data})
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); !an.Forward || !errors.Is(an.Err, messages.ErrChunk) {
+		t.Fatalf("answered %s, want drive 1's broken transfer's error", describe(an))
+	}
+}
+
+// An adopter (this GW's next incarnation, to which drive 0 still answers)
+// drops drive 0's transfer that breaks, while the adopt write is under way
+// and after: its own drive 1 answers.
+func TestAdoptionDropsTheEarlierDrivesBrokenTransfer(t *testing.T) {
+	s, old, _ := adoptingOwnRequest(t)
+	s.step(old[0])
+	s.step(chunkEnd("r1", "r1", old[0].Header.Get(messages.HdrChunkStream)))
+	none[WriteLog](s)
+	if d := only[Dropped](s); !strings.Contains(d.Why, "earlier drive") {
+		t.Fatalf("dropped %q", d.Why)
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	if sub := only[Submit](s); sub.Sub.RequestID != "r1~1" {
+		t.Fatalf("adopter drives %s", describe(sub))
+	}
+	for _, c := range old[1:] {
+		s.step(c)
+		only[Dropped](s)
+		none[WriteLog](s)
+	}
+	if got := heldNow(t, s.c); got != 0 {
+		t.Fatalf("drive 0's transfer broke and the core holds %d bytes", got)
+	}
+	s.step(answerFor("r1", "r1~1"))
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); string(an.Data) != "r1~1" {
+		t.Fatalf("answered %s, want drive 1's", describe(an))
+	}
+}
+
+// An earlier drive's answer stream whose first frame does not read is
+// dropped, not answered the GW's error: the current drive's stream answers.
+func TestEarlierDrivesUnreadableFirstFrameIsDropped(t *testing.T) {
+	s := newStory(t, "gw-1", 1)
+	s.rc("rc-1", 1)
+	s.arriveStreaming("r1", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 1})
+	s.now += ms
+	s.rc("rc-1", 2)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 2})
+	only[Submit](s)
+	bad := badFrame("r1", "A", -1) // drive 0's
+	bad.Header.Set(messages.HdrAggID, "agg-1")
+	s.step(bad)
+	if m := only[Malformed](s); m.Ends {
+		t.Fatalf("reported %+v, want a frame that ends nothing", m)
+	}
+	if d := only[Dropped](s); !strings.Contains(d.Why, "earlier drive") {
+		t.Fatalf("dropped %q", d.Why)
+	}
+	none[WriteLog](s)
+	none[StartStream](s)
+	f := frame("r1", "B", 0, true)
+	f.Header.Set(messages.HdrRequestID, "r1~1")
+	s.step(f)
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); !an.Forward || an.Header.Get(messages.HdrStreamID) != "B" {
+		t.Fatalf("answered %s, want drive 1's stream", describe(an))
+	}
+
+	// The current drive's: answered the GW's error, as before.
+	s.arriveStreaming("r2", 5000*ms)
+	s.step(LogWritten{At: s.now, ID: "r2", Seq: 1})
+	s.step(badFrame("r2", "A", -1))
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r2", Seq: 2})
+	if an := only[Answer](s); an.Forward || !strings.Contains(an.Status.AI, "at its first frame") {
+		t.Fatalf("answered %s, want the GW's error for the first frame", describe(an))
 	}
 }

@@ -153,7 +153,56 @@ func (s *sim) sendChunked(rq *simReq, reply, drive, answerID string, size int, a
 		}
 		return began
 	}
-	s.sendParts(out, reply, at, goesOn)
+	s.sendParts(out, reply, at, goesOn, s.breakEarlier(rq, drive, true))
+}
+
+// breakEarlier is an edit of the messages of a transfer of drive of rq as
+// they are sent (sendParts): one transfer in three breaks at its first
+// message sent once a later drive of rq was submitted (by any GW), where a
+// GW holds the request driven again, the current drive may still answer,
+// and the earlier drive's break must not be answered (answered checks).
+// A chunked transfer gets a chunk of another shape, a corrupt chunk (its
+// checksum fails at the last), or its Agg's chunk end, after which it
+// sends nothing; a stream's frame 0 does not read (the rest follow). Its
+// draws are its own (s.brk): the rest of a seed runs as without them.
+func (s *sim) breakEarlier(rq *simReq, drive string, chunked bool) func(AnswerChunk) (AnswerChunk, bool) {
+	n, ok := driveOf(rq.id, drive)
+	if !ok || s.brk.IntN(3) != 0 {
+		return nil
+	}
+	broke, ended := false, false
+	return func(m AnswerChunk) (AnswerChunk, bool) {
+		switch {
+		case ended:
+			return m, false
+		case broke || n >= rq.lastDrive || !chunked && m.Header.Get(messages.HdrStreamSeq) != "0":
+			return m, true
+		}
+		broke = true
+		s.totals.EarlierBreaks++
+		h := maps.Clone(m.Header)
+		switch x := s.brk.IntN(3); {
+		case !chunked:
+			h.Set(messages.HdrStreamSeq, "x")
+		case x == 0:
+			ended = true
+			h = nats.Header{}
+			messages.Routing{RequestID: drive, API: subjects.APIGetData}.Write(h)
+			h.Set(messages.HdrChunkStream, m.Header.Get(messages.HdrChunkStream))
+			messages.Status{RC: messages.CodeErr, AC: messages.CodeErr, AI: "the Agg failed"}.Write(h)
+			return AnswerChunk{Header: h}, true
+		case x == 1:
+			h.Set(messages.HdrChunkTotal, strconv.Itoa(1+s.brk.IntN(simMaxAnswer)))
+		default:
+			if len(m.Data) > 0 {
+				d := bytes.Clone(m.Data)
+				d[s.brk.IntN(len(d))] ^= 0x20
+				m.Data = d
+			}
+		}
+		m.Header = h
+		return m, true
+	}
 }
 
 // redriven notes the chunked transfers of rq's drives under way (sent in
@@ -222,7 +271,7 @@ func (s *sim) sendStream(rq *simReq, reply, drive string, at int64, alive func()
 		s.paced[id] = &pacedStream{rest: out[k:], reply: reply, alive: alive}
 		out = out[:k]
 	}
-	s.sendParts(out, reply, at, alive)
+	s.sendParts(out, reply, at, alive, s.breakEarlier(rq, drive, false))
 }
 
 // startSignal checks a StartStream: once per stream, in the step of the
@@ -300,6 +349,11 @@ func (s *sim) startUnread(c StartStream, before []Command) error {
 	if c.AggID != simAgg || !ownDrive(c.Info.ID, c.DriveID) {
 		return fmt.Errorf("request %s: StartStream for an unread stream to Agg %q for drive %q", c.Info.ID, c.AggID, c.DriveID)
 	}
+	if cur := messages.DriveID(c.Info.ID, c.Info.Drive); c.DriveID != cur {
+		// An earlier drive's stream broke at its first frame: dropped, the
+		// current drive may still answer.
+		return fmt.Errorf("request %s answered the GW's error for drive %s's first frame, its current drive %s", c.Info.ID, c.DriveID, cur)
+	}
 	if rq := s.reqs[c.Info.ID]; rq != nil && rq.tr != nil && rq.tr.stream == c.StreamID {
 		return fmt.Errorf("request %s: stream %s relayed to its caller and answered an error for its first frame", c.Info.ID, c.StreamID)
 	}
@@ -315,7 +369,7 @@ func (s *sim) startUnread(c StartStream, before []Command) error {
 func (s *sim) startPaced(p *pacedStream) {
 	s.totals.PacedStarted++
 	p.started = true
-	s.sendParts(p.rest, p.reply, s.now+int64(1+s.rng.IntN(s.maxGap))*ms, p.alive)
+	s.sendParts(p.rest, p.reply, s.now+int64(1+s.rng.IntN(s.maxGap))*ms, p.alive, nil)
 }
 
 // checkStarts: the Answer of a paced stream whose Agg waits (its last
@@ -382,15 +436,23 @@ func (s *sim) spoil(out []AnswerChunk, chunked bool) []AnswerChunk {
 }
 
 // sendParts delivers the messages of one transfer from at on, a few ms
-// apart or in a burst, while alive (the drive not cancelled, its RC up).
-func (s *sim) sendParts(out []AnswerChunk, reply string, at int64, alive func() bool) {
+// apart or in a burst, while alive (the drive not cancelled, its RC up);
+// edit, if not nil, changes each as it goes, or keeps it back (false).
+func (s *sim) sendParts(out []AnswerChunk, reply string, at int64, alive func() bool, edit func(AnswerChunk) (AnswerChunk, bool)) {
 	burst := s.rng.IntN(4) == 0
 	when := at
 	for _, m := range out {
 		s.schedule(when-s.now, func() {
-			if alive() {
-				s.deliver(reply, m.Header, m.Data)
+			if !alive() {
+				return
 			}
+			if edit != nil {
+				var send bool
+				if m, send = edit(m); !send {
+					return
+				}
+			}
+			s.deliver(reply, m.Header, m.Data)
 		})
 		if !burst {
 			when += int64(s.rng.IntN(s.maxGap)) * ms
@@ -450,6 +512,8 @@ func (s *sim) firstMessage(g *simGW, inc int64, rq *simReq, a Answer, fail Relay
 			return fmt.Errorf("request %s (mode %d): frame %+v (%v) answered, relayed %t", rq.id, rq.mode, f, err, a.Relayed)
 		}
 		rq.tr = &transfer{gw: g.id, inc: inc, stream: f.ID, began: s.now}
+	case messages.IsChunkEnd(a.Header):
+		return nil // its Agg's chunk end (breakEarlier), the current drive's: answered as it came
 	case a.Header.Get(messages.HdrChunkIndex) != "" || a.Header.Get(messages.HdrChunkCount) != "":
 		return fmt.Errorf("request %s: a chunk answered as a whole answer", rq.id)
 	default:

@@ -23,7 +23,8 @@ import (
 // RCs, random crashes, clean stops, restarts, log write failures (some of
 // which landed all the same) and conflicts, slow, lost and duplicated
 // answers, cancels; re-drives that meet an earlier drive's chunked answer
-// under way; callers that reassemble chunks or read streams, with
+// under way, which sometimes breaks (an earlier drive's break must never
+// answer); callers that reassemble chunks or read streams, with
 // their answers passed on as they come, broken on the way and failing to
 // publish (sim_relay_test.go); the invariants are checked after every step.
 //
@@ -78,6 +79,12 @@ func TestSimulation(t *testing.T) {
 	if n >= 200 && (total.RedrivesInFlight == 0 || total.EarlierDriveAnswers["rc gone"] == 0) {
 		t.Errorf("%d seeds drove too few requests again with an earlier drive's transfer under way: %+v", n, total)
 	}
+	// And some earlier drives' transfers must break where the request was
+	// driven again, and be dropped there: answered's check catches a core
+	// that answers such a break only if some come.
+	if n >= 200 && (total.EarlierBreaks == 0 || total.EarlierBreaksDropped == 0) {
+		t.Errorf("%d seeds broke too few earlier drives' transfers after a re-drive: %+v", n, total)
+	}
 }
 
 const (
@@ -102,6 +109,10 @@ type simTotals struct {
 	// (Submit.Why).
 	RedrivesInFlight    int
 	EarlierDriveAnswers map[string]int
+	// EarlierBreaks: transfers of a drive broken after a later drive was
+	// submitted (breakEarlier); EarlierBreaksDropped: those a GW dropped,
+	// the drive not its current one (core.Dropped).
+	EarlierBreaks, EarlierBreaksDropped int
 }
 
 func (a *simTotals) add(b simTotals) {
@@ -132,6 +143,8 @@ func (a *simTotals) add(b simTotals) {
 	a.PacedLost += b.PacedLost
 	a.PacedResent += b.PacedResent
 	a.RedrivesInFlight += b.RedrivesInFlight
+	a.EarlierBreaks += b.EarlierBreaks
+	a.EarlierBreaksDropped += b.EarlierBreaksDropped
 	for why, n := range b.EarlierDriveAnswers {
 		if a.EarlierDriveAnswers == nil {
 			a.EarlierDriveAnswers = map[string]int{}
@@ -197,7 +210,10 @@ type simReq struct {
 	// was driven again (redriven), with the re-drive's reason.
 	sent     map[string]*[2]int
 	inFlight map[string]string
-	tr       *transfer // its answer passed on as it comes, as its caller saw it
+	// lastDrive: the latest of its drives submitted, by any GW: its
+	// earlier drives' transfers break now and then (breakEarlier).
+	lastDrive uint32
+	tr        *transfer // its answer passed on as it comes, as its caller saw it
 }
 
 type delivery struct {
@@ -226,6 +242,7 @@ func (h *deliveries) Pop() any {
 
 type sim struct {
 	rng      *rand.Rand
+	brk      *rand.Rand // breakEarlier's draws
 	now      int64
 	s        subjects.Subjects
 	log      map[string]*slot
@@ -273,7 +290,7 @@ func run(seed uint64, logf func(string, ...any)) (_ *sim, err error) {
 			err = fmt.Errorf("%v", r)
 		}
 	}()
-	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), now: t0, s: subjects.Default(), log: map[string]*slot{},
+	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9)), brk: rand.New(rand.NewPCG(seed, seed^0x85ebca6b)), now: t0, s: subjects.Default(), log: map[string]*slot{},
 		reqs: map[string]*simReq{}, cancels: map[string]bool{}, logf: logf, chaos: true, bodies: map[string][]byte{},
 		paced: map[string]*pacedStream{}, startSeen: map[string]int64{}, totals: simTotals{EarlierDriveAnswers: map[string]int{}}}
 	s.pFail = []float64{0, 0.02, 0.1, 0.3}[s.rng.IntN(4)]
@@ -855,6 +872,9 @@ func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
 				s.totals.RedrivesInFlight++
 			}
 		}
+		if rq := s.reqs[c.Info.ID]; rq != nil {
+			rq.lastDrive = max(rq.lastDrive, c.Drive)
+		}
 		s.submit(c)
 	case CancelDrive:
 		s.cancels[c.DriveID] = true
@@ -862,7 +882,11 @@ func (s *sim) carryOut(g *simGW, inc int64, cmd Command) error {
 		if !strings.HasSuffix(c.Reply, ".cancel") {
 			return fmt.Errorf("cancel answered on %q", c.Reply)
 		}
-	case Released, Dropped, Malformed, HeldFull:
+	case Dropped:
+		if strings.Contains(c.Why, "the current drive may still answer") { // a break, not its later chunks
+			s.totals.EarlierBreaksDropped++
+		}
+	case Released, Malformed, HeldFull:
 	case Adopted:
 		s.totals.Adopted++
 	default:
@@ -1022,6 +1046,17 @@ func (s *sim) answered(g *simGW, inc int64, a Answer, fail RelayFailed, lost boo
 	}
 	if !a.Forward && (a.Relayed || a.Chunk) {
 		return fmt.Errorf("request %s: the GW's own answer marked relayed %t, chunk %t", rq.id, a.Relayed, a.Chunk)
+	}
+	if a.Forward && (a.Err != nil || messages.IsChunkEnd(a.Header)) {
+		// A broken transfer answers only for the answering GW's current
+		// drive: an earlier drive's is dropped while a later one runs.
+		if n, ok := driveOf(rq.id, a.Header.Get(messages.HdrRequestID)); ok && n != a.Info.Drive {
+			why := "its Agg's chunk end"
+			if a.Err != nil {
+				why = a.Err.Error()
+			}
+			return fmt.Errorf("request %s answered drive %d's broken transfer (%s), its current drive %d", rq.id, n, why, a.Info.Drive)
+		}
 	}
 	if a.Forward {
 		if err := s.firstMessage(g, inc, rq, a, fail, lost); err != nil {
