@@ -59,7 +59,7 @@ func newMetrics(reg *prometheus.Registry, rcs, inFlight func() int) (*metrics, e
 		}, func() float64 { return float64(inFlight()) }),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answers_dropped_total",
-			Help: "Answer messages the GW did not forward (duplicates, late answers after a GW timeout, chunks or frames out of place), and requests or adoptions it let go (another GW took the request over, or its answer is being relayed here): core.Dropped, its reason in the debug log.",
+			Help: "Answer messages the GW did not forward (duplicates, late answers after a GW timeout, chunks or frames out of place, an earlier drive's transfer that broke while a later drive may still answer), and requests or adoptions it let go (another GW took the request over, or its answer is being relayed here): core.Dropped, its reason in the debug log.",
 		}),
 		sendFailed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sg_gw_answer_send_failures_total",
