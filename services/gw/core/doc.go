@@ -9,10 +9,10 @@
 // restarts, drains or dies, and answered once: with the first answer that
 // arrives for any of its drives, with TIMEOUT at deadline + TimeoutMargin,
 // or with CANCELLED when its caller cancels it. An earlier drive's transfer
-// that breaks before it decided the answer is dropped, not answered. With a request log, the
-// `answered` state is written with a condition before the answer is sent,
-// and a GW that adopts an orphaned request takes it over with one
-// conditional write: of the GWs that might answer, exactly one wins.
+// that breaks before it decided the answer is dropped, not answered. With a
+// request log, the `answered` state is written with a condition before the
+// answer is sent, and a GW that adopts an orphaned request takes it over
+// with one conditional write: of the GWs that might answer, exactly one wins.
 //
 // # The caller's contract
 //
@@ -108,16 +108,20 @@
 //     at once, for a peer to adopt what it leaves open.
 //   - A re-drive (or an adoption) keeps an earlier drive's chunked answer
 //     under way: it may still complete first, and then answers. If it
-//     breaks instead (a chunk forged or of the wrong size, a checksum, its
-//     Agg's chunk end, its bytes past MaxHeldBytes), or an earlier drive's answer
-//     stream's first frame does not read, it is dropped with its bytes
-//     (Dropped), not answered: the current drive may still answer whole,
-//     and a request no drive answers is answered TIMEOUT at its deadline +
-//     TimeoutMargin. A break of the current drive's is its answer. A drive
-//     is told by its answer's Sg-Request-Id; one that names none of the
-//     request's drives counts as the current drive's. An answer passed on
-//     as it comes is decided by its first message, whatever its drive: a
-//     break after that ends it with an error end.
+//     breaks instead (a chunk forged or of the wrong size, a checksum that
+//     fails, a chunk end, which no Agg sends but is read defensively, or
+//     the GW's held bytes past MaxHeldBytes as it comes), or an earlier
+//     drive's answer stream's first frame does not read, it is dropped
+//     with its bytes (Dropped; its Agg gets no StartStream), not
+//     answered: the current drive may still answer whole, and a request no
+//     drive answers is answered TIMEOUT at its deadline (+ TimeoutMargin
+//     while a drive runs). A chunk that is lost breaks nothing: its
+//     transfer stays incomplete until a drive answers or the request ends.
+//     A break of the current drive's is its answer. A drive is told by its
+//     answer's Sg-Request-Id; one that names none of the request's drives
+//     made so far counts as the current drive's. An answer passed on as it
+//     comes is decided by its first message, whatever its drive: a break
+//     after that ends it with an error end.
 //   - Per-caller and per-GW limits count requests held, adopted ones too;
 //     adoption is never refused.
 //   - A cancel matches the requests of that caller (the cancel's reply

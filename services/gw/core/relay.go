@@ -314,7 +314,10 @@ func (c *Core) unreadableFrame(e AnswerChunk, f messages.StreamFrame, err error)
 		case r.held == nil && f.ID != "" && r.otherDrive(e.Header):
 			// An earlier drive's stream cannot go on whole either, but the
 			// current drive may still answer: dropped (its later frames
-			// are, as frames before a first), not answered.
+			// are, as frames before a first), not answered. Its Agg gets no
+			// StartStream (one goes only after its request's Answer), as a
+			// second answer's stream does not: a paced one holds its
+			// partials until its deadline.
 			defer c.emit(Dropped{ID: e.ID, Why: "an earlier drive's answer stream broke at its first frame (" + why + "); the current drive may still answer"})
 		case r.held == nil && f.ID != "":
 			ends = true

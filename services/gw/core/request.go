@@ -55,9 +55,10 @@ type request struct {
 	// until it answers, or breaks (dropBroken).
 	streams map[string]*messages.Reassembler
 	// dropped: the chunk stream ids of earlier drives' transfers that broke
-	// and were let go (dropBroken), the latest maxStreamsPerRequest: their
+	// and were let go (dropBroken), the latest maxDroppedPerRequest: their
 	// later chunks are dropped, not gathered into a transfer that cannot
-	// complete.
+	// complete (one evicted would take a streams slot until the request
+	// ends: only past that many broken transfers, forged ones).
 	dropped []string
 	// streamBytes: what streams hold; waitBytes: what waits for `answered`
 	// (frame or chunk 0 and those held in chunks or stream, or the answer
@@ -510,6 +511,10 @@ func (c *Core) failed(r *request) {
 // (a duplicate answer may overlap the first; more is abuse).
 const maxStreamsPerRequest = 4
 
+// maxDroppedPerRequest bounds the broken transfers of earlier drives whose
+// later chunks a request remembers to drop (request.dropped).
+const maxDroppedPerRequest = 4 * maxStreamsPerRequest
+
 // heldFull is the answer to r when what the core holds of answers reached
 // MaxHeldBytes: RATE_LIMITED over LimitHeldBytes (the shell adds Sg-Limit
 // and Sg-Retry-After), naming the ways the GW passes on as they come that r
@@ -644,14 +649,14 @@ func (c *Core) answerChunk(e AnswerChunk) {
 	c.advance(r)
 }
 
-// otherDrive reports whether h, the headers a transfer began with, name a
-// drive of r other than its current one (their Sg-Request-Id): an earlier
-// drive, still answering after a re-drive or an adoption. Such a transfer
-// that breaks is dropped, not answered (dropBroken). A transfer whose drive
-// cannot be told is taken for the current drive's.
+// otherDrive reports whether h, the headers a transfer began with, name an
+// earlier drive of r than its current one (their Sg-Request-Id), still
+// answering after a re-drive or an adoption. Such a transfer that breaks is
+// dropped, not answered (dropBroken). A transfer whose drive cannot be told,
+// or that names a drive not yet made, is taken for the current drive's.
 func (r *request) otherDrive(h nats.Header) bool {
 	n, ok := driveOf(r.ID, h.Get(messages.HdrRequestID))
-	return ok && n != r.drive
+	return ok && n < r.drive // a drive not made yet is none of them: the current drive's
 }
 
 // transferHeader is the headers transfer ra began with, or h, those of the
@@ -675,7 +680,7 @@ func (c *Core) dropBroken(r *request, stream, why string) {
 		c.heldBytes -= held
 		delete(r.streams, stream)
 	}
-	if len(r.dropped) >= maxStreamsPerRequest {
+	if len(r.dropped) >= maxDroppedPerRequest {
 		r.dropped = r.dropped[1:]
 	}
 	r.dropped = append(r.dropped, stream)

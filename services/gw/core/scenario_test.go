@@ -800,6 +800,15 @@ func TestCurrentDrivesBrokenTransferAnswers(t *testing.T) {
 	if an := only[Answer](s); !an.Forward || !errors.Is(an.Err, messages.ErrChunk) {
 		t.Fatalf("answered %s, want drive 1's broken transfer's error", describe(an))
 	}
+
+	// A transfer naming a drive not made yet (r1~5: forged, or a GW's
+	// confusion) is no earlier drive's: its break answers, as the current
+	// drive's does, rather than being dropped.
+	s, _, _, _ = redrivenWithTransfer(t)
+	s.step(chunkEnd("r1", "r1~5", "k5"))
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+		t.Fatalf("a drive not made yet broke and the core wrote %s", describe(w))
+	}
 }
 
 // An adopter (this GW's next incarnation, to which drive 0 still answers)
