@@ -116,7 +116,9 @@
 //     answered: the current drive may still answer whole, and a request no
 //     drive answers is answered TIMEOUT at its deadline (+ TimeoutMargin
 //     while a drive runs). A chunk that is lost breaks nothing: its
-//     transfer stays incomplete until a drive answers or the request ends.
+//     transfer stays incomplete until a drive answers or the request ends,
+//     or until the current drive's transfer needs its room (a request
+//     gathers at most 4 at once: the earliest drive's is let go first).
 //     A break of the current drive's is its answer. A drive is told by its
 //     answer's Sg-Request-Id; one that names none of the request's drives
 //     made so far counts as the current drive's. An answer passed on as it

@@ -594,6 +594,15 @@ func (c *Core) answerChunk(e AnswerChunk) {
 		}
 		ra := r.streams[stream]
 		if ra == nil {
+			if len(r.streams) >= maxStreamsPerRequest && !r.otherDrive(e.Header) {
+				// The current drive's transfer comes first: an earlier
+				// drive's that has not completed (its Agg gone, say) makes
+				// room, or a request whose slots they fill could only
+				// time out.
+				if old, ok := r.earliestTransfer(); ok {
+					c.dropBroken(r, old, "the current drive's transfer needs its room")
+				}
+			}
 			if len(r.streams) >= maxStreamsPerRequest {
 				c.emit(Dropped{ID: e.ID, Why: "too many chunked transfers for one request"})
 				return
@@ -659,6 +668,25 @@ func (r *request) otherDrive(h nats.Header) bool {
 	return ok && n < r.drive // a drive not made yet is none of them: the current drive's
 }
 
+// earliestTransfer is the chunked transfer gathered here of r's earliest
+// drive before the current one (ties: the least stream id, so that the
+// choice does not hang on a map's order); false when every one is the
+// current drive's, or cannot be told.
+func (r *request) earliestTransfer() (string, bool) {
+	best, bestDrive, found := "", uint32(0), false
+	for stream, ra := range r.streams {
+		h := ra.Header()
+		if h == nil || !r.otherDrive(h) {
+			continue
+		}
+		n, _ := driveOf(r.ID, h.Get(messages.HdrRequestID))
+		if !found || n < bestDrive || (n == bestDrive && stream < best) {
+			best, bestDrive, found = stream, n, true
+		}
+	}
+	return best, found
+}
+
 // transferHeader is the headers transfer ra began with, or h, those of the
 // message at hand, when it has none (its first message broke it).
 func transferHeader(ra *messages.Reassembler, h nats.Header) nats.Header {
@@ -684,7 +712,7 @@ func (c *Core) dropBroken(r *request, stream, why string) {
 		r.dropped = r.dropped[1:]
 	}
 	r.dropped = append(r.dropped, stream)
-	c.emit(Dropped{ID: r.ID, Why: "an earlier drive's transfer broke (" + why + "); the current drive may still answer"})
+	c.emit(Dropped{ID: r.ID, Why: "an earlier drive's transfer let go (" + why + "); the current drive may still answer"})
 }
 
 // --- adoption ---

@@ -883,3 +883,52 @@ func TestEarlierDrivesUnreadableFirstFrameIsDropped(t *testing.T) {
 		t.Fatalf("answered %s, want the GW's error for the first frame", describe(an))
 	}
 }
+
+// An earlier drive's transfers that never complete (their Aggs gone) do not
+// keep the current drive's from the request: with every slot taken, the
+// earliest of them makes room (dropped, its later chunks too), and the
+// current drive's transfer answers. A later transfer of an earlier drive
+// finds no room, as before.
+func TestCurrentDrivesTransferTakesAnEarlierOnesRoom(t *testing.T) {
+	s, rest, _, _ := redrivenWithTransfer(t)
+	const size = 8<<10 - messages.RelayRoom
+	for range maxStreamsPerRequest - 1 {
+		old, _ := chunkedAnswerOf(t, "r1", "k", size, 30_000)
+		s.step(old[0])
+		none[Dropped](s)
+	}
+	if n := len(s.c.reqs["r1"].streams); n != maxStreamsPerRequest {
+		t.Fatalf("%d transfers gathered, want every slot (%d) taken", n, maxStreamsPerRequest)
+	}
+	extra, _ := chunkedAnswerOf(t, "r1", "k", size, 30_000)
+	s.step(extra[0])
+	if d := only[Dropped](s); !strings.Contains(d.Why, "too many") {
+		t.Fatalf("a fifth transfer of drive 0: dropped %q", d.Why)
+	}
+
+	cur, body := chunkedAnswerOf(t, "r1", "k", size, 20_000)
+	for _, c := range cur {
+		c.Header.Set(messages.HdrRequestID, "r1~1")
+	}
+	s.step(cur[0])
+	if d := only[Dropped](s); !strings.Contains(d.Why, "earlier drive") {
+		t.Fatalf("drive 1's first chunk: dropped %q, want an earlier drive's transfer let go", d.Why)
+	}
+	for _, c := range cur[1 : len(cur)-1] {
+		s.step(c)
+		none[Dropped](s)
+	}
+	s.step(cur[len(cur)-1])
+	if w := only[WriteLog](s); w.Entry.State != messages.LogAnswered {
+		t.Fatalf("drive 1's transfer completed and the core wrote %s", describe(w))
+	}
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, body) {
+		t.Fatalf("answered %s, want drive 1's whole answer", describe(an))
+	}
+	s.step(rest[0]) // the first transfer's, answered now
+	none[Answer](s)
+	if heldNow(t, s.c) != 0 {
+		t.Fatal("answered and still holding bytes")
+	}
+}
