@@ -1,13 +1,11 @@
 package dap
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sg-project/sg/messages"
@@ -41,17 +39,8 @@ func BenchmarkLargePortion(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	nc := natstest.Connect(b, natstest.Start(b))
-	cfg := testConfig(nc, EngineSource{Store: st})
-	cfg.Log = zerolog.Nop()
-	d, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := d.newSlot(ctx)
-	defer s.close()
+	d, s, nc := benchSlot(b, st)
+	cfg := d.cfg
 	msg := func(i int) *nats.Msg {
 		p := messages.PortionDispatch{V: messages.PortionVersion, RequestID: fmt.Sprintf("bench-%d", i), PortionID: 1, Attempt: 1,
 			RCID: "rc1", API: subjects.APIGetData, Args: raw, Labels: messages.LabelSet{"region": "eu"},
@@ -115,7 +104,7 @@ func BenchmarkLargePortion(b *testing.B) {
 	// The encoding alone (sendWindows's, the whole partial in one buffer):
 	// no NATS.
 	b.Run("encode", func(b *testing.B) {
-		part, _, err := EngineSource{Store: st}.ExecutePartial(ctx, subjects.APIGetData, messages.Args{Msgpack: raw}, nil,
+		part, _, err := EngineSource{Store: st}.ExecutePartial(b.Context(), subjects.APIGetData, messages.Args{Msgpack: raw}, nil,
 			messages.TimeRange{Start: t0.UnixNano(), End: end.UnixNano()})
 		if err != nil {
 			b.Fatal(err)

@@ -37,17 +37,8 @@ func BenchmarkSmallPortion(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	nc := natstest.Connect(b, natstest.Start(b))
-	cfg := testConfig(nc, EngineSource{Store: st})
-	cfg.Log = zerolog.Nop()
-	d, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := d.newSlot(ctx)
-	defer s.close()
+	d, s, _ := benchSlot(b, st)
+	cfg := d.cfg
 
 	// The dispatches of b.N requests, as the RC sends them, built before the
 	// clock starts.
@@ -79,4 +70,23 @@ func BenchmarkSmallPortion(b *testing.B) {
 	if s := d.Stats(); s.Executed != uint64(b.N) {
 		b.Fatalf("%d executed of %d: %+v", s.Executed, b.N, s)
 	}
+}
+
+// benchSlot is a DAP on st, logging nothing, on a NATS server of its own,
+// with one slot to run portions on as the DAP's slots do (the portion
+// benchmarks' set-up); both stop when b ends.
+func benchSlot(b *testing.B, st *engine.Store) (*DAP, *slot, *nats.Conn) {
+	b.Helper()
+	nc := natstest.Connect(b, natstest.Start(b))
+	cfg := testConfig(nc, EngineSource{Store: st})
+	cfg.Log = zerolog.Nop()
+	d, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	s := d.newSlot(ctx)
+	b.Cleanup(s.close)
+	return d, s, nc
 }
