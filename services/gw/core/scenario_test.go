@@ -355,17 +355,7 @@ func TestRedriveKeepsTheEarlierDrivesTransfer(t *testing.T) {
 	story := redrivenWithTransfer
 	t.Run("the earlier drive answers", func(t *testing.T) {
 		s, rest, body, _ := story(t)
-		for _, c := range rest {
-			s.step(c)
-		}
-		only[WriteLog](s)
-		s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
-		if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, body) {
-			t.Fatalf("answered %s, want drive 0's whole body", describe(an))
-		}
-		if got := heldNow(t, s.c); got != 0 {
-			t.Fatalf("the core holds %d bytes after the answer", got)
-		}
+		answersWith(t, s, rest, body)
 	})
 	t.Run("the new drive answers", func(t *testing.T) {
 		s, rest, _, _ := story(t)
@@ -408,17 +398,7 @@ func TestAdoptionKeepsTheEarlierDrivesTransfer(t *testing.T) {
 	if got := heldNow(t, s.c); got != held {
 		t.Fatalf("after the adoption the core holds %d bytes, want drive 0's %d", got, held)
 	}
-	for _, c := range old[2:] {
-		s.step(c)
-	}
-	only[WriteLog](s)
-	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
-	if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, body) {
-		t.Fatalf("answered %s, want drive 0's whole body", describe(an))
-	}
-	if got := heldNow(t, s.c); got != 0 {
-		t.Fatalf("the core holds %d bytes after the answer", got)
-	}
+	answersWith(t, s, old[2:], body)
 }
 
 // adoptingOwnRequest: GW gw-1's next incarnation adopts request r1 from
@@ -930,5 +910,23 @@ func TestCurrentDrivesTransferTakesAnEarlierOnesRoom(t *testing.T) {
 	none[Answer](s)
 	if heldNow(t, s.c) != 0 {
 		t.Fatal("answered and still holding bytes")
+	}
+}
+
+// answersWith steps the rest of drive 0's transfer of r1 through s and
+// checks that they answer it whole (body), its `answered` written, and
+// that nothing is held after.
+func answersWith(t *testing.T, s *story, rest []AnswerChunk, body []byte) {
+	t.Helper()
+	for _, c := range rest {
+		s.step(c)
+	}
+	only[WriteLog](s)
+	s.step(LogWritten{At: s.now, ID: "r1", Seq: 3})
+	if an := only[Answer](s); an.Err != nil || !bytes.Equal(an.Data, body) {
+		t.Fatalf("answered %s, want drive 0's whole body", describe(an))
+	}
+	if got := heldNow(t, s.c); got != 0 {
+		t.Fatalf("the core holds %d bytes after the answer", got)
 	}
 }
