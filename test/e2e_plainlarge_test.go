@@ -25,18 +25,7 @@ import (
 // answer. It returns the message, its status and the size it names.
 func plainLargeRequest(t *testing.T, nc *nats.Conn, s subjects.Subjects) (*nats.Msg, messages.Status, int, []byte) {
 	t.Helper()
-	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentJSON}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := nc.Request(s.GWAPI(subjects.APIGetData), body, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, body := requestWholeTrade(t, nc, s)
 	if m.Header.Get(messages.HdrChunkCount) != "" {
 		t.Fatalf("a plain request got a chunk (headers %v)", m.Header)
 	}
@@ -185,18 +174,7 @@ func fetchStoredAnswer(t *testing.T, nc *nats.Conn, bucket, key string) []byte {
 func TestGetDataPlainRequestHeldBounded(t *testing.T) {
 	sys := startSystem(t, systemOptions{gwMaxHeld: 64 << 10})
 	sys.startDemo(demoFleetConfig(sys, 10000))
-	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentJSON}.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := sys.nc.Request(sys.s.GWAPI(subjects.APIGetData), body, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := requestWholeTrade(t, sys.nc, sys.s)
 	resp, err := messages.DecodeResponse(m.Header, m.Data)
 	if err != nil {
 		t.Fatalf("the answer is not a whole document: %v", err)
@@ -215,4 +193,24 @@ func TestGetDataPlainRequestHeldBounded(t *testing.T) {
 	if err != nil || !whole.Header.Status.IsOK() || int64(len(whole.Payload)) <= sys.nc.MaxPayload() {
 		t.Fatalf("chunked answer: %v %+v, %d bytes", err, whole.Header.Status, len(whole.Payload))
 	}
+}
+
+// requestWholeTrade asks for the whole trade table as a plain nats.go
+// client does: a JSON envelope, no Sg-Accept-Chunks; the reply as it came,
+// and the request's body (to send again).
+func requestWholeTrade(t *testing.T, nc *nats.Conn, s subjects.Subjects) (*nats.Msg, []byte) {
+	t.Helper()
+	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := messages.Request{Header: messages.RequestHeader{API: subjects.APIGetData}, Payload: args, Content: messages.ContentJSON}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := nc.Request(s.GWAPI(subjects.APIGetData), body, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, body
 }
