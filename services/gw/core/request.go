@@ -676,10 +676,13 @@ func (r *request) earliestTransfer() (string, bool) {
 	best, bestDrive, found := "", uint32(0), false
 	for stream, ra := range r.streams {
 		h := ra.Header()
-		if h == nil || !r.otherDrive(h) {
+		if h == nil {
 			continue
 		}
-		n, _ := driveOf(r.ID, h.Get(messages.HdrRequestID))
+		n, ok := driveOf(r.ID, h.Get(messages.HdrRequestID))
+		if !ok || n >= r.drive { // not an earlier drive's (otherDrive)
+			continue
+		}
 		if !found || n < bestDrive || (n == bestDrive && stream < best) {
 			best, bestDrive, found = stream, n, true
 		}
