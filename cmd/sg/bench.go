@@ -52,6 +52,10 @@ type benchConfig struct {
 	// process when sg bench started it, unless servicesTCP): the relay
 	// floor's hops (relayMBs). nil: over TCP to the URL, as callers do.
 	dialService func() (*nats.Conn, error)
+	// floorLog: the small request's floor writes a request log as sg's GW
+	// does (smallFloor): the sg measured runs with one (true against a
+	// running sg, as every deployment does).
+	floorLog bool
 }
 
 // phaseProfiles, when dir is set (--phase-profiles), writes a CPU profile of
@@ -230,7 +234,10 @@ func benchDoc(old []byte, cmd []string, cfg benchConfig, tables string) (string,
 	b.WriteString("the process's CPU time, user and system, per MB received while the row ran; its ratio to plain\n")
 	b.WriteString("publish's is how many plain crossings of CPU an sg answer costs. The large answer's floor: the\n")
 	b.WriteString("same answer's bytes relayed unchanged through its three crossings (DAP -> Agg -> GW -> caller) by\n")
-	b.WriteString("plain NATS subscribers, one answer at a time, no work done on them: a reference for sg's.\n\n")
+	b.WriteString("plain NATS subscribers, one answer at a time, no work done on them: a reference for sg's. The small\n")
+	b.WriteString("getData's floor: the messages a small getData makes (8; 12 with the request log, whose two\n")
+	b.WriteString("conditional writes it makes on a stream of the same configuration), passed on by plain NATS\n")
+	b.WriteString("subscribers doing no work: what sg's protocol costs before sg's own work.\n\n")
 	now := time.Now().UTC()
 	fmt.Fprintf(&b, "## sg bench, %s\n\n", now.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- command: `%s`\n", strings.Join(cmd, " "))
@@ -269,6 +276,7 @@ func benchOwn(ctx context.Context, cfg benchConfig, withLog bool, log zerolog.Lo
 		}
 		return nats.Connect(srv.ClientURL(), opts...)
 	}
+	cfg.floorLog = withLog
 	return runBenchSystem(ctx, srv, cfg, withLog, log, func() (benchResult, error) {
 		return benchAgainst(ctx, cfg, srv.ClientURL(), subjects.DefaultPrefix, log, stderr)
 	})
@@ -415,6 +423,15 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	if err != nil {
 		return benchResult{}, err
 	}
+	dialService := cfg.dialService
+	if dialService == nil {
+		dialService = dial
+	}
+	floor, err := startSmallFloor(ctx, dialService, cfg.floorLog)
+	if err != nil {
+		return benchResult{}, fmt.Errorf("the small request's floor: %w", err)
+	}
+	defer floor.close()
 	callers := map[string]func(c *nats.Conn) (int, error){
 		"plain": func(c *nats.Conn) (int, error) {
 			m, err := c.Request(echoSubject, smallJSON, 10*time.Second)
@@ -423,7 +440,8 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 			}
 			return len(m.Data), nil
 		},
-		"json": func(c *nats.Conn) (int, error) { return jsonCall(ctx, c, s, smallJSON) },
+		"floor": func(c *nats.Conn) (int, error) { return floor.call(c, smallJSON) },
+		"json":  func(c *nats.Conn) (int, error) { return jsonCall(ctx, c, s, smallJSON) },
 		"msgpack": func(c *nats.Conn) (int, error) {
 			resp, err := sgClients[c].Do(ctx, subjects.APIGetData, small, messages.Opts{})
 			if err != nil {
@@ -436,7 +454,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		},
 	}
 	// Warm up every path (connections, caches, the RC's view of the fleet).
-	for _, name := range []string{"plain", "json", "msgpack"} {
+	for _, name := range []string{"plain", "floor", "json", "msgpack"} {
 		for range 20 {
 			if _, err := callers[name](clientConns[0]); err != nil {
 				return benchResult{}, fmt.Errorf("warm-up %s: %w", name, err)
@@ -448,7 +466,7 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	// alike. Measured one after the other for 3 s each, plain request-reply
 	// at 50 clients ranged from 16k to 57k requests/s across runs on this
 	// project's 2-core machine, and the ratio with it.
-	names := []string{"plain", "json", "msgpack"}
+	names := []string{"plain", "floor", "json", "msgpack"}
 	lat := map[string][]float64{}
 	n, seqTime, conTime := map[string]int64{}, map[string]time.Duration{}, map[string]time.Duration{}
 	perSlice := max(cfg.requests/benchSlices, 1)
@@ -504,10 +522,6 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		return benchResult{}, fmt.Errorf("large answer, streamed: %w", err)
 	}
 	fmt.Fprintf(stderr, "bench: the large answers' floor: their bytes relayed through three crossings with plain NATS, no work\n")
-	dialService := cfg.dialService
-	if dialService == nil {
-		dialService = dial
-	}
 	relayJSON, relayMsgpack, err := relayFloor(dialService, clientConns[0], largeJSON.answerBytes, largeMsgpack.answerBytes, cfg.large, cfg.profiles)
 	if err != nil {
 		return benchResult{}, fmt.Errorf("relay floor: %w", err)
@@ -518,7 +532,16 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		{"small getData p99, 1 client", "µs", us(p99["plain"]), us(p99["json"]), us(p99["msgpack"]), false},
 		{"small getData, 1 client", "req/s", rps1["plain"], rps1["json"], rps1["msgpack"], true},
 		{fmt.Sprintf("small getData, %d clients", cfg.clients), "req/s", rpsN["plain"], rpsN["json"], rpsN["msgpack"], true},
+		{smallFloorRow + ", p50, 1 client", "µs", us(p50["plain"]), us(p50["floor"]), us(p50["floor"]), false},
+		{fmt.Sprintf("%s, %d clients", smallFloorRow, cfg.clients), "req/s", rpsN["plain"], rpsN["floor"], rpsN["floor"], true},
 	}}
+	msgs := 8
+	if cfg.floorLog {
+		msgs = 12
+	}
+	res.notes = append(res.notes, fmt.Sprintf("Small floor: the %d messages of a small getData of one portion (%s), "+
+		"made by plain NATS subscribers that pass them on and do no work, one measurement shown under both encodings: "+
+		"what sg's protocol costs on this machine before sg's own work (cmd/sg/bench_floor.go).", msgs, floorPath(cfg.floorLog)))
 	res.addLarge(cfg.ownSystem, pub, largeJSON, largeMsgpack, streamJSON, streamMsgpack, relayJSON, relayMsgpack)
 	return res, nil
 }

@@ -196,7 +196,8 @@ func TestBenchRunsEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := []string{"small getData p50, 1 client", "small getData p99, 1 client", "small getData, 1 client", "small getData, 2 clients",
-		"large answer (plain: publish)", "large answer, streamed (plain: publish)", relayFloorRow + " |"}
+		"large answer (plain: publish)", "large answer, streamed (plain: publish)", relayFloorRow + " |",
+		smallFloorRow + ", p50, 1 client", smallFloorRow + ", 2 clients"}
 	passes := strings.Split(string(doc), "\n### sg, request log ")
 	if len(passes) != 3 || !strings.HasPrefix(passes[1], "on") || !strings.HasPrefix(passes[2], "off") {
 		t.Fatalf("want a pass with the request log on, then off:\n%s", doc)

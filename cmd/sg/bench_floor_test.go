@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The small floor is only a floor if it makes sg's messages: with the log,
+// each request's entry and then its `answered` record are written (the
+// record last on the request's subject, empty, with its TTL); without, no
+// stream is made.
+func TestSmallFloorWritesTheRequestLog(t *testing.T) {
+	srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	dial := func() (*nats.Conn, error) { return nats.Connect(srv.ClientURL(), inProcess(srv)) }
+	caller, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer caller.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const calls = 5
+	f, err := startSmallFloor(ctx, dial, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range calls {
+		if n, err := f.call(caller, []byte(`{"table":"trade"}`)); err != nil || n != floorBodyBytes {
+			t.Fatalf("call: %d bytes, %v; want the answer's %d", n, err, floorBodyBytes)
+		}
+	}
+	st, err := f.js.Stream(ctx, floorStreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One subject per request; each kept its last record only, `answered`,
+	// which replaced the entry (2 writes each: sequences 1 to 2*calls).
+	if info.State.Msgs != calls || info.State.LastSeq != 2*calls {
+		t.Fatalf("stream holds %d records, last sequence %d; want %d and %d", info.State.Msgs, info.State.LastSeq, calls, 2*calls)
+	}
+	for i := 1; i <= calls; i++ {
+		m, err := st.GetLastMsgForSubject(ctx, f.base+".log."+strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if len(m.Data) != 0 || m.Header.Get("Nats-TTL") == "" {
+			t.Fatalf("request %d: last record %d bytes, TTL %q; want `answered`: empty, with a TTL", i, len(m.Data), m.Header.Get("Nats-TTL"))
+		}
+	}
+	f.close()
+	if _, err := f.js.Stream(ctx, floorStreamName); err == nil {
+		t.Fatal("the floor's stream outlived it")
+	}
+
+	f, err = startSmallFloor(ctx, dial, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	if _, err := f.call(caller, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.js != nil {
+		t.Fatal("a floor without the log made a stream")
+	}
+}
+
+func TestFloorAck(t *testing.T) {
+	if seq, err := floorAck([]byte(`{"stream":"SG_BENCH_FLOOR","seq":42}`)); err != nil || seq != 42 {
+		t.Fatalf("got %d, %v; want 42", seq, err)
+	}
+	for _, bad := range []string{`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}`, `{"stream":"X"}`, `{"seq":}`} {
+		if _, err := floorAck([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
