@@ -321,13 +321,7 @@ func newWireReader(b []byte, lim Limits) wireReader {
 // decodeWireMessage decodes data into v within lim; data must hold exactly
 // one value.
 func decodeWireMessage(data []byte, v wireDecoder, lim Limits) error {
-	return decodeWireMessageAlias(data, v, lim, false)
-}
-
-// decodeWireMessageAlias is decodeWireMessage; with alias, a RawMsgpack
-// field shares data instead of copying it.
-func decodeWireMessageAlias(data []byte, v wireDecoder, lim Limits, alias bool) error {
-	return decodeWireWith(data, lim, alias, v.decodeWire)
+	return decodeWireWith(data, lim, false, v.decodeWire)
 }
 
 // decodeWireWith runs decode on a pooled reader of data within lim (alias:
