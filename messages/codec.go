@@ -176,33 +176,27 @@ func DecodeCoded(data []byte, v any, lim Limits) error {
 }
 
 // decodeLimited is DecodeLimited in mode's alias and coded modes (sliceReader).
-func decodeLimited(data []byte, v any, lim Limits, mode sliceReader) (err error) {
-	alias := mode.alias
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %T: decoder panic: %v", ErrMalformed, v, r)
-		}
-	}()
-	if len(data) == 0 {
-		return fmt.Errorf("%w: %T: empty body", ErrMalformed, v)
-	}
+func decodeLimited(data []byte, v any, lim Limits, mode sliceReader) error {
 	if wd, ok := v.(wireDecoder); ok {
 		// A hand decoder keeps the pre-scan's bounds itself (wire.go): one pass.
-		if err := decodeWireMessageAlias(data, wd, lim, alias); err != nil {
-			return fmt.Errorf("%w: %T: %w", ErrMalformed, v, err)
-		}
-		return nil
+		return decodeWireGuarded(data, lim, mode.alias, v, wd.decodeWire)
 	}
+	return guardDecode(data, v, func() error { return decodeReflect(data, v, lim, mode) })
+}
+
+// decodeReflect is decodeLimited's path for a type without a hand decoder:
+// the pre-scan, then the library's decoder.
+func decodeReflect(data []byte, v any, lim Limits, mode sliceReader) error {
 	if err := CheckMsgpack(data, lim); err != nil {
 		return fmt.Errorf("%w: %T: %w", ErrMalformed, v, err)
 	}
-	// A decoder that panicked is not put back (the deferred recover returns
-	// before the Put): its state is unknown.
+	// A decoder that panicked is not put back (guardDecode's recover
+	// returns before the Put): its state is unknown.
 	d := decoders.Get().(*decoderState)
 	d.rd.reset(data)
 	d.rd.alias, d.rd.coded = mode.alias, mode.coded
 	d.dec.Reset(&d.rd)
-	err = d.dec.Decode(v)
+	err := d.dec.Decode(v)
 	n := d.rd.Len()
 	d.dec.Reset(nil)
 	d.rd.reset(nil)
@@ -214,6 +208,34 @@ func decodeLimited(data []byte, v any, lim Limits, mode sliceReader) (err error)
 		return fmt.Errorf("%w: %T: %d trailing bytes", ErrMalformed, v, n)
 	}
 	return nil
+}
+
+// decodeWireGuarded is decodeLimited's path for a hand decoder (decode,
+// the message's decodeWire; alias: RawMsgpack fields share data). typ is
+// the message, or a nil pointer of its type (DecodeAggExpectation: so that
+// its message is not moved to the heap through an interface), for errors.
+func decodeWireGuarded(data []byte, lim Limits, alias bool, typ any, decode func(*wireReader) error) error {
+	return guardDecode(data, typ, func() error {
+		if err := decodeWireWith(data, lim, alias, decode); err != nil {
+			return fmt.Errorf("%w: %T: %w", ErrMalformed, typ, err)
+		}
+		return nil
+	})
+}
+
+// guardDecode runs decode on data, a message of typ's type: an empty body
+// is ErrMalformed, and so is a panic (in the third-party decoder, or a bug
+// in a hand one), so that one bad message cannot stop a service.
+func guardDecode(data []byte, typ any, decode func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %T: decoder panic: %v", ErrMalformed, typ, r)
+		}
+	}()
+	if len(data) == 0 {
+		return fmt.Errorf("%w: %T: empty body", ErrMalformed, typ)
+	}
+	return decode()
 }
 
 // DecodeValid decodes msgpack data into a T and validates it: the one call a
@@ -266,7 +288,7 @@ func DecodeValidAliasing[T any, P interface {
 // moved to the heap on its way (an allocation per message).
 func DecodeAggExpectation(data []byte) (AggExpectation, error) {
 	var v AggExpectation
-	if err := decodeWireAliasing(data, MessageLimits, "*messages.AggExpectation", v.decodeWire); err != nil {
+	if err := decodeWireGuarded(data, MessageLimits, true, (*AggExpectation)(nil), v.decodeWire); err != nil {
 		return AggExpectation{}, err
 	}
 	if err := v.Validate(); err != nil {
@@ -278,30 +300,13 @@ func DecodeAggExpectation(data []byte) (AggExpectation, error) {
 // DecodePartialResult: see DecodeAggExpectation.
 func DecodePartialResult(data []byte) (PartialResult, error) {
 	var v PartialResult
-	if err := decodeWireAliasing(data, v.decodeLimits(), "*messages.PartialResult", v.decodeWire); err != nil {
+	if err := decodeWireGuarded(data, v.decodeLimits(), true, (*PartialResult)(nil), v.decodeWire); err != nil {
 		return PartialResult{}, err
 	}
 	if err := v.Validate(); err != nil {
 		return PartialResult{}, err
 	}
 	return v, nil
-}
-
-// decodeWireAliasing is decodeLimited's hand-decoder path in alias mode for
-// a message of type typ (%T of a pointer to it) whose decodeWire is decode.
-func decodeWireAliasing(data []byte, lim Limits, typ string, decode func(*wireReader) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: decoder panic: %v", ErrMalformed, typ, r)
-		}
-	}()
-	if len(data) == 0 {
-		return fmt.Errorf("%w: %s: empty body", ErrMalformed, typ)
-	}
-	if err = decodeWireWith(data, lim, true, decode); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrMalformed, typ, err)
-	}
-	return nil
 }
 
 // checkVersion checks the V field of an internal message: 0 means the sender

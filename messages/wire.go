@@ -321,13 +321,7 @@ func newWireReader(b []byte, lim Limits) wireReader {
 // decodeWireMessage decodes data into v within lim; data must hold exactly
 // one value.
 func decodeWireMessage(data []byte, v wireDecoder, lim Limits) error {
-	return decodeWireMessageAlias(data, v, lim, false)
-}
-
-// decodeWireMessageAlias is decodeWireMessage; with alias, a RawMsgpack
-// field shares data instead of copying it.
-func decodeWireMessageAlias(data []byte, v wireDecoder, lim Limits, alias bool) error {
-	return decodeWireWith(data, lim, alias, v.decodeWire)
+	return decodeWireWith(data, lim, false, v.decodeWire)
 }
 
 // decodeWireWith runs decode on a pooled reader of data within lim (alias:
@@ -364,13 +358,28 @@ func (r *wireReader) code() (byte, error) {
 	return c, nil
 }
 
+// take returns the next n bytes (shared with the input) and passes them;
+// not ok: fewer are left (truncated says so). Small enough to inline into
+// be, on every wide integer's and length's path.
+func (r *wireReader) take(n int) ([]byte, bool) {
+	if uint(n) > uint(r.left()) { // n < 0 too
+		return nil, false
+	}
+	start := r.pos
+	r.pos += n
+	return r.b[start:r.pos], true
+}
+
+func (r *wireReader) truncated(n int) error {
+	return r.bad("truncated: %d bytes needed, %d left", n, r.left())
+}
+
 // be reads a big-endian unsigned integer of w bytes.
 func (r *wireReader) be(w int) (uint64, error) {
-	if r.left() < w {
-		return 0, r.bad("truncated: %d bytes needed, %d left", w, r.left())
+	b, ok := r.take(w)
+	if !ok {
+		return 0, r.truncated(w)
 	}
-	b := r.b[r.pos : r.pos+w]
-	r.pos += w
 	switch w {
 	case 1:
 		return uint64(b[0]), nil

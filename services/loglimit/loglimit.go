@@ -99,11 +99,6 @@ func (l *Limiter) Warn(log *zerolog.Logger, kind string) *zerolog.Event {
 	return l.event(log, zerolog.WarnLevel, kind)
 }
 
-// Error is Warn at error level.
-func (l *Limiter) Error(log *zerolog.Logger, kind string) *zerolog.Event {
-	return l.event(log, zerolog.ErrorLevel, kind)
-}
-
 // WarnAt is Warn at now, for a caller that has the time (a loop that
 // measures its own stalls on the clock it is given).
 func (l *Limiter) WarnAt(log *zerolog.Logger, kind string, now time.Time) *zerolog.Event {

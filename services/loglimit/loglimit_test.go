@@ -13,6 +13,12 @@ import (
 	"github.com/sg-project/sg/services/defaults"
 )
 
+// Error is Warn at error level: a test's line of another level than the
+// services write (they warn only), kept here since no service needs it.
+func (l *Limiter) Error(log *zerolog.Logger, kind string) *zerolog.Event {
+	return l.event(log, zerolog.ErrorLevel, kind)
+}
+
 // TestAllowBurstThenPeriod: a kind writes burst lines in a period, none
 // more; the first of the next period says how many were not written; kinds
 // are limited apart. The time is passed in: no sleeps.

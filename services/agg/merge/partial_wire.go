@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/sg-project/sg/messages"
 )
@@ -17,10 +18,13 @@ import (
 // them): a map of the fields that are not empty, in declaration order, ints
 // compact, the []int64 and []float64 of aggregation states as fixed-width
 // int64 and float64 values. The decoder reads the form the encoder writes
-// (a row partial's; an aggregated one's with its states) and hands anything
-// else (a version 1 partial's times, a key it does not know or repeated, a
-// nil, an integer in another form) to the reflection decoder, whose results
-// and errors are therefore the decoder's in every case.
+// (a row partial's; an aggregated one's with its states), with messages'
+// bounded reader, and hands anything else (a version 1 partial's times, a
+// key it does not know or repeated, a nil map or array, a number in another
+// form than an integer's) to the reflection decoder, whose results and
+// errors are therefore the decoder's in every case. What the reader takes
+// beyond the encoder's form (a nil integer or string, an integer of any
+// width) it reads as the reflection decoder does.
 
 // encodePartialWire writes p (as forWire left it) as the reflection encoder
 // does.
@@ -206,187 +210,69 @@ func encodeFloat64s(enc *msgpack.Encoder, vals []float64) error {
 // reflection decoder decides what they are.
 var errNotHand = errors.New("not the hand decoder's form")
 
-// wireIn reads msgpack from b. Each length is checked against the bytes
-// left before it is used; nothing is allocated in proportion to one.
-type wireIn struct {
-	b   []byte
-	pos int
+// partialIn reads the form of Partial with messages' bounded reader, the
+// one home of the checks on hostile msgpack (each length against the bytes
+// left before anything is allocated, the depth, a panic-free read). Its
+// reads report only ok: whatever fails is errNotHand, and the reflection
+// decoder decides.
+type partialIn struct{ messages.WireReader }
+
+// mapLen opens a map (not nil: that is left to the reflection decoder).
+func (r *partialIn) mapLen() (int, bool) {
+	n, err := r.MapLen()
+	return n, err == nil && n >= 0
 }
 
-func (r *wireIn) code() (byte, bool) {
-	if r.pos >= len(r.b) {
-		return 0, false
-	}
-	c := r.b[r.pos]
-	r.pos++
-	return c, true
+// arrayLen opens an array (not nil: that is left to the reflection decoder).
+func (r *partialIn) arrayLen() (int, bool) {
+	n, err := r.ArrayLen()
+	return n, err == nil && n >= 0
 }
 
-// be reads a big-endian unsigned integer of w bytes.
-func (r *wireIn) be(w int) (uint64, bool) {
-	if len(r.b)-r.pos < w {
-		return 0, false
-	}
-	var v uint64
-	for _, x := range r.b[r.pos : r.pos+w] {
-		v = v<<8 | uint64(x)
-	}
-	r.pos += w
-	return v, true
-}
-
-// mapLen reads a map's length, at most the bytes left over 2 (a key and a
-// value take a byte each).
-func (r *wireIn) mapLen() (int, bool) {
-	c, ok := r.code()
-	var n uint64
-	switch {
-	case !ok:
-		return 0, false
-	case c >= 0x80 && c <= 0x8f:
-		n = uint64(c & 0x0f)
-	case c == 0xde:
-		n, ok = r.be(2)
-	case c == 0xdf:
-		n, ok = r.be(4)
-	default:
-		return 0, false
-	}
-	if !ok || n > uint64(len(r.b)-r.pos)/2 {
-		return 0, false
-	}
-	return int(n), true
-}
-
-// arrayLen reads an array's length, at most the bytes left.
-func (r *wireIn) arrayLen() (int, bool) {
-	c, ok := r.code()
-	var n uint64
-	switch {
-	case !ok:
-		return 0, false
-	case c >= 0x90 && c <= 0x9f:
-		n = uint64(c & 0x0f)
-	case c == 0xdc:
-		n, ok = r.be(2)
-	case c == 0xdd:
-		n, ok = r.be(4)
-	default:
-		return 0, false
-	}
-	if !ok || n > uint64(len(r.b)-r.pos) {
-		return 0, false
-	}
-	return int(n), true
-}
-
-// key reads a short key (a fixstr: every key of Partial's and AggState's
-// form), shared with b.
-func (r *wireIn) key() ([]byte, bool) {
-	c, ok := r.code()
-	if !ok || c < 0xa0 || c > 0xbf {
-		return nil, false
-	}
-	n := int(c & 0x1f)
-	if len(r.b)-r.pos < n {
-		return nil, false
-	}
-	k := r.b[r.pos : r.pos+n]
-	r.pos += n
-	return k, true
+// key reads a key, shared with the input.
+func (r *partialIn) key() ([]byte, bool) {
+	k, err := r.Bytes()
+	return k, err == nil
 }
 
 // int reads an integer that fits an int64 (a uint64 above it, which the
 // reflection decoder wraps, is left to it).
-func (r *wireIn) int() (int64, bool) {
-	c, ok := r.code()
-	if !ok {
-		return 0, false
-	}
-	switch {
-	case c <= 0x7f:
-		return int64(c), true
-	case c >= 0xe0:
-		return int64(int8(c)), true
-	}
-	var w int
-	switch c {
-	case 0xcc, 0xd0:
-		w = 1
-	case 0xcd, 0xd1:
-		w = 2
-	case 0xce, 0xd2:
-		w = 4
-	case 0xcf, 0xd3:
-		w = 8
-	default:
-		return 0, false
-	}
-	u, ok := r.be(w)
-	if !ok {
-		return 0, false
-	}
-	switch c {
-	case 0xd0:
-		return int64(int8(u)), true
-	case 0xd1:
-		return int64(int16(u)), true
-	case 0xd2:
-		return int64(int32(u)), true
-	case 0xd3:
-		return int64(u), true
-	case 0xcf:
-		if u > math.MaxInt64 {
-			return 0, false
-		}
-	}
-	return int64(u), true
+func (r *partialIn) int() (int64, bool) {
+	v, err := r.Int64()
+	return v, err == nil
 }
 
-// bin reads a bin's bytes (shared with b).
-func (r *wireIn) bin() ([]byte, bool) {
-	c, ok := r.code()
-	var n uint64
-	switch {
-	case !ok:
-		return nil, false
-	case c == 0xc4:
-		n, ok = r.be(1)
-	case c == 0xc5:
-		n, ok = r.be(2)
-	case c == 0xc6:
-		n, ok = r.be(4)
-	default:
-		return nil, false
-	}
-	if !ok || n > uint64(len(r.b)-r.pos) {
-		return nil, false
-	}
-	b := r.b[r.pos : r.pos+int(n)]
-	r.pos += int(n)
-	return b, true
+func (r *partialIn) str() (string, bool) {
+	s, err := r.Str()
+	return s, err == nil
 }
 
-// table reads a table as messages.DecodeCoded does, at depth 1 of the
-// partial (its own nesting allowed one level less). The empty table (an
+// tableLimits: a partial's tables are read at depth 1 of it (their own
+// nesting allowed one level less), as messages.DecodeCoded reads them.
+var tableLimits = messages.Limits{MaxDepth: messages.MaxDepth - 1}
+
+// table reads a table as messages.DecodeCoded does. The empty table (an
 // aggregated partial's rows, a row partial's keys) is read here.
-func (r *wireIn) table(t *messages.Table) bool {
-	if rest := r.b[r.pos:]; len(rest) >= 3 && rest[0] == 0x92 && rest[1] == messages.TableVersion && rest[2] == 0x90 {
+func (r *partialIn) table(t *messages.Table) bool {
+	if rest := r.Rest(); len(rest) >= 3 && rest[0] == 0x92 && rest[1] == messages.TableVersion && rest[2] == 0x90 {
 		*t = messages.Table{Columns: []messages.Column{}} // as the table decoder leaves it: not nil
-		r.pos += 3
-		return true
+		_, err := r.Take(3)
+		return err == nil
 	}
-	tab, n, err := messages.DecodeTableCoded(r.b[r.pos:], messages.Limits{MaxDepth: messages.MaxDepth - 1})
+	tab, n, err := messages.DecodeTableCoded(r.Rest(), tableLimits)
 	if err != nil {
 		return false
 	}
-	*t, r.pos = tab, r.pos+n
+	if _, err := r.Take(n); err != nil {
+		return false
+	}
+	*t = tab
 	return true
 }
 
 // times reads Times as Times.DecodeMsgpack does their version 2 form
 // ([count, bin of varints]); the version 1 form is not read here.
-func (r *wireIn) times(t *Times) bool {
+func (r *partialIn) times(t *Times) bool {
 	if n, ok := r.arrayLen(); !ok || n != 2 {
 		return false
 	}
@@ -394,47 +280,25 @@ func (r *wireIn) times(t *Times) bool {
 	if !ok {
 		return false
 	}
-	b, ok := r.bin()
-	if !ok || count < 0 || int64(len(b)) < count {
+	if rest := r.Rest(); len(rest) == 0 || !msgpcode.IsBin(rest[0]) { // a str is version 1's error
+		return false
+	}
+	b, err := r.Bytes()
+	if err != nil || count < 0 || int64(len(b)) < count {
 		return false
 	}
 	out := make([]int64, count)
 	if messages.ReadVarints(out, b, true) != nil {
 		return false
 	}
+	r.End()
 	*t = out
 	return true
 }
 
-// str reads a string (a str: the reflection decoder reads a bin too).
-func (r *wireIn) str() (string, bool) {
-	c, ok := r.code()
-	var n uint64
-	switch {
-	case !ok:
-		return "", false
-	case c >= 0xa0 && c <= 0xbf:
-		n = uint64(c & 0x1f)
-	case c == 0xd9:
-		n, ok = r.be(1)
-	case c == 0xda:
-		n, ok = r.be(2)
-	case c == 0xdb:
-		n, ok = r.be(4)
-	default:
-		return "", false
-	}
-	if !ok || n > uint64(len(r.b)-r.pos) {
-		return "", false
-	}
-	s := string(r.b[r.pos : r.pos+int(n)])
-	r.pos += int(n)
-	return s, true
-}
-
 // int64s reads an array of integers as the reflection decoder reads an
 // []int64 (an empty array: empty, not nil). A nil is left to it.
-func (r *wireIn) int64s(p *[]int64) bool {
+func (r *partialIn) int64s(p *[]int64) bool {
 	n, ok := r.arrayLen()
 	if !ok {
 		return false
@@ -445,30 +309,35 @@ func (r *wireIn) int64s(p *[]int64) bool {
 			return false
 		}
 	}
+	r.End()
 	*p = out
 	return true
 }
 
 // float64s reads an array of float64 values (nil: a nil slice) as the
 // reflection decoder reads a []float64; other numbers are left to it.
-func (r *wireIn) float64s(p *[]float64) bool {
-	if r.pos < len(r.b) && r.b[r.pos] == 0xc0 {
-		r.pos++
+func (r *partialIn) float64s(p *[]float64) bool {
+	n, err := r.ArrayLen()
+	if err != nil {
+		return false
+	}
+	if n < 0 {
 		*p = nil
 		return true
 	}
-	n, ok := r.arrayLen()
-	if !ok || n > (len(r.b)-r.pos)/9 {
+	b, err := r.Take(9 * n) // n is at most the bytes left: no overflow
+	if err != nil {
 		return false
 	}
 	out := make([]float64, n)
 	for i := range out {
-		if r.b[r.pos] != 0xcb {
+		v := b[9*i : 9*i+9]
+		if v[0] != 0xcb {
 			return false
 		}
-		out[i] = math.Float64frombits(binary.BigEndian.Uint64(r.b[r.pos+1:]))
-		r.pos += 9
+		out[i] = math.Float64frombits(binary.BigEndian.Uint64(v[1:]))
 	}
+	r.End()
 	*p = out
 	return true
 }
@@ -476,7 +345,7 @@ func (r *wireIn) float64s(p *[]float64) bool {
 // aggStates reads the aggregation states as the reflection decoder does
 // (messages.RegisterGrowingSlice: grown as they arrive, an empty one
 // refused, which is left to it).
-func (r *wireIn) aggStates(p *[]AggState) bool {
+func (r *partialIn) aggStates(p *[]AggState) bool {
 	n, ok := r.arrayLen()
 	if !ok {
 		return false
@@ -488,12 +357,13 @@ func (r *wireIn) aggStates(p *[]AggState) bool {
 			return false
 		}
 	}
+	r.End()
 	*p = out
 	return true
 }
 
 // aggState reads one state in the form encodeAggState writes.
-func (r *wireIn) aggState(s *AggState) bool {
+func (r *partialIn) aggState(s *AggState) bool {
 	n, ok := r.mapLen()
 	if !ok || n == 0 {
 		return false
@@ -516,17 +386,10 @@ func (r *wireIn) aggState(s *AggState) bool {
 			s.Func = messages.AggFunc(f)
 		case 'y':
 			bit = 4
-			c, ok2 := r.code()
-			switch {
-			case ok2 && c <= 0x7f:
-				s.Type = messages.ColumnType(c)
-			case ok2 && c == 0xcc:
-				var v uint64
-				v, ok = r.be(1)
-				s.Type = messages.ColumnType(v)
-			default:
-				ok = false
-			}
+			var v int64
+			v, ok = r.int()
+			ok = ok && v >= 0 && v <= math.MaxUint8 // others wrap in the reflection decoder
+			s.Type = messages.ColumnType(v)
 		case 'c':
 			bit = 8
 			ok = r.int64s(&s.Count)
@@ -541,10 +404,11 @@ func (r *wireIn) aggState(s *AggState) bool {
 				for i := 0; i < m && ok; i++ {
 					ok = r.float64s(&s.FloatSum[i])
 				}
+				r.End()
 			}
 		case 'x':
 			bit = 64
-			ok = r.pos < len(r.b) && r.b[r.pos] != 0xc0 && r.float64s(&s.Special)
+			ok = r.float64s(&s.Special) && s.Special != nil // a nil is left to the reflection decoder
 		case 'w':
 			bit = 128
 			ok = r.table(&s.Value)
@@ -559,13 +423,15 @@ func (r *wireIn) aggState(s *AggState) bool {
 		}
 		seen |= bit
 	}
+	r.End()
 	return true
 }
 
 // decodePartialWire decodes b as the reflection decoder would, or returns
-// errNotHand for any bytes not in the encoder's form (see above).
+// errNotHand for any bytes not in the encoder's form (see above). Its
+// bounds are the reflection decoder's (messages.PayloadLimits).
 func decodePartialWire(b []byte, p *Partial) error {
-	r := wireIn{b: b}
+	r := partialIn{messages.NewWireReader(b, messages.PayloadLimits)}
 	n, ok := r.mapLen()
 	if !ok {
 		return errNotHand
@@ -594,8 +460,8 @@ func decodePartialWire(b []byte, p *Partial) error {
 			p.TimesCol, ok = int(v), ok2
 		case "g":
 			bit = 16
-			c, ok2 := r.code()
-			p.Aggregated, ok = c == 0xc3, ok2 && (c == 0xc2 || c == 0xc3)
+			v, err := r.Bool()
+			p.Aggregated, ok = v, err == nil
 		case "n":
 			bit = 32
 			v, ok2 := r.int()
@@ -614,7 +480,8 @@ func decodePartialWire(b []byte, p *Partial) error {
 		}
 		seen |= bit
 	}
-	if r.pos != len(b) {
+	r.End()
+	if len(r.Rest()) != 0 {
 		return errNotHand
 	}
 	return nil

@@ -278,4 +278,44 @@ func BenchmarkPartialCodec(b *testing.B) {
 			}
 		})
 	}
+	// An aggregated partial of 10,000 groups: its states' arrays (counts,
+	// sums, float sums) are read value by value, not as a table's columns.
+	rng := rand.New(rand.NewPCG(3, 4))
+	tb := messages.NewTable([]messages.ColumnSpec{{Name: "time", Type: messages.TypeTimestamp}, {Name: "g", Type: messages.TypeInt},
+		{Name: "px", Type: messages.TypeFloat}, {Name: "q", Type: messages.TypeInt}})
+	const rows = 40000
+	times := make([]int64, rows)
+	for i := range rows {
+		times[i] = int64(i) * 1e6
+		_ = tb.AppendRow(times[i], int64(rng.IntN(10000)), rng.NormFloat64(), int64(rng.IntN(1000)))
+	}
+	args := messages.GetDataArgs{Table: "t", GroupBy: []string{"g"}, Agg: []messages.AggSpec{
+		{Name: "n", Func: "count"}, {Name: "s", Func: "sum", Column: "q"}, {Name: "a", Func: "avg", Column: "px"},
+		{Name: "f", Func: "first", Column: "px"}}}
+	agg, err := AggregatePartial(&args, []*messages.Column{tb.Col("g")},
+		[]*messages.Column{nil, tb.Col("q"), tb.Col("px"), tb.Col("px")}, times, identity(rows))
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := EncodePartial(agg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := sameDecode(b, data); err != nil {
+		b.Fatal(err)
+	}
+	if err := decodePartialWire(data, &Partial{}); err != nil {
+		b.Fatalf("the aggregated partial is not read by the hand decoder: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) (Partial, error)
+	}{{"hand", DecodePartial}, {"reflect", reflectDecodePartial}} {
+		b.Run("groups=10000/decode="+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = c.decode(data)
+			}
+		})
+	}
 }
