@@ -350,12 +350,24 @@ func (r *wireReader) bad(format string, args ...any) error {
 func (r *wireReader) left() int { return len(r.b) - r.pos }
 
 func (r *wireReader) code() (byte, error) {
+	c, ok := r.next()
+	if !ok {
+		return 0, r.noCode()
+	}
+	return c, nil
+}
+
+func (r *wireReader) noCode() error { return r.bad("truncated") }
+
+// next is code for a caller on a hot path (integer): it inlines; not ok,
+// nothing is left.
+func (r *wireReader) next() (byte, bool) {
 	if r.pos >= len(r.b) {
-		return 0, r.bad("truncated")
+		return 0, false
 	}
 	c := r.b[r.pos]
 	r.pos++
-	return c, nil
+	return c, true
 }
 
 // take returns the next n bytes (shared with the input) and passes them;
@@ -380,32 +392,32 @@ func (r *wireReader) be(w int) (uint64, error) {
 	if !ok {
 		return 0, r.truncated(w)
 	}
-	switch w {
-	case 1:
-		return uint64(b[0]), nil
-	case 2:
-		return uint64(binary.BigEndian.Uint16(b)), nil
-	case 4:
-		return uint64(binary.BigEndian.Uint32(b)), nil
-	}
-	return binary.BigEndian.Uint64(b), nil
+	return beUint(b), nil
 }
 
-// container checks a map's or array's announced values (a map entry is
-// two) against the bytes left, the element cap and the depth, and opens it.
-func (r *wireReader) container(n, values int) error {
-	if values > r.left() {
-		return r.bad("%d values announced, %d bytes left", values, r.left())
+// beUint is the big-endian unsigned integer of 1, 2, 4 or 8 bytes.
+func beUint(b []byte) uint64 {
+	switch len(b) {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.BigEndian.Uint16(b))
+	case 4:
+		return uint64(binary.BigEndian.Uint32(b))
 	}
-	r.elems += values
-	if r.maxElems > 0 && r.elems > r.maxElems {
+	return binary.BigEndian.Uint64(b)
+}
+
+// refuseContainer says which of containerLen's bounds the values of a map
+// or an array (a map entry is two) break.
+func (r *wireReader) refuseContainer(values int) error {
+	switch {
+	case values > r.left():
+		return r.bad("%d values announced, %d bytes left", values, r.left())
+	case r.maxElems > 0 && r.elems+values > r.maxElems:
 		return r.bad("more than %d values in one message", r.maxElems)
 	}
-	if r.depth+1 > r.maxDepth {
-		return r.bad("nested deeper than %d", r.maxDepth)
-	}
-	r.depth++
-	return nil
+	return r.bad("nested deeper than %d", r.maxDepth)
 }
 
 // mapLen opens a map and returns its entries; nil is -1 (nothing opened).
@@ -451,7 +463,15 @@ func (r *wireReader) containerLen(k *containerCodes) (int, error) {
 	if n > uint64(r.left()) { // before multiplying: no overflow on 32-bit ints
 		return 0, r.bad("%s announces %d %s, %d bytes left", k.kind, n, k.items, r.left())
 	}
-	return int(n), r.container(int(n), k.valuesPer*int(n))
+	// The values announced against the bytes left, the element cap and the
+	// depth; then the container is open.
+	values := k.valuesPer * int(n)
+	if values > r.left() || (r.maxElems > 0 && r.elems+values > r.maxElems) || r.depth+1 > r.maxDepth {
+		return int(n), r.refuseContainer(values) // out of line: a large array opens many
+	}
+	r.elems += values
+	r.depth++
+	return int(n), nil
 }
 
 // bytesTemp returns a str's or bin's bytes without copying (nil: none).
@@ -498,10 +518,11 @@ func (r *wireReader) str() (string, error) {
 // integer reads any msgpack integer (nil is 0, as for the reflection decoder)
 // as a sign and magnitude.
 func (r *wireReader) integer() (neg bool, mag uint64, err error) {
-	c, err := r.code()
-	if err != nil {
-		return false, 0, err
+	c, ok := r.next()
+	if !ok {
+		return false, 0, r.noCode()
 	}
+	var w int // bytes that follow
 	switch {
 	case c <= 0x7f:
 		return false, uint64(c), nil
@@ -510,22 +531,28 @@ func (r *wireReader) integer() (neg bool, mag uint64, err error) {
 	case c == 0xc0:
 		return false, 0, nil
 	case c >= 0xcc && c <= 0xcf:
-		v, err := r.be(1 << (c - 0xcc))
-		return false, v, err
+		w = 1 << (c - 0xcc)
 	case c >= 0xd0 && c <= 0xd3:
-		w := 1 << (c - 0xd0)
-		v, err := r.be(w)
-		if err != nil {
-			return false, 0, err
-		}
-		shift := 64 - 8*w
-		s := int64(v<<shift) >> shift // sign-extend
-		if s < 0 {
-			return true, uint64(-s), nil // -MinInt64 wraps to its own magnitude
-		}
-		return false, uint64(s), nil
+		w = 1 << (c - 0xd0)
+	default:
+		return false, 0, r.bad("type 0x%02x where an integer was expected", c)
 	}
-	return false, 0, r.bad("type 0x%02x where an integer was expected", c)
+	// Not be: one call less for each integer of a large array (an
+	// aggregated partial's states).
+	b, ok := r.take(w)
+	if !ok {
+		return false, 0, r.truncated(w)
+	}
+	v := beUint(b)
+	if c <= 0xcf {
+		return false, v, nil
+	}
+	shift := 64 - 8*w
+	s := int64(v<<shift) >> shift // sign-extend
+	if s < 0 {
+		return true, uint64(-s), nil // -MinInt64 wraps to its own magnitude
+	}
+	return false, uint64(s), nil
 }
 
 // uintMax reads an unsigned integer of at most max.

@@ -13,10 +13,10 @@ func NewWireReader(b []byte, lim Limits) WireReader { return WireReader{newWireR
 
 // MapLen opens a map and returns its entries; nil is -1 (nothing opened).
 // Close it with End once its entries are read.
-func (r *WireReader) MapLen() (int, error) { return r.r.mapLen() }
+func (r *WireReader) MapLen() (int, error) { return r.r.containerLen(&mapCodes) }
 
 // ArrayLen is MapLen for an array.
-func (r *WireReader) ArrayLen() (int, error) { return r.r.arrayLen() }
+func (r *WireReader) ArrayLen() (int, error) { return r.r.containerLen(&arrayCodes) }
 
 // End closes the map or array opened last.
 func (r *WireReader) End() { r.r.depth-- }
@@ -46,12 +46,6 @@ func (r *WireReader) Bool() (bool, error) {
 func (r *WireReader) Rest() []byte { return r.r.b[r.r.pos:] }
 
 // Take returns the next n bytes, shared with the input, and passes them;
-// fewer left is an error. What they hold counts against neither the depth
-// nor the element cap: the caller bounds it.
-func (r *WireReader) Take(n int) ([]byte, error) {
-	b, ok := r.r.take(n)
-	if !ok {
-		return nil, r.r.truncated(n)
-	}
-	return b, nil
-}
+// not ok: fewer are left (nothing passed). What they hold counts against
+// neither the depth nor the element cap: the caller bounds it.
+func (r *WireReader) Take(n int) (b []byte, ok bool) { return r.r.take(n) }

@@ -212,40 +212,10 @@ var errNotHand = errors.New("not the hand decoder's form")
 
 // partialIn reads the form of Partial with messages' bounded reader, the
 // one home of the checks on hostile msgpack (each length against the bytes
-// left before anything is allocated, the depth, a panic-free read). Its
-// reads report only ok: whatever fails is errNotHand, and the reflection
-// decoder decides.
+// left before anything is allocated, the depth). Its reads of a field
+// report only ok: whatever fails, the reader's errors included, is
+// errNotHand, and the reflection decoder decides.
 type partialIn struct{ messages.WireReader }
-
-// mapLen opens a map (not nil: that is left to the reflection decoder).
-func (r *partialIn) mapLen() (int, bool) {
-	n, err := r.MapLen()
-	return n, err == nil && n >= 0
-}
-
-// arrayLen opens an array (not nil: that is left to the reflection decoder).
-func (r *partialIn) arrayLen() (int, bool) {
-	n, err := r.ArrayLen()
-	return n, err == nil && n >= 0
-}
-
-// key reads a key, shared with the input.
-func (r *partialIn) key() ([]byte, bool) {
-	k, err := r.Bytes()
-	return k, err == nil
-}
-
-// int reads an integer that fits an int64 (a uint64 above it, which the
-// reflection decoder wraps, is left to it).
-func (r *partialIn) int() (int64, bool) {
-	v, err := r.Int64()
-	return v, err == nil
-}
-
-func (r *partialIn) str() (string, bool) {
-	s, err := r.Str()
-	return s, err == nil
-}
 
 // tableLimits: a partial's tables are read at depth 1 of it (their own
 // nesting allowed one level less), as messages.DecodeCoded reads them.
@@ -256,14 +226,14 @@ var tableLimits = messages.Limits{MaxDepth: messages.MaxDepth - 1}
 func (r *partialIn) table(t *messages.Table) bool {
 	if rest := r.Rest(); len(rest) >= 3 && rest[0] == 0x92 && rest[1] == messages.TableVersion && rest[2] == 0x90 {
 		*t = messages.Table{Columns: []messages.Column{}} // as the table decoder leaves it: not nil
-		_, err := r.Take(3)
-		return err == nil
+		_, ok := r.Take(3)
+		return ok
 	}
 	tab, n, err := messages.DecodeTableCoded(r.Rest(), tableLimits)
 	if err != nil {
 		return false
 	}
-	if _, err := r.Take(n); err != nil {
+	if _, ok := r.Take(n); !ok {
 		return false
 	}
 	*t = tab
@@ -273,11 +243,11 @@ func (r *partialIn) table(t *messages.Table) bool {
 // times reads Times as Times.DecodeMsgpack does their version 2 form
 // ([count, bin of varints]); the version 1 form is not read here.
 func (r *partialIn) times(t *Times) bool {
-	if n, ok := r.arrayLen(); !ok || n != 2 {
+	if n, err := r.ArrayLen(); err != nil || n != 2 {
 		return false
 	}
-	count, ok := r.int()
-	if !ok {
+	count, err := r.Int64()
+	if err != nil {
 		return false
 	}
 	if rest := r.Rest(); len(rest) == 0 || !msgpcode.IsBin(rest[0]) { // a str is version 1's error
@@ -299,13 +269,13 @@ func (r *partialIn) times(t *Times) bool {
 // int64s reads an array of integers as the reflection decoder reads an
 // []int64 (an empty array: empty, not nil). A nil is left to it.
 func (r *partialIn) int64s(p *[]int64) bool {
-	n, ok := r.arrayLen()
-	if !ok {
+	n, err := r.ArrayLen()
+	if err != nil || n < 0 {
 		return false
 	}
 	out := make([]int64, n)
 	for i := range out {
-		if out[i], ok = r.int(); !ok {
+		if out[i], err = r.Int64(); err != nil { // a uint64 above MaxInt64, which the reflection decoder wraps, is left to it
 			return false
 		}
 	}
@@ -325,8 +295,8 @@ func (r *partialIn) float64s(p *[]float64) bool {
 		*p = nil
 		return true
 	}
-	b, err := r.Take(9 * n) // n is at most the bytes left: no overflow
-	if err != nil {
+	b, ok := r.Take(9 * n) // n is at most the bytes left: no overflow
+	if !ok {
 		return false
 	}
 	out := make([]float64, n)
@@ -346,8 +316,8 @@ func (r *partialIn) float64s(p *[]float64) bool {
 // (messages.RegisterGrowingSlice: grown as they arrive, an empty one
 // refused, which is left to it).
 func (r *partialIn) aggStates(p *[]AggState) bool {
-	n, ok := r.arrayLen()
-	if !ok {
+	n, err := r.ArrayLen()
+	if err != nil || n < 0 {
 		return false
 	}
 	out := make([]AggState, 0, min(n, 16))
@@ -364,31 +334,31 @@ func (r *partialIn) aggStates(p *[]AggState) bool {
 
 // aggState reads one state in the form encodeAggState writes.
 func (r *partialIn) aggState(s *AggState) bool {
-	n, ok := r.mapLen()
-	if !ok || n == 0 {
+	n, err := r.MapLen()
+	if err != nil || n <= 0 { // nil and {} are refused by the reflection decoder
 		return false
 	}
 	var seen uint16
 	for range n {
-		k, ok := r.key()
-		if !ok || len(k) != 1 {
+		k, err := r.Bytes()
+		if err != nil || len(k) != 1 {
 			return false
 		}
 		var bit uint16
+		var ok bool
 		switch k[0] {
 		case 'm':
 			bit = 1
-			s.Name, ok = r.str()
+			s.Name, err = r.Str()
+			ok = err == nil
 		case 'f':
 			bit = 2
-			var f string
-			f, ok = r.str()
-			s.Func = messages.AggFunc(f)
+			f, err := r.Str()
+			s.Func, ok = messages.AggFunc(f), err == nil
 		case 'y':
 			bit = 4
-			var v int64
-			v, ok = r.int()
-			ok = ok && v >= 0 && v <= math.MaxUint8 // others wrap in the reflection decoder
+			v, err := r.Int64()
+			ok = err == nil && v >= 0 && v <= math.MaxUint8 // others wrap in the reflection decoder
 			s.Type = messages.ColumnType(v)
 		case 'c':
 			bit = 8
@@ -398,8 +368,8 @@ func (r *partialIn) aggState(s *AggState) bool {
 			ok = r.int64s(&s.IntSum)
 		case 's':
 			bit = 32
-			var m int
-			if m, ok = r.arrayLen(); ok {
+			m, err := r.ArrayLen()
+			if ok = err == nil && m >= 0; ok {
 				s.FloatSum = make([][]float64, m)
 				for i := 0; i < m && ok; i++ {
 					ok = r.float64s(&s.FloatSum[i])
@@ -432,22 +402,23 @@ func (r *partialIn) aggState(s *AggState) bool {
 // bounds are the reflection decoder's (messages.PayloadLimits).
 func decodePartialWire(b []byte, p *Partial) error {
 	r := partialIn{messages.NewWireReader(b, messages.PayloadLimits)}
-	n, ok := r.mapLen()
-	if !ok {
+	n, err := r.MapLen()
+	if err != nil || n < 0 {
 		return errNotHand
 	}
 	var seen uint8
 	for range n {
-		k, ok := r.key()
-		if !ok {
+		k, err := r.Bytes()
+		if err != nil {
 			return errNotHand
 		}
 		var bit uint8
+		var ok bool
 		switch string(k) { // no allocation: the keys are constants
 		case "v":
 			bit = 1
-			v, ok2 := r.int()
-			p.Version, ok = int(v), ok2
+			v, err := r.Int64()
+			p.Version, ok = int(v), err == nil
 		case "r":
 			bit = 2
 			ok = r.table(&p.Rows)
@@ -456,16 +427,16 @@ func decodePartialWire(b []byte, p *Partial) error {
 			ok = r.times(&p.Times)
 		case "tc":
 			bit = 8
-			v, ok2 := r.int()
-			p.TimesCol, ok = int(v), ok2
+			v, err := r.Int64()
+			p.TimesCol, ok = int(v), err == nil
 		case "g":
 			bit = 16
 			v, err := r.Bool()
 			p.Aggregated, ok = v, err == nil
 		case "n":
 			bit = 32
-			v, ok2 := r.int()
-			p.Groups, ok = int(v), ok2
+			v, err := r.Int64()
+			p.Groups, ok = int(v), err == nil
 		case "k":
 			bit = 64
 			ok = r.table(&p.Keys)
