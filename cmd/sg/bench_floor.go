@@ -72,7 +72,7 @@ const (
 )
 
 // floorStreamName is the floor's request log, made and deleted by the bench.
-const floorStreamName = "SG_BENCH_FLOOR"
+const floorStreamName = "sg-bench-floor"
 
 func startSmallFloor(ctx context.Context, dial func() (*nats.Conn, error), withLog bool) (_ *smallFloor, err error) {
 	f := &smallFloor{

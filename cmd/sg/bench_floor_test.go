@@ -79,7 +79,7 @@ func TestSmallFloorWritesTheRequestLog(t *testing.T) {
 }
 
 func TestFloorAck(t *testing.T) {
-	if seq, err := floorAck([]byte(`{"stream":"SG_BENCH_FLOOR","seq":42}`)); err != nil || seq != 42 {
+	if seq, err := floorAck([]byte(`{"stream":"sg-bench-floor","seq":42}`)); err != nil || seq != 42 {
 		t.Fatalf("got %d, %v; want 42", seq, err)
 	}
 	for _, bad := range []string{`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}`, `{"stream":"X"}`, `{"seq":}`} {
