@@ -12,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sg-project/sg/messages"
+	"github.com/sg-project/sg/services/gw"
 )
 
 // smallFloorRow names the small request's floor in the bench's table.
@@ -51,7 +54,6 @@ type smallFloor struct {
 	have map[uint64]int           // the Agg's: expectation and partial, counted
 
 	body, entry []byte
-	answeredHdr nats.Header
 }
 
 // floorRequest is what the floor's GW holds of one request.
@@ -70,6 +72,10 @@ const (
 	floorBodyBytes  = 320
 	floorEntryBytes = 560
 )
+
+// answeredTTL is the TTL of the floor's `answered` records: sg's
+// (gw.AnsweredTTL), as the Nats-TTL header says it.
+var answeredTTL = gw.AnsweredTTL.String()
 
 // floorStreamName is the floor's request log, made and deleted by the bench.
 const floorStreamName = "sg-bench-floor"
@@ -106,11 +112,13 @@ func startSmallFloor(ctx context.Context, dial func() (*nats.Conn, error), withL
 			return nil, fmt.Errorf("the floor's request log: %w", err)
 		}
 		f.stream = floorStreamName
-		f.answeredHdr = nats.Header{"Nats-TTL": []string{"15s"}}
 	}
-	id := func(m *nats.Msg) uint64 { n, _ := strconv.ParseUint(m.Header.Get("Sg-Request-Id"), 10, 64); return n }
+	id := func(m *nats.Msg) uint64 {
+		n, _ := strconv.ParseUint(m.Header.Get(messages.HdrRequestID), 10, 64)
+		return n
+	}
 	send := func(c *nats.Conn, subject, reply string, n uint64, h nats.Header, body []byte) {
-		hh := nats.Header{"Sg-Request-Id": []string{strconv.FormatUint(n, 10)}}
+		hh := nats.Header{messages.HdrRequestID: []string{strconv.FormatUint(n, 10)}}
 		for k, v := range h {
 			hh[k] = v
 		}
@@ -136,7 +144,7 @@ func startSmallFloor(ctx context.Context, dial func() (*nats.Conn, error), withL
 			send(gwc, subj("rc"), "", n, nil, f.body)
 			if f.log {
 				send(gwc, subj("log."+strconv.FormatUint(n, 10)), subj("ack.entry."+strconv.FormatUint(n, 10)), n,
-					nats.Header{"Nats-Expected-Last-Subject-Sequence": []string{"0"}}, f.entry)
+					nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}, f.entry)
 			}
 		}),
 		sub(gwc, subj("answer"), func(m *nats.Msg) {
@@ -233,11 +241,9 @@ func (f *smallFloor) answerLocked(n uint64, r *floorRequest) {
 		r.answering = true
 		seq := r.entrySeq
 		f.mu.Unlock()
-		h := nats.Header{"Sg-Request-Id": []string{strconv.FormatUint(n, 10)},
-			"Nats-Expected-Last-Subject-Sequence": []string{strconv.FormatUint(seq, 10)}}
-		for k, v := range f.answeredHdr {
-			h[k] = v
-		}
+		h := nats.Header{messages.HdrRequestID: []string{strconv.FormatUint(n, 10)},
+			jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(seq, 10)},
+			jetstream.MsgTTLHeader:              []string{answeredTTL}}
 		_ = gwc.PublishMsg(&nats.Msg{Subject: f.base + ".log." + strconv.FormatUint(n, 10), Reply: f.base + ".ack.answered." + strconv.FormatUint(n, 10), Header: h})
 	}
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The small floor is only a floor if it makes sg's messages: with the log,
@@ -56,13 +58,18 @@ func TestSmallFloorWritesTheRequestLog(t *testing.T) {
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		if len(m.Data) != 0 || m.Header.Get("Nats-TTL") == "" {
-			t.Fatalf("request %d: last record %d bytes, TTL %q; want `answered`: empty, with a TTL", i, len(m.Data), m.Header.Get("Nats-TTL"))
+		if len(m.Data) != 0 || m.Header.Get(jetstream.MsgTTLHeader) == "" {
+			t.Fatalf("request %d: last record %d bytes, TTL %q; want `answered`: empty, with a TTL", i, len(m.Data), m.Header.Get(jetstream.MsgTTLHeader))
 		}
 	}
 	f.close()
-	if _, err := f.js.Stream(ctx, floorStreamName); err == nil {
-		t.Fatal("the floor's stream outlived it")
+	// Asked on the caller's connection: the floor's own are closed.
+	js, err := jetstream.New(caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(ctx, floorStreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("after close, the floor's stream: %v; want it deleted", err)
 	}
 
 	f, err = startSmallFloor(ctx, dial, false)
@@ -73,8 +80,8 @@ func TestSmallFloorWritesTheRequestLog(t *testing.T) {
 	if _, err := f.call(caller, nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.js != nil {
-		t.Fatal("a floor without the log made a stream")
+	if _, err := js.Stream(ctx, floorStreamName); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("a floor without the log, its stream: %v; want none", err)
 	}
 }
 
