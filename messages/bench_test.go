@@ -178,15 +178,7 @@ func BenchmarkTable(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("Encode", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu0, _ := cputime.Process()
-		for b.Loop() {
-			if _, err := EncodeSized(t, len(data)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportCPU(b, cpu0)
+		benchEncodeSized(b, t, len(data))
 	})
 	b.Run("JSON", func(b *testing.B) {
 		js, err := t.MarshalJSON()
@@ -220,15 +212,7 @@ func BenchmarkTable(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("EncodeCoded", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu0, _ := cputime.Process()
-		for b.Loop() {
-			if _, err := EncodeSized(coded, len(data)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportCPU(b, cpu0)
+		benchEncodeSized(b, coded, len(data))
 	})
 	// The Agg's answer of several parts: its symbol columns' codes
 	// first-seen (the merge's gather; an encoded table's are), written as
@@ -254,15 +238,7 @@ func BenchmarkTable(b *testing.B) {
 				b.Fatalf("column %d claims first-seen codes that are not", k)
 			}
 		}
-		b.SetBytes(int64(len(data)))
-		b.ReportAllocs()
-		cpu0, _ := cputime.Process()
-		for b.Loop() {
-			if _, err := EncodeSized(firstSeen, len(data)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		reportCPU(b, cpu0)
+		benchEncodeSized(b, firstSeen, len(data))
 	})
 	b.Run("JSONCoded", func(b *testing.B) {
 		js, err := coded.MarshalJSON()
@@ -301,6 +277,20 @@ func BenchmarkTable(b *testing.B) {
 
 // reportCPU reports the process's CPU time (all threads) per op since cpu0:
 // what other work on the machine blurs less than elapsed time.
+// benchEncodeSized measures EncodeSized of t, size bytes encoded: MB/s,
+// allocations and CPU per op.
+func benchEncodeSized(b *testing.B, t Table, size int) {
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	cpu0, _ := cputime.Process()
+	for b.Loop() {
+		if _, err := EncodeSized(t, size); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu0)
+}
+
 func reportCPU(b *testing.B, cpu0 time.Duration) {
 	if cpu1, ok := cputime.Process(); ok && cpu1 > cpu0 {
 		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
