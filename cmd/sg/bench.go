@@ -99,11 +99,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("bench", "[flags]", `
 Measures sg against plain NATS on the same server, in the same run: small getData
 latency (p50, p99) at 1 client, requests/s at 1 and --clients clients, and a large
-answer's MB/s against plain NATS publish MB/s, for JSON and msgpack callers. Without
---nats it starts its own sg (embedded NATS, static demo fleet) and measures it twice:
-with the GW's request log on (as every deployment runs) and off. It prints the table
-and adds it, with the machine and the command, as the newest section of --out
-(older sections are kept; a file sg bench did not write is refused).`, stdout, stderr)
+answer's MB/s against plain NATS publish MB/s, for JSON and msgpack callers; and the
+floors: a small getData's messages and a large answer's bytes passed on by plain NATS
+subscribers doing no work (with the request log, the floor writes it too, on a stream
+it makes and deletes). Without --nats it starts its own sg (embedded NATS, static
+demo fleet) and measures it twice: with the GW's request log on (as every deployment
+runs) and off. It prints the table and adds it, with the machine and the command,
+as the newest section of --out (older sections are kept; a file sg bench did not
+write is refused).`, stdout, stderr)
 	url := fs.String("nats", "", "NATS URL of a running sg (\"\": start one in this process)")
 	prefix := fs.String("prefix", subjects.DefaultPrefix, "subject prefix of the running sg")
 	requests := fs.Int("requests", 2000, "sequential small requests per latency run")
