@@ -24,8 +24,10 @@ import (
 	"github.com/sg-project/sg/services/cputime"
 	"github.com/sg-project/sg/services/dap"
 	"github.com/sg-project/sg/services/dap/demo"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
 	"github.com/sg-project/sg/services/gw/client"
+	"github.com/sg-project/sg/services/logwriter"
 	"github.com/sg-project/sg/subjects"
 )
 
@@ -148,7 +150,11 @@ write is refused).`, stdout, stderr)
 	cfg := benchConfig{requests: *requests, clients: *clients, duration: *duration, large: *large, largeLast: *largeLast,
 		pubBytes: 512 << 10, pubTotal: int64(*pubMiB) << 20, ownSystem: *url == "", servicesTCP: *servicesTCP,
 		profiles: phaseProfiles{dir: *phaseDir, pass: "running"}}
-	log := zerolog.New(stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	log, closeLog, err := benchLogger(stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 
 	type pass struct {
 		name string
@@ -254,6 +260,25 @@ func benchDoc(old []byte, cmd []string, cfg benchConfig, tables string) (string,
 		b.WriteString(kept)
 	}
 	return b.String(), nil
+}
+
+// benchLogger is the logger of the sg that sg bench starts: its services log
+// as sg run's do (defaults.LogLevel, through the same batching writer,
+// newLogger), so that what their lines cost is measured; the lines go to
+// the null device, warnings and errors also to stderr.
+func benchLogger(stderr io.Writer) (zerolog.Logger, func(), error) {
+	lvl, err := parseLogLevel(defaults.LogLevel)
+	if err != nil {
+		return zerolog.Nop(), nil, err
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return zerolog.Nop(), nil, fmt.Errorf("bench: the services' log: %w", err)
+	}
+	lines := logwriter.New(null, defaults.LogBuffer)
+	w := zerolog.MultiLevelWriter(lines,
+		&zerolog.FilteredLevelWriter{Writer: zerolog.LevelWriterAdapter{Writer: stderr}, Level: zerolog.WarnLevel})
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), func() { _ = lines.Close(); _ = null.Close() }, nil
 }
 
 // benchOwn starts NATS, an RC, an Agg and the static demo fleet in this

@@ -169,11 +169,13 @@ func TestLogLevelFromEnvironment(t *testing.T) {
 		if c.LogLevel != tc.want {
 			t.Errorf("args %q: log level %q, want %q", tc.args, c.LogLevel, tc.want)
 		}
-		if log, err := newLogger(io.Discard, c.LogLevel); err != nil || log.GetLevel().String() != tc.want {
+		log, closeLog, err := newLogger(io.Discard, c.LogLevel)
+		if err != nil || log.GetLevel().String() != tc.want {
 			t.Errorf("args %q: logger at %v, %v", tc.args, log.GetLevel(), err)
 		}
+		closeLog()
 	}
-	if _, err := newLogger(io.Discard, "loud"); err == nil || !strings.Contains(err.Error(), `log level "loud"`) {
+	if _, _, err := newLogger(io.Discard, "loud"); err == nil || !strings.Contains(err.Error(), `log level "loud"`) {
 		t.Errorf("--log-level loud gave %v", err)
 	}
 }

@@ -109,10 +109,11 @@ With authentication on, connect with a dap credential, or demo with --feed-rate
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
-	log, err := newLogger(stderr, common.LogLevel)
+	log, closeLog, err := newLogger(stderr, common.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	nc, s, stop, err := connect(common, "sg-live", log)
 	if err != nil {
 		return err

@@ -60,10 +60,11 @@ Example:
 		}
 		rows.Columns = append([]messages.Column{stamp}, rows.Columns...)
 	}
-	log, err := newLogger(stderr, common.LogLevel)
+	log, closeLog, err := newLogger(stderr, common.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	nc, s, stop, err := connect(common, "sg-publish", log)

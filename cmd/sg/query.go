@@ -153,10 +153,11 @@ func call(ctx context.Context, q queryFlags, api string, jargs []byte, stdout, s
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	log, err := newLogger(stderr, q.common.LogLevel)
+	log, closeLog, err := newLogger(stderr, q.common.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	nc, s, stop, err := connect(q.common, "sg-query", log)
 	if err != nil {
 		return err

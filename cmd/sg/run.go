@@ -88,10 +88,11 @@ credential: query it with --creds DIR/client.nk.`, stdout, stderr)
 	if err := jc.RetryAfter.Check(); err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, *logLevel)
+	log, closeLog, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	dir := *data
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "sg-run-*"); err != nil {

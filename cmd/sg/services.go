@@ -28,6 +28,7 @@ import (
 	"github.com/sg-project/sg/services/dap/engine"
 	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/gw"
+	"github.com/sg-project/sg/services/logwriter"
 	"github.com/sg-project/sg/services/rc"
 	"github.com/sg-project/sg/services/retryafter"
 	"github.com/sg-project/sg/subjects"
@@ -53,19 +54,24 @@ func parseLogLevel(s string) (zerolog.Level, error) {
 	return zerolog.NoLevel, errors.New("want trace, debug, info, warn or error")
 }
 
-// newLogger logs JSON to stderr, or the console form when stderr is a terminal.
-func newLogger(stderr io.Writer, level string) (zerolog.Logger, error) {
+// newLogger logs JSON to stderr, or the console form when stderr is a
+// terminal. JSON lines go out in batches from a goroutine of their own
+// (package logwriter): a service does not wait on a write to log. close
+// writes what waits; the caller defers it.
+func newLogger(stderr io.Writer, level string) (log zerolog.Logger, close func(), err error) {
 	lvl, err := parseLogLevel(level)
 	if err != nil {
-		return zerolog.Nop(), fmt.Errorf("log level %q: %w", level, err)
+		return zerolog.Nop(), func() {}, fmt.Errorf("log level %q: %w", level, err)
 	}
-	w := stderr
 	if f, ok := stderr.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			w = zerolog.ConsoleWriter{Out: f, TimeFormat: "15:04:05.000"}
+			// A person reading: every line at once, as it is logged.
+			w := zerolog.ConsoleWriter{Out: f, TimeFormat: "15:04:05.000"}
+			return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), func() {}, nil
 		}
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+	w := logwriter.New(stderr, defaults.LogBuffer)
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), func() { _ = w.Close() }, nil
 }
 
 func addCommonFlags(fs interface {
@@ -451,10 +457,11 @@ it picks an RC by scope, submits, and forwards the answer or times the request o
 	if err := cfg.Durability.check(); err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, cfg.LogLevel)
+	log, closeLog, err := newLogger(stderr, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	printed := cfg
 	printed.NATSURL = maskURL(cfg.NATSURL)
 	log.Info().Interface("config", printed).Interface("jobs", jc).Msg("sg gw starting")
@@ -525,10 +532,11 @@ schedules them on its DAPs, tells the Agg what to expect, retries and times out.
 		return err
 	}
 	cfg.AggIDs = splitList(aggs)
-	log, err := newLogger(stderr, cfg.LogLevel)
+	log, closeLog, err := newLogger(stderr, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	printed := cfg
 	printed.NATSURL = maskURL(cfg.NATSURL)
 	log.Info().Interface("config", printed).Msg("sg rc starting")
@@ -596,10 +604,11 @@ sends the answer to the GW.`, stdout, stderr)
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
-	log, err := newLogger(stderr, cfg.LogLevel)
+	log, closeLog, err := newLogger(stderr, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	printed := cfg
 	printed.NATSURL = maskURL(cfg.NATSURL)
 	log.Info().Interface("config", printed).Msg("sg agg starting")
@@ -644,10 +653,11 @@ from the demo generator for its region (the "region" label) over --data-range
 	if done, err := parse(fs, args, stdout); done {
 		return err
 	}
-	log, err := newLogger(stderr, cfg.LogLevel)
+	log, closeLog, err := newLogger(stderr, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
+	defer closeLog()
 	printed := cfg
 	printed.NATSURL = maskURL(cfg.NATSURL)
 	log.Info().Interface("config", printed).Msg("sg dap starting")

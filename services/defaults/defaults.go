@@ -68,6 +68,12 @@ const (
 	LogPeriod = 10 * time.Second
 )
 
+// LogBuffer bounds the log lines that wait for the process's log output
+// (package logwriter): past it, lines below error level are not kept (the
+// next batch says how many were not) rather than the services waiting on a
+// stalled output.
+const LogBuffer = 1 << 20
+
 // AggDoneDelay is how long an Agg holds a done notice (the RC may forget the
 // request: it was answered) for others to the same RC, so that under load
 // one message carries many (messages.AggDone). The answer has gone out
