@@ -1,9 +1,11 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,12 +78,7 @@ func TestGetDataPlainRequestLargeAnswerNotCut(t *testing.T) {
 	if err := sys.nc.PublishMsg(&nats.Msg{Subject: sys.s.GWAPI(subjects.APIGetData), Reply: inbox, Header: h, Data: body}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	payload, hdr, err := messages.ReceiveChunked(ctx, sub, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	payload, hdr := reassembleAsTheREADMESays(t, sub)
 	if st, err := messages.ReadStatus(hdr); err != nil || !st.IsOK() || len(payload) != size {
 		t.Fatalf("chunked answer: %d bytes (the error said %d), status %+v (%v)", len(payload), size, st, err)
 	}
@@ -198,6 +195,63 @@ func TestGetDataPlainRequestHeldBounded(t *testing.T) {
 // requestWholeTrade asks for the whole trade table as a plain nats.go
 // client does: a JSON envelope, no Sg-Accept-Chunks; the reply as it came,
 // and the request's body (to send again).
+// reassembleAsTheREADMESays collects a chunked answer as README.md (Large
+// answers) tells any NATS client to: nats.go and the standard library only,
+// the headers by the names the README gives (not sg's constants: a renamed
+// header fails here as it would fail the README's readers), chunks in any
+// order, duplicates ignored, the whole checked against Sg-Chunk-Total and
+// Sg-Chunk-Sum (CRC-32C, lowercase hex, no leading zeros).
+func reassembleAsTheREADMESays(t *testing.T, sub *nats.Subscription) ([]byte, nats.Header) {
+	t.Helper()
+	var stream string
+	var chunks [][]byte
+	var have, total int
+	var sum string
+	var first nats.Header
+	deadline := time.Now().Add(30 * time.Second)
+	for chunks == nil || have < len(chunks) {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("chunk %d of %d: %v", have, len(chunks), err)
+		}
+		if stream == "" {
+			stream = m.Header.Get("Sg-Chunk-Stream")
+		}
+		if got := m.Header.Get("Sg-Chunk-Stream"); got == "" || got != stream {
+			t.Fatalf("a chunk of transfer %q in transfer %q (headers %v)", got, stream, m.Header)
+		}
+		i, err1 := strconv.Atoi(m.Header.Get("Sg-Chunk-Index"))
+		n, err2 := strconv.Atoi(m.Header.Get("Sg-Chunk-Count"))
+		tot, err3 := strconv.Atoi(m.Header.Get("Sg-Chunk-Total"))
+		if err1 != nil || err2 != nil || err3 != nil || n < 1 || i < 0 || i >= n {
+			t.Fatalf("chunk headers do not read: %v", m.Header)
+		}
+		if chunks == nil {
+			chunks, total, sum, first = make([][]byte, n), tot, m.Header.Get("Sg-Chunk-Sum"), m.Header
+		}
+		if n != len(chunks) || tot != total || m.Header.Get("Sg-Chunk-Sum") != sum {
+			t.Fatalf("chunk %d announces another whole: %v", i, m.Header)
+		}
+		if chunks[i] == nil { // a duplicate is ignored
+			chunks[i] = m.Data
+			have++
+		}
+	}
+	whole := bytes.Join(chunks, nil)
+	if len(whole) != total {
+		t.Fatalf("reassembled %d bytes, Sg-Chunk-Total says %d", len(whole), total)
+	}
+	if got := strconv.FormatUint(uint64(crc32.Checksum(whole, crc32.MakeTable(crc32.Castagnoli))), 16); got != sum {
+		t.Fatalf("CRC-32C %s, Sg-Chunk-Sum says %s", got, sum)
+	}
+	for _, k := range []string{"Sg-Rc", "Sg-Ac"} { // every chunk carries the answer's headers
+		if first.Get(k) == "" {
+			t.Fatalf("no %s on the chunks: %v", k, first)
+		}
+	}
+	return whole, first
+}
+
 func requestWholeTrade(t *testing.T, nc *nats.Conn, s subjects.Subjects) (*nats.Msg, []byte) {
 	t.Helper()
 	args, err := json.Marshal(messages.GetDataArgs{Table: demo.Trade})
