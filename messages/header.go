@@ -109,16 +109,7 @@ func GetString(h nats.Header, key string) (string, error) {
 // SetUint sets key to the decimal form of v.
 func SetUint(h nats.Header, key string, v uint64) { h.Set(key, strconv.FormatUint(v, 10)) }
 
-// GetUint parses key as an unsigned decimal; ErrMissingHeader if absent.
-func GetUint(h nats.Header, key string) (uint64, error) {
-	v, ok, err := LookupUint(h, key)
-	if err == nil && !ok {
-		err = &HeaderError{Key: key, Err: ErrMissingHeader}
-	}
-	return v, err
-}
-
-// LookupUint is GetUint for an optional header: ok is false when absent.
+// LookupUint parses key as an unsigned decimal; ok is false when absent.
 func LookupUint(h nats.Header, key string) (v uint64, ok bool, err error) {
 	s := h.Get(key)
 	if s == "" {
@@ -155,9 +146,6 @@ func LookupInt(h nats.Header, key string) (v int64, ok bool, err error) {
 	}
 	return v, true, nil
 }
-
-// SetCode sets key (HdrRC or HdrAC) to the numeric value of c.
-func SetCode(h nats.Header, key string, c Code) { SetUint(h, key, uint64(c)) }
 
 // GetCode parses key as a code: a number, or a name for hand-written messages.
 func GetCode(h nats.Header, key string) (Code, error) {

@@ -61,15 +61,15 @@ func TestRoutingParseErrors(t *testing.T) {
 
 func TestTypedHelpers(t *testing.T) {
 	h := nats.Header{}
-	if _, err := GetUint(h, HdrAttempt); !errors.Is(err, ErrMissingHeader) {
-		t.Errorf("GetUint missing: %v", err)
+	if _, ok, err := LookupUint(h, HdrAttempt); ok || err != nil {
+		t.Errorf("LookupUint missing: %v, %v", ok, err)
 	}
 	if _, err := GetString(h, HdrRequestID); !errors.Is(err, ErrMissingHeader) || !strings.Contains(err.Error(), HdrRequestID) {
 		t.Errorf("GetString missing: %v", err)
 	}
 	SetUint(h, HdrAttempt, 1<<63)
-	if v, err := GetUint(h, HdrAttempt); err != nil || v != 1<<63 {
-		t.Errorf("GetUint = %d, %v", v, err)
+	if v, ok, err := LookupUint(h, HdrAttempt); err != nil || !ok || v != 1<<63 {
+		t.Errorf("LookupUint = %d, %v, %v", v, ok, err)
 	}
 	SetInt(h, "X", -5)
 	if v, err := GetInt(h, "X"); err != nil || v != -5 {
