@@ -221,7 +221,7 @@ func (g *GW) newReqInfo(api string, msg *nats.Msg, received time.Time) *reqInfo 
 // newReqInfoNoLog is newReqInfo with the GW's own logger (reqLogger builds
 // the request's).
 func (g *GW) newReqInfoNoLog(api string, msg *nats.Msg, received time.Time) *reqInfo {
-	ri := &reqInfo{log: g.log, api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: nuid.Next(),
+	ri := &reqInfo{log: g.log, api: api, reply: msg.Reply, caller: callerOf(msg.Reply), received: received, id: g.newID(),
 		clientID: msg.Header.Get(messages.HdrRequestID), chunks: msg.Header.Get(messages.HdrAcceptChunks) == "1"}
 	if ri.clientID == "" || subjects.Validate("request id", ri.clientID) != nil {
 		ri.clientID = ri.id // an invalid given id is reported by prepare; none: the GW's id is the label

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
@@ -61,6 +62,9 @@ type GW struct {
 	// by a walk of its own (messages.ScopeFromArgs); a test counts the
 	// walks.
 	scopeWalk func(c messages.Content, args []byte) (messages.Scope, bool, error)
+	// newID makes a request's id (nuid.Next); a benchmark knows the ids
+	// before the clock, to build the Agg's answers to them.
+	newID func() string
 
 	rcMu      sync.Mutex
 	rcList    []RCInfo      // the core's RCs after its last step, for RCs and WaitRCs
@@ -89,6 +93,7 @@ func New(cfg Config) (*GW, error) {
 		loopDone:  make(chan struct{}),
 		rcChanged: make(chan struct{}),
 		scopeWalk: messages.ScopeFromArgs,
+		newID:     nuid.Next,
 		lim:       loglimit.Default(),
 	}
 	reg := cfg.Registry
@@ -260,11 +265,7 @@ func (g *GW) Run(ctx context.Context) error {
 		return fmt.Errorf("gw: flush endpoint subscriptions: %w", err)
 	}
 
-	c := core.New(core.Config{Self: g.cfg.ID, Incarnation: g.startedAt, Start: start.UnixNano(),
-		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)), HoldUntilReady: g.cfg.StartupWait >= 0,
-		AnnounceEvery: int64(g.cfg.AnnounceEvery), DeadAfter: int64(g.cfg.DeadAfter), MaxInFlight: g.cfg.MaxInFlight,
-		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, MaxHeldBytes: g.cfg.MaxHeldBytes, MaxPayload: g.nc.MaxPayload(), RetryAfter: g.cfg.retryAfterSeconds(),
-		Logged: g.rlog != nil, CreateAfter: g.createAfter(), LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
+	c := g.newCore(start)
 
 	// The request log's workers and the sweeper run beside the loop and
 	// stop after it.
@@ -301,6 +302,16 @@ func (g *GW) Run(ctx context.Context) error {
 	unsubscribe()
 	g.log.Info().Msg("gw stopped")
 	return nil
+}
+
+// newCore is the core of the GW started at start: Run's, and a benchmark's
+// that drives the shell without Run (small_bench_internal_test.go).
+func (g *GW) newCore(start time.Time) *core.Core {
+	return core.New(core.Config{Self: g.cfg.ID, Incarnation: g.startedAt, Start: start.UnixNano(),
+		TimeoutMargin: int64(g.cfg.TimeoutMargin), Affinity: g.cfg.Affinity, StartupWait: int64(max(g.cfg.StartupWait, 0)), HoldUntilReady: g.cfg.StartupWait >= 0,
+		AnnounceEvery: int64(g.cfg.AnnounceEvery), DeadAfter: int64(g.cfg.DeadAfter), MaxInFlight: g.cfg.MaxInFlight,
+		MaxInFlightPerCaller: g.cfg.MaxInFlightPerCaller, MaxAnswerBytes: g.cfg.MaxAnswerBytes, MaxHeldBytes: g.cfg.MaxHeldBytes, MaxPayload: g.nc.MaxPayload(), RetryAfter: g.cfg.retryAfterSeconds(),
+		Logged: g.rlog != nil, CreateAfter: g.createAfter(), LogRetry: int64(logRetry), LogSubject: g.s.RequestLogEntry, AnswerSubject: g.s.GWAnswer})
 }
 
 // createAfter is the core's CreateAfter: how long a request runs before its

@@ -171,7 +171,7 @@ func TestRelayedAnswerCountsWhenItEnds(t *testing.T) {
 }
 
 // counterValue is a counter's value now.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+func counterValue(t testing.TB, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {
