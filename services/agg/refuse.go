@@ -28,15 +28,18 @@ func (a *Agg) refuse(h nats.Header, rcID string, code messages.Code, reason stri
 		return
 	}
 	f := messages.NewRefusal(route.RequestID, subjects.ServiceAgg, a.cfg.ID, code, reason)
+	// Counted before it is published, so that whoever receives the refusal
+	// finds it counted (Stats); taken back if it could not be published.
+	a.stats.refusals.Add(1)
 	data, err := messages.Encode(&f)
 	if err == nil {
 		err = a.cfg.NC.Publish(a.cfg.Subjects.RCRefused(route.RCID), data)
 	}
 	if err != nil {
+		a.stats.refusals.Add(^uint64(0))
 		a.lim.Warn(&a.log, "refusal_not_sent").Err(err).Str("request_id", route.RequestID).Str("rc", route.RCID).Msg("refusal not sent")
 		return
 	}
-	a.stats.refusals.Add(1)
 	a.metrics.refusalSent()
 	// One per malformed message: within the limit, as the line about it.
 	a.lim.Warn(&a.log, "refusal_sent").Str("request_id", route.RequestID).Str("rc", route.RCID).Stringer("code", code).Str("reason", f.Reason).Msg("message refused: the RC is told")

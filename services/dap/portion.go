@@ -288,15 +288,18 @@ func (d *DAP) refuseDispatch(route messages.Routing, reason string, size int) {
 	f.PortionID, f.Attempt = route.PortionID, route.Attempt
 	l := d.log.With().Str("request_id", route.RequestID).Uint64("portion", uint64(route.PortionID)).Uint32("attempt", route.Attempt).
 		Str("rc", route.RCID).Int("bytes", size).Logger()
+	// Counted before it is published, so that whoever receives the refusal
+	// finds it counted (Stats); taken back if it could not be published.
+	d.stats.refusals.Add(1)
 	data, err := messages.Encode(&f)
 	if err == nil {
 		err = d.cfg.NC.Publish(d.cfg.Subjects.RCRefused(route.RCID), data)
 	}
 	if err != nil {
+		d.stats.refusals.Add(^uint64(0))
 		d.lim.Warn(&l, "refusal_not_sent").Err(err).Str("reason", f.Reason).Msg("malformed portion dispatch: refusal not sent")
 		return
 	}
-	d.stats.refusals.Add(1)
 	d.metrics.refusalSent()
 	d.lim.Warn(&l, "malformed_dispatch_refused").Str("reason", f.Reason).Msg("malformed portion dispatch: refused to its RC")
 }
