@@ -991,6 +991,36 @@ func writeVarintsTo(buf *bytes.Buffer, vals []int64, delta bool) {
 				d, prev = v-prev, v
 			}
 			ux := uint64(d)<<1 ^ uint64(d>>63) // zigzag, as binary.AppendVarint
+			// Up to 5 bytes (a time's delta in ns is 5) written out, each
+			// byte's store independent of the one before: a column's
+			// values mostly take as many bytes, so the branches are
+			// predicted; a loop's step a byte was the cost.
+			switch {
+			case ux < 1<<7:
+				b[at] = byte(ux)
+				at++
+				continue
+			case ux < 1<<14:
+				_ = b[at+1]
+				b[at], b[at+1] = byte(ux)|0x80, byte(ux>>7)
+				at += 2
+				continue
+			case ux < 1<<21:
+				_ = b[at+2]
+				b[at], b[at+1], b[at+2] = byte(ux)|0x80, byte(ux>>7)|0x80, byte(ux>>14)
+				at += 3
+				continue
+			case ux < 1<<28:
+				_ = b[at+3]
+				b[at], b[at+1], b[at+2], b[at+3] = byte(ux)|0x80, byte(ux>>7)|0x80, byte(ux>>14)|0x80, byte(ux>>21)
+				at += 4
+				continue
+			case ux < 1<<35:
+				_ = b[at+4]
+				b[at], b[at+1], b[at+2], b[at+3], b[at+4] = byte(ux)|0x80, byte(ux>>7)|0x80, byte(ux>>14)|0x80, byte(ux>>21)|0x80, byte(ux>>28)
+				at += 5
+				continue
+			}
 			for ux >= 0x80 {
 				b[at] = byte(ux) | 0x80
 				ux >>= 7
