@@ -234,18 +234,22 @@ func SendChunkedBody(nc *nats.Conn, subject string, base nats.Header, body Body,
 // the chunks before them came. The last chunk then costs its own copy and
 // checksum, not the whole payload's.
 type Reassembler struct {
-	limit    int64
-	started  bool
-	first    chunkHeader // what the first chunk said of the transfer
-	header   nats.Header
-	parts    map[int][]byte // chunks after a gap; a map, not a slice: count comes from the network
-	next     int            // chunks 0..next-1 are in out and crc
-	out      []byte
-	crc      uint32
-	received int64
-	done     bool
-	payload  []byte
-	err      error
+	limit   int64
+	started bool
+	first   chunkHeader // what the first chunk said of the transfer
+	header  nats.Header
+	parts   map[int][]byte // chunks after a gap; a map, not a slice: count comes from the network
+	next    int            // chunks 0..next-1 are in out and inOrder, and in crc
+	out     []byte
+	// inOrder: the chunks in order after out's room, until the bytes allow
+	// the whole payload's (gather)
+	inOrder      [][]byte
+	inOrderBytes int64
+	crc          uint32
+	received     int64
+	done         bool
+	payload      []byte
+	err          error
 }
 
 // NewReassembler returns a reassembler that accepts payloads of at most limit
@@ -310,7 +314,7 @@ func (r *Reassembler) Payload() ([]byte, error) {
 
 func (r *Reassembler) fail(err error) (bool, error) {
 	r.err = err
-	r.parts, r.out = nil, nil
+	r.parts, r.out, r.inOrder = nil, nil, nil
 	return false, err
 }
 
@@ -476,20 +480,36 @@ func (r *Reassembler) Add(h nats.Header, data []byte) (done bool, err error) {
 // gatherAhead bounds the room the payload is given ahead of the bytes that
 // came, as a multiple of them: the total comes from the network, and a
 // small forged chunk must not reserve a whole limit's worth. A transfer of
-// a few chunks (most: a large answer is a few max payloads) gets its room
-// at its first chunk, a longer one grows to it.
+// a few chunks (a large answer in chunks of the max payload) gets its room
+// at its first. One of many smaller chunks gets room for gatherAhead times
+// its first; the chunks in order past that room are held as they came, not
+// copied, until the bytes allow the whole payload's room, which is then
+// made once: the room does not grow step by step, each step a new buffer
+// and a copy of every byte before it.
 const gatherAhead = 4
 
 // gather appends chunk r.next, data, to the payload and its checksum.
 func (r *Reassembler) gather(data []byte) {
-	if need := len(r.out) + len(data); need > cap(r.out) {
-		out := make([]byte, len(r.out), min(r.first.total, int64(gatherAhead)*int64(need)))
-		copy(out, r.out)
-		r.out = out
-	}
-	r.out = append(r.out, data...)
 	r.crc = crc32.Update(r.crc, castagnoli, data)
 	r.next++
+	need := int64(len(r.out)+len(data)) + r.inOrderBytes
+	switch {
+	case r.out == nil:
+		r.out = make([]byte, 0, min(r.first.total, int64(gatherAhead)*need))
+	case r.inOrder == nil && int(need) <= cap(r.out):
+	case r.first.total > int64(gatherAhead)*need:
+		r.inOrder = append(r.inOrder, data)
+		r.inOrderBytes += int64(len(data))
+		return
+	default:
+		out := make([]byte, len(r.out), r.first.total)
+		copy(out, r.out)
+		for _, p := range r.inOrder {
+			out = append(out, p...)
+		}
+		r.out, r.inOrder, r.inOrderBytes = out, nil, 0
+	}
+	r.out = append(r.out, data...)
 }
 
 // ChunkRelay checks a transfer that is passed on chunk by chunk as it comes,

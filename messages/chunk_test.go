@@ -430,14 +430,24 @@ func TestReassemblerGathersAsChunksCome(t *testing.T) {
 	t.Run("in order", func(t *testing.T) {
 		r := NewReassembler(0)
 		n := 0
+		rooms := map[*byte]bool{}
 		for i, m := range msgs[:len(msgs)-1] {
 			if done, err := r.Add(m.Header, m.Data); done || err != nil {
 				t.Fatalf("chunk %d: %v %v", i, done, err)
 			}
 			n += len(m.Data)
-			if r.next != i+1 || len(r.parts) != 0 || !bytes.Equal(r.out, payload[:n]) {
-				t.Fatalf("after chunk %d: %d gathered (%d bytes), %d held", i, r.next, len(r.out), len(r.parts))
+			gathered := append(slices.Clone(r.out), bytes.Join(r.inOrder, nil)...)
+			if r.next != i+1 || len(r.parts) != 0 || !bytes.Equal(gathered, payload[:n]) {
+				t.Fatalf("after chunk %d: %d gathered (%d bytes), %d held", i, r.next, len(gathered), len(r.parts))
 			}
+			if len(r.out) > 0 {
+				rooms[&r.out[0]] = true
+			}
+		}
+		// The first chunk's room, then the whole payload's: not a room for
+		// each step of its growth, each a copy of the bytes before.
+		if len(rooms) != 2 || cap(r.out) != len(payload) {
+			t.Fatalf("%d rooms made, the last %d bytes for %d", len(rooms), cap(r.out), len(payload))
 		}
 		last := msgs[len(msgs)-1]
 		if done, err := r.Add(last.Header, last.Data); !done || err != nil {
@@ -542,8 +552,9 @@ func TestReassemblerRoomFollowsTheBytes(t *testing.T) {
 }
 
 // A whole msgpack answer of the demo's trade table (2.47 MB) reassembled
-// from its three chunks: all of it (CPU), and the last chunk's Add alone,
-// the time from the last chunk in to the payload at the caller.
+// from its three chunks of the max payload, and from the Agg's: all of it
+// (CPU), and the last chunk's Add alone, the time from the last chunk in
+// to the payload at the caller.
 func BenchmarkReassembleAnswer(b *testing.B) {
 	payload := randomPayload(2_470_000, 12)
 	msgs, err := SplitChunksBody("s", nats.Header{}, Body{payload}, 1<<20-RelayRoom)
@@ -560,6 +571,21 @@ func BenchmarkReassembleAnswer(b *testing.B) {
 		for b.Loop() {
 			r := NewReassembler(0)
 			for _, m := range msgs {
+				add(r, m)
+			}
+		}
+	})
+	// The same answer in the Agg's chunks (62 KiB, headers included), which
+	// a NATS server parses where it read them.
+	small, err := SplitChunksBody("s", nats.Header{}, Body{payload}, 62<<10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("whole, 62 KiB chunks", func(b *testing.B) {
+		b.SetBytes(int64(len(payload)))
+		for b.Loop() {
+			r := NewReassembler(0)
+			for _, m := range small {
 				add(r, m)
 			}
 		}

@@ -63,6 +63,12 @@ func TestVarintsMatchBinary(t *testing.T) {
 	// The edges of each length, both signs, at the start of a block; and
 	// blocks of 4096 with a last one shorter (5000, 10,000).
 	edges := []int64{0, 1, -1, 63, -64, 64, math.MaxInt64, math.MinInt64, 1<<55 - 1, -1 << 55, 1 << 55, -1<<55 - 1, 0}
+	for k := 7; k <= 63; k += 7 {
+		// Zigzag 2^k-2 .. 2^k+1: the last values of k/7 bytes, the first of one more.
+		h := int64(1) << (k - 1)
+		edges = append(edges, h-1, -h, h, -h-1)
+	}
+	edges = append(edges, 0)
 	for _, n := range []int{0, 1, 2, 7, 8, 9, 100, 5000, 10_000} {
 		vals := append(slices.Clone(edges), varintValues(rng, n)...)
 		for _, delta := range []bool{false, true} {
