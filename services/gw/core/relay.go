@@ -34,10 +34,12 @@ const MaxHeldFrames = 32
 const _ = uint(MaxHeldFrames - messages.StreamStartFrames)
 
 // maxHeldChunks bounds the chunks of a chunked answer held while `answered`
-// is written, in number (their bytes are bounded by MaxAnswerBytes): 4,096
-// chunks of a 64 KiB max payload are 256 MiB. Past it the answer is ended
-// with a chunk end once it goes out.
-const maxHeldChunks = 4096
+// is written, in number (their bytes are bounded by MaxAnswerBytes): the
+// Agg cuts chunks of 62 KiB (services/agg answerChunk), so that a largest
+// answer (256 MiB, defaults) is about 4,250 of them; 8,192 hold it with
+// room, and hold 256 MiB in chunks of a 32 KiB max payload. Past it the
+// answer is ended with a chunk end once it goes out.
+const maxHeldChunks = 8192
 
 // Relay: publish one frame of an answer stream, or one chunk of a chunked
 // answer passed on as it comes, to Info.Reply (after the request's Answer).

@@ -413,14 +413,15 @@ func TestChunkedAnswerHeldChunksBounded(t *testing.T) {
 	messages.StatusOK.Write(h)
 	// The smallest message size SplitChunksBody accepts leaves one byte a chunk;
 	// 100 more make chunk 0 hold the envelope's header (it names the
-	// caller's id: relayable), and 600 KB make more than maxHeldChunks.
+	// caller's id: relayable), and 150 bytes a held chunk more than
+	// maxHeldChunks.
 	size := 64
 	for ; ; size++ {
 		if _, err := messages.SplitChunksBody("x", h, messages.Body{[]byte("xx")}, size); err == nil {
 			break
 		}
 	}
-	chunks, _ := chunkedAnswerOf(t, "r1", "k", size+100, 600_000)
+	chunks, _ := chunkedAnswerOf(t, "r1", "k", size+100, 150*maxHeldChunks)
 	if len(chunks) <= maxHeldChunks+1 {
 		t.Fatalf("%d chunks, want more than %d", len(chunks), maxHeldChunks+1)
 	}
