@@ -56,9 +56,9 @@ func parseLogLevel(s string) (zerolog.Level, error) {
 
 // newLogger logs JSON to stderr, or the console form when stderr is a
 // terminal. JSON lines go out in batches from a goroutine of their own
-// (package logwriter): a service does not wait on a write to log. close
+// (package logwriter): a service does not wait on a write to log. closeLog
 // writes what waits; the caller defers it.
-func newLogger(stderr io.Writer, level string) (log zerolog.Logger, close func(), err error) {
+func newLogger(stderr io.Writer, level string) (log zerolog.Logger, closeLog func(), err error) {
 	lvl, err := parseLogLevel(level)
 	if err != nil {
 		return zerolog.Nop(), func() {}, fmt.Errorf("log level %q: %w", level, err)
