@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/test/natstest"
 )
 
@@ -566,30 +567,26 @@ func BenchmarkReassembleAnswer(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.Run("whole", func(b *testing.B) {
-		b.SetBytes(int64(len(payload)))
-		for b.Loop() {
-			r := NewReassembler(0)
-			for _, m := range msgs {
-				add(r, m)
-			}
-		}
-	})
-	// The same answer in the Agg's chunks (62 KiB, headers included), which
-	// a NATS server parses where it read them.
-	small, err := SplitChunksBody("s", nats.Header{}, Body{payload}, 62<<10)
+	// The same answer in the Agg's chunks (defaults.AggAnswerChunk, headers
+	// included), which a NATS server parses where it read them.
+	small, err := SplitChunksBody("s", nats.Header{}, Body{payload}, defaults.AggAnswerChunk)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("whole, 62 KiB chunks", func(b *testing.B) {
-		b.SetBytes(int64(len(payload)))
-		for b.Loop() {
-			r := NewReassembler(0)
-			for _, m := range small {
-				add(r, m)
+	for _, c := range []struct {
+		name string
+		msgs []*nats.Msg
+	}{{"whole", msgs}, {"whole, 62 KiB chunks", small}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				r := NewReassembler(0)
+				for _, m := range c.msgs {
+					add(r, m)
+				}
 			}
-		}
-	})
+		})
+	}
 	b.Run("last chunk", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/agg/merge"
+	"github.com/sg-project/sg/services/defaults"
 	"github.com/sg-project/sg/services/limits"
 	"github.com/sg-project/sg/subjects"
 	"github.com/vmihailenco/msgpack/v5"
@@ -93,8 +94,8 @@ func (a *Agg) answerWhole(j job, content messages.Content, failed messages.Statu
 	size := data.Len()
 	if max := a.cfg.NC.MaxPayload(); int64(size+messages.HeaderSize(h)) > max {
 		// Room is left in every chunk for the ids the GW puts in as it
-		// passes them on; chunks are cut at answerChunk.
-		n, err := messages.SendChunkedBody(a.cfg.NC, e.ReplyTo, h, data, min(int(max)-messages.RelayRoom, answerChunk))
+		// passes them on; chunks are cut at defaults.AggAnswerChunk.
+		n, err := messages.SendChunkedBody(a.cfg.NC, e.ReplyTo, h, data, min(int(max)-messages.RelayRoom, defaults.AggAnswerChunk))
 		if err != nil {
 			answerLog(a.log.Error(), e).Err(err).Int("chunks_sent", n).Msg("answer not sent")
 			return
@@ -107,17 +108,6 @@ func (a *Agg) answerWhole(j job, content messages.Content, failed messages.Statu
 	answerLog(a.log.Info(), e).Stringer("rc", st.RC).Int("bytes", size).Int("partials", len(j.partials)).Dur("elapsed", time.Since(start)).Msg("answered")
 	a.tellDone(e, st)
 }
-
-// answerChunk is the size of a chunked answer's messages, headers included,
-// before the GW puts in its own (at most messages.RelayRoom): with those and
-// the protocol line, a chunk fits the NATS server's largest read buffer (64
-// KiB), so the server parses it where it read it. A message larger than the
-// read buffer it arrives in is first copied into a buffer made (and zeroed)
-// for it, at each of the answer's two crossings (Agg -> GW -> caller), and
-// is garbage after: work, allocation and collection for every byte of the
-// answer. Smaller chunks would cost more messages (headers, a delivery,
-// the GW's relay step each) for the same bytes.
-const answerChunk = 62 << 10
 
 // encode wraps the answer in a response envelope; an answer above MaxAnswerBytes becomes
 // a TOO_LARGE error, so nothing is ever cut silently. The payload is the Agg's

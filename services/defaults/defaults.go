@@ -85,6 +85,17 @@ const AggDoneDelay = 2 * time.Millisecond
 // what the Agg, the GW and the caller hold of the answer at once.
 const AggStreamWindow = 512 << 10
 
+// AggAnswerChunk is the size in bytes of one message of a chunked answer
+// from the Agg, headers included, before the GW puts in its own (at most
+// messages.RelayRoom): with those and the protocol line, a chunk fits the
+// NATS server's largest read buffer (64 KiB), so the server parses it where
+// it read it. A message larger than the read buffer it arrives in is first
+// copied into a buffer made (and zeroed) for it, at each of the answer's two
+// crossings (Agg -> GW -> caller), and is garbage after: work, allocation and
+// collection for every byte of the answer. Smaller chunks would cost more
+// messages (headers, a delivery, the GW's relay step each) for the same bytes.
+const AggAnswerChunk = 62 << 10
+
 // DAPPartialWindow is the size in bytes of one window of a DAP's partial
 // result (messages.PartialResult.Window), at most the max payload: a larger
 // partial is sent as several, under the Agg's credit, so that neither the DAP

@@ -35,7 +35,7 @@ const _ = uint(MaxHeldFrames - messages.StreamStartFrames)
 
 // maxHeldChunks bounds the chunks of a chunked answer held while `answered`
 // is written, in number (their bytes are bounded by MaxAnswerBytes): the
-// Agg cuts chunks of 62 KiB (services/agg answerChunk), so that a largest
+// Agg cuts chunks of 62 KiB (defaults.AggAnswerChunk), so that a largest
 // answer (256 MiB, defaults) is about 4,250 of them; 8,192 hold it with
 // room, and hold 256 MiB in chunks of a 32 KiB max payload. Past it the
 // answer is ended with a chunk end once it goes out.
