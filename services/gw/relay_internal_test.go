@@ -9,14 +9,13 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // A chunk 0 passed on as it comes (core/relay.go) that is above the max
@@ -143,11 +142,11 @@ func TestRelayedChunkNotSentEndsTheTransfer(t *testing.T) {
 		t.Fatalf("after the chunk end: %v, want nothing more", m.Header)
 	}
 	for code, want := range map[string]float64{"ERR": 1, "OK": 0} {
-		if n := counterValue(t, g.met.requests.WithLabelValues(subjects.APIGetData, code)); n != want {
+		if n := promtest.Value(t, g.met.requests.WithLabelValues(subjects.APIGetData, code)); n != want {
 			t.Errorf("sg_gw_requests_total{code=%s} = %v, want %v", code, n, want)
 		}
 	}
-	if n := counterValue(t, g.met.sendFailed); n != 1 {
+	if n := promtest.Value(t, g.met.sendFailed); n != 1 {
 		t.Errorf("sg_gw_answer_send_failures_total = %v, want 1", n)
 	}
 }
@@ -156,7 +155,7 @@ func TestRelayedChunkNotSentEndsTheTransfer(t *testing.T) {
 // when chunk 0 did: OK once, whole.
 func TestRelayedAnswerCountsWhenItEnds(t *testing.T) {
 	g, sh, chunks, _, next := relayStory(t)
-	ok := func() float64 { return counterValue(t, g.met.requests.WithLabelValues(subjects.APIGetData, "OK")) }
+	ok := func() float64 { return promtest.Value(t, g.met.requests.WithLabelValues(subjects.APIGetData, "OK")) }
 	stepChunk(sh, chunks[0])
 	if next().Header.Get(messages.HdrChunkIndex) != "0" || ok() != 0 {
 		t.Fatalf("after chunk 0: counted OK %v, want 0", ok())
@@ -168,16 +167,6 @@ func TestRelayedAnswerCountsWhenItEnds(t *testing.T) {
 	if ok() != 1 || sh.c.Relaying() != 0 {
 		t.Fatalf("after the last chunk: counted OK %v, relaying %d; want 1, 0", ok(), sh.c.Relaying())
 	}
-}
-
-// counterValue is a counter's value now.
-func counterValue(t testing.TB, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 // An answer whose chunks alone pass the GW's held bound (core) reaches its

@@ -19,6 +19,7 @@ import (
 	"github.com/sg-project/sg/services/logwriter"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // BenchmarkSmallRequestGW is the GW's share of a small getData (issue 10:
@@ -214,7 +215,7 @@ func benchSmallRequestGW(b *testing.B, c smallRequestGWCase) {
 	if st := sh.c.Stats(); st.Answered-st0.Answered != uint64(b.N) || st.InFlight != 0 || st.Refused != st0.Refused || st.LogRetries != 0 {
 		b.Fatalf("%d answered of %d, %d in flight: %+v", st.Answered-st0.Answered, b.N, st.InFlight, st)
 	}
-	if n := counterValue(b, g.met.sendFailed); n != 0 {
+	if n := promtest.Value(b, g.met.sendFailed); n != 0 {
 		b.Fatalf("%.0f answers not sent", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sg-project/sg/services/gw/core"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // slowAnswered is how long the `answered` write's acknowledgement is held
@@ -195,7 +196,7 @@ func TestStreamWholeWhileAnsweredIsSlow(t *testing.T) {
 	if want := part.Rows.NumRows(); rows != want || windows <= 2*core.MaxHeldFrames {
 		t.Fatalf("%d rows in %d windows, want %d rows in more than %d", rows, windows, want, 2*core.MaxHeldFrames)
 	}
-	if n := counterValue(t, g.met.streamStarts.WithLabelValues("sent")); n != 1 {
+	if n := promtest.Value(t, g.met.streamStarts.WithLabelValues("sent")); n != 1 {
 		t.Fatalf("%v start signals sent, want 1", n)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/sg-project/sg/messages"
@@ -19,6 +18,7 @@ import (
 	"github.com/sg-project/sg/services/logwriter"
 	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
+	"github.com/sg-project/sg/test/promtest"
 )
 
 // BenchmarkSmallSubmission is the RC's share of a small getData of one
@@ -193,7 +193,7 @@ func benchSmallSubmission(b *testing.B, c smallSubmissionCase) {
 			dones[i], batch = done(batch), nil
 		}
 	}
-	dispatched0 := counterValue(b, r.metrics.dispatches)
+	dispatched0 := promtest.Value(b, r.metrics.dispatches)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0, _ := cputime.Process()
@@ -209,10 +209,10 @@ func benchSmallSubmission(b *testing.B, c smallSubmissionCase) {
 	// The process's CPU: the RC's, and the embedded server's reading of
 	// what it publishes (on the other core, beside the RC's time).
 	b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
-	if n := counterValue(b, r.metrics.dispatches) - dispatched0; n != float64(b.N) || len(r.pending) != 0 {
+	if n := promtest.Value(b, r.metrics.dispatches) - dispatched0; n != float64(b.N) || len(r.pending) != 0 {
 		b.Fatalf("%.0f dispatched of %d, %d requests still held", n, b.N, len(r.pending))
 	}
-	if bad := counterValue(b, r.metrics.badMessages); bad != 0 {
+	if bad := promtest.Value(b, r.metrics.badMessages); bad != 0 {
 		b.Fatalf("%.0f bad messages", bad)
 	}
 }
@@ -269,14 +269,4 @@ func (br *benchRC) in(m *nats.Msg) {
 	br.r.onInput(input{subject: m.Subject, msg: m})
 	br.r.armDeadline(br.deadline)
 	br.r.armWake(br.wake)
-}
-
-// counterValue reads a counter.
-func counterValue(b *testing.B, c interface{ Write(*dto.Metric) error }) float64 {
-	b.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		b.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

@@ -1,6 +1,6 @@
 // Package promtest reads metrics back in tests: one home for summing a
-// counter's series from a registry, which the services' tests each used to
-// carry a copy of.
+// counter's series from a registry, and for one metric's value, which the
+// services' tests each used to carry a copy of.
 package promtest
 
 import (
@@ -32,6 +32,17 @@ func Sum(t testing.TB, g prometheus.Gatherer, name string, labels map[string]str
 		}
 	}
 	return total
+}
+
+// Value is the value of one counter or gauge (a series: a vector's with
+// its labels given) now.
+func Value(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue() + d.GetGauge().GetValue()
 }
 
 func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
