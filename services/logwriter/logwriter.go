@@ -2,8 +2,8 @@
 // a goroutine of its own, in batches, so that a service never waits on a
 // write system call to log. Written by the goroutine that logged, each line
 // was a write(2) on a request's path: at info level (three lines a request,
-// from the GW, the RC and the Agg), that cost a small getData about a third
-// of its latency on a 2-core machine (issue 10; BENCHMARKS.md). Batched, the
+// from the GW, the RC and the Agg), that added about a third to a small
+// getData's latency on a 2-core machine (issue 10; BENCHMARKS.md). Batched, the
 // lines of many requests share one write.
 //
 // An output that stalls (a full pipe, a stuck log driver) must not wedge the
@@ -46,7 +46,7 @@ type Writer struct {
 }
 
 // New starts the writer's goroutine; Close stops it. max bounds the bytes
-// waiting (<= 0: defaults.LogBuffer's value is the caller's to pass).
+// waiting (the services pass defaults.LogBuffer).
 func New(out io.Writer, max int) *Writer {
 	w := &Writer{out: out, max: max, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
