@@ -62,9 +62,40 @@ type benchConfig struct {
 
 // phaseProfiles, when dir is set (--phase-profiles), writes a CPU profile of
 // each measured phase apart, as <dir>/<pass>-<phase>.pprof: one profile of
-// the whole run mixes the callers, which take turns in slices, and the
-// services' goroutines carry no labels to tell them apart.
+// the whole run mixes the callers, which take turns in slices. Within a
+// phase, the profile labels below tell who the CPU was spent for.
 type phaseProfiles struct{ dir, pass string }
+
+// Profile labels, so that `go tool pprof -tags` (and -tagfocus) splits a
+// profile's CPU by whom it was spent for. labelWork is on the goroutines
+// that do a part's work: a service's (gw, rc, agg, dap: its loops and its
+// subscriptions' handlers), the bench's callers' (caller), the plain echo
+// responder's (responder) and the floors' subscribers' (floor). labelConn is
+// on a connection's own goroutines, named by the part that owns it: nats.go's
+// reader and flusher and, for a connection in process, the NATS server's
+// loops that serve it. Unlabeled: the server's loops for TCP connections
+// (the callers'), JetStream's goroutines (the server labels those by stream
+// and account) and the Go runtime's (the GC).
+const (
+	labelWork = "sg"
+	labelConn = "sg_conn"
+)
+
+// dialAs connects with dial on a goroutine of its own labelled labelConn=as
+// and nothing else: the connection's goroutines inherit exactly that label,
+// whatever the caller's goroutine carries (and the caller's labels are not
+// touched, as pprof.Do on its goroutine would reset them to its ctx's).
+func dialAs(as string, dial func() (*nats.Conn, error)) (*nats.Conn, error) {
+	var nc *nats.Conn
+	var err error
+	done := make(chan struct{})
+	go pprof.Do(context.Background(), pprof.Labels(labelConn, as), func(context.Context) {
+		defer close(done)
+		nc, err = dial()
+	})
+	<-done
+	return nc, err
+}
 
 // run calls measure under a CPU profile of phase, or alone without a dir.
 func (p phaseProfiles) run(phase string, measure func() error) error {
@@ -119,7 +150,7 @@ write is refused).`, stdout, stderr)
 	pubMiB := fs.Int("publish-mib", 512, "plain publish: MiB to send")
 	out := fs.String("out", "BENCHMARKS.md", "file to write the table to (\"\": none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (sg and the bench's callers) to this file")
-	phaseDir := fs.String("phase-profiles", "", "write a CPU profile of each measured phase (each caller's slices at --clients, plain publish, each large row) into this directory")
+	phaseDir := fs.String("phase-profiles", "", "write a CPU profile of each measured phase (each caller's slices at --clients, plain publish, each large row) into this directory, its samples labelled by whom they were spent for (go tool pprof -tags)")
 	servicesTCP := fs.Bool("services-over-tcp", false, "the sg it starts connects its services over loopback TCP, as services run apart do (default: in process, as sg run does)")
 	if done, err := parse(fs, args, stdout); done {
 		return err
@@ -326,7 +357,7 @@ func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, wi
 	parts := newPartConns("sg-bench", func(subjects.Role) Common { return common }, log, opts...)
 	defer parts.close()
 	for _, role := range []subjects.Role{subjects.RoleGW, subjects.RoleRC, subjects.RoleAgg, subjects.RoleDAP} {
-		if _, err := parts.conn(role); err != nil {
+		if _, err := dialAs(string(role), func() (*nats.Conn, error) { return parts.conn(role) }); err != nil {
 			return benchResult{}, err
 		}
 	}
@@ -361,19 +392,21 @@ func runBenchSystem(ctx context.Context, srv *server.Server, cfg benchConfig, wi
 		wg.Wait()
 	}()
 	errc := make(chan error, 4)
-	start := func(name string, run func(context.Context) error) {
+	start := func(name string, role subjects.Role, run func(context.Context) error) {
 		wg.Go(func() {
-			if err := run(svcCtx); err != nil && !errors.Is(err, context.Canceled) {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
+			pprof.Do(svcCtx, pprof.Labels(labelWork, string(role)), func(ctx context.Context) {
+				if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					errc <- fmt.Errorf("%s: %w", name, err)
+				}
+			})
 		})
 	}
-	start("agg", func(ctx context.Context) error { return runAgg(ctx, aggc, conns[subjects.RoleAgg], s, log, reg) })
-	start("rc", r.Run)
-	start("dap fleet", func(ctx context.Context) error {
+	start("agg", subjects.RoleAgg, func(ctx context.Context) error { return runAgg(ctx, aggc, conns[subjects.RoleAgg], s, log, reg) })
+	start("rc", subjects.RoleRC, r.Run)
+	start("dap fleet", subjects.RoleDAP, func(ctx context.Context) error {
 		return dap.RunDemoFleet(ctx, dap.DemoFleetConfig{NC: conns[subjects.RoleDAP], Subjects: s, Log: log, RCID: rcc.ID, Seed: 1, Replicas: 1})
 	})
-	start("gw", g.Run)
+	start("gw", subjects.RoleGW, g.Run)
 	daps := len(demo.Regions) * 3
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
@@ -396,8 +429,17 @@ type benchResult struct {
 	notes []string
 }
 
-// benchAgainst measures plain NATS and sg on the server at url.
-func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log zerolog.Logger, stderr io.Writer) (benchResult, error) {
+// benchAgainst measures plain NATS and sg on the server at url, its
+// goroutines labelled as the callers' (labelWork).
+func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log zerolog.Logger, stderr io.Writer) (res benchResult, err error) {
+	pprof.Do(ctx, pprof.Labels(labelWork, "caller"), func(ctx context.Context) {
+		res, err = benchCallers(ctx, cfg, url, prefix, log, stderr)
+	})
+	return res, err
+}
+
+// benchCallers is benchAgainst's work.
+func benchCallers(ctx context.Context, cfg benchConfig, url, prefix string, log zerolog.Logger, stderr io.Writer) (benchResult, error) {
 	s, err := subjects.New(prefix)
 	if err != nil {
 		return benchResult{}, err
@@ -408,8 +450,8 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 			c.Close()
 		}
 	}()
-	dial := func() (*nats.Conn, error) {
-		c, err := nats.Connect(url, nats.Name("sg-bench"))
+	dial := func(as string) (*nats.Conn, error) {
+		c, err := dialAs(as, func() (*nats.Conn, error) { return nats.Connect(url, nats.Name("sg-bench")) })
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", maskURL(url), err)
 		}
@@ -419,16 +461,19 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	// Clients get a connection each, as separate callers would.
 	clientConns := make([]*nats.Conn, cfg.clients)
 	for i := range clientConns {
-		if clientConns[i], err = dial(); err != nil {
+		if clientConns[i], err = dial("caller"); err != nil {
 			return benchResult{}, err
 		}
 	}
-	responder, err := dial()
+	responder, err := dial("responder")
 	if err != nil {
 		return benchResult{}, err
 	}
 	echoSubject := "_sg_bench.echo"
-	if _, err := responder.Subscribe(echoSubject, func(m *nats.Msg) { _ = m.Respond(m.Data) }); err != nil {
+	pprof.Do(ctx, pprof.Labels(labelWork, "responder"), func(context.Context) {
+		_, err = responder.Subscribe(echoSubject, func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	})
+	if err != nil {
 		return benchResult{}, err
 	}
 	if err := responder.Flush(); err != nil {
@@ -451,11 +496,15 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 	if err != nil {
 		return benchResult{}, err
 	}
-	dialService := cfg.dialService
-	if dialService == nil {
-		dialService = dial
+	// The floors' connections, made as the services' are.
+	dialFloor := func() (*nats.Conn, error) { return dial("floor") }
+	if cfg.dialService != nil {
+		dialFloor = func() (*nats.Conn, error) { return dialAs("floor", cfg.dialService) }
 	}
-	floor, err := startSmallFloor(ctx, dialService, cfg.floorLog)
+	var floor *smallFloor
+	pprof.Do(ctx, pprof.Labels(labelWork, "floor"), func(ctx context.Context) {
+		floor, err = startSmallFloor(ctx, dialFloor, cfg.floorLog)
+	})
 	if err != nil {
 		return benchResult{}, fmt.Errorf("the small request's floor: %w", err)
 	}
@@ -550,7 +599,10 @@ func benchAgainst(ctx context.Context, cfg benchConfig, url, prefix string, log 
 		return benchResult{}, fmt.Errorf("large answer, streamed: %w", err)
 	}
 	fmt.Fprintf(stderr, "bench: the large answers' floor: their bytes relayed through three crossings with plain NATS, no work\n")
-	relayJSON, relayMsgpack, err := relayFloor(dialService, clientConns[0], largeJSON.answerBytes, largeMsgpack.answerBytes, cfg.large, cfg.profiles)
+	var relayJSON, relayMsgpack measured
+	pprof.Do(ctx, pprof.Labels(labelWork, "floor"), func(context.Context) {
+		relayJSON, relayMsgpack, err = relayFloor(dialFloor, clientConns[0], largeJSON.answerBytes, largeMsgpack.answerBytes, cfg.large, cfg.profiles)
+	})
 	if err != nil {
 		return benchResult{}, fmt.Errorf("relay floor: %w", err)
 	}
