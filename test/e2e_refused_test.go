@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/sg-project/sg/messages"
 	"github.com/sg-project/sg/services/dap"
+	"github.com/sg-project/sg/subjects"
 	"github.com/sg-project/sg/test/natstest"
 	"github.com/sg-project/sg/test/promtest"
 )
@@ -166,17 +168,46 @@ func TestForgedRefusalsAreDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The refusals go out on the connection the DAP answers on, before its
-	// answer: the RC has judged them all by the time it hears the DAP.
+	// The caller's answer is no sign that the RC has judged them: it comes
+	// from the Agg, which the RC's verdicts do not hold up.
+	rcHandledEarlier(t, sys.nc, sys.s, "rc-1")
+	if n := promtest.Sum(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != float64(len(forged)) {
+		t.Fatalf("RC counted %v refusals dropped, want %d", n, len(forged))
+	}
 	gated.open()
 	a := receiveAnswer(t, ch, refusedWithin)
 	if a.err != nil || !a.resp.Header.Status.IsOK() {
 		t.Fatalf("answer %v %+v, want OK", a.err, a.resp.Header.Status)
 	}
-	if n := promtest.Sum(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "dropped"}); n != float64(len(forged)) {
-		t.Fatalf("RC counted %v refusals dropped, want %d", n, len(forged))
-	}
 	if n := promtest.Sum(t, sys.reg, "sg_rc_refusals_received_total", map[string]string{"outcome": "accepted"}); n != 0 {
 		t.Fatalf("RC accepted %v forged refusals", n)
+	}
+}
+
+// rcHandledEarlier returns once RC rcID's loop has handled every message nc
+// published to it before: a secondary status query for no request, sent
+// now, comes to the RC's one inbox subscription after them, and the RC
+// answers it from its loop (an "unknown" block, to the primary the query
+// names: a probe here).
+func rcHandledEarlier(t *testing.T, nc *nats.Conn, s subjects.Subjects, rcID string) {
+	t.Helper()
+	probe := "probe-" + nuid.Next()
+	sub, err := nc.SubscribeSync(s.RCSecondaryStatus(probe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := messages.Encode(&messages.SecondaryQuery{V: messages.PortionVersion, RequestID: "probe", PrimaryRCID: probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish(s.RCSecondaryQuery(rcID), b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.NextMsg(refusedWithin); err != nil {
+		t.Fatalf("%s's answer to a status query, sent after the messages it must have handled: %v", rcID, err)
 	}
 }

@@ -170,10 +170,10 @@ func TestMultiRCForgedRelayedRefusalsAreDropped(t *testing.T) {
 			}
 		}
 	}
-	// Flushed: each RC has them on its inbox before any completion the
-	// released DAPs send, so it has judged them by the time it answers.
-	if err := d.nc.Flush(); err != nil {
-		t.Fatal(err)
+	// Each RC has judged them before the DAPs go on: the answer, the Agg's,
+	// would be no sign of it.
+	for rc := range forged {
+		rcHandledEarlier(t, d.nc, d.s, rc)
 	}
 	for _, id := range d.dapIDs("us") {
 		d.gates[id].release()
