@@ -75,7 +75,7 @@ type phaseProfiles struct{ dir, pass string }
 // reader and flusher and, for a connection in process, the NATS server's
 // loops that serve it. Unlabeled: the server's loops for TCP connections
 // (the callers'), JetStream's goroutines (the server labels those by stream
-// and account) and the Go runtime's (the GC).
+// and account), the log writer's and the Go runtime's (the GC).
 const (
 	labelWork = "sg"
 	labelConn = "sg_conn"
