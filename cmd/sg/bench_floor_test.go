@@ -16,11 +16,7 @@ import (
 // record last on the request's subject, empty, with its TTL); without, no
 // stream is made.
 func TestSmallFloorWritesTheRequestLog(t *testing.T) {
-	srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	srv := testNATSServer(t)
 	dial := func() (*nats.Conn, error) { return nats.Connect(srv.ClientURL(), inProcess(srv)) }
 	caller, err := nats.Connect(srv.ClientURL())
 	if err != nil {

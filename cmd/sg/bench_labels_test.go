@@ -38,11 +38,7 @@ func TestBenchLabelsItsGoroutines(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	srv := testNATSServer(t)
 	var groups []string
 	if _, err := runBenchSystem(ctx, srv, benchConfig{}, false, zerolog.Nop(), func() (benchResult, error) {
 		groups = goroutineGroups(t)
@@ -72,11 +68,7 @@ func TestBenchLabelsItsGoroutines(t *testing.T) {
 // dialAs labels the connection's goroutines with sg_conn alone, and leaves
 // the labels of the goroutine that called it as they were.
 func TestDialAsLabelsOnlyTheConnection(t *testing.T) {
-	srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	srv := testNATSServer(t)
 	release := make(chan struct{})
 	defer close(release)
 	pprof.Do(context.Background(), pprof.Labels(labelWork, "caller"), func(context.Context) {

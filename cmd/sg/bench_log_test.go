@@ -27,14 +27,10 @@ func TestBenchPassesWriteTheRequestLogOrNot(t *testing.T) {
 		t.Run(fmt.Sprintf("log=%v", withLog), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+			srv := testNATSServer(t)
 			var records uint64
 			var found bool
-			_, err = runBenchSystem(ctx, srv, benchConfig{}, withLog, zerolog.Nop(), func() (benchResult, error) {
+			_, err := runBenchSystem(ctx, srv, benchConfig{}, withLog, zerolog.Nop(), func() (benchResult, error) {
 				c, err := nats.Connect(srv.ClientURL())
 				if err != nil {
 					return benchResult{}, err

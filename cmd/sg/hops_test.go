@@ -48,16 +48,9 @@ type stamp struct {
 
 func hopBreakdown(t *testing.T, n int, withLog bool) {
 	ctx := context.Background()
-	srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	}()
+	srv := testNATSServer(t)
 	log := zerolog.New(os.Stderr).Level(zerolog.ErrorLevel)
-	_, err = runBenchSystem(ctx, srv, benchConfig{}, withLog, log, func() (benchResult, error) {
+	_, err := runBenchSystem(ctx, srv, benchConfig{}, withLog, log, func() (benchResult, error) {
 		mon, err := nats.Connect(srv.ClientURL(), inProcess(srv))
 		if err != nil {
 			return benchResult{}, err

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/sg-project/sg/services/defaults"
 )
 
@@ -114,4 +116,16 @@ func TestBenchWritesTable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testNATSServer starts the embedded NATS server with JetStream in a
+// temporary directory, on a free loopback port, shut down when t ends.
+func testNATSServer(t testing.TB) *server.Server {
+	t.Helper()
+	srv, err := startNATSServer("127.0.0.1:0", t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
 }
